@@ -1,0 +1,337 @@
+//! File information structures carried by QUERY_INFO, SET_INFO,
+//! QUERY_DIRECTORY and the ExtA create context (MS-FSCC 2.4).
+
+use bytes::BytesMut;
+
+use crate::error::{DecodeError, DecodeResult};
+use crate::message::{put_u32, put_u64};
+use crate::reader::{put_utf16, utf16_to_string, Reader};
+
+/// FileInformationClass values we use (MS-FSCC 2.4).
+pub mod class {
+    #![allow(missing_docs)]
+    pub const FILE_BASIC_INFORMATION: u8 = 4;
+    pub const FILE_STANDARD_INFORMATION: u8 = 5;
+    pub const FILE_INTERNAL_INFORMATION: u8 = 6;
+    pub const FILE_EA_INFORMATION: u8 = 7;
+    pub const FILE_RENAME_INFORMATION: u8 = 10;
+    pub const FILE_DISPOSITION_INFORMATION: u8 = 13;
+    pub const FILE_FULL_EA_INFORMATION: u8 = 15;
+    pub const FILE_ALL_INFORMATION: u8 = 18;
+    pub const FILE_END_OF_FILE_INFORMATION: u8 = 20;
+    pub const FILE_NETWORK_OPEN_INFORMATION: u8 = 34;
+    pub const FILE_ID_FULL_DIRECTORY_INFORMATION: u8 = 38;
+    /// Filesystem class (InfoType FILESYSTEM): FileFsFullSizeInformation.
+    pub const FILE_FS_FULL_SIZE_INFORMATION: u8 = 7;
+}
+
+/// InfoType values of QUERY_INFO/SET_INFO (MS-SMB2 2.2.37).
+pub mod info_type {
+    #![allow(missing_docs)]
+    pub const FILE: u8 = 1;
+    pub const FILESYSTEM: u8 = 2;
+    pub const SECURITY: u8 = 3;
+    pub const QUOTA: u8 = 4;
+}
+
+/// Timestamps (FILETIME, 100 ns since 1601), sizes (bytes) and attributes
+/// of a file, as returned by CREATE, CLOSE and FileNetworkOpenInformation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileTimes {
+    /// CreationTime.
+    pub creation: u64,
+    /// LastAccessTime.
+    pub last_access: u64,
+    /// LastWriteTime.
+    pub last_write: u64,
+    /// ChangeTime.
+    pub change: u64,
+    /// AllocationSize in bytes.
+    pub allocation_size: u64,
+    /// EndOfFile: the file size in bytes.
+    pub end_of_file: u64,
+    /// FileAttributes.
+    pub attributes: u32,
+}
+
+impl FileTimes {
+    /// Decodes FileNetworkOpenInformation (MS-FSCC 2.4.29), 56 bytes.
+    pub fn decode_network_open(b: &[u8]) -> DecodeResult<FileTimes> {
+        let mut r = Reader::new(b);
+        Ok(FileTimes {
+            creation: r.u64("CreationTime")?,
+            last_access: r.u64("LastAccessTime")?,
+            last_write: r.u64("LastWriteTime")?,
+            change: r.u64("ChangeTime")?,
+            allocation_size: r.u64("AllocationSize")?,
+            end_of_file: r.u64("EndOfFile")?,
+            attributes: r.u32("FileAttributes")?,
+        })
+    }
+
+    /// True if FILE_ATTRIBUTE_DIRECTORY is set.
+    pub fn is_directory(&self) -> bool {
+        self.attributes & crate::create::attributes::DIRECTORY != 0
+    }
+}
+
+/// One extended attribute (FILE_FULL_EA_INFORMATION, MS-FSCC 2.4.15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FullEa {
+    /// EA name (ASCII, no NUL).
+    pub name: String,
+    /// EA value; empty deletes the EA on SET_INFO.
+    pub value: Vec<u8>,
+}
+
+/// Appends a FILE_FULL_EA_INFORMATION chain (entries 4-byte aligned).
+pub fn encode_full_ea(out: &mut BytesMut, eas: &[FullEa]) {
+    for (i, ea) in eas.iter().enumerate() {
+        let start = out.len();
+        put_u32(out, 0);
+        out.extend_from_slice(&[0, ea.name.len() as u8]);
+        out.extend_from_slice(&(ea.value.len() as u16).to_le_bytes());
+        out.extend_from_slice(ea.name.as_bytes());
+        out.extend_from_slice(&[0]);
+        out.extend_from_slice(&ea.value);
+        if i + 1 < eas.len() {
+            let len = out.len() - start;
+            let padded = len.next_multiple_of(4);
+            out.resize(start + padded, 0);
+            out[start..start + 4].copy_from_slice(&(padded as u32).to_le_bytes());
+        }
+    }
+}
+
+/// Decodes a FILE_FULL_EA_INFORMATION chain.
+pub fn decode_full_ea(b: &[u8]) -> DecodeResult<Vec<FullEa>> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < b.len() {
+        let mut r = Reader::new(&b[off..]);
+        let next = r.u32("EA NextEntryOffset")? as usize;
+        r.skip(1, "EA Flags")?;
+        let name_len = r.u8("EaNameLength")? as usize;
+        let value_len = r.u16("EaValueLength")? as usize;
+        let name = r.take(name_len, "EaName")?;
+        r.skip(1, "EaName NUL")?;
+        let value = r.take(value_len, "EaValue")?;
+        out.push(FullEa {
+            name: String::from_utf8_lossy(name).into_owned(),
+            value: value.to_vec(),
+        });
+        if next == 0 {
+            break;
+        }
+        off = off
+            .checked_add(next)
+            .ok_or(DecodeError::OutOfBounds("EA NextEntryOffset"))?;
+    }
+    Ok(out)
+}
+
+/// Appends FILE_GET_EA_INFORMATION entries naming the EAs to query.
+pub fn encode_get_ea(out: &mut BytesMut, names: &[&str]) {
+    for (i, n) in names.iter().enumerate() {
+        let start = out.len();
+        put_u32(out, 0);
+        out.extend_from_slice(&[n.len() as u8]);
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(&[0]);
+        if i + 1 < names.len() {
+            let padded = (out.len() - start).next_multiple_of(4);
+            out.resize(start + padded, 0);
+            out[start..start + 4].copy_from_slice(&(padded as u32).to_le_bytes());
+        }
+    }
+}
+
+/// A SET_INFO payload for InfoType FILE.
+#[derive(Debug, Clone)]
+#[allow(missing_docs)] // variant docs name the fields
+pub enum SetFileInfo<'a> {
+    /// FileRenameInformation (SMB2 form, MS-FSCC 2.4.37.2): target path
+    /// relative to the share root.
+    Rename {
+        target: &'a str,
+        replace_if_exists: bool,
+    },
+    /// FileDispositionInformation: mark for delete on close.
+    Disposition { delete_pending: bool },
+    /// FileEndOfFileInformation: truncate or extend to a size in bytes.
+    EndOfFile(u64),
+    /// FileBasicInformation; 0 leaves a time unchanged, attributes 0 too.
+    Basic {
+        creation: u64,
+        last_access: u64,
+        last_write: u64,
+        change: u64,
+        attributes: u32,
+    },
+    /// FileFullEaInformation: set (or delete, with an empty value) EAs.
+    FullEa(&'a [FullEa]),
+}
+
+impl SetFileInfo<'_> {
+    /// The FileInformationClass of this payload.
+    pub fn class(&self) -> u8 {
+        match self {
+            SetFileInfo::Rename { .. } => class::FILE_RENAME_INFORMATION,
+            SetFileInfo::Disposition { .. } => class::FILE_DISPOSITION_INFORMATION,
+            SetFileInfo::EndOfFile(_) => class::FILE_END_OF_FILE_INFORMATION,
+            SetFileInfo::Basic { .. } => class::FILE_BASIC_INFORMATION,
+            SetFileInfo::FullEa(_) => class::FILE_FULL_EA_INFORMATION,
+        }
+    }
+
+    /// Appends the payload bytes.
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            SetFileInfo::Rename {
+                target,
+                replace_if_exists,
+            } => {
+                out.extend_from_slice(&[*replace_if_exists as u8, 0, 0, 0, 0, 0, 0, 0]);
+                put_u64(out, 0); // RootDirectory
+                let len_at = out.len();
+                put_u32(out, 0);
+                let n = put_utf16(out, target);
+                out[len_at..len_at + 4].copy_from_slice(&(n as u32).to_le_bytes());
+            }
+            SetFileInfo::Disposition { delete_pending } => {
+                out.extend_from_slice(&[*delete_pending as u8])
+            }
+            SetFileInfo::EndOfFile(n) => put_u64(out, *n),
+            SetFileInfo::Basic {
+                creation,
+                last_access,
+                last_write,
+                change,
+                attributes,
+            } => {
+                put_u64(out, *creation);
+                put_u64(out, *last_access);
+                put_u64(out, *last_write);
+                put_u64(out, *change);
+                put_u32(out, *attributes);
+                put_u32(out, 0);
+            }
+            SetFileInfo::FullEa(eas) => encode_full_ea(out, eas),
+        }
+    }
+}
+
+/// One entry of FileIdFullDirectoryInformation (MS-FSCC 2.4.18).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// File name (no path).
+    pub name: String,
+    /// Times, size and attributes.
+    pub times: FileTimes,
+    /// EaSize in bytes.
+    pub ea_size: u32,
+    /// FileId (the 8-byte file system id, not an SMB2 handle).
+    pub file_id: u64,
+}
+
+/// Decodes a FileIdFullDirectoryInformation buffer into entries, calling
+/// `f` for each. Errors on any entry that overruns the buffer.
+pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult<()> {
+    let mut off = 0usize;
+    while off < b.len() {
+        let mut r = Reader::new(&b[off..]);
+        let next = r.u32("NextEntryOffset")? as usize;
+        r.skip(4, "FileIndex")?;
+        let creation = r.u64("CreationTime")?;
+        let last_access = r.u64("LastAccessTime")?;
+        let last_write = r.u64("LastWriteTime")?;
+        let change = r.u64("ChangeTime")?;
+        let end_of_file = r.u64("EndOfFile")?;
+        let allocation_size = r.u64("AllocationSize")?;
+        let attributes = r.u32("FileAttributes")?;
+        let name_len = r.u32("FileNameLength")? as usize;
+        let ea_size = r.u32("EaSize")?;
+        r.skip(4, "Reserved")?;
+        let file_id = r.u64("FileId")?;
+        let name = utf16_to_string(r.take(name_len, "FileName")?, "FileName")?;
+        f(DirEntry {
+            name,
+            times: FileTimes {
+                creation,
+                last_access,
+                last_write,
+                change,
+                allocation_size,
+                end_of_file,
+                attributes,
+            },
+            ea_size,
+            file_id,
+        });
+        if next == 0 {
+            break;
+        }
+        off = off
+            .checked_add(next)
+            .ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;
+    }
+    Ok(())
+}
+
+/// FileFsFullSizeInformation (MS-FSCC 2.5.4), sizes in allocation units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsFullSize {
+    /// TotalAllocationUnits.
+    pub total_units: u64,
+    /// CallerAvailableAllocationUnits.
+    pub caller_available_units: u64,
+    /// ActualAvailableAllocationUnits.
+    pub actual_available_units: u64,
+    /// SectorsPerAllocationUnit.
+    pub sectors_per_unit: u32,
+    /// BytesPerSector.
+    pub bytes_per_sector: u32,
+}
+
+impl FsFullSize {
+    /// Decodes the 32-byte structure.
+    pub fn decode(b: &[u8]) -> DecodeResult<FsFullSize> {
+        let mut r = Reader::new(b);
+        Ok(FsFullSize {
+            total_units: r.u64("TotalAllocationUnits")?,
+            caller_available_units: r.u64("CallerAvailableAllocationUnits")?,
+            actual_available_units: r.u64("ActualAvailableAllocationUnits")?,
+            sectors_per_unit: r.u32("SectorsPerAllocationUnit")?,
+            bytes_per_sector: r.u32("BytesPerSector")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_ea_round_trip() {
+        let eas = vec![
+            FullEa {
+                name: "user.a".into(),
+                value: b"1".to_vec(),
+            },
+            FullEa {
+                name: "user.smbgate".into(),
+                value: vec![0, 1, 2, 3, 4],
+            },
+        ];
+        let mut b = BytesMut::new();
+        encode_full_ea(&mut b, &eas);
+        assert_eq!(u32::from_le_bytes(b[0..4].try_into().unwrap()), 16); // 8+6+1+1 = 16
+        assert_eq!(decode_full_ea(&b).unwrap(), eas);
+    }
+
+    #[test]
+    fn full_ea_rejects_overrun() {
+        let b = [0u8, 0, 0, 0, 0, 5, 10, 0, b'a'];
+        assert!(decode_full_ea(&b).is_err());
+    }
+}
