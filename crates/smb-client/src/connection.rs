@@ -1,0 +1,655 @@
+//! One TCP connection to an SMB server: framing, a writer task that sends
+//! queued frames with one vectored write, a reader task that checks
+//! signatures or decrypts and wakes each waiter by MessageId, and credit
+//! accounting. Any framing, integrity or timeout failure poisons the
+//! connection: every waiter fails and nothing is sent on it again.
+
+use std::collections::HashMap;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use smb_proto::compound::ChainBuilder;
+use smb_proto::frame::{frame_len, FRAME_HEADER_LEN, MAX_FRAME_LEN};
+use smb_proto::header::{flags, Header, HEADER_LEN};
+use smb_proto::transform::{is_transform, TransformHeader, TRANSFORM_HEADER_LEN};
+use smb_proto::{Command, NtStatus, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use crate::credits::CreditWindow;
+use crate::crypto::{Cipherer, Signer};
+use crate::error::{Error, Result};
+
+/// Timeouts and limits of one connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionOptions {
+    /// TCP connect deadline.
+    pub connect_timeout: Duration,
+    /// Deadline for one response (and for one socket write).
+    pub request_timeout: Duration,
+    /// Credit window to grow toward, in credits (64 KiB each).
+    pub credit_target: u32,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        ConnectionOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            credit_target: 2048,
+        }
+    }
+}
+
+/// A received message: its header and the whole message bytes (header
+/// first), sliced from the received frame without a copy.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Decoded header.
+    pub header: Header,
+    /// The message, header included.
+    pub msg: Bytes,
+}
+
+impl Response {
+    /// The NTSTATUS of the response.
+    pub fn status(&self) -> NtStatus {
+        self.header.status
+    }
+
+    /// `Ok(self)` for STATUS_SUCCESS (and the listed warnings), otherwise a
+    /// typed [`Error::Status`].
+    pub fn ok_or_status(self, also_ok: &[NtStatus]) -> Result<Response> {
+        let s = self.header.status;
+        if s == NtStatus::STATUS_SUCCESS || also_ok.contains(&s) {
+            Ok(self)
+        } else {
+            Err(Error::Status {
+                command: self.header.command,
+                status: s,
+            })
+        }
+    }
+}
+
+/// One message of a chain to send.
+pub struct Op<'a> {
+    /// The request body.
+    pub body: &'a dyn Request,
+    /// TreeId for the header.
+    pub tree_id: u32,
+}
+
+/// A response on its way.
+pub type ResponseFuture = oneshot::Receiver<Result<Response>>;
+
+/// Security state installed after SESSION_SETUP.
+#[derive(Default)]
+pub(crate) struct Security {
+    pub session_id: u64,
+    pub signer: Option<Signer>,
+    /// Sign every request and require signed responses.
+    pub sign_all: bool,
+    pub cipher: Option<Cipherer>,
+    /// The session requires encryption of everything.
+    pub encrypt_all: bool,
+}
+
+struct Pending {
+    tx: oneshot::Sender<Result<Response>>,
+    charge: u32,
+}
+
+struct State {
+    next_message_id: u64,
+    pending: HashMap<u64, Pending>,
+    credits: CreditWindow,
+    queue: Vec<Bytes>,
+    poisoned: Option<Error>,
+}
+
+pub(crate) struct Inner {
+    state: Mutex<State>,
+    pub(crate) security: RwLock<Security>,
+    writer_wake: Notify,
+    credit_wake: Notify,
+    poisoned: AtomicBool,
+    in_flight: AtomicUsize,
+    pub(crate) opts: ConnectionOptions,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A cheaply clonable handle on one SMB connection. When the last handle
+/// is dropped the connection is shut down.
+#[derive(Clone)]
+pub struct Connection {
+    pub(crate) inner: Arc<Inner>,
+    _guard: Arc<CloseOnDrop>,
+}
+
+struct CloseOnDrop(Arc<Inner>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.poison(Error::ConnectionLost(
+            "connection closed by the client".into(),
+        ));
+    }
+}
+
+impl Connection {
+    /// Opens a TCP connection to `addr` (e.g. `127.0.0.1:445`) and starts
+    /// its reader and writer tasks. No SMB message is sent yet.
+    ///
+    /// Errors: [`Error::Timeout`] or [`Error::Io`].
+    pub async fn open(addr: &str, opts: ConnectionOptions) -> Result<Connection> {
+        let stream = tokio::time::timeout(opts.connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| Error::Timeout("TCP connect"))??;
+        stream.set_nodelay(true)?;
+        {
+            let s = socket2::SockRef::from(&stream);
+            let _ = s.set_recv_buffer_size(4 << 20);
+            let _ = s.set_send_buffer_size(4 << 20);
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(Duration::from_secs(30))
+                .with_interval(Duration::from_secs(10));
+            let _ = s.set_tcp_keepalive(&ka);
+        }
+        let (rd, wr) = stream.into_split();
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                next_message_id: 0,
+                pending: HashMap::new(),
+                credits: CreditWindow::new(opts.credit_target),
+                queue: Vec::new(),
+                poisoned: None,
+            }),
+            security: RwLock::new(Security::default()),
+            writer_wake: Notify::new(),
+            credit_wake: Notify::new(),
+            poisoned: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            opts,
+            tasks: Mutex::new(Vec::new()),
+        });
+        let w = tokio::spawn(writer_task(inner.clone(), wr));
+        let r = tokio::spawn(reader_task(inner.clone(), rd));
+        inner.tasks.lock().unwrap().extend([w, r]);
+        Ok(Connection {
+            _guard: Arc::new(CloseOnDrop(inner.clone())),
+            inner,
+        })
+    }
+
+    /// True once the connection has failed; it must be replaced.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Requests sent and not yet answered (for least-loaded dispatch).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Credits currently available to spend.
+    pub fn credits_available(&self) -> u32 {
+        self.inner.state.lock().unwrap().credits.available
+    }
+
+    /// Marks the connection failed with `err`, fails all waiters and stops
+    /// its tasks. Idempotent.
+    pub fn poison(&self, err: Error) {
+        self.inner.poison(err);
+    }
+
+    /// The SessionId in use (0 before SESSION_SETUP).
+    pub fn session_id(&self) -> u64 {
+        self.inner.security.read().unwrap().session_id
+    }
+
+    /// Sends several compound chains as one batch: all are encoded into one
+    /// buffer (each chain signed or encrypted as a unit) and queued for one
+    /// socket write. Waits for enough credits first. Within a chain every
+    /// message after the first is sent as a related operation.
+    ///
+    /// Returns one [`ResponseFuture`] per message, chain by chain.
+    /// Errors: the connection is poisoned, or credits did not arrive in time.
+    pub async fn send_batch(
+        &self,
+        chains: &[&[Op<'_>]],
+        encrypt: bool,
+    ) -> Result<Vec<ResponseFuture>> {
+        self.send_inner(chains, encrypt, true)
+            .await
+            .map(|(rx, _)| rx)
+    }
+
+    /// Sends one message and waits for its final response.
+    pub async fn call(&self, op: Op<'_>, encrypt: bool) -> Result<Response> {
+        let mut rx = self.send_batch(&[&[op]], encrypt).await?;
+        self.wait(rx.pop().expect("one receiver")).await
+    }
+
+    /// Sends one unsigned, unencrypted message and returns its exact bytes
+    /// too, for the SMB 3.1.1 preauth hash.
+    pub(crate) async fn call_captured(&self, op: Op<'_>) -> Result<(Response, Bytes)> {
+        let (mut rx, sent) = self.send_inner(&[&[op]], false, false).await?;
+        let resp = self.wait(rx.pop().expect("one receiver")).await?;
+        Ok((resp, sent))
+    }
+
+    /// Awaits a response with the request timeout; a timeout poisons the
+    /// connection (its stream may be desynchronised).
+    pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
+        match tokio::time::timeout(self.inner.opts.request_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(self.inner.poison_error()),
+            Err(_) => {
+                let e = Error::Timeout("no response from server");
+                self.poison(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    async fn send_inner(
+        &self,
+        chains: &[&[Op<'_>]],
+        encrypt: bool,
+        sign: bool,
+    ) -> Result<(Vec<ResponseFuture>, Bytes)> {
+        let charges: Vec<Vec<u16>> = chains
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .map(|op| smb_proto::header::credit_charge(op.body.credit_bytes()))
+                    .collect()
+            })
+            .collect();
+        let total: u32 = charges.iter().flatten().map(|&c| c as u32).sum();
+
+        // Take credits (and MessageIds) under the lock; wait for grants if
+        // the window is spent.
+        let deadline = tokio::time::Instant::now() + self.inner.opts.request_timeout;
+        let (first_id, requests, rxs) = loop {
+            let notified = self.inner.credit_wake.notified();
+            {
+                let mut st = self.inner.state.lock().unwrap();
+                if let Some(e) = &st.poisoned {
+                    return Err(e.clone());
+                }
+                if st.credits.try_spend(total) {
+                    let first_id = st.next_message_id;
+                    let mut id = first_id;
+                    let mut requests = Vec::with_capacity(charges.len());
+                    let mut rxs = Vec::new();
+                    for chain in &charges {
+                        let mut reqs = Vec::with_capacity(chain.len());
+                        for &c in chain {
+                            // Ask before spending is recorded for this message.
+                            reqs.push((id, c, st.credits.request_for(c)));
+                            let (tx, rx) = oneshot::channel();
+                            st.pending.insert(
+                                id,
+                                Pending {
+                                    tx,
+                                    charge: c as u32,
+                                },
+                            );
+                            rxs.push(rx);
+                            id += c as u64;
+                        }
+                        requests.push(reqs);
+                    }
+                    st.next_message_id = id;
+                    break (first_id, requests, rxs);
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let e = Error::Timeout("waiting for credits");
+                self.poison(e.clone());
+                return Err(e);
+            }
+        };
+        let _ = first_id;
+        self.inner.in_flight.fetch_add(rxs.len(), Ordering::Relaxed);
+
+        let buf = {
+            let sec = self.inner.security.read().unwrap();
+            let size_hint: usize = chains
+                .iter()
+                .flat_map(|c| c.iter())
+                .map(|op| 160 + op.body.credit_bytes().min(16 << 20) as usize)
+                .sum();
+            let mut buf = BytesMut::with_capacity(size_hint);
+            for (chain, reqs) in chains.iter().zip(&requests) {
+                if let Err(e) = encode_chain(&mut buf, &sec, chain, reqs, encrypt, sign) {
+                    drop(sec);
+                    self.poison(e.clone());
+                    return Err(e);
+                }
+            }
+            buf.freeze()
+        };
+        let sent = if sign {
+            Bytes::new()
+        } else {
+            buf.slice(FRAME_HEADER_LEN..)
+        };
+        {
+            let mut st = self.inner.state.lock().unwrap();
+            if let Some(e) = &st.poisoned {
+                return Err(e.clone());
+            }
+            st.queue.push(buf);
+        }
+        self.inner.writer_wake.notify_one();
+        Ok((rxs, sent))
+    }
+}
+
+fn encode_chain(
+    buf: &mut BytesMut,
+    sec: &Security,
+    chain: &[Op<'_>],
+    reqs: &[(u64, u16, u16)],
+    encrypt: bool,
+    sign: bool,
+) -> Result<()> {
+    let encrypt = (encrypt || sec.encrypt_all) && sec.cipher.is_some();
+    let start = buf.len();
+    buf.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    if encrypt {
+        buf.extend_from_slice(&[0; TRANSFORM_HEADER_LEN]);
+    }
+    let msgs_start = buf.len();
+    let mut builder = ChainBuilder::new();
+    for (i, (op, &(message_id, charge, credits))) in chain.iter().zip(reqs).enumerate() {
+        let mut h = Header::request(op.body.command());
+        h.credit_charge = charge;
+        h.credits = credits;
+        h.message_id = message_id;
+        h.tree_id = op.tree_id;
+        h.session_id = sec.session_id;
+        if i > 0 {
+            h.flags |= flags::RELATED_OPERATIONS;
+        }
+        builder.push(buf, &h, op.body);
+    }
+    let ranges = builder.finish(buf.len());
+    let must_sign = sign
+        && !encrypt
+        && sec.signer.is_some()
+        && (sec.sign_all
+            || chain
+                .iter()
+                .any(|op| op.body.command() == Command::TreeConnect));
+    if must_sign {
+        let signer = sec.signer.as_ref().expect("checked");
+        for r in ranges {
+            signer.sign(&mut buf[r]);
+        }
+    }
+    if encrypt {
+        let th = TransformHeader {
+            signature: [0; 16],
+            nonce: [0; 16],
+            original_message_size: (buf.len() - msgs_start) as u32,
+            flags: 1,
+            session_id: sec.session_id,
+        };
+        let mut hdr = BytesMut::with_capacity(TRANSFORM_HEADER_LEN);
+        th.encode(&mut hdr);
+        buf[start + FRAME_HEADER_LEN..msgs_start].copy_from_slice(&hdr);
+        sec.cipher
+            .as_ref()
+            .expect("checked")
+            .encrypt(&mut buf[start + FRAME_HEADER_LEN..]);
+    }
+    let len = buf.len() - start - FRAME_HEADER_LEN;
+    if len > MAX_FRAME_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "request of {len} bytes exceeds the 16 MiB frame limit"
+        )));
+    }
+    buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
+}
+
+impl Inner {
+    fn poison_error(&self) -> Error {
+        self.state
+            .lock()
+            .unwrap()
+            .poisoned
+            .clone()
+            .unwrap_or_else(|| Error::ConnectionLost("connection closed".into()))
+    }
+
+    pub(crate) fn poison(&self, err: Error) {
+        let pending = {
+            let mut st = self.state.lock().unwrap();
+            if st.poisoned.is_some() {
+                return;
+            }
+            tracing::warn!(error = %err, "SMB connection poisoned");
+            st.poisoned = Some(err.clone());
+            st.queue.clear();
+            std::mem::take(&mut st.pending)
+        };
+        self.poisoned.store(true, Ordering::Release);
+        for (_, p) in pending {
+            let _ = p.tx.send(Err(err.clone()));
+        }
+        self.in_flight.store(0, Ordering::Relaxed);
+        self.credit_wake.notify_waiters();
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+
+    /// Handles one decoded (and verified) message.
+    fn dispatch(&self, header: Header, msg: Bytes) -> Result<()> {
+        let mut st = self.state.lock().unwrap();
+        if header.message_id == u64::MAX && header.command == Command::OplockBreak {
+            return Ok(()); // unsolicited break notification; we hold no oplocks
+        }
+        let interim =
+            header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
+        if interim {
+            if !st.pending.contains_key(&header.message_id) {
+                return Err(Error::Protocol(format!(
+                    "interim response for unknown MessageId {}",
+                    header.message_id
+                )));
+            }
+            st.credits.on_response(header.credits, 0);
+            drop(st);
+            self.credit_wake.notify_waiters();
+            return Ok(());
+        }
+        let Some(p) = st.pending.remove(&header.message_id) else {
+            return Err(Error::Protocol(format!(
+                "response for unknown MessageId {}",
+                header.message_id
+            )));
+        };
+        st.credits.on_response(header.credits, p.charge);
+        drop(st);
+        self.credit_wake.notify_waiters();
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let _ = p.tx.send(Ok(Response { header, msg }));
+        Ok(())
+    }
+
+    /// Verifies and dispatches every message of one received frame.
+    fn on_frame(&self, mut frame: BytesMut) -> Result<()> {
+        let encrypted = is_transform(&frame);
+        let sec = self.security.read().unwrap();
+        if encrypted {
+            let th = TransformHeader::decode(&frame)?;
+            let cipher = sec
+                .cipher
+                .as_ref()
+                .ok_or(Error::Integrity("encrypted message without a cipher"))?;
+            if th.session_id != sec.session_id
+                || th.original_message_size as usize != frame.len() - TRANSFORM_HEADER_LEN
+            {
+                return Err(Error::Integrity("transform header does not match"));
+            }
+            cipher
+                .decrypt(&mut frame)
+                .map_err(|_| Error::Integrity("decryption failed"))?;
+            let _ = frame.split_to(TRANSFORM_HEADER_LEN);
+        }
+        // Walk the compound on the mutable buffer to verify signatures in place.
+        let mut bounds = Vec::with_capacity(1);
+        let mut off = 0usize;
+        loop {
+            let rest = &frame[off..];
+            let header = Header::decode(rest)?;
+            let len = if header.next_command == 0 {
+                rest.len()
+            } else {
+                let n = header.next_command as usize;
+                if n < HEADER_LEN || n > rest.len() {
+                    return Err(smb_proto::DecodeError::OutOfBounds("NextCommand").into());
+                }
+                n
+            };
+            if !header.is_response() {
+                return Err(Error::Protocol("server sent a request".into()));
+            }
+            if !encrypted {
+                let interim = header.status == NtStatus::STATUS_PENDING
+                    && header.flags & flags::ASYNC_COMMAND != 0;
+                let unsolicited = header.message_id == u64::MAX;
+                if sec.encrypt_all
+                    && !interim
+                    && !unsolicited
+                    && header.command != Command::SessionSetup
+                {
+                    return Err(Error::Integrity(
+                        "unencrypted response on an encrypted session",
+                    ));
+                }
+                if let Some(signer) = &sec.signer {
+                    if header.command != Command::SessionSetup && !interim && !unsolicited {
+                        if header.flags & flags::SIGNED != 0 {
+                            if !signer.verify(&mut frame[off..off + len]) {
+                                return Err(Error::Integrity("bad signature"));
+                            }
+                        } else if sec.sign_all {
+                            return Err(Error::Integrity("unsigned response on a signed session"));
+                        }
+                    }
+                }
+            }
+            bounds.push((off, len, header));
+            off += len;
+            if off >= frame.len() {
+                break;
+            }
+        }
+        drop(sec);
+        let frame = frame.freeze();
+        for (off, len, header) in bounds {
+            self.dispatch(header, frame.slice(off..off + len))?;
+        }
+        Ok(())
+    }
+}
+
+async fn writer_task(inner: Arc<Inner>, mut wr: OwnedWriteHalf) {
+    loop {
+        let wake = inner.writer_wake.notified();
+        let queue = std::mem::take(&mut inner.state.lock().unwrap().queue);
+        if queue.is_empty() {
+            wake.await;
+            continue;
+        }
+        let res = tokio::time::timeout(
+            inner.opts.request_timeout,
+            write_all_vectored(&mut wr, &queue),
+        )
+        .await;
+        let err = match res {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => Error::ConnectionLost(format!("write: {e}")),
+            Err(_) => Error::Timeout("socket write stalled"),
+        };
+        inner.poison(err);
+        return;
+    }
+}
+
+async fn write_all_vectored(wr: &mut OwnedWriteHalf, bufs: &[Bytes]) -> std::io::Result<()> {
+    let mut idx = 0usize;
+    let mut off = 0usize;
+    while idx < bufs.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[idx][off..]))
+            .chain(bufs[idx + 1..].iter().take(63).map(|b| IoSlice::new(b)))
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && idx < bufs.len() {
+            let left = bufs[idx].len() - off;
+            if n >= left {
+                n -= left;
+                idx += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+    }
+    wr.flush().await
+}
+
+async fn reader_task(inner: Arc<Inner>, mut rd: OwnedReadHalf) {
+    let mut buf = BytesMut::with_capacity(1 << 20);
+    let result: Result<()> = async {
+        loop {
+            while buf.len() < FRAME_HEADER_LEN {
+                read_more(&mut rd, &mut buf, 64 << 10).await?;
+            }
+            let len = frame_len([buf[0], buf[1], buf[2], buf[3]])?;
+            if len > MAX_FRAME_LEN || len < HEADER_LEN.min(TRANSFORM_HEADER_LEN) {
+                return Err(Error::Protocol(format!("frame length {len}")));
+            }
+            while buf.len() < FRAME_HEADER_LEN + len {
+                let want = FRAME_HEADER_LEN + len - buf.len();
+                read_more(&mut rd, &mut buf, want.max(64 << 10)).await?;
+            }
+            let mut frame = buf.split_to(FRAME_HEADER_LEN + len);
+            let _ = frame.split_to(FRAME_HEADER_LEN);
+            inner.on_frame(frame)?;
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        inner.poison(e);
+    }
+}
+
+async fn read_more(rd: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Result<()> {
+    buf.reserve(want);
+    let n = rd
+        .read_buf(buf)
+        .await
+        .map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
+    if n == 0 {
+        return Err(Error::ConnectionLost("server closed the connection".into()));
+    }
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! Connection setup: NEGOTIATE (with SMB 3.1.1 contexts and the preauth
+//! integrity hash), SESSION_SETUP with NTLMv2 in SPNEGO, key derivation, and
+//! TREE_CONNECT (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3).
+
+use std::time::Duration;
+
+use smb_auth::{NtlmClient, NtlmCredentials, NtlmOptions};
+use smb_proto::message::Empty;
+use smb_proto::negotiate::{
+    capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse,
+    SigningAlgorithm,
+};
+use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupResponse};
+use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
+use smb_proto::{Command, NtStatus};
+
+use crate::connection::{Connection, ConnectionOptions, Op};
+use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
+use crate::error::{Error, Result};
+use crate::tree::Tree;
+
+/// Largest READ/WRITE we issue, whatever the server allows (bytes).
+pub const MAX_IO_SIZE: u32 = 8 << 20;
+
+/// How to reach and authenticate to a server.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// `host:port` to connect to.
+    pub addr: String,
+    /// Server name for UNC paths (`\\server\share`).
+    pub server_name: String,
+    /// User name; empty with an empty password means anonymous.
+    pub user: String,
+    /// Password.
+    pub password: String,
+    /// NTLM domain (may be empty).
+    pub domain: String,
+    /// Dialects offered, lowest to highest. SMB1 is never offered.
+    pub dialects: Vec<u16>,
+    /// Sign every request even if the server does not require it.
+    pub require_signing: bool,
+    /// Encrypt every request (SMB 3.x) even if the server does not require it.
+    pub require_encryption: bool,
+    /// Largest READ/WRITE in bytes (clamped to the server's limits).
+    pub max_io_size: u32,
+    /// Socket and request deadlines.
+    pub connection: ConnectionOptions,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("addr", &self.addr)
+            .field("user", &self.user)
+            .field("domain", &self.domain)
+            .field("dialects", &self.dialects)
+            .field("require_signing", &self.require_signing)
+            .field("require_encryption", &self.require_encryption)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientConfig {
+    /// A config for `addr` with user and password, offering 3.0, 3.0.2
+    /// and 3.1.1.
+    pub fn new(addr: &str, user: &str, password: &str) -> ClientConfig {
+        let server_name = addr
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(addr)
+            .trim_matches(['[', ']'])
+            .to_string();
+        ClientConfig {
+            addr: addr.to_string(),
+            server_name,
+            user: user.to_string(),
+            password: password.to_string(),
+            domain: String::new(),
+            dialects: vec![dialect::SMB300, dialect::SMB302, dialect::SMB311],
+            require_signing: false,
+            require_encryption: false,
+            max_io_size: MAX_IO_SIZE,
+            connection: ConnectionOptions::default(),
+        }
+    }
+}
+
+/// What NEGOTIATE and SESSION_SETUP settled on.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    /// Dialect revision (0x0300, 0x0302 or 0x0311).
+    pub dialect: u16,
+    /// Largest READ in bytes.
+    pub max_read_size: u32,
+    /// Largest WRITE in bytes.
+    pub max_write_size: u32,
+    /// Largest QUERY/IOCTL buffer in bytes.
+    pub max_transact_size: u32,
+    /// Signing algorithm in use, if the session is signed.
+    pub signing: Option<SigningAlgorithm>,
+    /// Whether every message is signed.
+    pub sign_all: bool,
+    /// Cipher available for encryption.
+    pub cipher: Option<Cipher>,
+    /// The whole session is encrypted.
+    pub encrypt_all: bool,
+    /// The server made this a guest session.
+    pub is_guest: bool,
+    /// Anonymous (null) session.
+    pub is_anonymous: bool,
+}
+
+/// An authenticated session on one connection.
+#[derive(Clone)]
+pub struct Session {
+    /// The connection carrying the session.
+    pub conn: Connection,
+    /// Negotiated parameters.
+    pub negotiated: Negotiated,
+    config: std::sync::Arc<ClientConfig>,
+}
+
+impl Session {
+    /// Connects, negotiates, authenticates and derives keys.
+    ///
+    /// Errors: [`Error::Status`] with STATUS_LOGON_FAILURE for a bad
+    /// password; [`Error::Protocol`] when the server offers nothing we
+    /// support; transport errors.
+    pub async fn connect(config: &ClientConfig) -> Result<Session> {
+        let conn = Connection::open(&config.addr, config.connection.clone()).await?;
+        match Self::setup(conn.clone(), config).await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                conn.poison(Error::ConnectionLost("session setup failed".into()));
+                Err(e)
+            }
+        }
+    }
+
+    async fn setup(conn: Connection, config: &ClientConfig) -> Result<Session> {
+        let mut preauth = PreauthHash::new();
+        let mut sec_mode = security_mode::SIGNING_ENABLED;
+        if config.require_signing {
+            sec_mode |= security_mode::SIGNING_REQUIRED;
+        }
+        let req = NegotiateRequest {
+            dialects: config.dialects.clone(),
+            security_mode: sec_mode,
+            capabilities: capabilities::LARGE_MTU | capabilities::ENCRYPTION,
+            client_guid: rand::random(),
+            salt: rand::random(),
+            ciphers: vec![
+                Cipher::Aes128Gcm,
+                Cipher::Aes256Gcm,
+                Cipher::Aes128Ccm,
+                Cipher::Aes256Ccm,
+            ],
+            signing: vec![
+                SigningAlgorithm::AesGmac,
+                SigningAlgorithm::AesCmac,
+                SigningAlgorithm::HmacSha256,
+            ],
+        };
+        let (resp, sent) = conn
+            .call_captured(Op {
+                body: &req,
+                tree_id: 0,
+            })
+            .await?;
+        let resp = resp.ok_or_status(&[])?;
+        let neg = NegotiateResponse::decode(&resp.msg)?;
+        if !config.dialects.contains(&neg.dialect) {
+            return Err(Error::Protocol(format!(
+                "server chose dialect {:#06x}, which we did not offer",
+                neg.dialect
+            )));
+        }
+        let is_311 = neg.dialect == dialect::SMB311;
+        if is_311 {
+            if !neg.preauth_sha512 {
+                return Err(Error::Protocol(
+                    "server did not select SHA-512 preauth integrity".into(),
+                ));
+            }
+            preauth.update(&sent);
+            preauth.update(&resp.msg);
+        }
+        if neg.max_read_size < 4096 || neg.max_write_size < 4096 || neg.max_transact_size < 4096 {
+            return Err(Error::Protocol(format!(
+                "server limits too small: read {} write {} transact {}",
+                neg.max_read_size, neg.max_write_size, neg.max_transact_size
+            )));
+        }
+        let signing_alg = if is_311 {
+            neg.signing.unwrap_or(SigningAlgorithm::AesCmac)
+        } else {
+            SigningAlgorithm::AesCmac
+        };
+        let cipher = if is_311 {
+            neg.cipher
+        } else if neg.capabilities & capabilities::ENCRYPTION != 0 {
+            Some(Cipher::Aes128Ccm)
+        } else {
+            None
+        };
+        let sign_all =
+            config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
+
+        // SESSION_SETUP rounds.
+        let creds = if config.user.is_empty() && config.password.is_empty() {
+            NtlmCredentials::anonymous()
+        } else {
+            NtlmCredentials::new(&config.user, &config.domain, &config.password)
+        };
+        let mut ntlm = NtlmClient::new(creds, NtlmOptions::default());
+        let mut token = ntlm.initial_token();
+        let mut session_id = 0u64;
+        let mut round = 0;
+        let (final_resp, final_flags) = loop {
+            round += 1;
+            if round > 4 {
+                return Err(Error::Protocol("SESSION_SETUP did not converge".into()));
+            }
+            let req = SessionSetupRequest {
+                security_mode: sec_mode as u8,
+                capabilities: 0,
+                token: &token,
+            };
+            {
+                conn.inner.security.write().unwrap().session_id = session_id;
+            }
+            let (resp, sent) = conn
+                .call_captured(Op {
+                    body: &req,
+                    tree_id: 0,
+                })
+                .await?;
+            if is_311 {
+                preauth.update(&sent);
+            }
+            let status = resp.status();
+            if status == NtStatus::STATUS_MORE_PROCESSING_REQUIRED {
+                if is_311 {
+                    preauth.update(&resp.msg);
+                }
+                session_id = resp.header.session_id;
+                let ss = SessionSetupResponse::decode(&resp.msg)?;
+                token = ntlm.step(&ss.token)?;
+                continue;
+            }
+            let resp = resp.ok_or_status(&[])?;
+            let ss = SessionSetupResponse::decode(&resp.msg)?;
+            ntlm.finish(&ss.token)?;
+            break (resp, ss.session_flags);
+        };
+        session_id = final_resp.header.session_id;
+        let is_guest = final_flags & session_flags::IS_GUEST != 0;
+        let is_anonymous = final_flags & session_flags::IS_NULL != 0 || ntlm.is_anonymous();
+        let encrypt_all =
+            final_flags & session_flags::ENCRYPT_DATA != 0 || config.require_encryption;
+
+        let mut sec = crate::connection::Security {
+            session_id,
+            ..Default::default()
+        };
+        let mut signing = None;
+        match ntlm.session_key() {
+            Some(key) if !is_guest && !is_anonymous => {
+                let keys = derive_keys(&key, neg.dialect, &preauth, cipher);
+                let signer = Signer::new(signing_alg, &keys.signing);
+                // The final SESSION_SETUP response is signed with the new key
+                // (3.1.1 always; 3.0.x when signing is in use).
+                let mut msg = final_resp.msg.to_vec();
+                let signed = final_resp.header.flags & smb_proto::header::flags::SIGNED != 0;
+                if (is_311 || signed) && !signer.verify(&mut msg) {
+                    return Err(Error::Integrity(
+                        "SESSION_SETUP response signature (key derivation mismatch?)",
+                    ));
+                }
+                sec.signer = Some(signer);
+                signing = Some(signing_alg);
+                sec.cipher = cipher.map(|c| Cipherer::new(c, &keys));
+            }
+            _ => {
+                if sign_all {
+                    return Err(Error::Protocol(
+                        "server requires signing but gave a guest or anonymous session".into(),
+                    ));
+                }
+            }
+        }
+        if encrypt_all && sec.cipher.is_none() {
+            return Err(Error::Protocol(
+                "encryption required but no cipher or session key".into(),
+            ));
+        }
+        sec.sign_all = sign_all && sec.signer.is_some();
+        sec.encrypt_all = encrypt_all;
+        let negotiated = Negotiated {
+            dialect: neg.dialect,
+            max_read_size: neg.max_read_size.min(config.max_io_size),
+            max_write_size: neg.max_write_size.min(config.max_io_size),
+            max_transact_size: neg.max_transact_size.min(config.max_io_size),
+            signing,
+            sign_all: sec.sign_all,
+            cipher: if sec.cipher.is_some() { cipher } else { None },
+            encrypt_all,
+            is_guest,
+            is_anonymous,
+        };
+        *conn.inner.security.write().unwrap() = sec;
+        tracing::debug!(?negotiated, "SMB session established");
+        Ok(Session {
+            conn,
+            negotiated,
+            config: std::sync::Arc::new(config.clone()),
+        })
+    }
+
+    /// TREE_CONNECT to `share` (a share name, e.g. `data`).
+    ///
+    /// Errors: STATUS_BAD_NETWORK_NAME for a missing share,
+    /// STATUS_ACCESS_DENIED, or [`Error::Protocol`] if the share requires
+    /// encryption and no cipher was negotiated.
+    pub async fn tree_connect(&self, share: &str) -> Result<Tree> {
+        let path = format!("\\\\{}\\{}", self.config.server_name, share);
+        let req = TreeConnectRequest { path: &path };
+        let resp = self
+            .conn
+            .call(
+                Op {
+                    body: &req,
+                    tree_id: 0,
+                },
+                false,
+            )
+            .await?
+            .ok_or_status(&[])?;
+        let tc = TreeConnectResponse::decode(&resp.msg)?;
+        let encrypt =
+            tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
+        if encrypt && self.negotiated.cipher.is_none() {
+            return Err(Error::Protocol(format!(
+                "share {share} requires encryption, which this session cannot do"
+            )));
+        }
+        Ok(Tree::new(
+            self.clone(),
+            resp.header.tree_id,
+            encrypt,
+            share.to_string(),
+        ))
+    }
+
+    /// ECHO round trip (MS-SMB2 2.2.28): a liveness probe.
+    pub async fn echo(&self) -> Result<()> {
+        self.conn
+            .call(
+                Op {
+                    body: &Empty(Command::Echo),
+                    tree_id: 0,
+                },
+                false,
+            )
+            .await?
+            .ok_or_status(&[])?;
+        Ok(())
+    }
+
+    /// LOGOFF (MS-SMB2 2.2.7); the connection is unusable afterwards.
+    pub async fn logoff(&self) -> Result<()> {
+        let r = self
+            .conn
+            .call(
+                Op {
+                    body: &Empty(Command::Logoff),
+                    tree_id: 0,
+                },
+                false,
+            )
+            .await;
+        self.conn.poison(Error::ConnectionLost("logged off".into()));
+        r?.ok_or_status(&[])?;
+        Ok(())
+    }
+
+    /// The config this session was made from.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Default response deadline.
+    pub fn request_timeout(&self) -> Duration {
+        self.config.connection.request_timeout
+    }
+}

@@ -1,0 +1,671 @@
+//! A connected share (TreeId) and the file operations on it: single
+//! requests, and compounds that do small work in one round trip
+//! (CREATE+READ+CLOSE, CREATE+WRITE+CLOSE, CREATE+QUERY_INFO+CLOSE,
+//! CREATE+QUERY_DIRECTORY+CLOSE).
+
+use bytes::{Bytes, BytesMut};
+use smb_proto::create::{
+    access, attributes, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest,
+    CreateResponse, Disposition, FileId,
+};
+use smb_proto::info::{
+    class, decode_dir_entries, decode_full_ea, info_type, DirEntry, FileTimes, FullEa, SetFileInfo,
+};
+use smb_proto::io::{FlushRequest, ReadRequest, ReadResponse, WriteRequest, WriteResponse};
+use smb_proto::ioctl::{
+    decode_resume_key, encode_copychunk, CopyChunk, CopyChunkResponse, IoctlRequest, IoctlResponse,
+    FSCTL_SRV_COPYCHUNK_WRITE, FSCTL_SRV_REQUEST_RESUME_KEY,
+};
+use smb_proto::message::Empty;
+use smb_proto::query::{
+    dir_flags, OutputBuffer, QueryDirectoryRequest, QueryInfoRequest, SetInfoRequest,
+};
+use smb_proto::{Command, NtStatus, Request};
+
+use crate::connection::{Connection, Op, Response};
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+/// Converts an S3-style path (`a/b/c`) to the share-relative SMB form
+/// (`a\b\c`). Callers validate components; this only swaps separators.
+pub fn smb_path(path: &str) -> String {
+    path.trim_matches('/').replace('/', "\\")
+}
+
+/// A tree connect on one session. Cloning shares the connection, so every
+/// FileId opened through a `Tree` stays on the connection that opened it.
+#[derive(Clone)]
+pub struct Tree {
+    session: Session,
+    tree_id: u32,
+    encrypt: bool,
+    share: String,
+}
+
+impl Tree {
+    pub(crate) fn new(session: Session, tree_id: u32, encrypt: bool, share: String) -> Tree {
+        Tree {
+            session,
+            tree_id,
+            encrypt,
+            share,
+        }
+    }
+
+    /// The session this tree belongs to.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The connection carrying this tree.
+    pub fn conn(&self) -> &Connection {
+        &self.session.conn
+    }
+
+    /// The share name.
+    pub fn share(&self) -> &str {
+        &self.share
+    }
+
+    /// Whether requests on this tree are encrypted.
+    pub fn is_encrypted(&self) -> bool {
+        self.encrypt
+    }
+
+    /// Negotiated max READ size in bytes.
+    pub fn max_read(&self) -> u32 {
+        self.session.negotiated.max_read_size
+    }
+
+    /// Negotiated max WRITE size in bytes.
+    pub fn max_write(&self) -> u32 {
+        self.session.negotiated.max_write_size
+    }
+
+    /// Sends one request and returns its final response, whatever its status.
+    pub async fn call(&self, body: &dyn Request) -> Result<Response> {
+        self.conn()
+            .call(
+                Op {
+                    body,
+                    tree_id: self.tree_id,
+                },
+                self.encrypt,
+            )
+            .await
+    }
+
+    /// Sends `bodies` as one related compound and returns every response,
+    /// whatever its status. Later bodies use [`FileId::RELATED`] to refer to
+    /// the first CREATE's handle.
+    pub async fn compound(&self, bodies: &[&dyn Request]) -> Result<Vec<Response>> {
+        let ops: Vec<Op<'_>> = bodies
+            .iter()
+            .map(|&body| Op {
+                body,
+                tree_id: self.tree_id,
+            })
+            .collect();
+        let rxs = self.conn().send_batch(&[&ops], self.encrypt).await?;
+        let mut out = Vec::with_capacity(rxs.len());
+        for rx in rxs {
+            out.push(self.conn().wait(rx).await?);
+        }
+        Ok(out)
+    }
+
+    /// Sends many independent single requests in one batch (one buffer,
+    /// one write) and returns their futures in order.
+    pub async fn send_many(
+        &self,
+        bodies: &[&dyn Request],
+    ) -> Result<Vec<crate::connection::ResponseFuture>> {
+        let ops: Vec<[Op<'_>; 1]> = bodies
+            .iter()
+            .map(|&body| {
+                [Op {
+                    body,
+                    tree_id: self.tree_id,
+                }]
+            })
+            .collect();
+        let chains: Vec<&[Op<'_>]> = ops.iter().map(|o| &o[..]).collect();
+        self.conn().send_batch(&chains, self.encrypt).await
+    }
+
+    /// CREATE (MS-SMB2 2.2.13).
+    ///
+    /// Errors: the NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND,
+    /// STATUS_OBJECT_NAME_COLLISION, STATUS_SHARING_VIOLATION.
+    pub async fn create(&self, req: &CreateRequest<'_>) -> Result<CreateResponse> {
+        let r = self.call(req).await?.ok_or_status(&[])?;
+        Ok(CreateResponse::decode(&r.msg)?)
+    }
+
+    /// Opens an existing file or directory for reading (share
+    /// Read|Write|Delete, so renames and deletes by others never wait on us).
+    pub async fn open_read(&self, path: &str) -> Result<CreateResponse> {
+        let name = smb_path(path);
+        self.create(&read_open(&name, &[])).await
+    }
+
+    /// CLOSE with post-query attributes (MS-SMB2 2.2.15).
+    pub async fn close(&self, file_id: FileId) -> Result<CloseResponse> {
+        let r = self
+            .call(&CloseRequest {
+                file_id,
+                post_query: true,
+            })
+            .await?
+            .ok_or_status(&[])?;
+        Ok(CloseResponse::decode(&r.msg)?)
+    }
+
+    /// One READ of up to `length` bytes (at most the negotiated max) at
+    /// `offset`. Returns fewer bytes at end of file, and an empty buffer at
+    /// or past it. The data is a zero-copy slice of the received frame.
+    pub async fn read(&self, file_id: FileId, offset: u64, length: u32) -> Result<Bytes> {
+        let length = length.min(self.max_read());
+        let r = self
+            .call(&ReadRequest {
+                file_id,
+                length,
+                offset,
+                minimum_count: 0,
+            })
+            .await?;
+        if r.status() == NtStatus::STATUS_END_OF_FILE {
+            return Ok(Bytes::new());
+        }
+        let r = r.ok_or_status(&[])?;
+        Ok(ReadResponse::decode(&r.msg)?.data)
+    }
+
+    /// One WRITE of `data` (at most the negotiated max) at `offset`.
+    /// Returns the count written.
+    pub async fn write(&self, file_id: FileId, offset: u64, data: &[u8]) -> Result<u32> {
+        if data.len() > self.max_write() as usize {
+            return Err(Error::InvalidArgument(format!(
+                "write of {} bytes exceeds MaxWriteSize",
+                data.len()
+            )));
+        }
+        let r = self
+            .call(&WriteRequest {
+                file_id,
+                offset,
+                data,
+            })
+            .await?
+            .ok_or_status(&[])?;
+        Ok(WriteResponse::decode(&r.msg)?.count)
+    }
+
+    /// FLUSH (MS-SMB2 2.2.17).
+    pub async fn flush(&self, file_id: FileId) -> Result<()> {
+        self.call(&FlushRequest { file_id })
+            .await?
+            .ok_or_status(&[])?;
+        Ok(())
+    }
+
+    /// QUERY_INFO returning the raw output buffer.
+    pub async fn query_info(
+        &self,
+        file_id: FileId,
+        info_type: u8,
+        class: u8,
+        output_len: u32,
+    ) -> Result<Bytes> {
+        let req = QueryInfoRequest {
+            info_type,
+            class,
+            output_buffer_length: output_len.min(self.session.negotiated.max_transact_size),
+            ea_names: &[],
+            additional_information: 0,
+            file_id,
+        };
+        let r = self.call(&req).await?.ok_or_status(&[])?;
+        Ok(OutputBuffer::decode(&r.msg)?.0)
+    }
+
+    /// FileNetworkOpenInformation of an open file.
+    pub async fn query_times(&self, file_id: FileId) -> Result<FileTimes> {
+        let b = self
+            .query_info(
+                file_id,
+                info_type::FILE,
+                class::FILE_NETWORK_OPEN_INFORMATION,
+                56,
+            )
+            .await?;
+        Ok(FileTimes::decode_network_open(&b)?)
+    }
+
+    /// The EAs named in `names` (all EAs if empty). A file without EAs
+    /// gives an empty list.
+    pub async fn query_eas(&self, file_id: FileId, names: &[&str]) -> Result<Vec<FullEa>> {
+        let req = QueryInfoRequest {
+            info_type: info_type::FILE,
+            class: class::FILE_FULL_EA_INFORMATION,
+            output_buffer_length: 65536,
+            ea_names: names,
+            additional_information: 0,
+            file_id,
+        };
+        let r = self.call(&req).await?;
+        if matches!(
+            r.status(),
+            NtStatus::STATUS_NO_EAS_ON_FILE | NtStatus::STATUS_NONEXISTENT_EA_ENTRY
+        ) {
+            return Ok(Vec::new());
+        }
+        let r = r.ok_or_status(&[])?;
+        let eas = decode_full_ea(&OutputBuffer::decode(&r.msg)?.0)?;
+        // Samba answers a query for a missing name with an empty value.
+        Ok(eas.into_iter().filter(|e| !e.value.is_empty()).collect())
+    }
+
+    /// SET_INFO (MS-SMB2 2.2.39): rename, disposition, end of file, basic
+    /// info or EAs.
+    pub async fn set_info(&self, file_id: FileId, info: SetFileInfo<'_>) -> Result<()> {
+        self.call(&SetInfoRequest { file_id, info })
+            .await?
+            .ok_or_status(&[])?;
+        Ok(())
+    }
+
+    /// Renames an open file to `target` (share-relative, `/` or `\`
+    /// separators), replacing an existing target if asked.
+    pub async fn rename(
+        &self,
+        file_id: FileId,
+        target: &str,
+        replace_if_exists: bool,
+    ) -> Result<()> {
+        let t = smb_path(target);
+        self.set_info(
+            file_id,
+            SetFileInfo::Rename {
+                target: &t,
+                replace_if_exists,
+            },
+        )
+        .await
+    }
+
+    /// Lists a directory with QUERY_DIRECTORY (FileIdFullDirectoryInformation),
+    /// `.` and `..` excluded. The first page comes in the same round trip as
+    /// the CREATE; later pages reuse the handle (resumable enumeration).
+    pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let name = smb_path(path);
+        let open = CreateRequest {
+            name: &name,
+            oplock_level: 0,
+            desired_access: access::FILE_LIST_DIRECTORY
+                | access::FILE_READ_ATTRIBUTES
+                | access::SYNCHRONIZE,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: options::DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let buf_len = self.session.negotiated.max_transact_size.min(1 << 20);
+        let q = QueryDirectoryRequest {
+            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
+            flags: 0,
+            file_id: FileId::RELATED,
+            pattern: "*",
+            output_buffer_length: buf_len,
+        };
+        let rs = self.compound(&[&open, &q]).await?;
+        let mut it = rs.into_iter();
+        let cr = it.next().expect("two responses").ok_or_status(&[])?;
+        let fid = CreateResponse::decode(&cr.msg)?.file_id;
+        let mut entries = Vec::new();
+        let result: Result<()> = async {
+            let mut page = it.next().expect("two responses");
+            loop {
+                if page.status() == NtStatus::STATUS_NO_MORE_FILES {
+                    return Ok(());
+                }
+                let page_ok = page.ok_or_status(&[])?;
+                decode_dir_entries(&OutputBuffer::decode(&page_ok.msg)?.0, |e| {
+                    if e.name != "." && e.name != ".." {
+                        entries.push(e);
+                    }
+                })?;
+                let next = QueryDirectoryRequest { file_id: fid, ..q };
+                page = self.call(&next).await?;
+            }
+        }
+        .await;
+        let closed = self.close(fid).await;
+        result?;
+        closed?;
+        Ok(entries)
+    }
+
+    /// One QUERY_DIRECTORY page on an open directory handle; `None` at the
+    /// end of the enumeration.
+    pub async fn query_directory(
+        &self,
+        file_id: FileId,
+        pattern: &str,
+        restart: bool,
+    ) -> Result<Option<Vec<DirEntry>>> {
+        let q = QueryDirectoryRequest {
+            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
+            flags: if restart { dir_flags::RESTART_SCANS } else { 0 },
+            file_id,
+            pattern,
+            output_buffer_length: self.session.negotiated.max_transact_size.min(1 << 20),
+        };
+        let r = self.call(&q).await?;
+        if r.status() == NtStatus::STATUS_NO_MORE_FILES {
+            return Ok(None);
+        }
+        let r = r.ok_or_status(&[])?;
+        let mut v = Vec::new();
+        decode_dir_entries(&OutputBuffer::decode(&r.msg)?.0, |e| v.push(e))?;
+        Ok(Some(v))
+    }
+
+    /// CREATE+QUERY_INFO+CLOSE: times, size and attributes of `path` in one
+    /// round trip.
+    ///
+    /// Errors: STATUS_OBJECT_NAME_NOT_FOUND / STATUS_OBJECT_PATH_NOT_FOUND.
+    pub async fn stat(&self, path: &str) -> Result<FileTimes> {
+        let name = smb_path(path);
+        let open = CreateRequest {
+            desired_access: access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+            options: 0,
+            ..read_open(&name, &[])
+        };
+        let q = QueryInfoRequest {
+            info_type: info_type::FILE,
+            class: class::FILE_NETWORK_OPEN_INFORMATION,
+            output_buffer_length: 56,
+            ea_names: &[],
+            additional_information: 0,
+            file_id: FileId::RELATED,
+        };
+        let close = CloseRequest {
+            file_id: FileId::RELATED,
+            post_query: false,
+        };
+        let rs = self.compound(&[&open, &q, &close]).await?;
+        first_error(&rs)?;
+        Ok(FileTimes::decode_network_open(
+            &OutputBuffer::decode(&rs[1].msg)?.0,
+        )?)
+    }
+
+    /// CREATE+READ+CLOSE: reads up to `max_len` bytes (at most one READ) of
+    /// a small file in one round trip. Returns the file's times/size from
+    /// the CREATE and the data.
+    pub async fn read_small(&self, path: &str, max_len: u32) -> Result<(CreateResponse, Bytes)> {
+        let name = smb_path(path);
+        let open = read_open(&name, &[]);
+        let read = ReadRequest {
+            file_id: FileId::RELATED,
+            length: max_len.min(self.max_read()),
+            offset: 0,
+            minimum_count: 0,
+        };
+        let close = CloseRequest {
+            file_id: FileId::RELATED,
+            post_query: false,
+        };
+        let rs = self.compound(&[&open, &read, &close]).await?;
+        let cr = rs[0].clone().ok_or_status(&[])?;
+        let created = CreateResponse::decode(&cr.msg)?;
+        let data = if rs[1].status() == NtStatus::STATUS_END_OF_FILE {
+            Bytes::new()
+        } else {
+            ReadResponse::decode(&rs[1].clone().ok_or_status(&[])?.msg)?.data
+        };
+        rs[2].clone().ok_or_status(&[])?;
+        Ok((created, data))
+    }
+
+    /// CREATE+WRITE+CLOSE: creates or overwrites `path` with `data` (at most
+    /// one WRITE) in one round trip, optionally setting EAs in the CREATE.
+    /// Returns the final attributes from the CLOSE.
+    pub async fn write_small(
+        &self,
+        path: &str,
+        data: &[u8],
+        eas: &[FullEa],
+    ) -> Result<CloseResponse> {
+        if data.len() > self.max_write() as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes is more than one WRITE",
+                data.len()
+            )));
+        }
+        let name = smb_path(path);
+        let ctx = [CreateContext::EaBuffer(eas)];
+        let open = CreateRequest {
+            name: &name,
+            oplock_level: 0,
+            desired_access: access::GENERIC_WRITE | access::GENERIC_READ | access::DELETE,
+            file_attributes: attributes::NORMAL,
+            share_access: share::ALL,
+            disposition: Disposition::OverwriteIf,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: if eas.is_empty() { &[] } else { &ctx },
+        };
+        let write = WriteRequest {
+            file_id: FileId::RELATED,
+            offset: 0,
+            data,
+        };
+        let close = CloseRequest {
+            file_id: FileId::RELATED,
+            post_query: true,
+        };
+        let rs = if data.is_empty() {
+            self.compound(&[&open, &close]).await?
+        } else {
+            self.compound(&[&open, &write, &close]).await?
+        };
+        first_error(&rs)?;
+        if !data.is_empty() {
+            let n = WriteResponse::decode(&rs[1].msg)?.count;
+            if n as usize != data.len() {
+                return Err(Error::Protocol(format!(
+                    "short write: {n} of {} bytes",
+                    data.len()
+                )));
+            }
+        }
+        Ok(CloseResponse::decode(&rs[rs.len() - 1].msg)?)
+    }
+
+    /// Creates a directory (CREATE with FILE_DIRECTORY_FILE, disposition
+    /// Create) and closes it.
+    ///
+    /// Errors: STATUS_OBJECT_NAME_COLLISION if it exists.
+    pub async fn mkdir(&self, path: &str) -> Result<()> {
+        let name = smb_path(path);
+        let open = CreateRequest {
+            name: &name,
+            oplock_level: 0,
+            desired_access: access::FILE_LIST_DIRECTORY
+                | access::FILE_READ_ATTRIBUTES
+                | access::SYNCHRONIZE,
+            file_attributes: attributes::DIRECTORY,
+            share_access: share::ALL,
+            disposition: Disposition::Create,
+            options: options::DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let close = CloseRequest {
+            file_id: FileId::RELATED,
+            post_query: false,
+        };
+        first_error(&self.compound(&[&open, &close]).await?)
+    }
+
+    /// Deletes a file (or, with `directory`, an empty directory) with
+    /// CREATE(delete-on-close)+CLOSE in one round trip.
+    ///
+    /// Errors: STATUS_OBJECT_NAME_NOT_FOUND, STATUS_DIRECTORY_NOT_EMPTY,
+    /// STATUS_SHARING_VIOLATION.
+    pub async fn delete(&self, path: &str, directory: bool) -> Result<()> {
+        let name = smb_path(path);
+        let open = CreateRequest {
+            name: &name,
+            oplock_level: 0,
+            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: options::DELETE_ON_CLOSE
+                | if directory {
+                    options::DIRECTORY_FILE
+                } else {
+                    options::NON_DIRECTORY_FILE
+                },
+            contexts: &[],
+        };
+        let close = CloseRequest {
+            file_id: FileId::RELATED,
+            post_query: false,
+        };
+        first_error(&self.compound(&[&open, &close]).await?)
+    }
+
+    /// Server-side copy of `length` bytes from `src` at `src_offset` to
+    /// `dst` at `dst_offset` with FSCTL_SRV_REQUEST_RESUME_KEY and
+    /// FSCTL_SRV_COPYCHUNK_WRITE, in requests within the server's limits.
+    /// Returns the bytes copied.
+    pub async fn copy_chunks(
+        &self,
+        src: FileId,
+        src_offset: u64,
+        dst: FileId,
+        dst_offset: u64,
+        length: u64,
+    ) -> Result<u64> {
+        let key_req = IoctlRequest {
+            ctl_code: FSCTL_SRV_REQUEST_RESUME_KEY,
+            file_id: src,
+            input: &[],
+            max_output: 32,
+        };
+        let r = self.call(&key_req).await?.ok_or_status(&[])?;
+        let key = decode_resume_key(&IoctlResponse::decode(&r.msg)?.output)?;
+        // Conservative defaults (MS-SMB2 3.3.3: 16 chunks of 1 MiB, 16 MiB
+        // total); adopt the server's limits if it rejects them.
+        let (mut max_chunks, mut max_chunk, mut max_total) = (16u32, 1u32 << 20, 16u32 << 20);
+        let mut done = 0u64;
+        let mut input = BytesMut::new();
+        while done < length {
+            let mut chunks = Vec::new();
+            let mut batch = 0u64;
+            while chunks.len() < max_chunks as usize
+                && done + batch < length
+                && batch < max_total as u64
+            {
+                let len = (length - done - batch)
+                    .min(max_chunk as u64)
+                    .min(max_total as u64 - batch) as u32;
+                chunks.push(CopyChunk {
+                    source_offset: src_offset + done + batch,
+                    target_offset: dst_offset + done + batch,
+                    length: len,
+                });
+                batch += len as u64;
+            }
+            input.clear();
+            encode_copychunk(&mut input, &key, &chunks);
+            let req = IoctlRequest {
+                ctl_code: FSCTL_SRV_COPYCHUNK_WRITE,
+                file_id: dst,
+                input: &input,
+                max_output: 12,
+            };
+            let r = self.call(&req).await?;
+            if r.status() == NtStatus::STATUS_INVALID_PARAMETER {
+                let limits = IoctlResponse::decode(&r.msg)
+                    .ok()
+                    .and_then(|i| CopyChunkResponse::decode(&i.output).ok());
+                match limits {
+                    Some(l)
+                        if l.chunks_written > 0
+                            && l.chunk_bytes_written > 0
+                            && (
+                                l.chunks_written,
+                                l.chunk_bytes_written,
+                                l.total_bytes_written,
+                            ) != (max_chunks, max_chunk, max_total) =>
+                    {
+                        (max_chunks, max_chunk, max_total) = (
+                            l.chunks_written,
+                            l.chunk_bytes_written,
+                            l.total_bytes_written.max(l.chunk_bytes_written),
+                        );
+                        continue;
+                    }
+                    _ => {
+                        return Err(Error::Status {
+                            command: Command::Ioctl,
+                            status: r.status(),
+                        })
+                    }
+                }
+            }
+            let r = r.ok_or_status(&[])?;
+            let out = CopyChunkResponse::decode(&IoctlResponse::decode(&r.msg)?.output)?;
+            if out.total_bytes_written == 0 {
+                return Err(Error::Protocol("COPYCHUNK made no progress".into()));
+            }
+            done += out.total_bytes_written as u64;
+        }
+        Ok(done)
+    }
+
+    /// TREE_DISCONNECT (MS-SMB2 2.2.11).
+    pub async fn disconnect(&self) -> Result<()> {
+        self.call(&Empty(Command::TreeDisconnect))
+            .await?
+            .ok_or_status(&[])?;
+        Ok(())
+    }
+}
+
+/// A CREATE that opens an existing file or directory for reading with share
+/// Read|Write|Delete.
+pub fn read_open<'a>(name: &'a str, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::FILE_READ_DATA
+            | access::FILE_READ_ATTRIBUTES
+            | access::FILE_READ_EA
+            | access::SYNCHRONIZE,
+        file_attributes: 0,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: 0,
+        contexts,
+    }
+}
+
+/// The first failing status of a compound's responses, as an error. A
+/// failed CREATE makes the related operations after it fail with the same
+/// status (MS-SMB2 3.3.5.2.7.2), so the first failure is the cause.
+pub fn first_error(rs: &[Response]) -> Result<()> {
+    for r in rs {
+        if r.status() != NtStatus::STATUS_SUCCESS {
+            return Err(Error::Status {
+                command: r.header.command,
+                status: r.status(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Test support: a throwaway Samba started with scripts/samba-test-server.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use smb_client::session::ClientConfig;
+
+/// A running smbd; stopped on drop.
+pub struct Samba {
+    pub env: HashMap<String, String>,
+}
+
+impl Samba {
+    /// Starts smbd with extra `scripts/samba-test-server start` arguments.
+    pub fn start(args: &[&str]) -> Samba {
+        let out = Command::new(script())
+            .arg("start")
+            .args(args)
+            .output()
+            .expect("run samba-test-server");
+        assert!(
+            out.status.success(),
+            "samba-test-server start failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect();
+        Samba { env }
+    }
+
+    pub fn get(&self, k: &str) -> &str {
+        &self.env[k]
+    }
+
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.get("SMB_HOST"), self.get("SMB_PORT"))
+    }
+
+    pub fn config(&self) -> ClientConfig {
+        ClientConfig::new(&self.addr(), self.get("SMB_USER"), self.get("SMB_PASSWORD"))
+    }
+
+    pub fn share_path(&self) -> PathBuf {
+        PathBuf::from(self.get("SMB_SHARE_PATH"))
+    }
+
+    /// Runs smbclient against the share with `cmd`; returns stdout.
+    pub fn smbclient(&self, cmd: &str) -> String {
+        let out = Command::new("smbclient")
+            .arg(format!(
+                "//{}/{}",
+                self.get("SMB_HOST"),
+                self.get("SMB_SHARE")
+            ))
+            .args(["-p", self.get("SMB_PORT"), "-m", "SMB3"])
+            .arg("-U")
+            .arg(format!(
+                "{}%{}",
+                self.get("SMB_USER"),
+                self.get("SMB_PASSWORD")
+            ))
+            .args(["-c", cmd])
+            .output()
+            .expect("run smbclient");
+        assert!(
+            out.status.success(),
+            "smbclient {cmd} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Kills smbd (all its processes) without removing the state dir.
+    pub fn kill(&self) {
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", &format!("{}/smb.conf", self.get("SMB_DIR"))])
+            .status();
+    }
+
+    /// Starts smbd again on the same dir and port.
+    pub fn restart(&self) {
+        let dir = self.get("SMB_DIR");
+        let st = Command::new("smbd")
+            .args(["-D", "-s", &format!("{dir}/smb.conf")])
+            .status()
+            .expect("smbd");
+        assert!(st.success());
+    }
+}
+
+impl Drop for Samba {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .args(["stop", self.get("SMB_DIR")])
+            .output();
+    }
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/samba-test-server")
+}
