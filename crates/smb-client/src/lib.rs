@@ -1,8 +1,28 @@
-//! tmp
+//! `smb-client`: an async SMB 3.1.1 client on tokio, built on the sans-I/O
+//! `smb-proto` codec.
+//!
+//! - [`session::Session`] negotiates (3.1.1 with preauth integrity, falling
+//!   back to 3.0.2 and 3.0), authenticates with NTLMv2 in SPNEGO and derives
+//!   signing and encryption keys.
+//! - [`connection::Connection`] keeps many requests in flight within the
+//!   credit window, coalesces queued frames into one write, matches replies
+//!   by MessageId and poisons itself on any framing, integrity or timeout
+//!   failure.
+//! - [`tree::Tree`] offers file operations and compounds; [`pipeline`] adds
+//!   pipelined READ/WRITE streams; [`pool::Pool`] spreads work over N
+//!   connections and heals broken ones.
+#![warn(missing_docs)]
+
 pub mod connection;
 pub mod credits;
 pub mod crypto;
 pub mod error;
+pub mod pipeline;
+pub mod pool;
 pub mod session;
 pub mod tree;
+
 pub use error::{Error, Result};
+pub use pool::{Pool, PoolConfig};
+pub use session::{ClientConfig, Session};
+pub use tree::Tree;

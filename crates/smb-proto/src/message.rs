@@ -6,7 +6,7 @@ use bytes::BytesMut;
 use crate::header::Command;
 
 /// A request body that can be appended after its SMB2 header.
-pub trait Request {
+pub trait Request: Send + Sync {
     /// The SMB2 command of this body.
     fn command(&self) -> Command;
     /// Appends the body to `out`. `hdr` is the offset in `out` where this

@@ -83,14 +83,31 @@ impl Samba {
             .status();
     }
 
-    /// Starts smbd again on the same dir and port.
+    /// Starts smbd again on the same dir and port, as the script does, and
+    /// waits until it accepts TCP connections.
     pub fn restart(&self) {
         let dir = self.get("SMB_DIR");
-        let st = Command::new("smbd")
-            .args(["-D", "-s", &format!("{dir}/smb.conf")])
-            .status()
+        let child = Command::new("setsid")
+            .args([
+                "smbd",
+                "--foreground",
+                "--no-process-group",
+                "-s",
+                &format!("{dir}/smb.conf"),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
             .expect("smbd");
-        assert!(st.success());
+        std::fs::write(format!("{dir}/smbd.pid"), child.id().to_string()).unwrap();
+        for _ in 0..150 {
+            if std::net::TcpStream::connect(self.addr()).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("smbd did not come back");
     }
 }
 

@@ -1,0 +1,255 @@
+//! A pool of N connections to one share, each with its own session and
+//! tree. Requests go to the least-loaded healthy connection; a broken one is
+//! replaced in the background, and idle ones are probed with ECHO.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::session::{ClientConfig, Session};
+use crate::tree::Tree;
+
+/// Pool settings.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// How to reach and authenticate.
+    pub client: ClientConfig,
+    /// Share name.
+    pub share: String,
+    /// Number of connections.
+    pub size: usize,
+    /// Idle connections are probed with ECHO this often.
+    pub echo_interval: Duration,
+    /// How long [`Pool::get`] waits for a healthy connection.
+    pub acquire_timeout: Duration,
+}
+
+impl PoolConfig {
+    /// `size` connections to `share`, ECHO every 30 s.
+    pub fn new(client: ClientConfig, share: &str, size: usize) -> PoolConfig {
+        PoolConfig {
+            client,
+            share: share.to_string(),
+            size: size.max(1),
+            echo_interval: Duration::from_secs(30),
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+struct Slot {
+    tree: RwLock<Option<Tree>>,
+    reconnecting: AtomicBool,
+}
+
+struct PoolInner {
+    cfg: PoolConfig,
+    slots: Vec<Slot>,
+}
+
+/// A pool of authenticated tree connections. Clone to share.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+async fn open_tree(cfg: &PoolConfig) -> Result<Tree> {
+    let s = Session::connect(&cfg.client).await?;
+    s.tree_connect(&cfg.share).await
+}
+
+impl Pool {
+    /// Opens all connections. Fails with the first connection's error (so a
+    /// bad password or missing share is reported at startup); later ones
+    /// that fail are retried in the background.
+    pub async fn connect(cfg: PoolConfig) -> Result<Pool> {
+        let first = open_tree(&cfg).await?;
+        let mut slots = vec![Slot {
+            tree: RwLock::new(Some(first)),
+            reconnecting: AtomicBool::new(false),
+        }];
+        let rest = futures_join(&cfg, cfg.size - 1).await;
+        for t in rest {
+            slots.push(Slot {
+                tree: RwLock::new(t.ok()),
+                reconnecting: AtomicBool::new(false),
+            });
+        }
+        let inner = Arc::new(PoolInner { cfg, slots });
+        tokio::spawn(maintain(Arc::downgrade(&inner)));
+        Ok(Pool { inner })
+    }
+
+    /// The least-loaded healthy tree, waiting up to the acquire timeout for
+    /// one to come back if all are broken.
+    ///
+    /// Errors: [`Error::ConnectionLost`] if none recovers in time.
+    pub async fn get(&self) -> Result<Tree> {
+        let deadline = tokio::time::Instant::now() + self.inner.cfg.acquire_timeout;
+        loop {
+            if let Some(t) = self.try_get() {
+                return Ok(t);
+            }
+            self.kick();
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::ConnectionLost(
+                    "no healthy SMB connection in the pool".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The least-loaded healthy tree right now, if any.
+    pub fn try_get(&self) -> Option<Tree> {
+        let mut best: Option<(usize, Tree)> = None;
+        for slot in &self.inner.slots {
+            let g = slot.tree.read().unwrap();
+            if let Some(t) = g.as_ref() {
+                if t.conn().is_poisoned() {
+                    continue;
+                }
+                let load = t.conn().in_flight();
+                if best.as_ref().is_none_or(|(l, _)| load < *l) {
+                    best = Some((load, t.clone()));
+                }
+            }
+        }
+        best.map(|(_, t)| t)
+    }
+
+    /// Up to `n` distinct healthy trees, least loaded first (for spreading
+    /// segments of one transfer over several connections).
+    pub fn spread(&self, n: usize) -> Vec<Tree> {
+        let mut v: Vec<Tree> = self
+            .inner
+            .slots
+            .iter()
+            .filter_map(|s| s.tree.read().unwrap().clone())
+            .filter(|t| !t.conn().is_poisoned())
+            .collect();
+        v.sort_by_key(|t| t.conn().in_flight());
+        v.truncate(n);
+        v
+    }
+
+    /// Number of healthy connections.
+    pub fn healthy(&self) -> usize {
+        self.inner
+            .slots
+            .iter()
+            .filter(|s| {
+                s.tree
+                    .read()
+                    .unwrap()
+                    .as_ref()
+                    .is_some_and(|t| !t.conn().is_poisoned())
+            })
+            .count()
+    }
+
+    /// Runs `f` on a pooled tree, retrying once on another connection when
+    /// the first fails with a connection error. Use for idempotent work.
+    pub async fn run<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: Fn(Tree) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut last = None;
+        for _ in 0..3 {
+            let t = self.get().await?;
+            match f(t).await {
+                Err(e) if e.is_connection_error() => {
+                    self.kick();
+                    last = Some(e);
+                }
+                r => return r,
+            }
+        }
+        Err(last.expect("tried"))
+    }
+
+    /// Starts background replacement of broken connections now.
+    pub fn kick(&self) {
+        for (i, slot) in self.inner.slots.iter().enumerate() {
+            let broken = slot
+                .tree
+                .read()
+                .unwrap()
+                .as_ref()
+                .is_none_or(|t| t.conn().is_poisoned());
+            if broken && !slot.reconnecting.swap(true, Ordering::AcqRel) {
+                let weak = Arc::downgrade(&self.inner);
+                tokio::spawn(reconnect(weak, i));
+            }
+        }
+    }
+}
+
+async fn futures_join(cfg: &PoolConfig, n: usize) -> Vec<Result<Tree>> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let c = cfg.clone();
+        set.spawn(async move { open_tree(&c).await });
+    }
+    let mut out = Vec::with_capacity(n);
+    while let Some(r) = set.join_next().await {
+        out.push(r.unwrap_or_else(|e| Err(Error::Io(e.to_string()))));
+    }
+    out
+}
+
+async fn reconnect(pool: Weak<PoolInner>, i: usize) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let Some(p) = pool.upgrade() else { return };
+        match open_tree(&p.cfg).await {
+            Ok(t) => {
+                *p.slots[i].tree.write().unwrap() = Some(t);
+                p.slots[i].reconnecting.store(false, Ordering::Release);
+                tracing::info!(slot = i, "SMB connection replaced");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(slot = i, error = %e, "SMB reconnect failed");
+                if e.status() == Some(smb_proto::NtStatus::STATUS_TOO_MANY_SESSIONS) {
+                    backoff = Duration::from_secs(30);
+                }
+            }
+        }
+        drop(p);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn maintain(pool: Weak<PoolInner>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut since_echo = Duration::ZERO;
+    loop {
+        tick.tick().await;
+        let Some(p) = pool.upgrade() else { return };
+        let handle = Pool { inner: p.clone() };
+        handle.kick();
+        since_echo += Duration::from_secs(1);
+        if since_echo >= p.cfg.echo_interval {
+            since_echo = Duration::ZERO;
+            for slot in &p.slots {
+                let t = slot.tree.read().unwrap().clone();
+                if let Some(t) = t.filter(|t| !t.conn().is_poisoned() && t.conn().in_flight() == 0)
+                {
+                    tokio::spawn(async move {
+                        if let Err(e) =
+                            tokio::time::timeout(Duration::from_secs(10), t.session().echo())
+                                .await
+                                .unwrap_or(Err(Error::Timeout("ECHO")))
+                        {
+                            t.conn().poison(e);
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
