@@ -573,6 +573,18 @@ fn anatomy_smb311_binding_signatures() {
         B_SS_RESP_FINAL,
         B_SS_RESP_FINAL_SIG,
     );
+
+    // The two keys are not interchangeable.
+    let mut m = h(B_SS_RESP_FINAL);
+    assert!(
+        !Signer::new(SigningAlgorithm::AesCmac, &master).verify(&mut m),
+        "final binding response must not verify with the master key"
+    );
+    let mut m = h(B_SS_REQ2);
+    assert!(
+        !Signer::new(SigningAlgorithm::AesCmac, &channel).verify(&mut m),
+        "binding request must not verify with the channel key"
+    );
 }
 
 // ------------------------------ SMB 3.1.1 encryption, AES-128-GCM [ENC311]
