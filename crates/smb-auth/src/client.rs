@@ -28,12 +28,7 @@ pub struct NtlmCredentials {
 impl NtlmCredentials {
     /// Credentials for `user` in `domain` with `password` and no workstation.
     pub fn new(user: &str, domain: &str, password: &str) -> Self {
-        Self {
-            user: user.into(),
-            domain: domain.into(),
-            password: password.into(),
-            workstation: String::new(),
-        }
+        Self { user: user.into(), domain: domain.into(), password: password.into(), workstation: String::new() }
     }
 
     /// Anonymous (null session) credentials: every field empty.
@@ -132,13 +127,7 @@ pub struct NtlmClient {
 impl NtlmClient {
     /// A client for `creds`; nothing is computed until [`Self::initial_token`].
     pub fn new(creds: NtlmCredentials, options: NtlmOptions) -> Self {
-        Self {
-            creds,
-            options,
-            state: State::Initial,
-            flags: 0,
-            session_key: None,
-        }
+        Self { creds, options, state: State::Initial, flags: 0, session_key: None }
     }
 
     fn client_flags(&self) -> u32 {
@@ -151,11 +140,8 @@ impl NtlmClient {
     /// MS-NLMP 3.1.5.1.1). Calling it again restarts the exchange.
     pub fn initial_token(&mut self) -> Vec<u8> {
         let negotiate = negotiate_message(self.client_flags(), &self.options.version);
-        let token = NegTokenInit {
-            mech_types: vec![NTLMSSP_OID.to_vec()],
-            mech_token: Some(negotiate.clone()),
-        }
-        .encode();
+        let token =
+            NegTokenInit { mech_types: vec![NTLMSSP_OID.to_vec()], mech_token: Some(negotiate.clone()) }.encode();
         self.state = State::NegotiateSent { negotiate };
         self.session_key = None;
         token
@@ -178,11 +164,7 @@ impl NtlmClient {
     pub fn step(&mut self, server_token: &[u8]) -> Result<Vec<u8>, AuthError> {
         let negotiate = match std::mem::replace(&mut self.state, State::Failed) {
             State::NegotiateSent { negotiate } => negotiate,
-            _ => {
-                return Err(AuthError::OutOfOrder(
-                    "step() must follow initial_token() once",
-                ))
-            }
+            _ => return Err(AuthError::OutOfOrder("step() must follow initial_token() once")),
         };
         let resp = NegTokenResp::decode(server_token)?;
         match resp.neg_state {
@@ -190,16 +172,10 @@ impl NtlmClient {
             Some(NegState::Reject) => return Err(AuthError::Rejected),
             Some(other) => return Err(AuthError::UnexpectedState(other as u8)),
         }
-        if resp
-            .supported_mech
-            .as_deref()
-            .is_some_and(|m| m != NTLMSSP_OID)
-        {
+        if resp.supported_mech.as_deref().is_some_and(|m| m != NTLMSSP_OID) {
             return Err(AuthError::NotNtlm);
         }
-        let challenge = resp
-            .response_token
-            .ok_or(AuthError::Missing("responseToken"))?;
+        let challenge = resp.response_token.ok_or(AuthError::Missing("responseToken"))?;
 
         let o = &self.options;
         let auth = authenticate(
@@ -221,11 +197,7 @@ impl NtlmClient {
         )?;
         self.flags = auth.flags;
         self.session_key = auth.session_key;
-        let mech_list_mic = if auth.has_mic {
-            self.mech_list_mic(Direction::ClientToServer)
-        } else {
-            None
-        };
+        let mech_list_mic = if auth.has_mic { self.mech_list_mic(Direction::ClientToServer) } else { None };
         self.state = State::AuthenticateSent;
         Ok(NegTokenResp {
             response_token: Some(auth.message),
@@ -244,18 +216,12 @@ impl NtlmClient {
     /// [`AuthError::Rejected`]; [`AuthError::UnexpectedState`];
     /// [`AuthError::MicMismatch`]; and the decoding errors.
     pub fn finish(&mut self, server_token: &[u8]) -> Result<(), AuthError> {
-        if !matches!(
-            std::mem::replace(&mut self.state, State::Failed),
-            State::AuthenticateSent
-        ) {
+        if !matches!(std::mem::replace(&mut self.state, State::Failed), State::AuthenticateSent) {
             return Err(AuthError::OutOfOrder("finish() must follow step() once"));
         }
         if !server_token.is_empty() {
             let resp = Self::parse_final(server_token)?;
-            if let (Some(got), Some(want)) = (
-                &resp.mech_list_mic,
-                self.mech_list_mic(Direction::ServerToClient),
-            ) {
+            if let (Some(got), Some(want)) = (&resp.mech_list_mic, self.mech_list_mic(Direction::ServerToClient)) {
                 if got[..] != want[..] {
                     return Err(AuthError::MicMismatch);
                 }
@@ -305,24 +271,16 @@ impl NtlmClient {
         if self.flags & flags::EXTENDED_SESSIONSECURITY == 0 {
             return None;
         }
-        let mut seal =
-            (self.flags & flags::KEY_EXCH != 0).then(|| Rc4::new(&seal_key(&key, self.flags, dir)));
-        let list = NegTokenInit {
-            mech_types: vec![NTLMSSP_OID.to_vec()],
-            mech_token: None,
-        }
-        .mech_type_list();
+        let mut seal = (self.flags & flags::KEY_EXCH != 0).then(|| Rc4::new(&seal_key(&key, self.flags, dir)));
+        let list = NegTokenInit { mech_types: vec![NTLMSSP_OID.to_vec()], mech_token: None }.mech_type_list();
         Some(mac(&sign_key(&key, dir), seal.as_mut(), 0, &list))
     }
 }
 
 /// The system time as a Windows FILETIME (MS-DTYP 2.3.3).
 fn filetime_now() -> u64 {
-    let since_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (since_unix.as_secs() + 11_644_473_600) * 10_000_000
-        + u64::from(since_unix.subsec_nanos() / 100)
+    let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (since_unix.as_secs() + 11_644_473_600) * 10_000_000 + u64::from(since_unix.subsec_nanos() / 100)
 }
 
 #[cfg(test)]

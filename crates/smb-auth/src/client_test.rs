@@ -78,9 +78,7 @@ fn ms_nlmp_4_2_4_exchange_through_spnego() {
     let mut client = spec_client();
     let init = NegTokenInit::decode(&client.initial_token()).unwrap();
     assert_eq!(init.mech_types, vec![NTLMSSP_OID.to_vec()]);
-    let negotiate = hex(
-        "4e544c4d53535000 01000000 358288e2 0000000028000000 0000000028000000 0501280a0000000f",
-    );
+    let negotiate = hex("4e544c4d53535000 01000000 358288e2 0000000028000000 0000000028000000 0501280a0000000f");
     assert_eq!(init.mech_token.as_deref(), Some(&negotiate[..]));
 
     let spec_challenge = hex(CHALLENGE);
@@ -96,10 +94,7 @@ fn ms_nlmp_4_2_4_exchange_through_spnego() {
     assert_eq!(client.session_key(), Some([0x55; 16]));
     assert_eq!(client.negotiated_flags(), 0xe288_8235);
 
-    let done = NegTokenResp {
-        neg_state: Some(NegState::AcceptCompleted),
-        ..Default::default()
-    };
+    let done = NegTokenResp { neg_state: Some(NegState::AcceptCompleted), ..Default::default() };
     assert_eq!(client.finish(&done.encode()), Ok(()));
     assert_eq!(client.session_key(), Some([0x55; 16]));
 }
@@ -112,42 +107,25 @@ fn server_timestamp_brings_mic_and_mech_list_mic() {
     let challenge = challenge_msg(SPEC_FLAGS, &pairs);
 
     let mut client = spec_client();
-    let negotiate = NegTokenInit::decode(&client.initial_token())
-        .unwrap()
-        .mech_token
-        .unwrap();
-    let reply =
-        NegTokenResp::decode(&client.step(&server_token(challenge.clone())).unwrap()).unwrap();
+    let negotiate = NegTokenInit::decode(&client.initial_token()).unwrap().mech_token.unwrap();
+    let reply = NegTokenResp::decode(&client.step(&server_token(challenge.clone())).unwrap()).unwrap();
     let msg = reply.response_token.unwrap();
 
     // Payload starts after the 16-byte MIC field.
     assert_eq!(&msg[32..36], &88u32.to_le_bytes(), "DomainName offset");
     assert_eq!(field(&msg, 12), &[0; 24], "LmChallengeResponse is Z(24)");
     let nt = field(&msg, 20);
-    assert_eq!(
-        &nt[24..32],
-        &TIMESTAMP.to_le_bytes(),
-        "server time in the blob"
-    );
+    assert_eq!(&nt[24..32], &TIMESTAMP.to_le_bytes(), "server time in the blob");
     let blob_pairs = &nt[44..]; // after NTProofStr and the 28-byte blob header
-    let want_pairs = hex(
-        "02000c0044006f006d00610069006e00 01000c00530065007200760065007200 0700080078563412 0000d901 \
-         0600040002000000 00000000 00000000",
-    );
-    assert_eq!(
-        blob_pairs,
-        &want_pairs[..],
-        "MsvAvFlags = MIC present, before EOL"
-    );
+    let want_pairs =
+        hex("02000c0044006f006d00610069006e00 01000c00530065007200760065007200 0700080078563412 0000d901 \
+         0600040002000000 00000000 00000000");
+    assert_eq!(blob_pairs, &want_pairs[..], "MsvAvFlags = MIC present, before EOL");
 
     let mut zeroed = msg.clone();
     zeroed[72..88].fill(0);
     let mic = hmac_md5(&[0x55; 16], &[&negotiate, &challenge, &zeroed]);
-    assert_eq!(
-        &msg[72..88],
-        &mic,
-        "MIC over NEGOTIATE || CHALLENGE || AUTHENTICATE"
-    );
+    assert_eq!(&msg[72..88], &mic, "MIC over NEGOTIATE || CHALLENGE || AUTHENTICATE");
 
     // mechListMIC: NTLM signature of the DER MechTypeList, sealed under key
     // exchange, sequence 0 (RFC 4178 5).
@@ -179,12 +157,7 @@ fn anonymous_sends_empty_responses_and_has_no_key() {
     let mut pairs = spec_pairs();
     pairs.push((7, TIMESTAMP.to_le_bytes().to_vec()));
     let pairs: Vec<_> = pairs.iter().map(|(id, v)| (*id, &v[..])).collect();
-    let reply = NegTokenResp::decode(
-        &client
-            .step(&server_token(challenge_msg(SPEC_FLAGS, &pairs)))
-            .unwrap(),
-    )
-    .unwrap();
+    let reply = NegTokenResp::decode(&client.step(&server_token(challenge_msg(SPEC_FLAGS, &pairs))).unwrap()).unwrap();
     let msg = reply.response_token.unwrap();
     assert_eq!(msg.len(), 73, "72-byte header, no MIC, one LM byte");
     assert_eq!(field(&msg, 12), &[0], "LmChallengeResponse is Z(1)");
@@ -202,9 +175,7 @@ fn default_options_draw_fresh_randomness() {
     let run = || {
         let mut c = NtlmClient::new(NtlmCredentials::new("u", "d", "p"), NtlmOptions::default());
         c.initial_token();
-        let reply = c
-            .step(&server_token(challenge_msg(SPEC_FLAGS, &[])))
-            .unwrap();
+        let reply = c.step(&server_token(challenge_msg(SPEC_FLAGS, &[]))).unwrap();
         (reply, c.session_key().unwrap())
     };
     let (a, b) = (run(), run());
@@ -230,90 +201,44 @@ fn refuses_bad_server_tokens_and_misuse() {
         .encode()
     };
     let kerberos = hex("2a864886f712010202");
+    assert_eq!(step(&resp(Some(NegState::Reject), NTLMSSP_OID, None)), Err(AuthError::Rejected));
+    assert_eq!(step(&resp(None, &kerberos, Some(good.clone()))), Err(AuthError::NotNtlm));
+    assert_eq!(step(&resp(None, NTLMSSP_OID, None)), Err(AuthError::Missing("responseToken")));
     assert_eq!(
-        step(&resp(Some(NegState::Reject), NTLMSSP_OID, None)),
-        Err(AuthError::Rejected)
-    );
-    assert_eq!(
-        step(&resp(None, &kerberos, Some(good.clone()))),
-        Err(AuthError::NotNtlm)
-    );
-    assert_eq!(
-        step(&resp(None, NTLMSSP_OID, None)),
-        Err(AuthError::Missing("responseToken"))
-    );
-    assert_eq!(
-        step(&resp(
-            Some(NegState::AcceptCompleted),
-            NTLMSSP_OID,
-            Some(good.clone())
-        )),
+        step(&resp(Some(NegState::AcceptCompleted), NTLMSSP_OID, Some(good.clone()))),
         Err(AuthError::UnexpectedState(0))
     );
-    assert_eq!(
-        step(&server_token(challenge_msg(SPEC_FLAGS & !1, &[]))),
-        Err(AuthError::Unsupported("UNICODE"))
-    );
+    assert_eq!(step(&server_token(challenge_msg(SPEC_FLAGS & !1, &[]))), Err(AuthError::Unsupported("UNICODE")));
     let mut negotiate_not_challenge = good.clone();
     negotiate_not_challenge[8] = 1;
-    assert_eq!(
-        step(&server_token(negotiate_not_challenge)),
-        Err(AuthError::BadNtlm("not a CHALLENGE_MESSAGE"))
-    );
+    assert_eq!(step(&server_token(negotiate_not_challenge)), Err(AuthError::BadNtlm("not a CHALLENGE_MESSAGE")));
     let mut lying_info_len = good.clone();
     lying_info_len[40] = 0xff;
-    assert_eq!(
-        step(&server_token(lying_info_len)),
-        Err(AuthError::Truncated("TargetInfo"))
-    );
+    assert_eq!(step(&server_token(lying_info_len)), Err(AuthError::Truncated("TargetInfo")));
     let mut lying_av_len = challenge_msg(SPEC_FLAGS, &[(1, b"ab")]);
     let n = lying_av_len.len();
     lying_av_len[n - 8] = 9; // AvLen of the only pair
-    assert_eq!(
-        step(&server_token(lying_av_len)),
-        Err(AuthError::Truncated("AV_PAIR value"))
-    );
+    assert_eq!(step(&server_token(lying_av_len)), Err(AuthError::Truncated("AV_PAIR value")));
     let huge = vec![0u8; 65_500];
     assert_eq!(
         step(&server_token(challenge_msg(SPEC_FLAGS, &[(1, &huge)]))),
         Err(AuthError::TooLong("NtChallengeResponse"))
     );
     for cut in 0..48 {
-        assert!(
-            step(&server_token(good[..cut].to_vec())).is_err(),
-            "cut at {cut}"
-        );
+        assert!(step(&server_token(good[..cut].to_vec())).is_err(), "cut at {cut}");
     }
 
     let mut c = spec_client();
-    assert!(matches!(
-        c.step(&server_token(good.clone())),
-        Err(AuthError::OutOfOrder(_))
-    ));
+    assert!(matches!(c.step(&server_token(good.clone())), Err(AuthError::OutOfOrder(_))));
     assert!(matches!(c.finish(&[]), Err(AuthError::OutOfOrder(_))));
     c.initial_token();
     assert!(c.step(&[0x30, 0x00]).is_err());
-    assert!(
-        matches!(c.step(&server_token(good)), Err(AuthError::OutOfOrder(_))),
-        "spent after an error"
-    );
+    assert!(matches!(c.step(&server_token(good)), Err(AuthError::OutOfOrder(_))), "spent after an error");
 
-    let reject = NegTokenResp {
-        neg_state: Some(NegState::Reject),
-        ..Default::default()
-    };
-    assert_eq!(
-        NtlmClient::parse_final(&reject.encode()),
-        Err(AuthError::Rejected)
-    );
-    let more = NegTokenResp {
-        neg_state: Some(NegState::RequestMic),
-        ..Default::default()
-    };
-    assert_eq!(
-        NtlmClient::parse_final(&more.encode()),
-        Err(AuthError::UnexpectedState(3))
-    );
+    let reject = NegTokenResp { neg_state: Some(NegState::Reject), ..Default::default() };
+    assert_eq!(NtlmClient::parse_final(&reject.encode()), Err(AuthError::Rejected));
+    let more = NegTokenResp { neg_state: Some(NegState::RequestMic), ..Default::default() };
+    assert_eq!(NtlmClient::parse_final(&more.encode()), Err(AuthError::UnexpectedState(3)));
 }
 
 #[test]

@@ -80,10 +80,7 @@ pub(crate) fn ntlmv2_response(
     temp.extend_from_slice(&[0; 4]);
     let proof = hmac_md5(response_key, &[server_challenge, &temp]);
     let mut lm_response = [0; 24];
-    lm_response[..16].copy_from_slice(&hmac_md5(
-        response_key,
-        &[server_challenge, client_challenge],
-    ));
+    lm_response[..16].copy_from_slice(&hmac_md5(response_key, &[server_challenge, client_challenge]));
     lm_response[16..].copy_from_slice(client_challenge);
     V2Response {
         nt_response: [&proof[..], &temp].concat(),
@@ -120,9 +117,7 @@ impl Rc4 {
             self.i = self.i.wrapping_add(1);
             self.j = self.j.wrapping_add(self.s[usize::from(self.i)]);
             self.s.swap(usize::from(self.i), usize::from(self.j));
-            let k = self.s[usize::from(
-                self.s[usize::from(self.i)].wrapping_add(self.s[usize::from(self.j)]),
-            )];
+            let k = self.s[usize::from(self.s[usize::from(self.i)].wrapping_add(self.s[usize::from(self.j)]))];
             *byte ^= k;
         }
     }
@@ -138,12 +133,8 @@ pub(crate) enum Direction {
 /// SIGNKEY with extended session security (MS-NLMP 3.4.5.2).
 pub(crate) fn sign_key(exported: &[u8; 16], dir: Direction) -> [u8; 16] {
     let magic: &[u8] = match dir {
-        Direction::ClientToServer => {
-            b"session key to client-to-server signing key magic constant\0"
-        }
-        Direction::ServerToClient => {
-            b"session key to server-to-client signing key magic constant\0"
-        }
+        Direction::ClientToServer => b"session key to client-to-server signing key magic constant\0",
+        Direction::ServerToClient => b"session key to server-to-client signing key magic constant\0",
     };
     md5(&[exported, magic])
 }
@@ -160,12 +151,8 @@ pub(crate) fn seal_key(exported: &[u8; 16], flags: u32, dir: Direction) -> [u8; 
         5
     };
     let magic: &[u8] = match dir {
-        Direction::ClientToServer => {
-            b"session key to client-to-server sealing key magic constant\0"
-        }
-        Direction::ServerToClient => {
-            b"session key to server-to-client sealing key magic constant\0"
-        }
+        Direction::ClientToServer => b"session key to client-to-server sealing key magic constant\0",
+        Direction::ServerToClient => b"session key to server-to-client sealing key magic constant\0",
     };
     md5(&[&exported[..len], magic])
 }
@@ -197,18 +184,10 @@ mod tests {
     fn ms_nlmp_4_2_4_ntlmv2_vectors() {
         let key = ntowfv2("User", "Domain", "Password");
         assert_eq!(key.to_vec(), hex("0c868a403bfd7a93a3001ef22ef02e3f")); // 4.2.4.1.1
-        let r = ntlmv2_response(
-            &key,
-            &[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef],
-            &[0xaa; 8],
-            0,
-            &hex(TARGET_INFO),
-        );
+        let r =
+            ntlmv2_response(&key, &[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef], &[0xaa; 8], 0, &hex(TARGET_INFO));
         // 4.2.4.2.1 LMv2 response
-        assert_eq!(
-            r.lm_response.to_vec(),
-            hex("86c35097ac9cec102554764a57cccc19 aaaaaaaaaaaaaaaa")
-        );
+        assert_eq!(r.lm_response.to_vec(), hex("86c35097ac9cec102554764a57cccc19 aaaaaaaaaaaaaaaa"));
         // 4.2.4.2.2 NTProofStr || temp
         let expected_nt = format!(
             "68cd0ab851e51c96aabc927bebef6a1c 0101000000000000 0000000000000000 \
@@ -216,17 +195,11 @@ mod tests {
         );
         assert_eq!(r.nt_response, hex(&expected_nt));
         // 4.2.4.1.2 / 4.2.4.2.2 SessionBaseKey
-        assert_eq!(
-            r.session_base_key.to_vec(),
-            hex("8de40ccadbc14a82f15cb0ad0de95ca3")
-        );
+        assert_eq!(r.session_base_key.to_vec(), hex("8de40ccadbc14a82f15cb0ad0de95ca3"));
         // 4.2.4.2.3 EncryptedRandomSessionKey = RC4(KeyExchangeKey, 0x55 * 16)
         let mut session_key = [0x55u8; 16];
         Rc4::new(&r.session_base_key).apply(&mut session_key);
-        assert_eq!(
-            session_key.to_vec(),
-            hex("c5dad2544fc9799094ce1ce90bc9d03e")
-        );
+        assert_eq!(session_key.to_vec(), hex("c5dad2544fc9799094ce1ce90bc9d03e"));
     }
 
     #[test]
@@ -253,14 +226,8 @@ mod tests {
 
     #[test]
     fn user_is_upcased_but_domain_is_not() {
-        assert_eq!(
-            ntowfv2("user", "Domain", "Password"),
-            ntowfv2("USER", "Domain", "Password")
-        );
-        assert_ne!(
-            ntowfv2("User", "domain", "Password"),
-            ntowfv2("User", "Domain", "Password")
-        );
+        assert_eq!(ntowfv2("user", "Domain", "Password"), ntowfv2("USER", "Domain", "Password"));
+        assert_ne!(ntowfv2("User", "domain", "Password"), ntowfv2("User", "Domain", "Password"));
         assert_eq!(upcase("straße"), "STRAßE");
     }
 }

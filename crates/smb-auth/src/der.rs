@@ -7,35 +7,20 @@ use crate::reader::Reader;
 use crate::AuthError;
 
 /// Reads one element whose tag must be `tag`, returning a reader over its body.
-pub(crate) fn read_tlv<'a>(
-    r: &mut Reader<'a>,
-    tag: u8,
-    what: &'static str,
-) -> Result<Reader<'a>, AuthError> {
+pub(crate) fn read_tlv<'a>(r: &mut Reader<'a>, tag: u8, what: &'static str) -> Result<Reader<'a>, AuthError> {
     let (found, body) = read_any(r, what)?;
     if found != tag {
-        return Err(AuthError::BadTag {
-            what,
-            expected: tag,
-            found,
-        });
+        return Err(AuthError::BadTag { what, expected: tag, found });
     }
     Ok(body)
 }
 
 /// Reads one element of any tag, returning the tag and a reader over its body.
-pub(crate) fn read_any<'a>(
-    r: &mut Reader<'a>,
-    what: &'static str,
-) -> Result<(u8, Reader<'a>), AuthError> {
+pub(crate) fn read_any<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<(u8, Reader<'a>), AuthError> {
     let tag = r.u8(what)?;
     if tag & 0x1f == 0x1f {
         // Multi-byte tag numbers never occur in SPNEGO.
-        return Err(AuthError::BadTag {
-            what,
-            expected: 0,
-            found: tag,
-        });
+        return Err(AuthError::BadTag { what, expected: 0, found: tag });
     }
     let len = read_len(r, what)?;
     Ok((tag, r.sub(len, what)?))
@@ -50,9 +35,7 @@ fn read_len(r: &mut Reader<'_>, what: &'static str) -> Result<usize, AuthError> 
     if n == 0 || n > 4 {
         return Err(AuthError::BadLength(what));
     }
-    Ok(r.take(n, what)?
-        .iter()
-        .fold(0usize, |len, &b| (len << 8) | usize::from(b)))
+    Ok(r.take(n, what)?.iter().fold(0usize, |len, &b| (len << 8) | usize::from(b)))
 }
 
 /// Appends `tag`, a definite length and whatever `body` writes.
@@ -109,21 +92,12 @@ mod tests {
     fn rejects_bad_lengths_and_tags() {
         let read = |b: &[u8]| read_tlv(&mut Reader::new(b), 0x04, "t").map(|_| ());
         assert_eq!(read(&[0x04, 0x80]), Err(AuthError::BadLength("t")));
-        assert_eq!(
-            read(&[0x04, 0x85, 1, 1, 1, 1, 1]),
-            Err(AuthError::BadLength("t"))
-        );
-        assert_eq!(
-            read(&[0x04, 0x84, 0xff, 0xff, 0xff, 0xff]),
-            Err(AuthError::Truncated("t"))
-        );
+        assert_eq!(read(&[0x04, 0x85, 1, 1, 1, 1, 1]), Err(AuthError::BadLength("t")));
+        assert_eq!(read(&[0x04, 0x84, 0xff, 0xff, 0xff, 0xff]), Err(AuthError::Truncated("t")));
         assert_eq!(read(&[0x04, 0x82, 0x01]), Err(AuthError::Truncated("t")));
         assert_eq!(read(&[0x04, 0x03, 1, 2]), Err(AuthError::Truncated("t")));
         assert_eq!(read(&[]), Err(AuthError::Truncated("t")));
-        assert!(matches!(
-            read(&[0x30, 0x00]),
-            Err(AuthError::BadTag { found: 0x30, .. })
-        ));
+        assert!(matches!(read(&[0x30, 0x00]), Err(AuthError::BadTag { found: 0x30, .. })));
         assert!(matches!(read(&[0x1f, 0x00]), Err(AuthError::BadTag { .. })));
     }
 }

@@ -77,11 +77,7 @@ impl<'a> Challenge<'a> {
         let mut info = Reader::new(msg);
         info.take(info_off, "TargetInfo")?;
         let info = info.sub(info_len, "TargetInfo")?;
-        Ok(Self {
-            flags,
-            server_challenge,
-            av_pairs: parse_av_pairs(info)?,
-        })
+        Ok(Self { flags, server_challenge, av_pairs: parse_av_pairs(info)? })
     }
 
     fn timestamp(&self) -> Option<u64> {
@@ -185,19 +181,9 @@ pub(crate) fn authenticate(
 
         let key = ntowfv2(inp.user, inp.domain, inp.password);
         let time = server_time.unwrap_or(inp.timestamp);
-        let r = ntlmv2_response(
-            &key,
-            &challenge.server_challenge,
-            &inp.client_challenge,
-            time,
-            &info,
-        );
+        let r = ntlmv2_response(&key, &challenge.server_challenge, &inp.client_challenge, time, &info);
         // 3.1.5.1.2: with MsvAvTimestamp the client sends Z(24) as LM response.
-        lm = if has_mic {
-            vec![0; 24]
-        } else {
-            r.lm_response.to_vec()
-        };
+        lm = if has_mic { vec![0; 24] } else { r.lm_response.to_vec() };
         nt = r.nt_response;
         // KXKEY for NTLMv2 is SessionBaseKey (3.4.5.1).
         if neg_flags & flags::KEY_EXCH != 0 {
@@ -239,12 +225,7 @@ pub(crate) fn authenticate(
         let mic = hmac_md5(&key, &[negotiate, challenge_bytes, &m]);
         m[72..88].copy_from_slice(&mic);
     }
-    Ok(Authenticate {
-        message: m,
-        flags: neg_flags,
-        session_key,
-        has_mic,
-    })
+    Ok(Authenticate { message: m, flags: neg_flags, session_key, has_mic })
 }
 
 #[cfg(test)]

@@ -195,13 +195,7 @@ impl NegTokenResp {
                 }
                 0xa2 => resp.response_token = Some(octets(&mut body, "responseToken")?),
                 0xa3 => resp.mech_list_mic = Some(octets(&mut body, "mechListMIC")?),
-                found => {
-                    return Err(AuthError::BadTag {
-                        what: "NegTokenResp",
-                        expected: 0xa3,
-                        found,
-                    })
-                }
+                found => return Err(AuthError::BadTag { what: "NegTokenResp", expected: 0xa3, found }),
             }
             body.finish("NegTokenResp field")
         })?;
@@ -220,11 +214,7 @@ fn for_each_field<'a>(
     while !seq.is_empty() {
         let (tag, body) = read_any(seq, what)?;
         if tag & 0xe0 != 0xa0 || tag < next {
-            return Err(AuthError::BadTag {
-                what,
-                expected: next,
-                found: tag,
-            });
+            return Err(AuthError::BadTag { what, expected: next, found: tag });
         }
         next = tag + 1;
         field(tag, body)?;
@@ -243,21 +233,13 @@ mod tests {
 
     #[test]
     fn neg_token_init_matches_known_bytes_and_round_trips() {
-        let init = NegTokenInit {
-            mech_types: vec![NTLMSSP_OID.to_vec()],
-            mech_token: Some(b"NTLMSSP\0".to_vec()),
-        };
+        let init = NegTokenInit { mech_types: vec![NTLMSSP_OID.to_vec()], mech_token: Some(b"NTLMSSP\0".to_vec()) };
         let bytes = init.encode();
-        let expected = hex(
-            "60 28 06 06 2b0601050502 a0 1e 30 1c a0 0e 30 0c 06 0a 2b06010401823702020a \
-             a2 0a 04 08 4e544c4d53535000",
-        );
+        let expected = hex("60 28 06 06 2b0601050502 a0 1e 30 1c a0 0e 30 0c 06 0a 2b06010401823702020a \
+             a2 0a 04 08 4e544c4d53535000");
         assert_eq!(bytes, expected);
         assert_eq!(NegTokenInit::decode(&bytes).unwrap(), init);
-        assert_eq!(
-            init.mech_type_list(),
-            hex("30 0c 06 0a 2b06010401823702020a")
-        );
+        assert_eq!(init.mech_type_list(), hex("30 0c 06 0a 2b06010401823702020a"));
     }
 
     #[test]
@@ -300,11 +282,7 @@ mod tests {
 
     #[test]
     fn rejects_malformed_tokens() {
-        let good = NegTokenInit {
-            mech_types: vec![NTLMSSP_OID.to_vec()],
-            mech_token: Some(vec![1, 2, 3]),
-        }
-        .encode();
+        let good = NegTokenInit { mech_types: vec![NTLMSSP_OID.to_vec()], mech_token: Some(vec![1, 2, 3]) }.encode();
         for cut in 0..good.len() {
             assert!(NegTokenInit::decode(&good[..cut]).is_err(), "cut at {cut}");
         }
@@ -313,30 +291,15 @@ mod tests {
         assert_eq!(NegTokenInit::decode(&wrong_oid), Err(AuthError::NotSpnego));
         let mut trailing = good.clone();
         trailing.push(0);
-        assert_eq!(
-            NegTokenInit::decode(&trailing),
-            Err(AuthError::TrailingData("InitialContextToken"))
-        );
+        assert_eq!(NegTokenInit::decode(&trailing), Err(AuthError::TrailingData("InitialContextToken")));
         let huge = hex("a1 84 7f ff ff ff 30 00");
-        assert_eq!(
-            NegTokenResp::decode(&huge),
-            Err(AuthError::Truncated("negTokenResp"))
-        );
+        assert_eq!(NegTokenResp::decode(&huge), Err(AuthError::Truncated("negTokenResp")));
         let bad_state = hex("a1 07 30 05 a0 03 0a 01 09");
-        assert_eq!(
-            NegTokenResp::decode(&bad_state),
-            Err(AuthError::UnexpectedState(9))
-        );
+        assert_eq!(NegTokenResp::decode(&bad_state), Err(AuthError::UnexpectedState(9)));
         let out_of_order = hex("a1 0c 30 0a a2 03 04 01 00 a0 03 0a 01 01");
-        assert!(matches!(
-            NegTokenResp::decode(&out_of_order),
-            Err(AuthError::BadTag { found: 0xa0, .. })
-        ));
+        assert!(matches!(NegTokenResp::decode(&out_of_order), Err(AuthError::BadTag { found: 0xa0, .. })));
         let two_in_field = hex("a1 0a 30 08 a2 06 04 01 00 04 01 00");
-        assert_eq!(
-            NegTokenResp::decode(&two_in_field),
-            Err(AuthError::TrailingData("NegTokenResp field"))
-        );
+        assert_eq!(NegTokenResp::decode(&two_in_field), Err(AuthError::TrailingData("NegTokenResp field")));
         assert!(NegTokenResp::decode(&good).is_err());
         assert!(NegTokenInit::decode(&NegTokenResp::default().encode()).is_err());
     }

@@ -9,8 +9,7 @@ pub(crate) fn hex(s: &str) -> Vec<u8> {
 }
 
 /// 4.2.4 TargetInfo: NbDomainName "Domain", NbComputerName "Server", EOL.
-pub(crate) const TARGET_INFO: &str =
-    "02000c0044006f006d00610069006e00 01000c00530065007200760065007200 00000000";
+pub(crate) const TARGET_INFO: &str = "02000c0044006f006d00610069006e00 01000c00530065007200760065007200 00000000";
 
 /// 4.2.4.3 CHALLENGE_MESSAGE (flags 0xe28a8233).
 pub(crate) const CHALLENGE: &str = "4e544c4d53535000 02000000 0c000c0038000000 33828ae2 \

@@ -70,10 +70,7 @@ impl Response {
         if s == NtStatus::STATUS_SUCCESS || also_ok.contains(&s) {
             Ok(self)
         } else {
-            Err(Error::Status {
-                command: self.header.command,
-                status: s,
-            })
+            Err(Error::Status { command: self.header.command, status: s })
         }
     }
 }
@@ -123,7 +120,19 @@ pub(crate) struct Inner {
     in_flight: AtomicUsize,
     pub(crate) opts: ConnectionOptions,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Sent frame buffers kept for reuse.
+    free_bufs: Mutex<Vec<BytesMut>>,
 }
+
+/// Bytes reserved at the start of a [`Connection::write_frame`] buffer for
+/// the transport header, a transform header, the SMB2 header and the fixed
+/// part of the WRITE request.
+pub const WRITE_HEADROOM: usize = FRAME_HEADER_LEN + TRANSFORM_HEADER_LEN + HEADER_LEN + 48;
+
+/// Frame buffers kept for reuse per connection.
+const FREE_BUFS: usize = 16;
+/// Buffers smaller than this are not worth recycling.
+const RECYCLE_MIN: usize = 256 << 10;
 
 /// A cheaply clonable handle on one SMB connection. When the last handle
 /// is dropped the connection is shut down.
@@ -137,9 +146,7 @@ struct CloseOnDrop(Arc<Inner>);
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.0.poison(Error::ConnectionLost(
-            "connection closed by the client".into(),
-        ));
+        self.0.poison(Error::ConnectionLost("connection closed by the client".into()));
     }
 }
 
@@ -157,9 +164,8 @@ impl Connection {
             let s = socket2::SockRef::from(&stream);
             let _ = s.set_recv_buffer_size(4 << 20);
             let _ = s.set_send_buffer_size(4 << 20);
-            let ka = socket2::TcpKeepalive::new()
-                .with_time(Duration::from_secs(30))
-                .with_interval(Duration::from_secs(10));
+            let ka =
+                socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)).with_interval(Duration::from_secs(10));
             let _ = s.set_tcp_keepalive(&ka);
         }
         let (rd, wr) = stream.into_split();
@@ -178,14 +184,12 @@ impl Connection {
             in_flight: AtomicUsize::new(0),
             opts,
             tasks: Mutex::new(Vec::new()),
+            free_bufs: Mutex::new(Vec::new()),
         });
         let w = tokio::spawn(writer_task(inner.clone(), wr));
         let r = tokio::spawn(reader_task(inner.clone(), rd));
         inner.tasks.lock().unwrap().extend([w, r]);
-        Ok(Connection {
-            _guard: Arc::new(CloseOnDrop(inner.clone())),
-            inner,
-        })
+        Ok(Connection { _guard: Arc::new(CloseOnDrop(inner.clone())), inner })
     }
 
     /// True once the connection has failed; it must be replaced.
@@ -221,14 +225,8 @@ impl Connection {
     ///
     /// Returns one [`ResponseFuture`] per message, chain by chain.
     /// Errors: the connection is poisoned, or credits did not arrive in time.
-    pub async fn send_batch(
-        &self,
-        chains: &[&[Op<'_>]],
-        encrypt: bool,
-    ) -> Result<Vec<ResponseFuture>> {
-        self.send_inner(chains, encrypt, true)
-            .await
-            .map(|(rx, _)| rx)
+    pub async fn send_batch(&self, chains: &[&[Op<'_>]], encrypt: bool) -> Result<Vec<ResponseFuture>> {
+        self.send_inner(chains, encrypt, true).await.map(|(rx, _)| rx)
     }
 
     /// Sends one message and waits for its final response.
@@ -259,26 +257,14 @@ impl Connection {
         }
     }
 
-    async fn send_inner(
-        &self,
-        chains: &[&[Op<'_>]],
-        encrypt: bool,
-        sign: bool,
-    ) -> Result<(Vec<ResponseFuture>, Bytes)> {
-        let charges: Vec<Vec<u16>> = chains
-            .iter()
-            .map(|c| {
-                c.iter()
-                    .map(|op| smb_proto::header::credit_charge(op.body.credit_bytes()))
-                    .collect()
-            })
-            .collect();
-        let total: u32 = charges.iter().flatten().map(|&c| c as u32).sum();
-
-        // Take credits (and MessageIds) under the lock; wait for grants if
-        // the window is spent.
+    /// Spends credits for messages charging `charges` (waiting for grants
+    /// if the window is spent), allocates their MessageIds and registers
+    /// their waiters. Returns `(MessageId, CreditCharge, CreditRequest)` per
+    /// message, in order, and the futures.
+    async fn reserve(&self, charges: &[u16]) -> Result<(Vec<(u64, u16, u16)>, Vec<ResponseFuture>)> {
+        let total: u32 = charges.iter().map(|&c| c as u32).sum();
         let deadline = tokio::time::Instant::now() + self.inner.opts.request_timeout;
-        let (first_id, requests, rxs) = loop {
+        loop {
             let notified = self.inner.credit_wake.notified();
             {
                 let mut st = self.inner.state.lock().unwrap();
@@ -286,30 +272,20 @@ impl Connection {
                     return Err(e.clone());
                 }
                 if st.credits.try_spend(total) {
-                    let first_id = st.next_message_id;
-                    let mut id = first_id;
-                    let mut requests = Vec::with_capacity(charges.len());
-                    let mut rxs = Vec::new();
-                    for chain in &charges {
-                        let mut reqs = Vec::with_capacity(chain.len());
-                        for &c in chain {
-                            // Ask before spending is recorded for this message.
-                            reqs.push((id, c, st.credits.request_for(c)));
-                            let (tx, rx) = oneshot::channel();
-                            st.pending.insert(
-                                id,
-                                Pending {
-                                    tx,
-                                    charge: c as u32,
-                                },
-                            );
-                            rxs.push(rx);
-                            id += c as u64;
-                        }
-                        requests.push(reqs);
+                    let mut id = st.next_message_id;
+                    let mut reqs = Vec::with_capacity(charges.len());
+                    let mut rxs = Vec::with_capacity(charges.len());
+                    for &c in charges {
+                        reqs.push((id, c, st.credits.request_for(c)));
+                        let (tx, rx) = oneshot::channel();
+                        st.pending.insert(id, Pending { tx, charge: c as u32 });
+                        rxs.push(rx);
+                        id += c as u64;
                     }
                     st.next_message_id = id;
-                    break (first_id, requests, rxs);
+                    drop(st);
+                    self.inner.in_flight.fetch_add(rxs.len(), Ordering::Relaxed);
+                    return Ok((reqs, rxs));
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -317,19 +293,149 @@ impl Connection {
                 self.poison(e.clone());
                 return Err(e);
             }
-        };
-        let _ = first_id;
-        self.inner.in_flight.fetch_add(rxs.len(), Ordering::Relaxed);
+        }
+    }
 
+    /// A buffer for building frames, reused from earlier sends when one is
+    /// free so that large batches do not fault in fresh pages every time.
+    fn frame_buffer(&self, capacity: usize) -> BytesMut {
+        if capacity < RECYCLE_MIN {
+            return BytesMut::with_capacity(capacity);
+        }
+        let mut free = self.inner.free_bufs.lock().unwrap();
+        match free.iter().position(|b| b.capacity() >= capacity) {
+            Some(i) => free.swap_remove(i),
+            None => BytesMut::with_capacity(capacity),
+        }
+    }
+
+    fn enqueue(&self, frame: Bytes) -> Result<()> {
+        {
+            let mut st = self.inner.state.lock().unwrap();
+            if let Some(e) = &st.poisoned {
+                return Err(e.clone());
+            }
+            st.queue.push(frame);
+        }
+        self.inner.writer_wake.notify_one();
+        Ok(())
+    }
+
+    /// A buffer for [`Connection::send_write_frame`]: [`WRITE_HEADROOM`]
+    /// bytes reserved, and room for `payload` bytes after them.
+    pub fn write_frame(&self, payload: usize) -> BytesMut {
+        let mut b = self.frame_buffer(WRITE_HEADROOM + payload);
+        b.clear();
+        b.resize(WRITE_HEADROOM, 0);
+        b
+    }
+
+    /// Sends one WRITE whose payload the caller has appended to a
+    /// [`Connection::write_frame`] buffer. The header and the WRITE fixed
+    /// part are filled into the headroom, then the message is signed or
+    /// encrypted in place: the payload is never copied again.
+    ///
+    /// Returns the response future and the sent frame (kept by the caller
+    /// to redo a short write; hand it to [`Connection::recycle`] when done).
+    /// Errors: as [`Connection::send_batch`], or a payload over 16 MiB.
+    pub async fn send_write_frame(
+        &self,
+        mut frame: BytesMut,
+        tree_id: u32,
+        file_id: smb_proto::create::FileId,
+        offset: u64,
+        encrypt: bool,
+    ) -> Result<(ResponseFuture, Bytes)> {
+        let data_len = frame
+            .len()
+            .checked_sub(WRITE_HEADROOM)
+            .ok_or_else(|| Error::InvalidArgument("write frame without headroom".into()))?;
+        if data_len + WRITE_HEADROOM > MAX_FRAME_LEN {
+            return Err(Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit")));
+        }
+        let (reqs, mut rxs) = self.reserve(&[smb_proto::header::credit_charge(data_len as u64)]).await?;
+        let (message_id, charge, credits) = reqs[0];
+        {
+            let sec = self.inner.security.read().unwrap();
+            let encrypt = (encrypt || sec.encrypt_all) && sec.cipher.is_some();
+            let mut h = Header::request(Command::Write);
+            h.credit_charge = charge;
+            h.credits = credits;
+            h.message_id = message_id;
+            h.tree_id = tree_id;
+            h.session_id = sec.session_id;
+            let msg_start = FRAME_HEADER_LEN + TRANSFORM_HEADER_LEN;
+            let mut fixed = BytesMut::with_capacity(HEADER_LEN + 48);
+            h.encode(&mut fixed);
+            smb_proto::io::encode_write_fixed(&mut fixed, file_id, offset, data_len as u32);
+            frame[msg_start..WRITE_HEADROOM].copy_from_slice(&fixed);
+            if encrypt {
+                let th = TransformHeader {
+                    signature: [0; 16],
+                    nonce: [0; 16],
+                    original_message_size: (frame.len() - msg_start) as u32,
+                    flags: 1,
+                    session_id: sec.session_id,
+                };
+                let mut hdr = BytesMut::with_capacity(TRANSFORM_HEADER_LEN);
+                th.encode(&mut hdr);
+                frame[FRAME_HEADER_LEN..msg_start].copy_from_slice(&hdr);
+                sec.cipher.as_ref().expect("checked").encrypt(&mut frame[FRAME_HEADER_LEN..]);
+            } else {
+                // Unencrypted: drop the transform headroom so the message
+                // follows the transport header directly.
+                let _ = frame.split_to(TRANSFORM_HEADER_LEN);
+                if sec.sign_all {
+                    if let Some(signer) = &sec.signer {
+                        signer.sign(&mut frame[FRAME_HEADER_LEN..]);
+                    }
+                }
+            }
+            let len = (frame.len() - FRAME_HEADER_LEN) as u32;
+            frame[..FRAME_HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+        }
+        let frame = frame.freeze();
+        self.enqueue(frame.clone())?;
+        Ok((rxs.pop().expect("one future"), frame))
+    }
+
+    /// Offers a sent frame back for reuse (ignored unless this was the last
+    /// reference to it).
+    pub fn recycle(&self, frame: Bytes) {
+        if let Ok(mut m) = frame.try_into_mut() {
+            let mut free = self.inner.free_bufs.lock().unwrap();
+            if m.capacity() >= RECYCLE_MIN && free.len() < FREE_BUFS {
+                m.clear();
+                free.push(m);
+            }
+        }
+    }
+
+    async fn send_inner(
+        &self,
+        chains: &[&[Op<'_>]],
+        encrypt: bool,
+        sign: bool,
+    ) -> Result<(Vec<ResponseFuture>, Bytes)> {
+        let charges: Vec<u16> = chains
+            .iter()
+            .flat_map(|c| c.iter())
+            .map(|op| smb_proto::header::credit_charge(op.body.credit_bytes()))
+            .collect();
+        let (all, rxs) = self.reserve(&charges).await?;
         let buf = {
             let sec = self.inner.security.read().unwrap();
             let size_hint: usize = chains
                 .iter()
                 .flat_map(|c| c.iter())
-                .map(|op| 160 + op.body.credit_bytes().min(16 << 20) as usize)
+                .map(|op| if op.body.command() == Command::Write { op.body.credit_bytes() as usize } else { 0 } + 192)
                 .sum();
-            let mut buf = BytesMut::with_capacity(size_hint);
-            for (chain, reqs) in chains.iter().zip(&requests) {
+            let mut buf = self.frame_buffer(size_hint);
+            buf.clear();
+            let mut at = 0;
+            for chain in chains {
+                let reqs = &all[at..at + chain.len()];
+                at += chain.len();
                 if let Err(e) = encode_chain(&mut buf, &sec, chain, reqs, encrypt, sign) {
                     drop(sec);
                     self.poison(e.clone());
@@ -338,19 +444,8 @@ impl Connection {
             }
             buf.freeze()
         };
-        let sent = if sign {
-            Bytes::new()
-        } else {
-            buf.slice(FRAME_HEADER_LEN..)
-        };
-        {
-            let mut st = self.inner.state.lock().unwrap();
-            if let Some(e) = &st.poisoned {
-                return Err(e.clone());
-            }
-            st.queue.push(buf);
-        }
-        self.inner.writer_wake.notify_one();
+        let sent = if sign { Bytes::new() } else { buf.slice(FRAME_HEADER_LEN..) };
+        self.enqueue(buf)?;
         Ok((rxs, sent))
     }
 }
@@ -387,10 +482,7 @@ fn encode_chain(
     let must_sign = sign
         && !encrypt
         && sec.signer.is_some()
-        && (sec.sign_all
-            || chain
-                .iter()
-                .any(|op| op.body.command() == Command::TreeConnect));
+        && (sec.sign_all || chain.iter().any(|op| op.body.command() == Command::TreeConnect));
     if must_sign {
         let signer = sec.signer.as_ref().expect("checked");
         for r in ranges {
@@ -408,16 +500,11 @@ fn encode_chain(
         let mut hdr = BytesMut::with_capacity(TRANSFORM_HEADER_LEN);
         th.encode(&mut hdr);
         buf[start + FRAME_HEADER_LEN..msgs_start].copy_from_slice(&hdr);
-        sec.cipher
-            .as_ref()
-            .expect("checked")
-            .encrypt(&mut buf[start + FRAME_HEADER_LEN..]);
+        sec.cipher.as_ref().expect("checked").encrypt(&mut buf[start + FRAME_HEADER_LEN..]);
     }
     let len = buf.len() - start - FRAME_HEADER_LEN;
     if len > MAX_FRAME_LEN {
-        return Err(Error::InvalidArgument(format!(
-            "request of {len} bytes exceeds the 16 MiB frame limit"
-        )));
+        return Err(Error::InvalidArgument(format!("request of {len} bytes exceeds the 16 MiB frame limit")));
     }
     buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(())
@@ -425,12 +512,7 @@ fn encode_chain(
 
 impl Inner {
     fn poison_error(&self) -> Error {
-        self.state
-            .lock()
-            .unwrap()
-            .poisoned
-            .clone()
-            .unwrap_or_else(|| Error::ConnectionLost("connection closed".into()))
+        self.state.lock().unwrap().poisoned.clone().unwrap_or_else(|| Error::ConnectionLost("connection closed".into()))
     }
 
     pub(crate) fn poison(&self, err: Error) {
@@ -461,14 +543,10 @@ impl Inner {
         if header.message_id == u64::MAX && header.command == Command::OplockBreak {
             return Ok(()); // unsolicited break notification; we hold no oplocks
         }
-        let interim =
-            header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
+        let interim = header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
         if interim {
             if !st.pending.contains_key(&header.message_id) {
-                return Err(Error::Protocol(format!(
-                    "interim response for unknown MessageId {}",
-                    header.message_id
-                )));
+                return Err(Error::Protocol(format!("interim response for unknown MessageId {}", header.message_id)));
             }
             st.credits.on_response(header.credits, 0);
             drop(st);
@@ -476,10 +554,7 @@ impl Inner {
             return Ok(());
         }
         let Some(p) = st.pending.remove(&header.message_id) else {
-            return Err(Error::Protocol(format!(
-                "response for unknown MessageId {}",
-                header.message_id
-            )));
+            return Err(Error::Protocol(format!("response for unknown MessageId {}", header.message_id)));
         };
         st.credits.on_response(header.credits, p.charge);
         drop(st);
@@ -495,18 +570,13 @@ impl Inner {
         let sec = self.security.read().unwrap();
         if encrypted {
             let th = TransformHeader::decode(&frame)?;
-            let cipher = sec
-                .cipher
-                .as_ref()
-                .ok_or(Error::Integrity("encrypted message without a cipher"))?;
+            let cipher = sec.cipher.as_ref().ok_or(Error::Integrity("encrypted message without a cipher"))?;
             if th.session_id != sec.session_id
                 || th.original_message_size as usize != frame.len() - TRANSFORM_HEADER_LEN
             {
                 return Err(Error::Integrity("transform header does not match"));
             }
-            cipher
-                .decrypt(&mut frame)
-                .map_err(|_| Error::Integrity("decryption failed"))?;
+            cipher.decrypt(&mut frame).map_err(|_| Error::Integrity("decryption failed"))?;
             let _ = frame.split_to(TRANSFORM_HEADER_LEN);
         }
         // Walk the compound on the mutable buffer to verify signatures in place.
@@ -528,17 +598,10 @@ impl Inner {
                 return Err(Error::Protocol("server sent a request".into()));
             }
             if !encrypted {
-                let interim = header.status == NtStatus::STATUS_PENDING
-                    && header.flags & flags::ASYNC_COMMAND != 0;
+                let interim = header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
                 let unsolicited = header.message_id == u64::MAX;
-                if sec.encrypt_all
-                    && !interim
-                    && !unsolicited
-                    && header.command != Command::SessionSetup
-                {
-                    return Err(Error::Integrity(
-                        "unencrypted response on an encrypted session",
-                    ));
+                if sec.encrypt_all && !interim && !unsolicited && header.command != Command::SessionSetup {
+                    return Err(Error::Integrity("unencrypted response on an encrypted session"));
                 }
                 if let Some(signer) = &sec.signer {
                     if header.command != Command::SessionSetup && !interim && !unsolicited {
@@ -575,13 +638,23 @@ async fn writer_task(inner: Arc<Inner>, mut wr: OwnedWriteHalf) {
             wake.await;
             continue;
         }
-        let res = tokio::time::timeout(
-            inner.opts.request_timeout,
-            write_all_vectored(&mut wr, &queue),
-        )
-        .await;
+        let res = tokio::time::timeout(inner.opts.request_timeout, write_all_vectored(&mut wr, &queue)).await;
         let err = match res {
-            Ok(Ok(())) => continue,
+            Ok(Ok(())) => {
+                let mut free = inner.free_bufs.lock().unwrap();
+                for b in queue {
+                    if free.len() >= FREE_BUFS {
+                        break;
+                    }
+                    if let Ok(mut m) = b.try_into_mut() {
+                        if m.capacity() >= RECYCLE_MIN {
+                            m.clear();
+                            free.push(m);
+                        }
+                    }
+                }
+                continue;
+            }
             Ok(Err(e)) => Error::ConnectionLost(format!("write: {e}")),
             Err(_) => Error::Timeout("socket write stalled"),
         };
@@ -644,10 +717,7 @@ async fn reader_task(inner: Arc<Inner>, mut rd: OwnedReadHalf) {
 
 async fn read_more(rd: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Result<()> {
     buf.reserve(want);
-    let n = rd
-        .read_buf(buf)
-        .await
-        .map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
+    let n = rd.read_buf(buf).await.map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
     if n == 0 {
         return Err(Error::ConnectionLost("server closed the connection".into()));
     }

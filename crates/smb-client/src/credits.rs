@@ -16,11 +16,7 @@ pub struct CreditWindow {
 impl CreditWindow {
     /// A fresh connection holds one credit (MS-SMB2 3.2.4.1.5).
     pub fn new(target: u32) -> Self {
-        CreditWindow {
-            available: 1,
-            in_flight: 0,
-            target,
-        }
+        CreditWindow { available: 1, in_flight: 0, target }
     }
 
     /// CreditRequest for a message charging `charge`: its own charge plus a

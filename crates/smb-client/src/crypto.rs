@@ -68,56 +68,17 @@ pub struct SessionKeys {
 /// Derives signing and cipher keys for `dialect` (MS-SMB2 3.2.5.3.1).
 /// For 3.1.1 `preauth` is the hash up to and including the final
 /// SESSION_SETUP request; 3.0/3.0.2 use fixed contexts instead.
-pub fn derive_keys(
-    session_key: &[u8; 16],
-    dialect: u16,
-    preauth: &PreauthHash,
-    cipher: Option<Cipher>,
-) -> SessionKeys {
+pub fn derive_keys(session_key: &[u8; 16], dialect: u16, preauth: &PreauthHash, cipher: Option<Cipher>) -> SessionKeys {
     let klen = cipher.map(|c| c.key_len()).unwrap_or(16);
-    let mut keys = SessionKeys {
-        signing: [0; 16],
-        encryption: [0; 32],
-        decryption: [0; 32],
-    };
+    let mut keys = SessionKeys { signing: [0; 16], encryption: [0; 32], decryption: [0; 32] };
     if dialect == smb_proto::negotiate::dialect::SMB311 {
-        kdf(
-            session_key,
-            b"SMBSigningKey\0",
-            &preauth.0,
-            &mut keys.signing,
-        );
-        kdf(
-            session_key,
-            b"SMBC2SCipherKey\0",
-            &preauth.0,
-            &mut keys.encryption[..klen],
-        );
-        kdf(
-            session_key,
-            b"SMBS2CCipherKey\0",
-            &preauth.0,
-            &mut keys.decryption[..klen],
-        );
+        kdf(session_key, b"SMBSigningKey\0", &preauth.0, &mut keys.signing);
+        kdf(session_key, b"SMBC2SCipherKey\0", &preauth.0, &mut keys.encryption[..klen]);
+        kdf(session_key, b"SMBS2CCipherKey\0", &preauth.0, &mut keys.decryption[..klen]);
     } else {
-        kdf(
-            session_key,
-            b"SMB2AESCMAC\0",
-            b"SmbSign\0",
-            &mut keys.signing,
-        );
-        kdf(
-            session_key,
-            b"SMB2AESCCM\0",
-            b"ServerIn \0",
-            &mut keys.encryption[..klen],
-        );
-        kdf(
-            session_key,
-            b"SMB2AESCCM\0",
-            b"ServerOut\0",
-            &mut keys.decryption[..klen],
-        );
+        kdf(session_key, b"SMB2AESCMAC\0", b"SmbSign\0", &mut keys.signing);
+        kdf(session_key, b"SMB2AESCCM\0", b"ServerIn \0", &mut keys.encryption[..klen]);
+        kdf(session_key, b"SMB2AESCCM\0", b"ServerOut\0", &mut keys.decryption[..klen]);
     }
     keys
 }
@@ -136,15 +97,11 @@ impl Signer {
     /// A signer for `algorithm` with a 16-byte signing key.
     pub fn new(algorithm: SigningAlgorithm, key: &[u8; 16]) -> Signer {
         match algorithm {
-            SigningAlgorithm::HmacSha256 => {
-                Signer::HmacSha256(hmac::Key::new(hmac::HMAC_SHA256, key))
+            SigningAlgorithm::HmacSha256 => Signer::HmacSha256(hmac::Key::new(hmac::HMAC_SHA256, key)),
+            SigningAlgorithm::AesCmac => Signer::AesCmac(cmac::Key::new(cmac::AES_128, key).expect("16-byte key")),
+            SigningAlgorithm::AesGmac => {
+                Signer::AesGmac(LessSafeKey::new(UnboundKey::new(&aead::AES_128_GCM, key).expect("16-byte key")))
             }
-            SigningAlgorithm::AesCmac => {
-                Signer::AesCmac(cmac::Key::new(cmac::AES_128, key).expect("16-byte key"))
-            }
-            SigningAlgorithm::AesGmac => Signer::AesGmac(LessSafeKey::new(
-                UnboundKey::new(&aead::AES_128_GCM, key).expect("16-byte key"),
-            )),
         }
     }
 
@@ -152,9 +109,7 @@ impl Signer {
         let mut sig = [0u8; 16];
         match self {
             Signer::HmacSha256(k) => sig.copy_from_slice(&hmac::sign(k, msg).as_ref()[..16]),
-            Signer::AesCmac(k) => {
-                sig.copy_from_slice(&cmac::sign(k, msg).expect("cmac").as_ref()[..16])
-            }
+            Signer::AesCmac(k) => sig.copy_from_slice(&cmac::sign(k, msg).expect("cmac").as_ref()[..16]),
             Signer::AesGmac(k) => {
                 let flags = u32::from_le_bytes([msg[16], msg[17], msg[18], msg[19]]);
                 let command = u16::from_le_bytes([msg[12], msg[13]]);
@@ -169,11 +124,7 @@ impl Signer {
                 }
                 nonce[8..].copy_from_slice(&role.to_le_bytes());
                 let tag = k
-                    .seal_in_place_separate_tag(
-                        Nonce::assume_unique_for_key(nonce),
-                        Aad::from(msg),
-                        &mut [],
-                    )
+                    .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(msg), &mut [])
                     .expect("gmac");
                 sig.copy_from_slice(tag.as_ref());
             }
@@ -216,18 +167,14 @@ enum AeadKey {
 impl AeadKey {
     fn new(cipher: Cipher, key: &[u8]) -> AeadKey {
         match cipher {
-            Cipher::Aes128Gcm => AeadKey::Gcm(LessSafeKey::new(
-                UnboundKey::new(&aead::AES_128_GCM, &key[..16]).expect("key"),
-            )),
-            Cipher::Aes256Gcm => AeadKey::Gcm(LessSafeKey::new(
-                UnboundKey::new(&aead::AES_256_GCM, &key[..32]).expect("key"),
-            )),
-            Cipher::Aes128Ccm => AeadKey::Ccm128(Box::new(
-                Aes128Ccm::new_from_slice(&key[..16]).expect("key"),
-            )),
-            Cipher::Aes256Ccm => AeadKey::Ccm256(Box::new(
-                Aes256Ccm::new_from_slice(&key[..32]).expect("key"),
-            )),
+            Cipher::Aes128Gcm => {
+                AeadKey::Gcm(LessSafeKey::new(UnboundKey::new(&aead::AES_128_GCM, &key[..16]).expect("key")))
+            }
+            Cipher::Aes256Gcm => {
+                AeadKey::Gcm(LessSafeKey::new(UnboundKey::new(&aead::AES_256_GCM, &key[..32]).expect("key")))
+            }
+            Cipher::Aes128Ccm => AeadKey::Ccm128(Box::new(Aes128Ccm::new_from_slice(&key[..16]).expect("key"))),
+            Cipher::Aes256Ccm => AeadKey::Ccm256(Box::new(Aes256Ccm::new_from_slice(&key[..32]).expect("key"))),
         }
     }
 }
@@ -266,9 +213,7 @@ impl Cipherer {
     /// Encrypts `buf[TRANSFORM_HEADER_LEN..]` in place. `buf` starts with a
     /// transform header whose Nonce and Signature this fills in.
     pub fn encrypt(&self, buf: &mut [u8]) {
-        let n = self
-            .counter
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut nonce = [0u8; 16];
         nonce[..4].copy_from_slice(&self.nonce_prefix);
         nonce[4..11].copy_from_slice(&n.to_le_bytes()[..7]);
@@ -282,22 +227,16 @@ impl Cipherer {
                 let mut n12 = [0u8; 12];
                 n12.copy_from_slice(&nonce[..12]);
                 let t = k
-                    .seal_in_place_separate_tag(
-                        Nonce::assume_unique_for_key(n12),
-                        Aad::from(&hdr[AAD_RANGE]),
-                        body,
-                    )
+                    .seal_in_place_separate_tag(Nonce::assume_unique_for_key(n12), Aad::from(&hdr[AAD_RANGE]), body)
                     .expect("gcm seal");
                 t.as_ref().try_into().expect("16-byte tag")
             }
-            AeadKey::Ccm128(k) => k
-                .encrypt_in_place_detached((&nonce[..11]).into(), &hdr[AAD_RANGE], body)
-                .expect("ccm")
-                .into(),
-            AeadKey::Ccm256(k) => k
-                .encrypt_in_place_detached((&nonce[..11]).into(), &hdr[AAD_RANGE], body)
-                .expect("ccm")
-                .into(),
+            AeadKey::Ccm128(k) => {
+                k.encrypt_in_place_detached((&nonce[..11]).into(), &hdr[AAD_RANGE], body).expect("ccm").into()
+            }
+            AeadKey::Ccm256(k) => {
+                k.encrypt_in_place_detached((&nonce[..11]).into(), &hdr[AAD_RANGE], body).expect("ccm").into()
+            }
         };
         hdr[TAG_RANGE].copy_from_slice(&tag);
     }
@@ -316,14 +255,9 @@ impl Cipherer {
             AeadKey::Gcm(k) => {
                 let mut n12 = [0u8; 12];
                 n12.copy_from_slice(&nonce[..12]);
-                k.open_in_place_separate_tag(
-                    Nonce::assume_unique_for_key(n12),
-                    Aad::from(&hdr[AAD_RANGE]),
-                    &tag,
-                    body,
-                )
-                .map(|_| ())
-                .map_err(|_| DecryptError)
+                k.open_in_place_separate_tag(Nonce::assume_unique_for_key(n12), Aad::from(&hdr[AAD_RANGE]), &tag, body)
+                    .map(|_| ())
+                    .map_err(|_| DecryptError)
             }
             AeadKey::Ccm128(k) => k
                 .decrypt_in_place_detached(nonce[..11].into(), &hdr[AAD_RANGE], body, (&tag).into())
@@ -341,11 +275,7 @@ mod tests {
 
     #[test]
     fn sign_verify_round_trip_all_algorithms() {
-        for alg in [
-            SigningAlgorithm::HmacSha256,
-            SigningAlgorithm::AesCmac,
-            SigningAlgorithm::AesGmac,
-        ] {
+        for alg in [SigningAlgorithm::HmacSha256, SigningAlgorithm::AesCmac, SigningAlgorithm::AesGmac] {
             let s = Signer::new(alg, &[7u8; 16]);
             let mut msg = vec![0u8; 100];
             msg[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
@@ -359,23 +289,11 @@ mod tests {
 
     #[test]
     fn encrypt_decrypt_round_trip_all_ciphers() {
-        for c in [
-            Cipher::Aes128Gcm,
-            Cipher::Aes256Gcm,
-            Cipher::Aes128Ccm,
-            Cipher::Aes256Ccm,
-        ] {
-            let keys = SessionKeys {
-                signing: [0; 16],
-                encryption: [3; 32],
-                decryption: [3; 32],
-            };
+        for c in [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm] {
+            let keys = SessionKeys { signing: [0; 16], encryption: [3; 32], decryption: [3; 32] };
             let cph = Cipherer::new(c, &keys);
             let mut buf = vec![0u8; TRANSFORM_HEADER_LEN + 200];
-            buf[TRANSFORM_HEADER_LEN..]
-                .iter_mut()
-                .enumerate()
-                .for_each(|(i, b)| *b = i as u8);
+            buf[TRANSFORM_HEADER_LEN..].iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
             cph.encrypt(&mut buf);
             assert_ne!(buf[TRANSFORM_HEADER_LEN + 5], 5);
             cph.decrypt(&mut buf).unwrap();

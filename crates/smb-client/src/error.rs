@@ -57,11 +57,7 @@ impl Error {
     pub fn is_connection_error(&self) -> bool {
         matches!(
             self,
-            Error::Decode(_)
-                | Error::Integrity(_)
-                | Error::Io(_)
-                | Error::Timeout(_)
-                | Error::ConnectionLost(_)
+            Error::Decode(_) | Error::Integrity(_) | Error::Io(_) | Error::Timeout(_) | Error::ConnectionLost(_)
         ) || matches!(
             self.status(),
             Some(NtStatus::STATUS_USER_SESSION_DELETED)

@@ -7,10 +7,11 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use smb_proto::create::FileId;
 use smb_proto::header::credit_charge;
-use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
+use smb_proto::header::HEADER_LEN;
+use smb_proto::io::{ReadRequest, ReadResponse, WriteResponse};
 use smb_proto::{NtStatus, Request};
 
-use crate::connection::ResponseFuture;
+use crate::connection::{ResponseFuture, WRITE_HEADROOM};
 use crate::error::{Error, Result};
 use crate::tree::Tree;
 
@@ -34,9 +35,8 @@ impl Tree {
         mut sink: impl FnMut(Bytes) -> Result<()>,
     ) -> Result<u64> {
         let chunk = self.max_read() as u64;
-        let end = offset
-            .checked_add(length)
-            .ok_or_else(|| Error::InvalidArgument("offset + length overflows".into()))?;
+        let end =
+            offset.checked_add(length).ok_or_else(|| Error::InvalidArgument("offset + length overflows".into()))?;
         let budget = (max_in_flight as u64).max(chunk);
         let mut next = offset;
         let mut queue: VecDeque<(u64, u32, ResponseFuture)> = VecDeque::new();
@@ -52,12 +52,7 @@ impl Tree {
                     break;
                 }
                 credits = credits.saturating_sub(charge);
-                batch.push(ReadRequest {
-                    file_id,
-                    length: len,
-                    offset: next,
-                    minimum_count: 0,
-                });
+                batch.push(ReadRequest { file_id, length: len, offset: next, minimum_count: 0 });
                 next += len as u64;
                 in_flight += len as u64;
             }
@@ -79,9 +74,7 @@ impl Tree {
             let data = ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data;
             let got = data.len() as u64;
             if got > len as u64 {
-                return Err(Error::Protocol(format!(
-                    "READ returned {got} bytes for {len} asked"
-                )));
+                return Err(Error::Protocol(format!("READ returned {got} bytes for {len} asked")));
             }
             delivered += got;
             sink(data)?;
@@ -122,61 +115,125 @@ impl Tree {
         data: &[u8],
         max_in_flight: usize,
     ) -> Result<u64> {
-        let chunk = self.max_write() as usize;
-        let budget = max_in_flight.max(chunk);
-        let mut next = 0usize;
-        let mut queue: VecDeque<(usize, usize, ResponseFuture)> = VecDeque::new();
-        let mut in_flight = 0usize;
-        loop {
-            let mut batch: Vec<WriteRequest<'_>> = Vec::new();
-            let mut credits = self.conn().credits_available() as u64;
-            while next < data.len() && in_flight + chunk.min(data.len() - next) <= budget {
-                let len = chunk.min(data.len() - next);
-                let charge = credit_charge(len as u64) as u64;
-                if !batch.is_empty() && charge > credits {
-                    break;
-                }
-                credits = credits.saturating_sub(charge);
-                batch.push(WriteRequest {
-                    file_id,
-                    offset: offset + next as u64,
-                    data: &data[next..next + len],
-                });
-                next += len;
-                in_flight += len;
+        let mut w = self.writer(file_id, offset, max_in_flight);
+        w.write(data).await?;
+        w.finish().await
+    }
+
+    /// A streaming writer at `offset`: bytes given to
+    /// [`PipelinedWriter::write`] are copied once, straight into WRITE
+    /// frames of MaxWriteSize, which go out as soon as they fill while
+    /// earlier ones are still in flight.
+    pub fn writer(&self, file_id: FileId, offset: u64, max_in_flight: usize) -> PipelinedWriter {
+        let io = self.max_write() as usize;
+        PipelinedWriter {
+            tree: self.clone(),
+            file_id,
+            io,
+            budget: max_in_flight.max(io),
+            frame: None,
+            frame_offset: offset,
+            queue: VecDeque::new(),
+            in_flight: 0,
+            written: 0,
+        }
+    }
+}
+
+/// A pipelined WRITE stream on one file; see [`Tree::writer`]. Call
+/// [`PipelinedWriter::finish`] to wait for every WRITE: dropping it early
+/// abandons the outstanding results (the data may or may not be written).
+pub struct PipelinedWriter {
+    tree: Tree,
+    file_id: FileId,
+    io: usize,
+    budget: usize,
+    frame: Option<bytes::BytesMut>,
+    frame_offset: u64,
+    queue: VecDeque<(u64, usize, ResponseFuture, Bytes)>,
+    in_flight: usize,
+    written: u64,
+}
+
+impl PipelinedWriter {
+    /// Appends `data` to the stream. Returns once it is queued, waiting
+    /// only when `max_in_flight` bytes are outstanding.
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let conn = self.tree.conn();
+            let frame = self.frame.get_or_insert_with(|| conn.write_frame(self.io));
+            let room = self.io - (frame.len() - WRITE_HEADROOM);
+            let n = room.min(data.len());
+            frame.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if n == room {
+                self.send_frame().await?;
             }
-            if !batch.is_empty() {
-                let bodies: Vec<&dyn Request> = batch.iter().map(|r| r as &dyn Request).collect();
-                let rxs = self.send_many(&bodies).await?;
-                for (w, rx) in batch.iter().zip(rxs) {
-                    queue.push_back(((w.offset - offset) as usize, w.data.len(), rx));
-                }
-            }
-            let Some((start, len, rx)) = queue.pop_front() else {
-                break;
-            };
-            in_flight -= len;
-            let resp = self.conn().wait(rx).await?.ok_or_status(&[])?;
-            let mut done = WriteResponse::decode(&resp.msg)?.count as usize;
-            if done > len {
-                return Err(Error::Protocol(format!(
-                    "WRITE reported {done} bytes for {len} sent"
-                )));
+        }
+        Ok(())
+    }
+
+    /// Bytes acknowledged by the server so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    async fn send_frame(&mut self) -> Result<()> {
+        let Some(frame) = self.frame.take() else { return Ok(()) };
+        let len = frame.len() - WRITE_HEADROOM;
+        if len == 0 {
+            return Ok(());
+        }
+        while self.in_flight + len > self.budget && !self.queue.is_empty() {
+            self.complete_one().await?;
+        }
+        let (rx, sent) = self
+            .tree
+            .conn()
+            .send_write_frame(frame, self.tree.tree_id(), self.file_id, self.frame_offset, self.tree.is_encrypted())
+            .await?;
+        self.queue.push_back((self.frame_offset, len, rx, sent));
+        self.in_flight += len;
+        self.frame_offset += len as u64;
+        Ok(())
+    }
+
+    async fn complete_one(&mut self) -> Result<()> {
+        let Some((off, len, rx, sent)) = self.queue.pop_front() else { return Ok(()) };
+        self.in_flight -= len;
+        let resp = self.tree.conn().wait(rx).await?.ok_or_status(&[])?;
+        let mut done = WriteResponse::decode(&resp.msg)?.count as usize;
+        if done > len {
+            return Err(Error::Protocol(format!("WRITE reported {done} bytes for {len} sent")));
+        }
+        if done < len {
+            // Redo the tail from the plaintext frame (transport header, SMB2
+            // header, WRITE fixed part, payload); encrypted frames hold
+            // ciphertext, so a short write there is an error.
+            let payload_at = sent.len() - len;
+            if self.tree.is_encrypted() || payload_at != smb_proto::frame::FRAME_HEADER_LEN + HEADER_LEN + 48 {
+                return Err(Error::Protocol(format!("short WRITE: {done} of {len} bytes")));
             }
             while done < len {
-                let n = self
-                    .write(
-                        file_id,
-                        offset + (start + done) as u64,
-                        &data[start + done..start + len],
-                    )
-                    .await? as usize;
+                let n = self.tree.write(self.file_id, off + done as u64, &sent[payload_at + done..]).await? as usize;
                 if n == 0 {
                     return Err(Error::Protocol("WRITE made no progress".into()));
                 }
                 done += n;
             }
         }
-        Ok(data.len() as u64)
+        self.tree.conn().recycle(sent);
+        self.written += len as u64;
+        Ok(())
+    }
+
+    /// Sends what is buffered and waits for every WRITE. Returns the total
+    /// bytes written.
+    pub async fn finish(mut self) -> Result<u64> {
+        self.send_frame().await?;
+        while !self.queue.is_empty() {
+            self.complete_one().await?;
+        }
+        Ok(self.written)
     }
 }

@@ -65,16 +65,10 @@ impl Pool {
     /// that fail are retried in the background.
     pub async fn connect(cfg: PoolConfig) -> Result<Pool> {
         let first = open_tree(&cfg).await?;
-        let mut slots = vec![Slot {
-            tree: RwLock::new(Some(first)),
-            reconnecting: AtomicBool::new(false),
-        }];
+        let mut slots = vec![Slot { tree: RwLock::new(Some(first)), reconnecting: AtomicBool::new(false) }];
         let rest = futures_join(&cfg, cfg.size - 1).await;
         for t in rest {
-            slots.push(Slot {
-                tree: RwLock::new(t.ok()),
-                reconnecting: AtomicBool::new(false),
-            });
+            slots.push(Slot { tree: RwLock::new(t.ok()), reconnecting: AtomicBool::new(false) });
         }
         let inner = Arc::new(PoolInner { cfg, slots });
         tokio::spawn(maintain(Arc::downgrade(&inner)));
@@ -93,9 +87,7 @@ impl Pool {
             }
             self.kick();
             if tokio::time::Instant::now() >= deadline {
-                return Err(Error::ConnectionLost(
-                    "no healthy SMB connection in the pool".into(),
-                ));
+                return Err(Error::ConnectionLost("no healthy SMB connection in the pool".into()));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -139,13 +131,7 @@ impl Pool {
         self.inner
             .slots
             .iter()
-            .filter(|s| {
-                s.tree
-                    .read()
-                    .unwrap()
-                    .as_ref()
-                    .is_some_and(|t| !t.conn().is_poisoned())
-            })
+            .filter(|s| s.tree.read().unwrap().as_ref().is_some_and(|t| !t.conn().is_poisoned()))
             .count()
     }
 
@@ -173,12 +159,7 @@ impl Pool {
     /// Starts background replacement of broken connections now.
     pub fn kick(&self) {
         for (i, slot) in self.inner.slots.iter().enumerate() {
-            let broken = slot
-                .tree
-                .read()
-                .unwrap()
-                .as_ref()
-                .is_none_or(|t| t.conn().is_poisoned());
+            let broken = slot.tree.read().unwrap().as_ref().is_none_or(|t| t.conn().is_poisoned());
             if broken && !slot.reconnecting.swap(true, Ordering::AcqRel) {
                 let weak = Arc::downgrade(&self.inner);
                 tokio::spawn(reconnect(weak, i));
@@ -237,13 +218,11 @@ async fn maintain(pool: Weak<PoolInner>) {
             since_echo = Duration::ZERO;
             for slot in &p.slots {
                 let t = slot.tree.read().unwrap().clone();
-                if let Some(t) = t.filter(|t| !t.conn().is_poisoned() && t.conn().in_flight() == 0)
-                {
+                if let Some(t) = t.filter(|t| !t.conn().is_poisoned() && t.conn().in_flight() == 0) {
                     tokio::spawn(async move {
-                        if let Err(e) =
-                            tokio::time::timeout(Duration::from_secs(10), t.session().echo())
-                                .await
-                                .unwrap_or(Err(Error::Timeout("ECHO")))
+                        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), t.session().echo())
+                            .await
+                            .unwrap_or(Err(Error::Timeout("ECHO")))
                         {
                             t.conn().poison(e);
                         }

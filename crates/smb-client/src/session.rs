@@ -7,8 +7,7 @@ use std::time::Duration;
 use smb_auth::{NtlmClient, NtlmCredentials, NtlmOptions};
 use smb_proto::message::Empty;
 use smb_proto::negotiate::{
-    capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse,
-    SigningAlgorithm,
+    capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse, SigningAlgorithm,
 };
 use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupResponse};
 use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
@@ -64,12 +63,7 @@ impl ClientConfig {
     /// A config for `addr` with user and password, offering 3.0, 3.0.2
     /// and 3.1.1.
     pub fn new(addr: &str, user: &str, password: &str) -> ClientConfig {
-        let server_name = addr
-            .rsplit_once(':')
-            .map(|(h, _)| h)
-            .unwrap_or(addr)
-            .trim_matches(['[', ']'])
-            .to_string();
+        let server_name = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr).trim_matches(['[', ']']).to_string();
         ClientConfig {
             addr: addr.to_string(),
             server_name,
@@ -149,38 +143,19 @@ impl Session {
             capabilities: capabilities::LARGE_MTU | capabilities::ENCRYPTION,
             client_guid: rand::random(),
             salt: rand::random(),
-            ciphers: vec![
-                Cipher::Aes128Gcm,
-                Cipher::Aes256Gcm,
-                Cipher::Aes128Ccm,
-                Cipher::Aes256Ccm,
-            ],
-            signing: vec![
-                SigningAlgorithm::AesGmac,
-                SigningAlgorithm::AesCmac,
-                SigningAlgorithm::HmacSha256,
-            ],
+            ciphers: vec![Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm],
+            signing: vec![SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256],
         };
-        let (resp, sent) = conn
-            .call_captured(Op {
-                body: &req,
-                tree_id: 0,
-            })
-            .await?;
+        let (resp, sent) = conn.call_captured(Op { body: &req, tree_id: 0 }).await?;
         let resp = resp.ok_or_status(&[])?;
         let neg = NegotiateResponse::decode(&resp.msg)?;
         if !config.dialects.contains(&neg.dialect) {
-            return Err(Error::Protocol(format!(
-                "server chose dialect {:#06x}, which we did not offer",
-                neg.dialect
-            )));
+            return Err(Error::Protocol(format!("server chose dialect {:#06x}, which we did not offer", neg.dialect)));
         }
         let is_311 = neg.dialect == dialect::SMB311;
         if is_311 {
             if !neg.preauth_sha512 {
-                return Err(Error::Protocol(
-                    "server did not select SHA-512 preauth integrity".into(),
-                ));
+                return Err(Error::Protocol("server did not select SHA-512 preauth integrity".into()));
             }
             preauth.update(&sent);
             preauth.update(&resp.msg);
@@ -191,11 +166,8 @@ impl Session {
                 neg.max_read_size, neg.max_write_size, neg.max_transact_size
             )));
         }
-        let signing_alg = if is_311 {
-            neg.signing.unwrap_or(SigningAlgorithm::AesCmac)
-        } else {
-            SigningAlgorithm::AesCmac
-        };
+        let signing_alg =
+            if is_311 { neg.signing.unwrap_or(SigningAlgorithm::AesCmac) } else { SigningAlgorithm::AesCmac };
         let cipher = if is_311 {
             neg.cipher
         } else if neg.capabilities & capabilities::ENCRYPTION != 0 {
@@ -203,8 +175,7 @@ impl Session {
         } else {
             None
         };
-        let sign_all =
-            config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
+        let sign_all = config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
 
         // SESSION_SETUP rounds.
         let creds = if config.user.is_empty() && config.password.is_empty() {
@@ -221,20 +192,11 @@ impl Session {
             if round > 4 {
                 return Err(Error::Protocol("SESSION_SETUP did not converge".into()));
             }
-            let req = SessionSetupRequest {
-                security_mode: sec_mode as u8,
-                capabilities: 0,
-                token: &token,
-            };
+            let req = SessionSetupRequest { security_mode: sec_mode as u8, capabilities: 0, token: &token };
             {
                 conn.inner.security.write().unwrap().session_id = session_id;
             }
-            let (resp, sent) = conn
-                .call_captured(Op {
-                    body: &req,
-                    tree_id: 0,
-                })
-                .await?;
+            let (resp, sent) = conn.call_captured(Op { body: &req, tree_id: 0 }).await?;
             if is_311 {
                 preauth.update(&sent);
             }
@@ -256,13 +218,9 @@ impl Session {
         session_id = final_resp.header.session_id;
         let is_guest = final_flags & session_flags::IS_GUEST != 0;
         let is_anonymous = final_flags & session_flags::IS_NULL != 0 || ntlm.is_anonymous();
-        let encrypt_all =
-            final_flags & session_flags::ENCRYPT_DATA != 0 || config.require_encryption;
+        let encrypt_all = final_flags & session_flags::ENCRYPT_DATA != 0 || config.require_encryption;
 
-        let mut sec = crate::connection::Security {
-            session_id,
-            ..Default::default()
-        };
+        let mut sec = crate::connection::Security { session_id, ..Default::default() };
         let mut signing = None;
         match ntlm.session_key() {
             Some(key) if !is_guest && !is_anonymous => {
@@ -273,9 +231,7 @@ impl Session {
                 let mut msg = final_resp.msg.to_vec();
                 let signed = final_resp.header.flags & smb_proto::header::flags::SIGNED != 0;
                 if (is_311 || signed) && !signer.verify(&mut msg) {
-                    return Err(Error::Integrity(
-                        "SESSION_SETUP response signature (key derivation mismatch?)",
-                    ));
+                    return Err(Error::Integrity("SESSION_SETUP response signature (key derivation mismatch?)"));
                 }
                 sec.signer = Some(signer);
                 signing = Some(signing_alg);
@@ -290,9 +246,7 @@ impl Session {
             }
         }
         if encrypt_all && sec.cipher.is_none() {
-            return Err(Error::Protocol(
-                "encryption required but no cipher or session key".into(),
-            ));
+            return Err(Error::Protocol("encryption required but no cipher or session key".into()));
         }
         sec.sign_all = sign_all && sec.signer.is_some();
         sec.encrypt_all = encrypt_all;
@@ -310,11 +264,7 @@ impl Session {
         };
         *conn.inner.security.write().unwrap() = sec;
         tracing::debug!(?negotiated, "SMB session established");
-        Ok(Session {
-            conn,
-            negotiated,
-            config: std::sync::Arc::new(config.clone()),
-        })
+        Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()) })
     }
 
     /// TREE_CONNECT to `share` (a share name, e.g. `data`).
@@ -325,60 +275,24 @@ impl Session {
     pub async fn tree_connect(&self, share: &str) -> Result<Tree> {
         let path = format!("\\\\{}\\{}", self.config.server_name, share);
         let req = TreeConnectRequest { path: &path };
-        let resp = self
-            .conn
-            .call(
-                Op {
-                    body: &req,
-                    tree_id: 0,
-                },
-                false,
-            )
-            .await?
-            .ok_or_status(&[])?;
+        let resp = self.conn.call(Op { body: &req, tree_id: 0 }, false).await?.ok_or_status(&[])?;
         let tc = TreeConnectResponse::decode(&resp.msg)?;
-        let encrypt =
-            tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
+        let encrypt = tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
         if encrypt && self.negotiated.cipher.is_none() {
-            return Err(Error::Protocol(format!(
-                "share {share} requires encryption, which this session cannot do"
-            )));
+            return Err(Error::Protocol(format!("share {share} requires encryption, which this session cannot do")));
         }
-        Ok(Tree::new(
-            self.clone(),
-            resp.header.tree_id,
-            encrypt,
-            share.to_string(),
-        ))
+        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, share.to_string()))
     }
 
     /// ECHO round trip (MS-SMB2 2.2.28): a liveness probe.
     pub async fn echo(&self) -> Result<()> {
-        self.conn
-            .call(
-                Op {
-                    body: &Empty(Command::Echo),
-                    tree_id: 0,
-                },
-                false,
-            )
-            .await?
-            .ok_or_status(&[])?;
+        self.conn.call(Op { body: &Empty(Command::Echo), tree_id: 0 }, false).await?.ok_or_status(&[])?;
         Ok(())
     }
 
     /// LOGOFF (MS-SMB2 2.2.7); the connection is unusable afterwards.
     pub async fn logoff(&self) -> Result<()> {
-        let r = self
-            .conn
-            .call(
-                Op {
-                    body: &Empty(Command::Logoff),
-                    tree_id: 0,
-                },
-                false,
-            )
-            .await;
+        let r = self.conn.call(Op { body: &Empty(Command::Logoff), tree_id: 0 }, false).await;
         self.conn.poison(Error::ConnectionLost("logged off".into()));
         r?.ok_or_status(&[])?;
         Ok(())

@@ -5,21 +5,17 @@
 
 use bytes::{Bytes, BytesMut};
 use smb_proto::create::{
-    access, attributes, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest,
-    CreateResponse, Disposition, FileId,
+    access, attributes, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, CreateResponse,
+    Disposition, FileId,
 };
-use smb_proto::info::{
-    class, decode_dir_entries, decode_full_ea, info_type, DirEntry, FileTimes, FullEa, SetFileInfo,
-};
+use smb_proto::info::{class, decode_dir_entries, decode_full_ea, info_type, DirEntry, FileTimes, FullEa, SetFileInfo};
 use smb_proto::io::{FlushRequest, ReadRequest, ReadResponse, WriteRequest, WriteResponse};
 use smb_proto::ioctl::{
     decode_resume_key, encode_copychunk, CopyChunk, CopyChunkResponse, IoctlRequest, IoctlResponse,
     FSCTL_SRV_COPYCHUNK_WRITE, FSCTL_SRV_REQUEST_RESUME_KEY,
 };
 use smb_proto::message::Empty;
-use smb_proto::query::{
-    dir_flags, OutputBuffer, QueryDirectoryRequest, QueryInfoRequest, SetInfoRequest,
-};
+use smb_proto::query::{dir_flags, OutputBuffer, QueryDirectoryRequest, QueryInfoRequest, SetInfoRequest};
 use smb_proto::{Command, NtStatus, Request};
 
 use crate::connection::{Connection, Op, Response};
@@ -44,12 +40,7 @@ pub struct Tree {
 
 impl Tree {
     pub(crate) fn new(session: Session, tree_id: u32, encrypt: bool, share: String) -> Tree {
-        Tree {
-            session,
-            tree_id,
-            encrypt,
-            share,
-        }
+        Tree { session, tree_id, encrypt, share }
     }
 
     /// The session this tree belongs to.
@@ -60,6 +51,11 @@ impl Tree {
     /// The connection carrying this tree.
     pub fn conn(&self) -> &Connection {
         &self.session.conn
+    }
+
+    /// The TreeId.
+    pub fn tree_id(&self) -> u32 {
+        self.tree_id
     }
 
     /// The share name.
@@ -84,28 +80,14 @@ impl Tree {
 
     /// Sends one request and returns its final response, whatever its status.
     pub async fn call(&self, body: &dyn Request) -> Result<Response> {
-        self.conn()
-            .call(
-                Op {
-                    body,
-                    tree_id: self.tree_id,
-                },
-                self.encrypt,
-            )
-            .await
+        self.conn().call(Op { body, tree_id: self.tree_id }, self.encrypt).await
     }
 
     /// Sends `bodies` as one related compound and returns every response,
     /// whatever its status. Later bodies use [`FileId::RELATED`] to refer to
     /// the first CREATE's handle.
     pub async fn compound(&self, bodies: &[&dyn Request]) -> Result<Vec<Response>> {
-        let ops: Vec<Op<'_>> = bodies
-            .iter()
-            .map(|&body| Op {
-                body,
-                tree_id: self.tree_id,
-            })
-            .collect();
+        let ops: Vec<Op<'_>> = bodies.iter().map(|&body| Op { body, tree_id: self.tree_id }).collect();
         let rxs = self.conn().send_batch(&[&ops], self.encrypt).await?;
         let mut out = Vec::with_capacity(rxs.len());
         for rx in rxs {
@@ -116,19 +98,8 @@ impl Tree {
 
     /// Sends many independent single requests in one batch (one buffer,
     /// one write) and returns their futures in order.
-    pub async fn send_many(
-        &self,
-        bodies: &[&dyn Request],
-    ) -> Result<Vec<crate::connection::ResponseFuture>> {
-        let ops: Vec<[Op<'_>; 1]> = bodies
-            .iter()
-            .map(|&body| {
-                [Op {
-                    body,
-                    tree_id: self.tree_id,
-                }]
-            })
-            .collect();
+    pub async fn send_many(&self, bodies: &[&dyn Request]) -> Result<Vec<crate::connection::ResponseFuture>> {
+        let ops: Vec<[Op<'_>; 1]> = bodies.iter().map(|&body| [Op { body, tree_id: self.tree_id }]).collect();
         let chains: Vec<&[Op<'_>]> = ops.iter().map(|o| &o[..]).collect();
         self.conn().send_batch(&chains, self.encrypt).await
     }
@@ -151,13 +122,7 @@ impl Tree {
 
     /// CLOSE with post-query attributes (MS-SMB2 2.2.15).
     pub async fn close(&self, file_id: FileId) -> Result<CloseResponse> {
-        let r = self
-            .call(&CloseRequest {
-                file_id,
-                post_query: true,
-            })
-            .await?
-            .ok_or_status(&[])?;
+        let r = self.call(&CloseRequest { file_id, post_query: true }).await?.ok_or_status(&[])?;
         Ok(CloseResponse::decode(&r.msg)?)
     }
 
@@ -166,14 +131,7 @@ impl Tree {
     /// or past it. The data is a zero-copy slice of the received frame.
     pub async fn read(&self, file_id: FileId, offset: u64, length: u32) -> Result<Bytes> {
         let length = length.min(self.max_read());
-        let r = self
-            .call(&ReadRequest {
-                file_id,
-                length,
-                offset,
-                minimum_count: 0,
-            })
-            .await?;
+        let r = self.call(&ReadRequest { file_id, length, offset, minimum_count: 0 }).await?;
         if r.status() == NtStatus::STATUS_END_OF_FILE {
             return Ok(Bytes::new());
         }
@@ -185,38 +143,20 @@ impl Tree {
     /// Returns the count written.
     pub async fn write(&self, file_id: FileId, offset: u64, data: &[u8]) -> Result<u32> {
         if data.len() > self.max_write() as usize {
-            return Err(Error::InvalidArgument(format!(
-                "write of {} bytes exceeds MaxWriteSize",
-                data.len()
-            )));
+            return Err(Error::InvalidArgument(format!("write of {} bytes exceeds MaxWriteSize", data.len())));
         }
-        let r = self
-            .call(&WriteRequest {
-                file_id,
-                offset,
-                data,
-            })
-            .await?
-            .ok_or_status(&[])?;
+        let r = self.call(&WriteRequest { file_id, offset, data }).await?.ok_or_status(&[])?;
         Ok(WriteResponse::decode(&r.msg)?.count)
     }
 
     /// FLUSH (MS-SMB2 2.2.17).
     pub async fn flush(&self, file_id: FileId) -> Result<()> {
-        self.call(&FlushRequest { file_id })
-            .await?
-            .ok_or_status(&[])?;
+        self.call(&FlushRequest { file_id }).await?.ok_or_status(&[])?;
         Ok(())
     }
 
     /// QUERY_INFO returning the raw output buffer.
-    pub async fn query_info(
-        &self,
-        file_id: FileId,
-        info_type: u8,
-        class: u8,
-        output_len: u32,
-    ) -> Result<Bytes> {
+    pub async fn query_info(&self, file_id: FileId, info_type: u8, class: u8, output_len: u32) -> Result<Bytes> {
         let req = QueryInfoRequest {
             info_type,
             class,
@@ -231,14 +171,7 @@ impl Tree {
 
     /// FileNetworkOpenInformation of an open file.
     pub async fn query_times(&self, file_id: FileId) -> Result<FileTimes> {
-        let b = self
-            .query_info(
-                file_id,
-                info_type::FILE,
-                class::FILE_NETWORK_OPEN_INFORMATION,
-                56,
-            )
-            .await?;
+        let b = self.query_info(file_id, info_type::FILE, class::FILE_NETWORK_OPEN_INFORMATION, 56).await?;
         Ok(FileTimes::decode_network_open(&b)?)
     }
 
@@ -254,10 +187,7 @@ impl Tree {
             file_id,
         };
         let r = self.call(&req).await?;
-        if matches!(
-            r.status(),
-            NtStatus::STATUS_NO_EAS_ON_FILE | NtStatus::STATUS_NONEXISTENT_EA_ENTRY
-        ) {
+        if matches!(r.status(), NtStatus::STATUS_NO_EAS_ON_FILE | NtStatus::STATUS_NONEXISTENT_EA_ENTRY) {
             return Ok(Vec::new());
         }
         let r = r.ok_or_status(&[])?;
@@ -269,29 +199,15 @@ impl Tree {
     /// SET_INFO (MS-SMB2 2.2.39): rename, disposition, end of file, basic
     /// info or EAs.
     pub async fn set_info(&self, file_id: FileId, info: SetFileInfo<'_>) -> Result<()> {
-        self.call(&SetInfoRequest { file_id, info })
-            .await?
-            .ok_or_status(&[])?;
+        self.call(&SetInfoRequest { file_id, info }).await?.ok_or_status(&[])?;
         Ok(())
     }
 
     /// Renames an open file to `target` (share-relative, `/` or `\`
     /// separators), replacing an existing target if asked.
-    pub async fn rename(
-        &self,
-        file_id: FileId,
-        target: &str,
-        replace_if_exists: bool,
-    ) -> Result<()> {
+    pub async fn rename(&self, file_id: FileId, target: &str, replace_if_exists: bool) -> Result<()> {
         let t = smb_path(target);
-        self.set_info(
-            file_id,
-            SetFileInfo::Rename {
-                target: &t,
-                replace_if_exists,
-            },
-        )
-        .await
+        self.set_info(file_id, SetFileInfo::Rename { target: &t, replace_if_exists }).await
     }
 
     /// Lists a directory with QUERY_DIRECTORY (FileIdFullDirectoryInformation),
@@ -302,9 +218,7 @@ impl Tree {
         let open = CreateRequest {
             name: &name,
             oplock_level: 0,
-            desired_access: access::FILE_LIST_DIRECTORY
-                | access::FILE_READ_ATTRIBUTES
-                | access::SYNCHRONIZE,
+            desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
             file_attributes: 0,
             share_access: share::ALL,
             disposition: Disposition::Open,
@@ -391,15 +305,10 @@ impl Tree {
             additional_information: 0,
             file_id: FileId::RELATED,
         };
-        let close = CloseRequest {
-            file_id: FileId::RELATED,
-            post_query: false,
-        };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let rs = self.compound(&[&open, &q, &close]).await?;
         first_error(&rs)?;
-        Ok(FileTimes::decode_network_open(
-            &OutputBuffer::decode(&rs[1].msg)?.0,
-        )?)
+        Ok(FileTimes::decode_network_open(&OutputBuffer::decode(&rs[1].msg)?.0)?)
     }
 
     /// CREATE+READ+CLOSE: reads up to `max_len` bytes (at most one READ) of
@@ -408,16 +317,9 @@ impl Tree {
     pub async fn read_small(&self, path: &str, max_len: u32) -> Result<(CreateResponse, Bytes)> {
         let name = smb_path(path);
         let open = read_open(&name, &[]);
-        let read = ReadRequest {
-            file_id: FileId::RELATED,
-            length: max_len.min(self.max_read()),
-            offset: 0,
-            minimum_count: 0,
-        };
-        let close = CloseRequest {
-            file_id: FileId::RELATED,
-            post_query: false,
-        };
+        let read =
+            ReadRequest { file_id: FileId::RELATED, length: max_len.min(self.max_read()), offset: 0, minimum_count: 0 };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let rs = self.compound(&[&open, &read, &close]).await?;
         let cr = rs[0].clone().ok_or_status(&[])?;
         let created = CreateResponse::decode(&cr.msg)?;
@@ -433,17 +335,9 @@ impl Tree {
     /// CREATE+WRITE+CLOSE: creates or overwrites `path` with `data` (at most
     /// one WRITE) in one round trip, optionally setting EAs in the CREATE.
     /// Returns the final attributes from the CLOSE.
-    pub async fn write_small(
-        &self,
-        path: &str,
-        data: &[u8],
-        eas: &[FullEa],
-    ) -> Result<CloseResponse> {
+    pub async fn write_small(&self, path: &str, data: &[u8], eas: &[FullEa]) -> Result<CloseResponse> {
         if data.len() > self.max_write() as usize {
-            return Err(Error::InvalidArgument(format!(
-                "{} bytes is more than one WRITE",
-                data.len()
-            )));
+            return Err(Error::InvalidArgument(format!("{} bytes is more than one WRITE", data.len())));
         }
         let name = smb_path(path);
         let ctx = [CreateContext::EaBuffer(eas)];
@@ -457,15 +351,8 @@ impl Tree {
             options: options::NON_DIRECTORY_FILE,
             contexts: if eas.is_empty() { &[] } else { &ctx },
         };
-        let write = WriteRequest {
-            file_id: FileId::RELATED,
-            offset: 0,
-            data,
-        };
-        let close = CloseRequest {
-            file_id: FileId::RELATED,
-            post_query: true,
-        };
+        let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: true };
         let rs = if data.is_empty() {
             self.compound(&[&open, &close]).await?
         } else {
@@ -475,10 +362,7 @@ impl Tree {
         if !data.is_empty() {
             let n = WriteResponse::decode(&rs[1].msg)?.count;
             if n as usize != data.len() {
-                return Err(Error::Protocol(format!(
-                    "short write: {n} of {} bytes",
-                    data.len()
-                )));
+                return Err(Error::Protocol(format!("short write: {n} of {} bytes", data.len())));
             }
         }
         Ok(CloseResponse::decode(&rs[rs.len() - 1].msg)?)
@@ -493,19 +377,14 @@ impl Tree {
         let open = CreateRequest {
             name: &name,
             oplock_level: 0,
-            desired_access: access::FILE_LIST_DIRECTORY
-                | access::FILE_READ_ATTRIBUTES
-                | access::SYNCHRONIZE,
+            desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
             file_attributes: attributes::DIRECTORY,
             share_access: share::ALL,
             disposition: Disposition::Create,
             options: options::DIRECTORY_FILE,
             contexts: &[],
         };
-        let close = CloseRequest {
-            file_id: FileId::RELATED,
-            post_query: false,
-        };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         first_error(&self.compound(&[&open, &close]).await?)
     }
 
@@ -524,17 +403,10 @@ impl Tree {
             share_access: share::ALL,
             disposition: Disposition::Open,
             options: options::DELETE_ON_CLOSE
-                | if directory {
-                    options::DIRECTORY_FILE
-                } else {
-                    options::NON_DIRECTORY_FILE
-                },
+                | if directory { options::DIRECTORY_FILE } else { options::NON_DIRECTORY_FILE },
             contexts: &[],
         };
-        let close = CloseRequest {
-            file_id: FileId::RELATED,
-            post_query: false,
-        };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         first_error(&self.compound(&[&open, &close]).await?)
     }
 
@@ -550,12 +422,7 @@ impl Tree {
         dst_offset: u64,
         length: u64,
     ) -> Result<u64> {
-        let key_req = IoctlRequest {
-            ctl_code: FSCTL_SRV_REQUEST_RESUME_KEY,
-            file_id: src,
-            input: &[],
-            max_output: 32,
-        };
+        let key_req = IoctlRequest { ctl_code: FSCTL_SRV_REQUEST_RESUME_KEY, file_id: src, input: &[], max_output: 32 };
         let r = self.call(&key_req).await?.ok_or_status(&[])?;
         let key = decode_resume_key(&IoctlResponse::decode(&r.msg)?.output)?;
         // Conservative defaults (MS-SMB2 3.3.3: 16 chunks of 1 MiB, 16 MiB
@@ -566,13 +433,8 @@ impl Tree {
         while done < length {
             let mut chunks = Vec::new();
             let mut batch = 0u64;
-            while chunks.len() < max_chunks as usize
-                && done + batch < length
-                && batch < max_total as u64
-            {
-                let len = (length - done - batch)
-                    .min(max_chunk as u64)
-                    .min(max_total as u64 - batch) as u32;
+            while chunks.len() < max_chunks as usize && done + batch < length && batch < max_total as u64 {
+                let len = (length - done - batch).min(max_chunk as u64).min(max_total as u64 - batch) as u32;
                 chunks.push(CopyChunk {
                     source_offset: src_offset + done + batch,
                     target_offset: dst_offset + done + batch,
@@ -582,40 +444,22 @@ impl Tree {
             }
             input.clear();
             encode_copychunk(&mut input, &key, &chunks);
-            let req = IoctlRequest {
-                ctl_code: FSCTL_SRV_COPYCHUNK_WRITE,
-                file_id: dst,
-                input: &input,
-                max_output: 12,
-            };
+            let req = IoctlRequest { ctl_code: FSCTL_SRV_COPYCHUNK_WRITE, file_id: dst, input: &input, max_output: 12 };
             let r = self.call(&req).await?;
             if r.status() == NtStatus::STATUS_INVALID_PARAMETER {
-                let limits = IoctlResponse::decode(&r.msg)
-                    .ok()
-                    .and_then(|i| CopyChunkResponse::decode(&i.output).ok());
+                let limits = IoctlResponse::decode(&r.msg).ok().and_then(|i| CopyChunkResponse::decode(&i.output).ok());
                 match limits {
                     Some(l)
                         if l.chunks_written > 0
                             && l.chunk_bytes_written > 0
-                            && (
-                                l.chunks_written,
-                                l.chunk_bytes_written,
-                                l.total_bytes_written,
-                            ) != (max_chunks, max_chunk, max_total) =>
+                            && (l.chunks_written, l.chunk_bytes_written, l.total_bytes_written)
+                                != (max_chunks, max_chunk, max_total) =>
                     {
-                        (max_chunks, max_chunk, max_total) = (
-                            l.chunks_written,
-                            l.chunk_bytes_written,
-                            l.total_bytes_written.max(l.chunk_bytes_written),
-                        );
+                        (max_chunks, max_chunk, max_total) =
+                            (l.chunks_written, l.chunk_bytes_written, l.total_bytes_written.max(l.chunk_bytes_written));
                         continue;
                     }
-                    _ => {
-                        return Err(Error::Status {
-                            command: Command::Ioctl,
-                            status: r.status(),
-                        })
-                    }
+                    _ => return Err(Error::Status { command: Command::Ioctl, status: r.status() }),
                 }
             }
             let r = r.ok_or_status(&[])?;
@@ -630,9 +474,7 @@ impl Tree {
 
     /// TREE_DISCONNECT (MS-SMB2 2.2.11).
     pub async fn disconnect(&self) -> Result<()> {
-        self.call(&Empty(Command::TreeDisconnect))
-            .await?
-            .ok_or_status(&[])?;
+        self.call(&Empty(Command::TreeDisconnect)).await?.ok_or_status(&[])?;
         Ok(())
     }
 }
@@ -661,10 +503,7 @@ pub fn read_open<'a>(name: &'a str, contexts: &'a [CreateContext<'a>]) -> Create
 pub fn first_error(rs: &[Response]) -> Result<()> {
     for r in rs {
         if r.status() != NtStatus::STATUS_SUCCESS {
-            return Err(Error::Status {
-                command: r.header.command,
-                status: r.status(),
-            });
+            return Err(Error::Status { command: r.header.command, status: r.status() });
         }
     }
     Ok(())

@@ -39,11 +39,7 @@ fn up(b: &[u8]) -> String {
 
 /// Asserts that `got` equals the published hex value `want`.
 fn check(what: &str, got: &[u8], want: &str) {
-    assert_eq!(
-        up(got),
-        up(&h(want)),
-        "{what}: got (left) != published (right)"
-    );
+    assert_eq!(up(got), up(&h(want)), "{what}: got (left) != published (right)");
 }
 
 /// Feeds `(message, published hash after it)` pairs through a fresh
@@ -52,11 +48,7 @@ fn run_chain(name: &str, steps: &[(&str, &str)]) -> PreauthHash {
     let mut ph = PreauthHash::new();
     for (i, (msg, want)) in steps.iter().enumerate() {
         ph.update(&h(msg));
-        check(
-            &format!("{name}: preauth hash after message {}", i + 1),
-            &ph.0,
-            want,
-        );
+        check(&format!("{name}: preauth hash after message {}", i + 1), &ph.0, want);
     }
     ph
 }
@@ -66,36 +58,22 @@ fn run_chain(name: &str, steps: &[(&str, &str)]) -> PreauthHash {
 /// body bit is rejected, and that `sign` reproduces the exact wire bytes.
 fn check_cmac_signed(what: &str, key: &[u8; 16], msg_hex: &str, sig_hex: &str) {
     let wire = h(msg_hex);
-    assert_eq!(
-        up(&wire[48..64]),
-        up(&h(sig_hex)),
-        "{what}: transcription, Signature field"
-    );
+    assert_eq!(up(&wire[48..64]), up(&h(sig_hex)), "{what}: transcription, Signature field");
     let signer = Signer::new(SigningAlgorithm::AesCmac, key);
 
     let mut m = wire.clone();
-    assert!(
-        signer.verify(&mut m),
-        "{what}: published signature does not verify"
-    );
+    assert!(signer.verify(&mut m), "{what}: published signature does not verify");
     assert_eq!(m, wire, "{what}: verify must leave the message intact");
 
     let mut m = wire.clone();
     let last = m.len() - 1;
     m[last] ^= 0x01;
-    assert!(
-        !signer.verify(&mut m),
-        "{what}: tampered message must not verify"
-    );
+    assert!(!signer.verify(&mut m), "{what}: tampered message must not verify");
 
     let mut m = wire.clone();
     m[48..64].fill(0);
     signer.sign(&mut m);
-    assert_eq!(
-        up(&m),
-        up(&wire),
-        "{what}: sign() output differs from the published message"
-    );
+    assert_eq!(up(&m), up(&wire), "{what}: sign() output differs from the published message");
 }
 
 /// Decrypts a published transformed message with `dec_key` and compares the
@@ -103,47 +81,25 @@ fn check_cmac_signed(what: &str, key: &[u8; 16], msg_hex: &str, sig_hex: &str) {
 fn check_decrypt(what: &str, cipher: Cipher, dec_key: &[u8; 16], transformed: &str, plain: &str) {
     let mut decryption = [0u8; 32];
     decryption[..16].copy_from_slice(dec_key);
-    let keys = SessionKeys {
-        signing: [0; 16],
-        encryption: [0; 32],
-        decryption,
-    };
+    let keys = SessionKeys { signing: [0; 16], encryption: [0; 32], decryption };
     let c = Cipherer::new(cipher, &keys);
     let wire = h(transformed);
     let plain = h(plain);
-    assert_eq!(
-        wire.len(),
-        52 + plain.len(),
-        "{what}: transcription, length"
-    );
+    assert_eq!(wire.len(), 52 + plain.len(), "{what}: transcription, length");
     let osize = u32::from_le_bytes(wire[36..40].try_into().unwrap()) as usize;
     assert_eq!(osize, plain.len(), "{what}: OriginalMessageSize");
 
     let mut buf = wire.clone();
-    assert_eq!(
-        c.decrypt(&mut buf),
-        Ok(()),
-        "{what}: decrypt rejected the published message"
-    );
-    assert_eq!(
-        up(&buf[52..]),
-        up(&plain),
-        "{what}: decrypted payload differs"
-    );
+    assert_eq!(c.decrypt(&mut buf), Ok(()), "{what}: decrypt rejected the published message");
+    assert_eq!(up(&buf[52..]), up(&plain), "{what}: decrypted payload differs");
 
     // A flipped ciphertext bit and a flipped AAD (SessionId) bit must fail.
     let mut bad = wire.clone();
     bad[60] ^= 0x01;
-    assert!(
-        c.decrypt(&mut bad).is_err(),
-        "{what}: tampered ciphertext accepted"
-    );
+    assert!(c.decrypt(&mut bad).is_err(), "{what}: tampered ciphertext accepted");
     let mut bad = wire.clone();
     bad[44] ^= 0x01;
-    assert!(
-        c.decrypt(&mut bad).is_err(),
-        "{what}: tampered AAD accepted"
-    );
+    assert!(c.decrypt(&mut bad).is_err(), "{what}: tampered AAD accepted");
 }
 
 // ------------------------------------------------ SMB 3.0 key derivation
@@ -162,16 +118,8 @@ fn anatomy_smb30_master_session_keys() {
     let sk = key16(S30_SESSION_KEY);
     let keys = derive_keys(&sk, SMB300, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
     check("3.0 SigningKey", &keys.signing, S30_SIGNING_KEY);
-    check(
-        "3.0 EncryptionKey",
-        &keys.encryption[..16],
-        S30_ENCRYPTION_KEY,
-    );
-    check(
-        "3.0 DecryptionKey",
-        &keys.decryption[..16],
-        S30_DECRYPTION_KEY,
-    );
+    check("3.0 EncryptionKey", &keys.encryption[..16], S30_ENCRYPTION_KEY);
+    check("3.0 DecryptionKey", &keys.decryption[..16], S30_DECRYPTION_KEY);
     // Without a negotiated cipher the signing key is the same.
     let keys = derive_keys(&sk, SMB300, &PreauthHash::new(), None);
     check("3.0 SigningKey (no cipher)", &keys.signing, S30_SIGNING_KEY);
@@ -202,11 +150,7 @@ fn anatomy_smb30_kdf_direct() {
 fn anatomy_smb30_second_channel_signing_key() {
     let sk = key16("4E01A2B313BCF660CC250BEF021AEDE6");
     let keys = derive_keys(&sk, SMB300, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
-    check(
-        "3.0 second channel SigningKey",
-        &keys.signing,
-        "BA1A17DBBFEC349BCA105563D598952F",
-    );
+    check("3.0 second channel SigningKey", &keys.signing, "BA1A17DBBFEC349BCA105563D598952F");
 }
 
 /// [ANATOMY] "Parameters for Dialects 3.0 and 3.0.2 cryptographic keys":
@@ -217,16 +161,8 @@ fn anatomy_smb302_uses_smb30_parameters() {
     let sk = key16(S30_SESSION_KEY);
     let keys = derive_keys(&sk, SMB302, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
     check("3.0.2 SigningKey", &keys.signing, S30_SIGNING_KEY);
-    check(
-        "3.0.2 EncryptionKey",
-        &keys.encryption[..16],
-        S30_ENCRYPTION_KEY,
-    );
-    check(
-        "3.0.2 DecryptionKey",
-        &keys.decryption[..16],
-        S30_DECRYPTION_KEY,
-    );
+    check("3.0.2 EncryptionKey", &keys.encryption[..16], S30_ENCRYPTION_KEY);
+    check("3.0.2 DecryptionKey", &keys.decryption[..16], S30_DECRYPTION_KEY);
 }
 
 /// [ENC30] "Encryption in SMB 3.0: A protocol perspective", keys listed
@@ -235,28 +171,12 @@ fn anatomy_smb302_uses_smb30_parameters() {
 fn enc30_keys() {
     let sk = key16("B4546771B515F766A86735532DD6C4F0");
     let keys = derive_keys(&sk, SMB300, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
-    check(
-        "ENC30 SigningKey",
-        &keys.signing,
-        "F773CD23C18FD1E08EE510CADA7CF852",
-    );
-    check(
-        "ENC30 EncryptionKey",
-        &keys.encryption[..16],
-        "261B72350558F2E9DCF613070383EDBF",
-    );
-    check(
-        "ENC30 DecryptionKey",
-        &keys.decryption[..16],
-        "8FE2B57EC34D2DB5B1A9727F526BBDB5",
-    );
+    check("ENC30 SigningKey", &keys.signing, "F773CD23C18FD1E08EE510CADA7CF852");
+    check("ENC30 EncryptionKey", &keys.encryption[..16], "261B72350558F2E9DCF613070383EDBF");
+    check("ENC30 DecryptionKey", &keys.decryption[..16], "8FE2B57EC34D2DB5B1A9727F526BBDB5");
     let mut app = [0u8; 16];
     kdf(&sk, b"SMB2APP\0", b"SmbRpc\0", &mut app);
-    check(
-        "ENC30 ApplicationKey",
-        &app,
-        "77432F808CE99156B5BC6A3676D730D1",
-    );
+    check("ENC30 ApplicationKey", &app, "77432F808CE99156B5BC6A3676D730D1");
 }
 
 // ---------------- SMB 3.1.1 multichannel example, master session [ANATOMY]
@@ -351,13 +271,7 @@ const M_APPLICATION_KEY: &str = "6D7AD7954E9EC61E907B4D473DC178FF";
 fn anatomy_smb311_master_preauth_chain() {
     run_chain(
         "3.1.1 master",
-        &[
-            (M_NEG_REQ, M_H1),
-            (M_NEG_RESP, M_H2),
-            (M_SS_REQ1, M_H3),
-            (M_SS_RESP1, M_H4),
-            (M_SS_REQ2, M_H5),
-        ],
+        &[(M_NEG_REQ, M_H1), (M_NEG_RESP, M_H2), (M_SS_REQ1, M_H3), (M_SS_RESP1, M_H4), (M_SS_REQ2, M_H5)],
     );
 }
 
@@ -370,16 +284,8 @@ fn anatomy_smb311_master_keys() {
     let ph = preauth(M_H5);
     let keys = derive_keys(&sk, SMB311, &ph, Some(Cipher::Aes128Gcm));
     check("3.1.1 SigningKey", &keys.signing, M_SIGNING_KEY);
-    check(
-        "3.1.1 EncryptionKey",
-        &keys.encryption[..16],
-        M_ENCRYPTION_KEY,
-    );
-    check(
-        "3.1.1 DecryptionKey",
-        &keys.decryption[..16],
-        M_DECRYPTION_KEY,
-    );
+    check("3.1.1 EncryptionKey", &keys.encryption[..16], M_ENCRYPTION_KEY);
+    check("3.1.1 DecryptionKey", &keys.decryption[..16], M_DECRYPTION_KEY);
 
     let mut out = [0u8; 16];
     kdf(&sk, b"SMBSigningKey\0", &ph.0, &mut out);
@@ -398,11 +304,7 @@ fn anatomy_smb311_master_chain_to_signing_key() {
         ph.update(&h(m));
     }
     let keys = derive_keys(&key16(M_SESSION_KEY), SMB311, &ph, Some(Cipher::Aes128Gcm));
-    check(
-        "3.1.1 SigningKey from computed chain",
-        &keys.signing,
-        M_SIGNING_KEY,
-    );
+    check("3.1.1 SigningKey from computed chain", &keys.signing, M_SIGNING_KEY);
 }
 
 /// [ANATOMY] Appendix, "Key derivation example for SMB 3.1.1 multichannel",
@@ -510,13 +412,7 @@ const B_SIGNING_KEY: &str = "C962BCA1A9DD1697B030644199705431";
 fn anatomy_smb311_binding_preauth_chain() {
     run_chain(
         "3.1.1 binding",
-        &[
-            (B_NEG_REQ, B_H1),
-            (B_NEG_RESP, B_H2),
-            (B_SS_REQ1, B_H3),
-            (B_SS_RESP1, B_H4),
-            (B_SS_REQ2, B_H5),
-        ],
+        &[(B_NEG_REQ, B_H1), (B_NEG_RESP, B_H2), (B_SS_REQ1, B_H3), (B_SS_RESP1, B_H4), (B_SS_REQ2, B_H5)],
     );
 }
 
@@ -527,17 +423,8 @@ fn anatomy_smb311_binding_preauth_chain() {
 /// are copied, not derived, so only the signing key is checked here.)
 #[test]
 fn anatomy_smb311_binding_channel_signing_key() {
-    let keys = derive_keys(
-        &key16(B_SESSION_KEY),
-        SMB311,
-        &preauth(B_H5),
-        Some(Cipher::Aes128Gcm),
-    );
-    check(
-        "3.1.1 binding Channel.SigningKey",
-        &keys.signing,
-        B_SIGNING_KEY,
-    );
+    let keys = derive_keys(&key16(B_SESSION_KEY), SMB311, &preauth(B_H5), Some(Cipher::Aes128Gcm));
+    check("3.1.1 binding Channel.SigningKey", &keys.signing, B_SIGNING_KEY);
 }
 
 /// [ANATOMY] Appendix, "Key derivation example for SMB 3.1.1 multichannel",
@@ -549,30 +436,10 @@ fn anatomy_smb311_binding_channel_signing_key() {
 fn anatomy_smb311_binding_signatures() {
     let master = key16(M_SIGNING_KEY);
     let channel = key16(B_SIGNING_KEY);
-    check_cmac_signed(
-        "binding SESSION_SETUP request 1",
-        &master,
-        B_SS_REQ1,
-        B_SS_REQ1_SIG,
-    );
-    check_cmac_signed(
-        "binding SESSION_SETUP response 1",
-        &master,
-        B_SS_RESP1,
-        B_SS_RESP1_SIG,
-    );
-    check_cmac_signed(
-        "binding SESSION_SETUP request 2",
-        &master,
-        B_SS_REQ2,
-        B_SS_REQ2_SIG,
-    );
-    check_cmac_signed(
-        "binding final SESSION_SETUP response",
-        &channel,
-        B_SS_RESP_FINAL,
-        B_SS_RESP_FINAL_SIG,
-    );
+    check_cmac_signed("binding SESSION_SETUP request 1", &master, B_SS_REQ1, B_SS_REQ1_SIG);
+    check_cmac_signed("binding SESSION_SETUP response 1", &master, B_SS_RESP1, B_SS_RESP1_SIG);
+    check_cmac_signed("binding SESSION_SETUP request 2", &master, B_SS_REQ2, B_SS_REQ2_SIG);
+    check_cmac_signed("binding final SESSION_SETUP response", &channel, B_SS_RESP_FINAL, B_SS_RESP_FINAL_SIG);
 
     // The two keys are not interchangeable.
     let mut m = h(B_SS_RESP_FINAL);
@@ -606,16 +473,8 @@ fn enc311_gcm_keys() {
     let ph = preauth(G_PREAUTH);
     let keys = derive_keys(&sk, SMB311, &ph, Some(Cipher::Aes128Gcm));
     check("A.1 SigningKey", &keys.signing, G_SIGNING_KEY);
-    check(
-        "A.1 EncryptionKey",
-        &keys.encryption[..16],
-        G_ENCRYPTION_KEY,
-    );
-    check(
-        "A.1 DecryptionKey",
-        &keys.decryption[..16],
-        G_DECRYPTION_KEY,
-    );
+    check("A.1 EncryptionKey", &keys.encryption[..16], G_ENCRYPTION_KEY);
+    check("A.1 DecryptionKey", &keys.decryption[..16], G_DECRYPTION_KEY);
     let mut app = [0u8; 16];
     kdf(&sk, b"SMBAppKey\0", &ph.0, &mut app);
     check("A.1 ApplicationKey", &app, G_APPLICATION_KEY);
@@ -640,12 +499,7 @@ FE534D4240000100000000000100800009000000000000000200000000000000FFFE000000000000
 /// response" for WRITE and READ, with the derived DecryptionKey.
 #[test]
 fn enc311_gcm_decrypt_responses() {
-    let keys = derive_keys(
-        &key16(G_SESSION_KEY),
-        SMB311,
-        &preauth(G_PREAUTH),
-        Some(Cipher::Aes128Gcm),
-    );
+    let keys = derive_keys(&key16(G_SESSION_KEY), SMB311, &preauth(G_PREAUTH), Some(Cipher::Aes128Gcm));
     let dec: [u8; 16] = keys.decryption[..16].try_into().unwrap();
     check_decrypt(
         "A.1 WRITE response",
@@ -682,12 +536,7 @@ FE534D4240000100000000000800010001000000000000000600000000000000FFFE000001000000
 /// requests with the derived EncryptionKey (same AEAD, nonce and AAD).
 #[test]
 fn enc311_gcm_open_client_requests() {
-    let keys = derive_keys(
-        &key16(G_SESSION_KEY),
-        SMB311,
-        &preauth(G_PREAUTH),
-        Some(Cipher::Aes128Gcm),
-    );
+    let keys = derive_keys(&key16(G_SESSION_KEY), SMB311, &preauth(G_PREAUTH), Some(Cipher::Aes128Gcm));
     let enc: [u8; 16] = keys.encryption[..16].try_into().unwrap();
     check_decrypt(
         "A.1 WRITE request",
@@ -741,16 +590,8 @@ fn enc311_ccm_keys() {
     let ph = preauth(C_PREAUTH);
     let keys = derive_keys(&sk, SMB311, &ph, Some(Cipher::Aes128Ccm));
     check("A.2 SigningKey", &keys.signing, C_SIGNING_KEY);
-    check(
-        "A.2 EncryptionKey",
-        &keys.encryption[..16],
-        C_ENCRYPTION_KEY,
-    );
-    check(
-        "A.2 DecryptionKey",
-        &keys.decryption[..16],
-        C_DECRYPTION_KEY,
-    );
+    check("A.2 EncryptionKey", &keys.encryption[..16], C_ENCRYPTION_KEY);
+    check("A.2 DecryptionKey", &keys.decryption[..16], C_DECRYPTION_KEY);
     let mut app = [0u8; 16];
     kdf(&sk, b"SMBAppKey\0", &ph.0, &mut app);
     check("A.2 ApplicationKey", &app, C_APPLICATION_KEY);
@@ -775,12 +616,7 @@ FE534D4240000100000000000100800009000000000000000200000000000000FFFE000000000000
 /// response" for WRITE and READ, with the derived DecryptionKey.
 #[test]
 fn enc311_ccm_decrypt_responses() {
-    let keys = derive_keys(
-        &key16(C_SESSION_KEY),
-        SMB311,
-        &preauth(C_PREAUTH),
-        Some(Cipher::Aes128Ccm),
-    );
+    let keys = derive_keys(&key16(C_SESSION_KEY), SMB311, &preauth(C_PREAUTH), Some(Cipher::Aes128Ccm));
     let dec: [u8; 16] = keys.decryption[..16].try_into().unwrap();
     check_decrypt(
         "A.2 WRITE response",
@@ -815,12 +651,7 @@ FE534D4240000100000000000800010001000000000000000600000000000000FFFE000001000000
 /// request" for WRITE and READ, opened with the derived EncryptionKey.
 #[test]
 fn enc311_ccm_open_client_requests() {
-    let keys = derive_keys(
-        &key16(C_SESSION_KEY),
-        SMB311,
-        &preauth(C_PREAUTH),
-        Some(Cipher::Aes128Ccm),
-    );
+    let keys = derive_keys(&key16(C_SESSION_KEY), SMB311, &preauth(C_PREAUTH), Some(Cipher::Aes128Ccm));
     let enc: [u8; 16] = keys.encryption[..16].try_into().unwrap();
     check_decrypt(
         "A.2 WRITE request",
@@ -863,12 +694,8 @@ FE534D4240000100000000000800010008000000000000000600000000000000FFFE000001000000
 /// the AAD).
 #[test]
 fn enc30_ccm_decrypt_responses() {
-    let keys = derive_keys(
-        &key16("B4546771B515F766A86735532DD6C4F0"),
-        SMB300,
-        &PreauthHash::new(),
-        Some(Cipher::Aes128Ccm),
-    );
+    let keys =
+        derive_keys(&key16("B4546771B515F766A86735532DD6C4F0"), SMB300, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
     let dec: [u8; 16] = keys.decryption[..16].try_into().unwrap();
     check_decrypt(
         "ENC30 WRITE response",
@@ -907,12 +734,8 @@ FFFE0000010000001100001400E4080000000000000000000000000000000000
 /// the request" for WRITE and READ, opened with the derived EncryptionKey.
 #[test]
 fn enc30_ccm_open_client_requests() {
-    let keys = derive_keys(
-        &key16("B4546771B515F766A86735532DD6C4F0"),
-        SMB300,
-        &PreauthHash::new(),
-        Some(Cipher::Aes128Ccm),
-    );
+    let keys =
+        derive_keys(&key16("B4546771B515F766A86735532DD6C4F0"), SMB300, &PreauthHash::new(), Some(Cipher::Aes128Ccm));
     let enc: [u8; 16] = keys.encryption[..16].try_into().unwrap();
     check_decrypt(
         "ENC30 WRITE request",

@@ -47,10 +47,7 @@ async fn pipelined_256mib_round_trip_matches_smbclient() {
     let want = Sha256::digest(&data);
 
     let f = t.create(&create_rw("big.bin")).await.expect("create");
-    let n = t
-        .write_pipelined(f.file_id, 0, &data, DEFAULT_IN_FLIGHT_BYTES)
-        .await
-        .expect("write");
+    let n = t.write_pipelined(f.file_id, 0, &data, DEFAULT_IN_FLIGHT_BYTES).await.expect("write");
     assert_eq!(n, data.len() as u64);
     let closed = t.close(f.file_id).await.expect("close");
     assert_eq!(closed.times.end_of_file, data.len() as u64);
@@ -81,9 +78,7 @@ async fn pipelined_256mib_round_trip_matches_smbclient() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_concurrent_small_ops_across_the_pool() {
     let smb = Samba::start(&[]);
-    let pool = Pool::connect(PoolConfig::new(smb.config(), "share", 4))
-        .await
-        .expect("pool");
+    let pool = Pool::connect(PoolConfig::new(smb.config(), "share", 4)).await.expect("pool");
     assert_eq!(pool.healthy(), 4);
     let mut tasks = Vec::new();
     for i in 0..64u64 {
@@ -95,13 +90,7 @@ async fn sixty_four_concurrent_small_ops_across_the_pool() {
             t.write_small(&name, &body, &[]).await.unwrap();
             let st = t.stat(&name).await.unwrap();
             assert_eq!(st.end_of_file, body.len() as u64);
-            let (_, got) = pool
-                .get()
-                .await
-                .unwrap()
-                .read_small(&name, 1 << 20)
-                .await
-                .unwrap();
+            let (_, got) = pool.get().await.unwrap().read_small(&name, 1 << 20).await.unwrap();
             assert_eq!(&got[..], &body[..]);
         }));
     }
@@ -109,13 +98,7 @@ async fn sixty_four_concurrent_small_ops_across_the_pool() {
         t.await.expect("task");
     }
     let t = pool.get().await.unwrap();
-    let mut names: Vec<String> = t
-        .list_dir("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let mut names: Vec<String> = t.list_dir("").await.unwrap().into_iter().map(|e| e.name).collect();
     names.sort();
     assert_eq!(names.len(), 64);
     assert!(names.contains(&"small-63.txt".to_string()));
@@ -136,27 +119,14 @@ async fn compounds_and_their_error_semantics() {
     // Directory + CREATE+QUERY_DIRECTORY+CLOSE with more entries than one page.
     t.mkdir("d").await.unwrap();
     for i in 0..3000 {
-        std::fs::write(
-            smb.share_path()
-                .join(format!("d/entry-with-a-long-name-{i:05}")),
-            b"",
-        )
-        .unwrap();
+        std::fs::write(smb.share_path().join(format!("d/entry-with-a-long-name-{i:05}")), b"").unwrap();
     }
     let entries = t.list_dir("d").await.unwrap();
     assert_eq!(entries.len(), 3000);
-    assert_eq!(
-        t.mkdir("d").await.err().unwrap().status(),
-        Some(NtStatus::STATUS_OBJECT_NAME_COLLISION)
-    );
+    assert_eq!(t.mkdir("d").await.err().unwrap().status(), Some(NtStatus::STATUS_OBJECT_NAME_COLLISION));
     // EAs set in the CREATE come back through QUERY_INFO.
-    let ea = smb_proto::info::FullEa {
-        name: "user.smbgate".into(),
-        value: b"{\"a\":1}".to_vec(),
-    };
-    t.write_small("with-ea", b"x", std::slice::from_ref(&ea))
-        .await
-        .unwrap();
+    let ea = smb_proto::info::FullEa { name: "user.smbgate".into(), value: b"{\"a\":1}".to_vec() };
+    t.write_small("with-ea", b"x", std::slice::from_ref(&ea)).await.unwrap();
     let f = t.open_read("with-ea").await.unwrap();
     let eas = t.query_eas(f.file_id, &["user.smbgate"]).await.unwrap();
     t.close(f.file_id).await.unwrap();
@@ -171,24 +141,13 @@ async fn rename_over_a_file_a_reader_holds_open() {
     let smb = Samba::start(&[]);
     let s = Session::connect(&smb.config()).await.expect("connect");
     let reader_tree = s.tree_connect("share").await.unwrap();
-    let writer = Session::connect(&smb.config())
-        .await
-        .unwrap()
-        .tree_connect("share")
-        .await
-        .unwrap();
-    writer
-        .write_small("obj", b"old version", &[])
-        .await
-        .unwrap();
+    let writer = Session::connect(&smb.config()).await.unwrap().tree_connect("share").await.unwrap();
+    writer.write_small("obj", b"old version", &[]).await.unwrap();
     let held = reader_tree.open_read("obj").await.unwrap();
 
     let tmp = writer.create(&create_rw("tmp-1")).await.unwrap();
     writer.write(tmp.file_id, 0, b"new version!").await.unwrap();
-    writer
-        .rename(tmp.file_id, "obj", true)
-        .await
-        .expect("rename over the open file");
+    writer.rename(tmp.file_id, "obj", true).await.expect("rename over the open file");
     writer.close(tmp.file_id).await.unwrap();
 
     // The old handle still reads the old bytes; a new open sees the new ones.
@@ -199,11 +158,7 @@ async fn rename_over_a_file_a_reader_holds_open() {
     assert_eq!(&new[..], b"new version!");
     // Without ReplaceIfExists the rename must fail.
     let tmp = writer.create(&create_rw("tmp-2")).await.unwrap();
-    let err = writer
-        .rename(tmp.file_id, "obj", false)
-        .await
-        .err()
-        .unwrap();
+    let err = writer.rename(tmp.file_id, "obj", false).await.err().unwrap();
     assert_eq!(err.status(), Some(NtStatus::STATUS_OBJECT_NAME_COLLISION));
     writer.close(tmp.file_id).await.unwrap();
 }
@@ -215,19 +170,12 @@ async fn server_side_copy() {
     let t = s.tree_connect("share").await.unwrap();
     let data = pattern(40 << 20 | 12345, 7);
     let f = t.create(&create_rw("src.bin")).await.unwrap();
-    t.write_pipelined(f.file_id, 0, &data, DEFAULT_IN_FLIGHT_BYTES)
-        .await
-        .unwrap();
+    t.write_pipelined(f.file_id, 0, &data, DEFAULT_IN_FLIGHT_BYTES).await.unwrap();
     let dst = t.create(&create_rw("dst.bin")).await.unwrap();
-    let n = t
-        .copy_chunks(f.file_id, 0, dst.file_id, 0, data.len() as u64)
-        .await
-        .expect("copychunk");
+    let n = t.copy_chunks(f.file_id, 0, dst.file_id, 0, data.len() as u64).await.expect("copychunk");
     assert_eq!(n, data.len() as u64);
     // A second copy appends a slice at an offset.
-    t.copy_chunks(f.file_id, 100, dst.file_id, data.len() as u64, 1000)
-        .await
-        .unwrap();
+    t.copy_chunks(f.file_id, 100, dst.file_id, data.len() as u64, 1000).await.unwrap();
     t.close(dst.file_id).await.unwrap();
     t.close(f.file_id).await.unwrap();
     let got = std::fs::read(smb.share_path().join("dst.bin")).unwrap();
@@ -242,28 +190,16 @@ async fn pool_heals_after_smbd_restart() {
     let mut cfg = PoolConfig::new(smb.config(), "share", 3);
     cfg.acquire_timeout = Duration::from_secs(20);
     let pool = Pool::connect(cfg).await.expect("pool");
-    pool.run(|t| async move { t.write_small("before", b"1", &[]).await })
-        .await
-        .unwrap();
+    pool.run(|t| async move { t.write_small("before", b"1", &[]).await }).await.unwrap();
 
     smb.kill();
     // In-flight and new work on the dead connections fails cleanly.
-    let err = pool
-        .get()
-        .await
-        .unwrap()
-        .read_small("before", 10)
-        .await
-        .err()
-        .expect("server is down");
+    let err = pool.get().await.unwrap().read_small("before", 10).await.err().expect("server is down");
     assert!(err.is_connection_error(), "{err}");
     smb.restart();
 
     // The pool replaces the poisoned connections in the background.
-    let (_, data) = pool
-        .run(|t| async move { t.read_small("before", 10).await })
-        .await
-        .expect("healed");
+    let (_, data) = pool.run(|t| async move { t.read_small("before", 10).await }).await.expect("healed");
     assert_eq!(&data[..], b"1");
     for _ in 0..100 {
         if pool.healthy() == 3 {

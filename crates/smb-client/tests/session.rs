@@ -36,10 +36,7 @@ async fn client_requires_signing_on_auto_server() {
     let mut cfg = smb.config();
     cfg.require_signing = true;
     let s = Session::connect(&cfg).await.expect("connect");
-    assert!(
-        s.negotiated.sign_all,
-        "every message signed and every response verified"
-    );
+    assert!(s.negotiated.sign_all, "every message signed and every response verified");
     round_trip(&smb, &s, "b.bin").await;
 }
 
@@ -116,21 +113,13 @@ async fn missing_share_is_bad_network_name() {
     let smb = Samba::start(&[]);
     let s = Session::connect(&smb.config()).await.expect("connect");
     let err = s.tree_connect("nope").await.err().expect("must fail");
-    assert_eq!(
-        err.status(),
-        Some(NtStatus::STATUS_BAD_NETWORK_NAME),
-        "{err}"
-    );
+    assert_eq!(err.status(), Some(NtStatus::STATUS_BAD_NETWORK_NAME), "{err}");
 }
 
 #[tokio::test]
 async fn unreachable_server_is_a_clean_error() {
     // Bind then drop a listener to get a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let cfg = smb_client::ClientConfig::new(&format!("127.0.0.1:{port}"), "u", "p");
     let err = Session::connect(&cfg).await.err().expect("must fail");
     assert!(matches!(err, Error::Io(_)), "{err}");

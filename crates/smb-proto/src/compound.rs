@@ -71,9 +71,7 @@ pub fn split_compound(frame: &Bytes) -> DecodeResult<Vec<Bytes>> {
     let mut msgs = Vec::with_capacity(1);
     let mut off = 0usize;
     loop {
-        let rest = frame
-            .get(off..)
-            .ok_or(DecodeError::OutOfBounds("NextCommand"))?;
+        let rest = frame.get(off..).ok_or(DecodeError::OutOfBounds("NextCommand"))?;
         if rest.len() < HEADER_LEN {
             return Err(DecodeError::Truncated("SMB2 header"));
         }
@@ -100,9 +98,6 @@ pub fn decode_error_data(msg: &Bytes) -> DecodeResult<Bytes> {
     if n == 0 {
         return Ok(Bytes::new());
     }
-    let end = start
-        .checked_add(n)
-        .filter(|&e| e <= msg.len())
-        .ok_or(DecodeError::OutOfBounds("ErrorData"))?;
+    let end = start.checked_add(n).filter(|&e| e <= msg.len()).ok_or(DecodeError::OutOfBounds("ErrorData"))?;
     Ok(msg.slice(start..end))
 }

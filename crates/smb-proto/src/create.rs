@@ -21,10 +21,7 @@ pub struct FileId {
 impl FileId {
     /// The all-ones FileId that makes a related compound operation use the
     /// handle of the previous CREATE (MS-SMB2 3.2.4.1.4).
-    pub const RELATED: FileId = FileId {
-        persistent: u64::MAX,
-        volatile: u64::MAX,
-    };
+    pub const RELATED: FileId = FileId { persistent: u64::MAX, volatile: u64::MAX };
 
     /// Appends the 16 wire bytes.
     pub fn encode(&self, out: &mut BytesMut) {
@@ -34,10 +31,7 @@ impl FileId {
 
     /// Reads 16 bytes.
     pub fn read(r: &mut Reader<'_>) -> DecodeResult<FileId> {
-        Ok(FileId {
-            persistent: r.u64("FileId.Persistent")?,
-            volatile: r.u64("FileId.Volatile")?,
-        })
+        Ok(FileId { persistent: r.u64("FileId.Persistent")?, volatile: r.u64("FileId.Volatile")? })
     }
 }
 
@@ -127,10 +121,7 @@ pub enum CreateContext<'a> {
     /// "QFid": ask for the on-disk file id.
     QueryOnDiskId,
     /// "DH2Q": durable handle v2 request with timeout (ms) and CreateGuid.
-    DurableV2 {
-        timeout_ms: u32,
-        create_guid: [u8; 16],
-    },
+    DurableV2 { timeout_ms: u32, create_guid: [u8; 16] },
     /// "MxAc": ask for the maximal access.
     QueryMaximalAccess,
 }
@@ -148,10 +139,7 @@ impl CreateContext<'_> {
         match self {
             CreateContext::EaBuffer(eas) => encode_full_ea(out, eas),
             CreateContext::QueryOnDiskId | CreateContext::QueryMaximalAccess => {}
-            CreateContext::DurableV2 {
-                timeout_ms,
-                create_guid,
-            } => {
+            CreateContext::DurableV2 { timeout_ms, create_guid } => {
                 put_u32(out, *timeout_ms);
                 put_u32(out, 0);
                 put_u64(out, 0);
@@ -298,9 +286,7 @@ impl CreateResponse {
             let region = &msg[range_at(msg.len(), ctx_off, ctx_len, "CreateContexts")?];
             let mut off = 0usize;
             loop {
-                let c = region
-                    .get(off..)
-                    .ok_or(DecodeError::OutOfBounds("CreateContext"))?;
+                let c = region.get(off..).ok_or(DecodeError::OutOfBounds("CreateContext"))?;
                 let mut cr = Reader::new(c);
                 let next = cr.u32("Context.Next")? as usize;
                 let name_off = cr.u16("Context.NameOffset")? as usize;
@@ -316,10 +302,9 @@ impl CreateResponse {
                         disk_file_id: d.u64("DiskFileId")?,
                         volume_id: d.u64("VolumeId")?,
                     },
-                    b"DH2Q" => CreateResponseContext::DurableV2 {
-                        timeout_ms: d.u32("Timeout")?,
-                        flags: d.u32("Flags")?,
-                    },
+                    b"DH2Q" => {
+                        CreateResponseContext::DurableV2 { timeout_ms: d.u32("Timeout")?, flags: d.u32("Flags")? }
+                    }
                     b"MxAc" => CreateResponseContext::MaximalAccess {
                         status: d.u32("QueryStatus")?,
                         access: d.u32("MaximalAccess")?,
@@ -334,23 +319,13 @@ impl CreateResponse {
                 if next == 0 {
                     break;
                 }
-                off = off
-                    .checked_add(next)
-                    .ok_or(DecodeError::OutOfBounds("CreateContext.Next"))?;
+                off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("CreateContext.Next"))?;
             }
         }
         Ok(CreateResponse {
             oplock_level,
             create_action,
-            times: FileTimes {
-                creation,
-                last_access,
-                last_write,
-                change,
-                allocation_size,
-                end_of_file,
-                attributes,
-            },
+            times: FileTimes { creation, last_access, last_write, change, allocation_size, end_of_file, attributes },
             file_id,
             contexts,
         })

@@ -13,10 +13,7 @@ pub const MAX_FRAME_LEN: usize = 0x00FF_FFFF;
 /// Errors: a non-zero first byte (not a direct TCP frame).
 pub fn frame_len(hdr: [u8; 4]) -> DecodeResult<usize> {
     if hdr[0] != 0 {
-        return Err(DecodeError::BadValue {
-            field: "transport header",
-            got: hdr[0].into(),
-        });
+        return Err(DecodeError::BadValue { field: "transport header", got: hdr[0].into() });
     }
     Ok(u32::from_be_bytes(hdr) as usize)
 }

@@ -165,19 +165,13 @@ impl Header {
         let mut r = Reader::new(buf);
         let proto = r.array::<4>("ProtocolId")?;
         if proto != PROTOCOL_ID {
-            return Err(DecodeError::BadValue {
-                field: "ProtocolId",
-                got: u32::from_le_bytes(proto).into(),
-            });
+            return Err(DecodeError::BadValue { field: "ProtocolId", got: u32::from_le_bytes(proto).into() });
         }
         r.expect_u16(64, "header StructureSize")?;
         let credit_charge = r.u16("CreditCharge")?;
         let status = NtStatus(r.u32("Status")?);
         let cmd = r.u16("Command")?;
-        let command = Command::from_u16(cmd).ok_or(DecodeError::BadValue {
-            field: "Command",
-            got: cmd.into(),
-        })?;
+        let command = Command::from_u16(cmd).ok_or(DecodeError::BadValue { field: "Command", got: cmd.into() })?;
         let credits = r.u16("CreditResponse")?;
         let flags = r.u32("Flags")?;
         let next_command = r.u32("NextCommand")?;
@@ -245,20 +239,11 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert_eq!(
-            Header::decode(&[0xFE, b'S']),
-            Err(DecodeError::Truncated("ProtocolId"))
-        );
+        assert_eq!(Header::decode(&[0xFE, b'S']), Err(DecodeError::Truncated("ProtocolId")));
         let mut b = BytesMut::new();
         Header::request(Command::Echo).encode(&mut b);
         b[0] = 0xFF;
-        assert!(matches!(
-            Header::decode(&b),
-            Err(DecodeError::BadValue {
-                field: "ProtocolId",
-                ..
-            })
-        ));
+        assert!(matches!(Header::decode(&b), Err(DecodeError::BadValue { field: "ProtocolId", .. })));
     }
 
     #[test]

@@ -116,16 +116,11 @@ pub fn decode_full_ea(b: &[u8]) -> DecodeResult<Vec<FullEa>> {
         let name = r.take(name_len, "EaName")?;
         r.skip(1, "EaName NUL")?;
         let value = r.take(value_len, "EaValue")?;
-        out.push(FullEa {
-            name: String::from_utf8_lossy(name).into_owned(),
-            value: value.to_vec(),
-        });
+        out.push(FullEa { name: String::from_utf8_lossy(name).into_owned(), value: value.to_vec() });
         if next == 0 {
             break;
         }
-        off = off
-            .checked_add(next)
-            .ok_or(DecodeError::OutOfBounds("EA NextEntryOffset"))?;
+        off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("EA NextEntryOffset"))?;
     }
     Ok(out)
 }
@@ -152,22 +147,13 @@ pub fn encode_get_ea(out: &mut BytesMut, names: &[&str]) {
 pub enum SetFileInfo<'a> {
     /// FileRenameInformation (SMB2 form, MS-FSCC 2.4.37.2): target path
     /// relative to the share root.
-    Rename {
-        target: &'a str,
-        replace_if_exists: bool,
-    },
+    Rename { target: &'a str, replace_if_exists: bool },
     /// FileDispositionInformation: mark for delete on close.
     Disposition { delete_pending: bool },
     /// FileEndOfFileInformation: truncate or extend to a size in bytes.
     EndOfFile(u64),
     /// FileBasicInformation; 0 leaves a time unchanged, attributes 0 too.
-    Basic {
-        creation: u64,
-        last_access: u64,
-        last_write: u64,
-        change: u64,
-        attributes: u32,
-    },
+    Basic { creation: u64, last_access: u64, last_write: u64, change: u64, attributes: u32 },
     /// FileFullEaInformation: set (or delete, with an empty value) EAs.
     FullEa(&'a [FullEa]),
 }
@@ -187,10 +173,7 @@ impl SetFileInfo<'_> {
     /// Appends the payload bytes.
     pub fn encode(&self, out: &mut BytesMut) {
         match self {
-            SetFileInfo::Rename {
-                target,
-                replace_if_exists,
-            } => {
+            SetFileInfo::Rename { target, replace_if_exists } => {
                 out.extend_from_slice(&[*replace_if_exists as u8, 0, 0, 0, 0, 0, 0, 0]);
                 put_u64(out, 0); // RootDirectory
                 let len_at = out.len();
@@ -198,17 +181,9 @@ impl SetFileInfo<'_> {
                 let n = put_utf16(out, target);
                 out[len_at..len_at + 4].copy_from_slice(&(n as u32).to_le_bytes());
             }
-            SetFileInfo::Disposition { delete_pending } => {
-                out.extend_from_slice(&[*delete_pending as u8])
-            }
+            SetFileInfo::Disposition { delete_pending } => out.extend_from_slice(&[*delete_pending as u8]),
             SetFileInfo::EndOfFile(n) => put_u64(out, *n),
-            SetFileInfo::Basic {
-                creation,
-                last_access,
-                last_write,
-                change,
-                attributes,
-            } => {
+            SetFileInfo::Basic { creation, last_access, last_write, change, attributes } => {
                 put_u64(out, *creation);
                 put_u64(out, *last_access);
                 put_u64(out, *last_write);
@@ -256,24 +231,14 @@ pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult
         let name = utf16_to_string(r.take(name_len, "FileName")?, "FileName")?;
         f(DirEntry {
             name,
-            times: FileTimes {
-                creation,
-                last_access,
-                last_write,
-                change,
-                allocation_size,
-                end_of_file,
-                attributes,
-            },
+            times: FileTimes { creation, last_access, last_write, change, allocation_size, end_of_file, attributes },
             ea_size,
             file_id,
         });
         if next == 0 {
             break;
         }
-        off = off
-            .checked_add(next)
-            .ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;
+        off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;
     }
     Ok(())
 }
@@ -314,14 +279,8 @@ mod tests {
     #[test]
     fn full_ea_round_trip() {
         let eas = vec![
-            FullEa {
-                name: "user.a".into(),
-                value: b"1".to_vec(),
-            },
-            FullEa {
-                name: "user.smbgate".into(),
-                value: vec![0, 1, 2, 3, 4],
-            },
+            FullEa { name: "user.a".into(), value: b"1".to_vec() },
+            FullEa { name: "user.smbgate".into(), value: vec![0, 1, 2, 3, 4] },
         ];
         let mut b = BytesMut::new();
         encode_full_ea(&mut b, &eas);

@@ -64,11 +64,7 @@ impl ReadResponse {
         r.skip(1, "Reserved")?;
         let len = r.u32("DataLength")? as usize;
         let remaining = r.u32("DataRemaining")?;
-        let data = if len == 0 {
-            Bytes::new()
-        } else {
-            msg.slice(range_at(msg.len(), off, len, "READ Data")?)
-        };
+        let data = if len == 0 { Bytes::new() } else { msg.slice(range_at(msg.len(), off, len, "READ Data")?) };
         Ok(ReadResponse { data, remaining })
     }
 }
@@ -84,21 +80,27 @@ pub struct WriteRequest<'a> {
     pub data: &'a [u8],
 }
 
+/// Appends the 48-byte fixed part of a WRITE request for `length` bytes of
+/// data that will follow it (so a caller can build the payload in place).
+pub fn encode_write_fixed(out: &mut BytesMut, file_id: FileId, offset: u64, length: u32) {
+    put_u16(out, 49);
+    put_u16(out, (HEADER_LEN + 48) as u16);
+    put_u32(out, length);
+    put_u64(out, offset);
+    file_id.encode(out);
+    put_u32(out, 0); // Channel
+    put_u32(out, 0); // RemainingBytes
+    put_u16(out, 0);
+    put_u16(out, 0);
+    put_u32(out, 0); // Flags
+}
+
 impl Request for WriteRequest<'_> {
     fn command(&self) -> Command {
         Command::Write
     }
     fn encode_body(&self, out: &mut BytesMut, _hdr: usize) {
-        put_u16(out, 49);
-        put_u16(out, (HEADER_LEN + 48) as u16);
-        put_u32(out, self.data.len() as u32);
-        put_u64(out, self.offset);
-        self.file_id.encode(out);
-        put_u32(out, 0); // Channel
-        put_u32(out, 0); // RemainingBytes
-        put_u16(out, 0);
-        put_u16(out, 0);
-        put_u32(out, 0); // Flags
+        encode_write_fixed(out, self.file_id, self.offset, self.data.len() as u32);
         out.extend_from_slice(self.data);
     }
     fn credit_bytes(&self) -> u64 {
@@ -119,9 +121,7 @@ impl WriteResponse {
         let mut r = Reader::new(msg.get(HEADER_LEN..).unwrap_or_default());
         r.expect_u16(17, "WRITE StructureSize")?;
         r.skip(2, "Reserved")?;
-        Ok(WriteResponse {
-            count: r.u32("Count")?,
-        })
+        Ok(WriteResponse { count: r.u32("Count")? })
     }
 }
 

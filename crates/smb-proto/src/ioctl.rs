@@ -37,11 +37,7 @@ impl Request for IoctlRequest<'_> {
         put_u16(out, 0);
         put_u32(out, self.ctl_code);
         self.file_id.encode(out);
-        let in_off = if self.input.is_empty() {
-            0
-        } else {
-            (HEADER_LEN + 56) as u32
-        };
+        let in_off = if self.input.is_empty() { 0 } else { (HEADER_LEN + 56) as u32 };
         put_u32(out, in_off);
         put_u32(out, self.input.len() as u32);
         put_u32(out, 0); // MaxInputResponse
@@ -76,11 +72,7 @@ impl IoctlResponse {
         r.skip(16 + 8, "FileId/Input")?;
         let off = r.u32("OutputOffset")? as usize;
         let len = r.u32("OutputCount")? as usize;
-        let output = if len == 0 {
-            Bytes::new()
-        } else {
-            msg.slice(range_at(msg.len(), off, len, "IOCTL Output")?)
-        };
+        let output = if len == 0 { Bytes::new() } else { msg.slice(range_at(msg.len(), off, len, "IOCTL Output")?) };
         Ok(IoctlResponse { ctl_code, output })
     }
 }

@@ -231,11 +231,8 @@ impl NegotiateResponse {
         let sb_off = r.u16("SecurityBufferOffset")? as usize;
         let sb_len = r.u16("SecurityBufferLength")? as usize;
         let ctx_off = r.u32("NegotiateContextOffset")? as usize;
-        let security_buffer = if sb_len == 0 {
-            Bytes::new()
-        } else {
-            msg.slice(range_at(msg.len(), sb_off, sb_len, "SecurityBuffer")?)
-        };
+        let security_buffer =
+            if sb_len == 0 { Bytes::new() } else { msg.slice(range_at(msg.len(), sb_off, sb_len, "SecurityBuffer")?) };
         let mut resp = NegotiateResponse {
             security_mode,
             dialect,
@@ -253,9 +250,7 @@ impl NegotiateResponse {
             let mut off = ctx_off;
             for _ in 0..ctx_count {
                 off = off.next_multiple_of(8);
-                let body = msg
-                    .get(off..)
-                    .ok_or(DecodeError::OutOfBounds("NegotiateContext"))?;
+                let body = msg.get(off..).ok_or(DecodeError::OutOfBounds("NegotiateContext"))?;
                 let mut c = Reader::new(body);
                 let ty = c.u16("ContextType")?;
                 let len = c.u16("DataLength")? as usize;

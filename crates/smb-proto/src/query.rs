@@ -73,12 +73,7 @@ impl OutputBuffer {
         if len == 0 {
             return Ok(OutputBuffer(Bytes::new()));
         }
-        Ok(OutputBuffer(msg.slice(range_at(
-            msg.len(),
-            off,
-            len,
-            "OutputBuffer",
-        )?)))
+        Ok(OutputBuffer(msg.slice(range_at(msg.len(), off, len, "OutputBuffer")?)))
     }
 }
 

@@ -74,10 +74,7 @@ impl<'a> Reader<'a> {
     pub fn expect_u16(&mut self, want: u16, what: &'static str) -> DecodeResult<()> {
         let got = self.u16(what)?;
         if got != want {
-            return Err(DecodeError::BadValue {
-                field: what,
-                got: got.into(),
-            });
+            return Err(DecodeError::BadValue { field: what, got: got.into() });
         }
         Ok(())
     }
@@ -85,28 +82,14 @@ impl<'a> Reader<'a> {
 
 /// Returns `msg[offset..offset+len]` for an offset measured from the start of
 /// the SMB2 header, or [`DecodeError::OutOfBounds`].
-pub fn slice_at<'a>(
-    msg: &'a [u8],
-    offset: usize,
-    len: usize,
-    what: &'static str,
-) -> DecodeResult<&'a [u8]> {
-    let end = offset
-        .checked_add(len)
-        .ok_or(DecodeError::OutOfBounds(what))?;
+pub fn slice_at<'a>(msg: &'a [u8], offset: usize, len: usize, what: &'static str) -> DecodeResult<&'a [u8]> {
+    let end = offset.checked_add(len).ok_or(DecodeError::OutOfBounds(what))?;
     msg.get(offset..end).ok_or(DecodeError::OutOfBounds(what))
 }
 
 /// Range `offset..offset+len` checked against a message of `msg_len` bytes.
-pub fn range_at(
-    msg_len: usize,
-    offset: usize,
-    len: usize,
-    what: &'static str,
-) -> DecodeResult<std::ops::Range<usize>> {
-    let end = offset
-        .checked_add(len)
-        .ok_or(DecodeError::OutOfBounds(what))?;
+pub fn range_at(msg_len: usize, offset: usize, len: usize, what: &'static str) -> DecodeResult<std::ops::Range<usize>> {
+    let end = offset.checked_add(len).ok_or(DecodeError::OutOfBounds(what))?;
     if end > msg_len {
         return Err(DecodeError::OutOfBounds(what));
     }
@@ -119,9 +102,7 @@ pub fn utf16_to_string(b: &[u8], what: &'static str) -> DecodeResult<String> {
         return Err(DecodeError::BadUtf16(what));
     }
     let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
-    char::decode_utf16(units)
-        .collect::<Result<String, _>>()
-        .map_err(|_| DecodeError::BadUtf16(what))
+    char::decode_utf16(units).collect::<Result<String, _>>().map_err(|_| DecodeError::BadUtf16(what))
 }
 
 /// Appends `s` as UTF-16LE; returns the number of bytes written.

@@ -61,14 +61,7 @@ impl SessionSetupResponse {
         let session_flags = r.u16("SessionFlags")?;
         let off = r.u16("SecurityBufferOffset")? as usize;
         let len = r.u16("SecurityBufferLength")? as usize;
-        let token = if len == 0 {
-            Bytes::new()
-        } else {
-            msg.slice(range_at(msg.len(), off, len, "SecurityBuffer")?)
-        };
-        Ok(SessionSetupResponse {
-            session_flags,
-            token,
-        })
+        let token = if len == 0 { Bytes::new() } else { msg.slice(range_at(msg.len(), off, len, "SecurityBuffer")?) };
+        Ok(SessionSetupResponse { session_flags, token })
     }
 }

@@ -125,10 +125,7 @@ mod tests {
 
     #[test]
     fn names_and_severity() {
-        assert_eq!(
-            NtStatus(0xC000_006D).to_string(),
-            "STATUS_LOGON_FAILURE (0xc000006d)"
-        );
+        assert_eq!(NtStatus(0xC000_006D).to_string(), "STATUS_LOGON_FAILURE (0xc000006d)");
         assert!(NtStatus::STATUS_PENDING.is_success());
         assert!(!NtStatus::STATUS_NO_MORE_FILES.is_error());
         assert!(NtStatus::STATUS_ACCESS_DENIED.is_error());

@@ -46,10 +46,7 @@ impl TransformHeader {
         let mut r = Reader::new(buf);
         let p = r.array::<4>("TRANSFORM ProtocolId")?;
         if p != TRANSFORM_PROTOCOL_ID {
-            return Err(DecodeError::BadValue {
-                field: "TRANSFORM ProtocolId",
-                got: u32::from_le_bytes(p).into(),
-            });
+            return Err(DecodeError::BadValue { field: "TRANSFORM ProtocolId", got: u32::from_le_bytes(p).into() });
         }
         let signature = r.array::<16>("TRANSFORM Signature")?;
         let nonce = r.array::<16>("TRANSFORM Nonce")?;
@@ -57,13 +54,7 @@ impl TransformHeader {
         r.skip(2, "Reserved")?;
         let flags = r.u16("Flags")?;
         let session_id = r.u64("SessionId")?;
-        Ok(TransformHeader {
-            signature,
-            nonce,
-            original_message_size,
-            flags,
-            session_id,
-        })
+        Ok(TransformHeader { signature, nonce, original_message_size, flags, session_id })
     }
 }
 

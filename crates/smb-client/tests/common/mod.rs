@@ -15,16 +15,8 @@ pub struct Samba {
 impl Samba {
     /// Starts smbd with extra `scripts/samba-test-server start` arguments.
     pub fn start(args: &[&str]) -> Samba {
-        let out = Command::new(script())
-            .arg("start")
-            .args(args)
-            .output()
-            .expect("run samba-test-server");
-        assert!(
-            out.status.success(),
-            "samba-test-server start failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new(script()).arg("start").args(args).output().expect("run samba-test-server");
+        assert!(out.status.success(), "samba-test-server start failed:\n{}", String::from_utf8_lossy(&out.stderr));
         let env = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_once('='))
@@ -52,18 +44,10 @@ impl Samba {
     /// Runs smbclient against the share with `cmd`; returns stdout.
     pub fn smbclient(&self, cmd: &str) -> String {
         let out = Command::new("smbclient")
-            .arg(format!(
-                "//{}/{}",
-                self.get("SMB_HOST"),
-                self.get("SMB_SHARE")
-            ))
+            .arg(format!("//{}/{}", self.get("SMB_HOST"), self.get("SMB_SHARE")))
             .args(["-p", self.get("SMB_PORT"), "-m", "SMB3"])
             .arg("-U")
-            .arg(format!(
-                "{}%{}",
-                self.get("SMB_USER"),
-                self.get("SMB_PASSWORD")
-            ))
+            .arg(format!("{}%{}", self.get("SMB_USER"), self.get("SMB_PASSWORD")))
             .args(["-c", cmd])
             .output()
             .expect("run smbclient");
@@ -78,9 +62,7 @@ impl Samba {
 
     /// Kills smbd (all its processes) without removing the state dir.
     pub fn kill(&self) {
-        let _ = Command::new("pkill")
-            .args(["-9", "-f", &format!("{}/smb.conf", self.get("SMB_DIR"))])
-            .status();
+        let _ = Command::new("pkill").args(["-9", "-f", &format!("{}/smb.conf", self.get("SMB_DIR"))]).status();
     }
 
     /// Starts smbd again on the same dir and port, as the script does, and
@@ -88,13 +70,7 @@ impl Samba {
     pub fn restart(&self) {
         let dir = self.get("SMB_DIR");
         let child = Command::new("setsid")
-            .args([
-                "smbd",
-                "--foreground",
-                "--no-process-group",
-                "-s",
-                &format!("{dir}/smb.conf"),
-            ])
+            .args(["smbd", "--foreground", "--no-process-group", "-s", &format!("{dir}/smb.conf")])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -113,9 +89,7 @@ impl Samba {
 
 impl Drop for Samba {
     fn drop(&mut self) {
-        let _ = Command::new(script())
-            .args(["stop", self.get("SMB_DIR")])
-            .output();
+        let _ = Command::new(script()).args(["stop", self.get("SMB_DIR")]).output();
     }
 }
 
