@@ -34,72 +34,35 @@ impl Tree {
         max_in_flight: usize,
         mut sink: impl FnMut(Bytes) -> Result<()>,
     ) -> Result<u64> {
-        let chunk = self.max_read() as u64;
-        let end =
-            offset.checked_add(length).ok_or_else(|| Error::InvalidArgument("offset + length overflows".into()))?;
-        let budget = (max_in_flight as u64).max(chunk);
-        let mut next = offset;
-        let mut queue: VecDeque<(u64, u32, ResponseFuture)> = VecDeque::new();
-        let mut in_flight = 0u64;
+        let mut r = self.reader(file_id, offset, length, max_in_flight)?;
         let mut delivered = 0u64;
-        loop {
-            let mut batch: Vec<ReadRequest> = Vec::new();
-            let mut credits = self.conn().credits_available() as u64;
-            while next < end && in_flight + chunk.min(end - next) <= budget {
-                let len = chunk.min(end - next) as u32;
-                let charge = credit_charge(len as u64) as u64;
-                if !batch.is_empty() && charge > credits {
-                    break;
-                }
-                credits = credits.saturating_sub(charge);
-                batch.push(ReadRequest { file_id, length: len, offset: next, minimum_count: 0 });
-                next += len as u64;
-                in_flight += len as u64;
-            }
-            if !batch.is_empty() {
-                let bodies: Vec<&dyn Request> = batch.iter().map(|r| r as &dyn Request).collect();
-                let rxs = self.send_many(&bodies).await?;
-                for (r, rx) in batch.iter().zip(rxs) {
-                    queue.push_back((r.offset, r.length, rx));
-                }
-            }
-            let Some((off, len, rx)) = queue.pop_front() else {
-                break;
-            };
-            in_flight -= len as u64;
-            let resp = self.conn().wait(rx).await?;
-            if resp.status() == NtStatus::STATUS_END_OF_FILE {
-                break;
-            }
-            let data = ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data;
-            let got = data.len() as u64;
-            if got > len as u64 {
-                return Err(Error::Protocol(format!("READ returned {got} bytes for {len} asked")));
-            }
-            delivered += got;
-            sink(data)?;
-            if got < len as u64 {
-                // Short read: fill the gap before later chunks so the order
-                // holds; an empty read means end of file.
-                let mut pos = off + got;
-                let stop = off + len as u64;
-                let mut eof = false;
-                while pos < stop {
-                    let d = self.read(file_id, pos, (stop - pos) as u32).await?;
-                    if d.is_empty() {
-                        eof = true;
-                        break;
-                    }
-                    pos += d.len() as u64;
-                    delivered += d.len() as u64;
-                    sink(d)?;
-                }
-                if eof {
-                    break;
-                }
-            }
+        while let Some(b) = r.next().await? {
+            delivered += b.len() as u64;
+            sink(b)?;
         }
         Ok(delivered)
+    }
+
+    /// A pipelined READ stream over `offset..offset + length`; see
+    /// [`PipelinedReader::next`].
+    ///
+    /// Errors: [`Error::InvalidArgument`] if the range overflows.
+    pub fn reader(&self, file_id: FileId, offset: u64, length: u64, max_in_flight: usize) -> Result<PipelinedReader> {
+        let end =
+            offset.checked_add(length).ok_or_else(|| Error::InvalidArgument("offset + length overflows".into()))?;
+        let chunk = self.max_read() as u64;
+        Ok(PipelinedReader {
+            tree: self.clone(),
+            file_id,
+            chunk,
+            end,
+            budget: (max_in_flight as u64).max(chunk),
+            next: offset,
+            queue: VecDeque::new(),
+            in_flight: 0,
+            gap: None,
+            eof: false,
+        })
     }
 
     /// Writes `data` at `offset` with pipelined WRITEs of up to the
@@ -235,5 +198,97 @@ impl PipelinedWriter {
             self.complete_one().await?;
         }
         Ok(self.written)
+    }
+}
+
+/// A pipelined READ stream on one file; see [`Tree::reader`]. Requests are
+/// issued ahead of the consumer up to the byte budget, so SMB reads overlap
+/// whatever the consumer does with the data.
+pub struct PipelinedReader {
+    tree: Tree,
+    file_id: FileId,
+    chunk: u64,
+    end: u64,
+    budget: u64,
+    next: u64,
+    queue: VecDeque<(u64, u32, ResponseFuture)>,
+    in_flight: u64,
+    /// A short read left `start..stop` unread; fill it before moving on.
+    gap: Option<(u64, u64)>,
+    eof: bool,
+}
+
+impl PipelinedReader {
+    /// The next piece of data in file order, or `None` at the end of the
+    /// range or of the file. Pieces are zero-copy slices of received frames.
+    ///
+    /// Errors: the first failing NTSTATUS, a READ longer than asked, or a
+    /// transport error.
+    pub async fn next(&mut self) -> Result<Option<Bytes>> {
+        if let Some((pos, stop)) = self.gap {
+            let d = self.tree.read(self.file_id, pos, (stop - pos).min(self.chunk) as u32).await?;
+            if d.is_empty() {
+                self.finish_early();
+                return Ok(None);
+            }
+            let pos = pos + d.len() as u64;
+            self.gap = (pos < stop).then_some((pos, stop));
+            return Ok(Some(d));
+        }
+        if self.eof {
+            return Ok(None);
+        }
+        self.fill().await?;
+        let Some((off, len, rx)) = self.queue.pop_front() else { return Ok(None) };
+        self.in_flight -= len as u64;
+        let resp = self.tree.conn().wait(rx).await?;
+        if resp.status() == NtStatus::STATUS_END_OF_FILE {
+            self.finish_early();
+            return Ok(None);
+        }
+        let data = ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data;
+        let got = data.len() as u64;
+        if got > len as u64 {
+            return Err(Error::Protocol(format!("READ returned {got} bytes for {len} asked")));
+        }
+        if got == 0 {
+            self.finish_early();
+            return Ok(None);
+        }
+        if got < len as u64 {
+            // Short read: the rest of this chunk comes before later chunks.
+            self.gap = Some((off + got, off + len as u64));
+        }
+        Ok(Some(data))
+    }
+
+    fn finish_early(&mut self) {
+        self.eof = true;
+        self.gap = None;
+        self.queue.clear(); // late responses are dropped by the connection
+    }
+
+    async fn fill(&mut self) -> Result<()> {
+        let mut batch: Vec<ReadRequest> = Vec::new();
+        let mut credits = self.tree.conn().credits_available() as u64;
+        while self.next < self.end && self.in_flight + self.chunk.min(self.end - self.next) <= self.budget {
+            let len = self.chunk.min(self.end - self.next) as u32;
+            let charge = credit_charge(len as u64) as u64;
+            if !batch.is_empty() && charge > credits {
+                break;
+            }
+            credits = credits.saturating_sub(charge);
+            batch.push(ReadRequest { file_id: self.file_id, length: len, offset: self.next, minimum_count: 0 });
+            self.next += len as u64;
+            self.in_flight += len as u64;
+        }
+        if !batch.is_empty() {
+            let bodies: Vec<&dyn Request> = batch.iter().map(|r| r as &dyn Request).collect();
+            let rxs = self.tree.send_many(&bodies).await?;
+            for (r, rx) in batch.iter().zip(rxs) {
+                self.queue.push_back((r.offset, r.length, rx));
+            }
+        }
+        Ok(())
     }
 }
