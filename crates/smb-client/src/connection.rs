@@ -711,6 +711,14 @@ async fn reader_task(inner: Arc<Inner>, mut rd: OwnedReadHalf) {
     }
     .await;
     if let Err(e) = result {
+        // Whatever stops the reader kills the connection, so every waiter
+        // must see a connection error (retryable elsewhere), including for
+        // protocol violations such as a bad frame length or a reply to an
+        // unknown MessageId.
+        let e = match e {
+            Error::Protocol(m) => Error::ConnectionLost(format!("protocol violation: {m}")),
+            e => e,
+        };
         inner.poison(e);
     }
 }

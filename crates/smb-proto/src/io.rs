@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::create::FileId;
-use crate::error::DecodeResult;
+use crate::error::{DecodeError, DecodeResult};
 use crate::header::{Command, HEADER_LEN};
 use crate::message::{put_u16, put_u32, put_u64, Request};
 use crate::reader::{range_at, Reader};
@@ -64,6 +64,11 @@ impl ReadResponse {
         r.skip(1, "Reserved")?;
         let len = r.u32("DataLength")? as usize;
         let remaining = r.u32("DataRemaining")?;
+        // The data follows the 16-byte fixed part; an offset into the header
+        // or the fixed part would hand header bytes out as file data.
+        if len != 0 && off < HEADER_LEN + 16 {
+            return Err(DecodeError::OutOfBounds("READ Data"));
+        }
         let data = if len == 0 { Bytes::new() } else { msg.slice(range_at(msg.len(), off, len, "READ Data")?) };
         Ok(ReadResponse { data, remaining })
     }

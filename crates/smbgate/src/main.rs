@@ -1,1 +1,33 @@
-fn main() {}
+//! The `smbgate` binary.
+
+use clap::Parser;
+use smbgate::config::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("SMBGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let code = rt.block_on(async {
+        match cli.command {
+            Command::Serve(args) => match smbgate::server::prepare(&args).await {
+                Ok(p) => {
+                    match p.local_addr() {
+                        Ok(a) => tracing::info!(listen = %a, share = %args.share, "smbgate ready"),
+                        Err(_) => tracing::info!("smbgate ready"),
+                    }
+                    smbgate::server::run(p, smbgate::server::shutdown_signal()).await;
+                    0
+                }
+                Err(e) => {
+                    eprintln!("smbgate: {e}");
+                    1
+                }
+            },
+        }
+    });
+    std::process::exit(code);
+}

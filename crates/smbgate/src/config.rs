@@ -1,0 +1,161 @@
+//! Command line and environment configuration (clap), with secrets read
+//! from files when asked. Secrets never appear in Debug output.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// smbgate: an S3-compatible gateway in front of an SMB share.
+#[derive(Debug, Parser)]
+#[command(name = "smbgate", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the S3 API for one share.
+    Serve(ServeArgs),
+}
+
+/// `smbgate serve` settings; each flag falls back to an SMBGATE_* variable.
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SMBGATE_LISTEN", default_value = "127.0.0.1:9000")]
+    pub listen: SocketAddr,
+    /// Share root: smb://HOST[:PORT]/SHARE[/PATH]. Each top-level directory
+    /// under it is a bucket.
+    #[arg(long, env = "SMBGATE_SHARE")]
+    pub share: String,
+    /// SMB user name.
+    #[arg(long, env = "SMBGATE_SMB_USER", default_value = "")]
+    pub smb_user: String,
+    /// SMB password.
+    #[arg(long, env = "SMBGATE_SMB_PASSWORD", hide_env_values = true)]
+    pub smb_password: Option<String>,
+    /// File holding the SMB password (first line).
+    #[arg(long, env = "SMBGATE_SMB_PASSWORD_FILE")]
+    pub smb_password_file: Option<PathBuf>,
+    /// SMB (NTLM) domain.
+    #[arg(long, env = "SMBGATE_SMB_DOMAIN", default_value = "")]
+    pub smb_domain: String,
+    /// S3 access key clients sign with.
+    #[arg(long, env = "SMBGATE_ACCESS_KEY")]
+    pub access_key: Option<String>,
+    /// S3 secret key.
+    #[arg(long, env = "SMBGATE_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+    /// File holding the S3 secret key (first line).
+    #[arg(long, env = "SMBGATE_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<PathBuf>,
+    /// Region reported to clients and used in SigV4 scope.
+    #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// Allow unsigned (anonymous) requests. Off unless given explicitly.
+    #[arg(long, env = "SMBGATE_ANONYMOUS", default_value_t = false)]
+    pub anonymous: bool,
+    /// SMB connections in the pool.
+    #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8)]
+    pub pool_size: usize,
+    /// Largest SMB READ/WRITE in bytes (clamped to what the server allows).
+    #[arg(long, env = "SMBGATE_IO_SIZE", default_value_t = 8 << 20)]
+    pub io_size: u32,
+    /// Sign every SMB message even if the server does not require it.
+    #[arg(long, env = "SMBGATE_SMB_SIGN", default_value_t = false)]
+    pub smb_sign: bool,
+    /// Encrypt every SMB message.
+    #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value_t = false)]
+    pub smb_encrypt: bool,
+    /// Split-streaming segment size for large GETs, in bytes.
+    #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value_t = 8 << 20)]
+    pub segment_size: u64,
+    /// Segments fetched ahead (each on its own connection) for large GETs.
+    #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4)]
+    pub prefetch: usize,
+}
+
+impl std::fmt::Debug for ServeArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeArgs")
+            .field("listen", &self.listen)
+            .field("share", &self.share)
+            .field("smb_user", &self.smb_user)
+            .field("access_key", &self.access_key)
+            .field("region", &self.region)
+            .field("anonymous", &self.anonymous)
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A parsed `smb://HOST[:PORT]/SHARE[/PATH]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareUrl {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port (445 if absent).
+    pub port: u16,
+    /// Share name.
+    pub share: String,
+    /// Sub-path inside the share (`\`-separated, may be empty).
+    pub path: String,
+}
+
+impl ShareUrl {
+    /// Parses the share URL.
+    ///
+    /// Errors: a one-line reason for a malformed URL.
+    pub fn parse(s: &str) -> Result<ShareUrl, String> {
+        let rest = s.strip_prefix("smb://").ok_or_else(|| format!("share {s:?} must start with smb://"))?;
+        let (hostport, path) = rest.split_once('/').ok_or_else(|| format!("share {s:?} has no share name"))?;
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                (h.to_string(), p.parse::<u16>().map_err(|_| format!("bad port in {s:?}"))?)
+            }
+            _ => (hostport.to_string(), 445),
+        };
+        if host.is_empty() {
+            return Err(format!("share {s:?} has no host"));
+        }
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let share = parts.next().ok_or_else(|| format!("share {s:?} has no share name"))?.to_string();
+        let sub: Vec<&str> = parts.collect();
+        if sub.iter().any(|p| *p == "." || *p == "..") {
+            return Err(format!("share path in {s:?} may not contain . or .."));
+        }
+        Ok(ShareUrl { host, port, share, path: sub.join("\\") })
+    }
+}
+
+/// Reads a secret from a value or the first line of a file.
+///
+/// Errors: the file cannot be read.
+pub fn secret(value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>, String> {
+    if let Some(f) = file {
+        let s = std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        return Ok(Some(s.lines().next().unwrap_or("").to_string()));
+    }
+    Ok(value.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_urls() {
+        let u = ShareUrl::parse("smb://nas.local/data/s3/root").unwrap();
+        assert_eq!(u, ShareUrl { host: "nas.local".into(), port: 445, share: "data".into(), path: "s3\\root".into() });
+        let u = ShareUrl::parse("smb://127.0.0.1:4455/share").unwrap();
+        assert_eq!((u.port, u.share.as_str(), u.path.as_str()), (4455, "share", ""));
+        assert!(ShareUrl::parse("http://x/y").is_err());
+        assert!(ShareUrl::parse("smb://host").is_err());
+        assert!(ShareUrl::parse("smb://host/share/../x").is_err());
+        assert!(ShareUrl::parse("smb://host:99999/share").is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! smbgate: an S3-compatible HTTP gateway that serves SMB2/3 shares as
+//! buckets.
+//!
+//! - [`s3`]: the s3s adapter (HTTP, SigV4, XML, S3 errors) over the store.
+//! - [`store`]: S3 semantics on the share (keys, metadata, atomic publish,
+//!   multipart, listing).
+//! - [`stream`]: split streaming for large GETs.
+//! - [`config`]: flags and environment.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod s3;
+pub mod server;
+pub mod store;
+pub mod stream;

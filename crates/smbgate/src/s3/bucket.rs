@@ -1,0 +1,88 @@
+//! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket,
+//! GetBucketLocation, GetBucketVersioning, and the bucket ACL stubs.
+
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result};
+
+use super::convert::{owner, timestamp};
+use super::{s3_error, Gateway};
+
+pub async fn list_buckets(gw: &Gateway, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    let buckets = gw.store.list_buckets().await.map_err(s3_error)?;
+    let list = buckets
+        .into_iter()
+        .map(|b| Bucket { name: Some(b.name), creation_date: Some(timestamp(b.created)), bucket_region: None })
+        .collect();
+    Ok(S3Response::new(ListBucketsOutput { buckets: Some(list), owner: Some(owner()), ..Default::default() }))
+}
+
+pub async fn create_bucket(
+    gw: &Gateway,
+    req: S3Request<CreateBucketInput>,
+) -> S3Result<S3Response<CreateBucketOutput>> {
+    let bucket = req.input.bucket;
+    gw.store.create_bucket(&bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) }))
+}
+
+pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(gw.region.clone()), ..Default::default() }))
+}
+
+pub async fn delete_bucket(
+    gw: &Gateway,
+    req: S3Request<DeleteBucketInput>,
+) -> S3Result<S3Response<DeleteBucketOutput>> {
+    gw.store.delete_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(DeleteBucketOutput {}))
+}
+
+pub async fn get_bucket_location(
+    gw: &Gateway,
+    req: S3Request<GetBucketLocationInput>,
+) -> S3Result<S3Response<GetBucketLocationOutput>> {
+    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    // us-east-1 is reported as an empty LocationConstraint, as S3 does.
+    let loc = (gw.region != "us-east-1").then(|| BucketLocationConstraint::from(gw.region.clone()));
+    Ok(S3Response::new(GetBucketLocationOutput { location_constraint: loc }))
+}
+
+pub async fn get_bucket_versioning(
+    gw: &Gateway,
+    req: S3Request<GetBucketVersioningInput>,
+) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(GetBucketVersioningOutput::default()))
+}
+
+/// The owner with FULL_CONTROL: the only grant this gateway has.
+pub fn full_control() -> Grants {
+    vec![Grant {
+        grantee: Some(Grantee {
+            display_name: Some("smbgate".into()),
+            email_address: None,
+            id: Some("smbgate".into()),
+            type_: Type::from_static(Type::CANONICAL_USER),
+            uri: None,
+        }),
+        permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+    }]
+}
+
+pub async fn get_bucket_acl(
+    gw: &Gateway,
+    req: S3Request<GetBucketAclInput>,
+) -> S3Result<S3Response<GetBucketAclOutput>> {
+    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(GetBucketAclOutput { grants: Some(full_control()), owner: Some(owner()) }))
+}
+
+pub async fn put_bucket_acl(
+    gw: &Gateway,
+    req: S3Request<PutBucketAclInput>,
+) -> S3Result<S3Response<PutBucketAclOutput>> {
+    // Canned ACLs are accepted and ignored: the share's own permissions rule.
+    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    Ok(S3Response::new(PutBucketAclOutput::default()))
+}

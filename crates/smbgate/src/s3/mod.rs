@@ -1,0 +1,168 @@
+//! The S3 front: a thin adapter from the s3s `S3` trait (which parses
+//! requests, checks SigV4 and writes XML) to the [`Store`]. Each handler
+//! translates types and errors; the S3 rules on the share live in the store.
+
+mod bucket;
+mod convert;
+mod list;
+mod multipart;
+mod object;
+
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
+
+use crate::store::{Store, StoreError};
+
+/// The S3 service over one store.
+#[derive(Clone)]
+pub struct Gateway {
+    store: Store,
+    region: String,
+}
+
+impl Gateway {
+    /// A gateway answering for `region`.
+    pub fn new(store: Store, region: &str) -> Gateway {
+        Gateway { store, region: region.to_string() }
+    }
+}
+
+/// Maps a store error to the S3 error clients expect.
+pub fn s3_error(e: StoreError) -> S3Error {
+    use S3ErrorCode as C;
+    let msg = e.to_string();
+    let code = match &e {
+        StoreError::NoSuchBucket => C::NoSuchBucket,
+        StoreError::NoSuchKey => C::NoSuchKey,
+        StoreError::BucketAlreadyOwnedByYou => C::BucketAlreadyOwnedByYou,
+        StoreError::BucketNotEmpty => C::BucketNotEmpty,
+        StoreError::InvalidKey(k) => match k.s3_code() {
+            "KeyTooLongError" => C::KeyTooLongError,
+            _ => C::InvalidArgument,
+        },
+        StoreError::Conflict(_) => {
+            let mut err = S3Error::with_message(C::Custom("KeyConflict".into()), msg);
+            err.set_status_code(http::StatusCode::CONFLICT);
+            return err;
+        }
+        StoreError::PreconditionFailed => C::PreconditionFailed,
+        StoreError::NotModified => C::NotModified,
+        StoreError::BadDigest(_) => C::BadDigest,
+        StoreError::InvalidDigest(_) => C::InvalidDigest,
+        StoreError::IncompleteBody => C::IncompleteBody,
+        StoreError::InvalidRange => C::InvalidRange,
+        StoreError::NoSuchUpload => C::NoSuchUpload,
+        StoreError::InvalidPart(_) => C::InvalidPart,
+        StoreError::InvalidPartOrder => C::InvalidPartOrder,
+        StoreError::EntityTooSmall => C::EntityTooSmall,
+        StoreError::InvalidArgument(_) => C::InvalidArgument,
+        StoreError::AccessDenied => C::AccessDenied,
+        StoreError::Busy(_) => C::SlowDown,
+        StoreError::Body(_) => C::IncompleteBody,
+        StoreError::Smb(_) => {
+            tracing::error!(error = %msg, "SMB error");
+            C::InternalError
+        }
+    };
+    S3Error::with_message(code, msg)
+}
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        bucket::list_buckets(self, req).await
+    }
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        bucket::create_bucket(self, req).await
+    }
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        bucket::head_bucket(self, req).await
+    }
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        bucket::delete_bucket(self, req).await
+    }
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        bucket::get_bucket_location(self, req).await
+    }
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        bucket::get_bucket_versioning(self, req).await
+    }
+    async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
+        bucket::get_bucket_acl(self, req).await
+    }
+    async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
+        bucket::put_bucket_acl(self, req).await
+    }
+    async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
+        object::get_object_acl(self, req).await
+    }
+    async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
+        object::put_object_acl(self, req).await
+    }
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        object::put_object(self, req).await
+    }
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        object::get_object(self, req).await
+    }
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        object::head_object(self, req).await
+    }
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        object::delete_object(self, req).await
+    }
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        object::delete_objects(self, req).await
+    }
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        object::copy_object(self, req).await
+    }
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        list::list_objects(self, req).await
+    }
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        list::list_objects_v2(self, req).await
+    }
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        multipart::create(self, req).await
+    }
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        multipart::upload_part(self, req).await
+    }
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        multipart::upload_part_copy(self, req).await
+    }
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        multipart::complete(self, req).await
+    }
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        multipart::abort(self, req).await
+    }
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        multipart::list_parts(self, req).await
+    }
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        multipart::list_uploads(self, req).await
+    }
+}

@@ -1,0 +1,239 @@
+//! Multipart uploads: Create, UploadPart, UploadPartCopy, Complete (with
+//! whitespace keep-alive while the parts are joined), Abort, ListParts and
+//! ListMultipartUploads.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::convert::*;
+use super::object::copy_source;
+use super::{s3_error, Gateway};
+use crate::store::object::PutRequest;
+
+pub async fn create(
+    gw: &Gateway,
+    req: S3Request<CreateMultipartUploadInput>,
+) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let i = req.input;
+    let meta = meta_from(
+        i.content_type,
+        i.content_encoding,
+        i.content_disposition,
+        i.content_language,
+        i.cache_control,
+        i.expires,
+        i.metadata,
+    );
+    let id = gw.store.create_upload(&i.bucket, &i.key, meta).await.map_err(s3_error)?;
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(i.bucket),
+        key: Some(i.key),
+        upload_id: Some(id),
+        ..Default::default()
+    }))
+}
+
+pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    let trailers = req.trailing_headers.clone();
+    let headers = req.headers.clone();
+    let i = req.input;
+    let put = PutRequest {
+        content_md5: i.content_md5,
+        checksums: checksums_from(
+            i.checksum_crc32,
+            i.checksum_crc32c,
+            i.checksum_crc64nvme,
+            i.checksum_sha1,
+            i.checksum_sha256,
+        ),
+        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
+        content_length: headers
+            .get("x-amz-decoded-content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok()),
+        ..Default::default()
+    };
+    let body =
+        i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    let r = gw
+        .store
+        .upload_part(&i.bucket, &i.key, &i.upload_id, i.part_number, body, put, || trailer_checksums(&trailers))
+        .await
+        .map_err(s3_error)?;
+    let c = |k: &str| r.checksums.get(k).cloned();
+    Ok(S3Response::new(UploadPartOutput {
+        e_tag: Some(etag(&r.etag)),
+        checksum_crc32: c("CRC32"),
+        checksum_crc32c: c("CRC32C"),
+        checksum_crc64nvme: c("CRC64NVME"),
+        checksum_sha1: c("SHA1"),
+        checksum_sha256: c("SHA256"),
+        ..Default::default()
+    }))
+}
+
+/// Parses `bytes=first-last` of x-amz-copy-source-range.
+fn copy_range(r: &str) -> S3Result<std::ops::Range<u64>> {
+    let bad = || {
+        S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "The x-amz-copy-source-range value must be of the form bytes=first-last",
+        )
+    };
+    let (a, b) = r.strip_prefix("bytes=").and_then(|s| s.split_once('-')).ok_or_else(bad)?;
+    let first: u64 = a.trim().parse().map_err(|_| bad())?;
+    let last: u64 = b.trim().parse().map_err(|_| bad())?;
+    if last < first {
+        return Err(bad());
+    }
+    Ok(first..last + 1)
+}
+
+pub async fn upload_part_copy(
+    gw: &Gateway,
+    req: S3Request<UploadPartCopyInput>,
+) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    let i = req.input;
+    let (sb, sk) = copy_source(&i.copy_source)?;
+    let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
+    let cond = Conditions {
+        if_match: i.copy_source_if_match.as_ref(),
+        if_none_match: i.copy_source_if_none_match.as_ref(),
+        if_modified_since: i.copy_source_if_modified_since.as_ref(),
+        if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
+    };
+    let (info, r) = gw
+        .store
+        .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {
+            cond.check(info, false)
+        })
+        .await
+        .map_err(s3_error)?;
+    Ok(S3Response::new(UploadPartCopyOutput {
+        copy_part_result: Some(CopyPartResult {
+            e_tag: Some(etag(&r.etag)),
+            last_modified: Some(timestamp(info.last_modified)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+}
+
+pub async fn complete(
+    gw: &Gateway,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let i = req.input;
+    let parts: Vec<(i32, String)> = i
+        .multipart_upload
+        .and_then(|m| m.parts)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.part_number.unwrap_or(0), p.e_tag.map(|e| e.value().to_string()).unwrap_or_default()))
+        .collect();
+    // Check the upload exists before committing to a 200 with keep-alive.
+    gw.store.upload_record(&i.upload_id).await.map_err(s3_error)?;
+    let store = gw.store.clone();
+    let (bucket, key, id) = (i.bucket, i.key, i.upload_id);
+    let fut = async move {
+        let r = store.complete_upload(&bucket, &key, &id, &parts).await.map_err(s3_error)?;
+        Ok(CompleteMultipartUploadOutput {
+            bucket: Some(bucket.clone()),
+            key: Some(key.clone()),
+            e_tag: Some(etag(&r.etag)),
+            location: Some(format!("/{bucket}/{key}")),
+            ..Default::default()
+        })
+    };
+    Ok(S3Response::new(CompleteMultipartUploadOutput { future: Some(Box::pin(fut)), ..Default::default() }))
+}
+
+pub async fn abort(
+    gw: &Gateway,
+    req: S3Request<AbortMultipartUploadInput>,
+) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let i = req.input;
+    gw.store.abort_upload(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    let i = req.input;
+    let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+    let marker = i.part_number_marker.unwrap_or(0);
+    let all = gw.store.list_parts(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    let after: Vec<_> = all.into_iter().filter(|p| p.number > marker).collect();
+    let truncated = after.len() > max;
+    let page: Vec<_> = after.into_iter().take(max).collect();
+    let next = page.last().map(|p| p.number).filter(|_| truncated);
+    Ok(S3Response::new(ListPartsOutput {
+        bucket: Some(i.bucket),
+        key: Some(i.key),
+        upload_id: Some(i.upload_id),
+        max_parts: Some(max as i32),
+        part_number_marker: i.part_number_marker,
+        next_part_number_marker: next,
+        is_truncated: Some(truncated),
+        owner: Some(owner()),
+        parts: Some(
+            page.into_iter()
+                .map(|p| Part {
+                    part_number: Some(p.number),
+                    size: Some(p.size as i64),
+                    e_tag: Some(etag(&p.etag)),
+                    last_modified: Some(timestamp(p.last_modified)),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }))
+}
+
+pub async fn list_uploads(
+    gw: &Gateway,
+    req: S3Request<ListMultipartUploadsInput>,
+) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let i = req.input;
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+    let mut all = gw.store.list_uploads(&i.bucket, &prefix).await.map_err(s3_error)?;
+    if let Some(km) = &i.key_marker {
+        let idm = i.upload_id_marker.clone().unwrap_or_default();
+        all.retain(|u| {
+            u.record.key.as_str() > km.as_str() || (u.record.key == *km && !idm.is_empty() && u.upload_id > idm)
+        });
+    }
+    let truncated = all.len() > max;
+    all.truncate(max);
+    let (nk, nu) = match all.last() {
+        Some(u) if truncated => (Some(u.record.key.clone()), Some(u.upload_id.clone())),
+        _ => (None, None),
+    };
+    let uploads = all
+        .into_iter()
+        .map(|u| MultipartUpload {
+            key: Some(u.record.key),
+            upload_id: Some(u.upload_id),
+            initiated: Some(Timestamp::from(UNIX_EPOCH + Duration::from_secs(u.record.initiated.max(0) as u64))),
+            owner: Some(owner()),
+            initiator: Some(Initiator { display_name: Some("smbgate".into()), id: Some("smbgate".into()) }),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListMultipartUploadsOutput {
+        bucket: Some(i.bucket),
+        prefix: i.prefix,
+        key_marker: i.key_marker,
+        upload_id_marker: i.upload_id_marker,
+        next_key_marker: nk,
+        next_upload_id_marker: nu,
+        max_uploads: Some(max as i32),
+        is_truncated: Some(truncated),
+        uploads: Some(uploads),
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,342 @@
+//! Object operations: PutObject, GetObject, HeadObject, DeleteObject(s),
+//! CopyObject and the object ACL stubs.
+
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::bucket::full_control;
+use super::convert::*;
+use super::{s3_error, Gateway};
+use crate::store::keys::map_key;
+use crate::store::object::{ObjectInfo, PutRequest, Target};
+use crate::store::StoreError;
+
+fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
+    if !enabled {
+        return Default::default();
+    }
+    let c = &info.meta.checksums;
+    ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"].map(|k| c.get(k).cloned())
+}
+
+fn decoded_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers.get("x-amz-decoded-content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
+}
+
+pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    let trailers = req.trailing_headers.clone();
+    let headers = req.headers.clone();
+    let i = req.input;
+    let put = PutRequest {
+        meta: meta_from(
+            i.content_type,
+            i.content_encoding.filter(|e| e != "aws-chunked"),
+            i.content_disposition,
+            i.content_language,
+            i.cache_control,
+            i.expires,
+            i.metadata,
+        ),
+        content_md5: i.content_md5,
+        checksums: checksums_from(
+            i.checksum_crc32,
+            i.checksum_crc32c,
+            i.checksum_crc64nvme,
+            i.checksum_sha1,
+            i.checksum_sha256,
+        ),
+        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
+        content_length: decoded_length(&headers),
+        if_match: i.if_match.as_ref().map(|c| c.as_etag().map(|e| e.value().to_string()).unwrap_or_else(|| "*".into())),
+        if_none_match: i.if_none_match.is_some(),
+    };
+    let body = i.body.unwrap_or_else(|| {
+        s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
+    });
+    let r =
+        gw.store.put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers)).await.map_err(s3_error)?;
+    let c = |k: &str| r.checksums.get(k).cloned();
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(etag(&r.etag)),
+        checksum_crc32: c("CRC32"),
+        checksum_crc32c: c("CRC32C"),
+        checksum_crc64nvme: c("CRC64NVME"),
+        checksum_sha1: c("SHA1"),
+        checksum_sha256: c("SHA256"),
+        ..Default::default()
+    }))
+}
+
+/// Byte range of `partNumber` of an object (whole object for part 1 of a
+/// single-part object).
+fn part_range(info: &ObjectInfo, n: i32) -> Result<std::ops::Range<u64>, S3Error> {
+    let parts = &info.meta.parts;
+    let bad = || {
+        let mut e = S3Error::with_message(
+            S3ErrorCode::Custom("InvalidPartNumber".into()),
+            "the requested partnumber is not satisfiable",
+        );
+        e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+        e
+    };
+    if parts.is_empty() {
+        return if n == 1 { Ok(0..info.size) } else { Err(bad()) };
+    }
+    if n < 1 || n as usize > parts.len() {
+        return Err(bad());
+    }
+    let start: u64 = parts[..n as usize - 1].iter().sum();
+    Ok(start..start + parts[n as usize - 1])
+}
+
+fn unsatisfiable(size: u64) -> S3Error {
+    let mut e = s3_error(StoreError::InvalidRange);
+    let mut h = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(&format!("bytes */{size}")) {
+        h.insert(http::header::CONTENT_RANGE, v);
+    }
+    e.set_headers(h);
+    e
+}
+
+fn not_modified_error(e: StoreError, info: &ObjectInfo) -> S3Error {
+    let mut err = s3_error(e);
+    let mut h = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", info.etag)) {
+        h.insert(http::header::ETAG, v);
+    }
+    err.set_headers(h);
+    err
+}
+
+pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let i = req.input;
+    let (opened, info) = gw.store.open_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let cond = Conditions {
+        if_match: i.if_match.as_ref(),
+        if_none_match: i.if_none_match.as_ref(),
+        if_modified_since: i.if_modified_since.as_ref(),
+        if_unmodified_since: i.if_unmodified_since.as_ref(),
+    };
+    if let Err(e) = cond.check(&info, true) {
+        opened.close().await;
+        return Err(not_modified_error(e, &info));
+    }
+    let (range, partial) = match (&i.part_number, &i.range) {
+        (Some(n), _) => match part_range(&info, *n) {
+            Ok(r) => (r, !info.meta.parts.is_empty()),
+            Err(e) => {
+                opened.close().await;
+                return Err(e);
+            }
+        },
+        (None, Some(r)) => match r.check(info.size) {
+            Ok(r) => (r, true),
+            Err(_) => {
+                opened.close().await;
+                return Err(unsatisfiable(info.size));
+            }
+        },
+        (None, None) => (0..info.size, false),
+    };
+    let len = range.end - range.start;
+    let content_range = partial.then(|| format!("bytes {}-{}/{}", range.start, range.end.saturating_sub(1), info.size));
+    let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
+        &info,
+        i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
+    );
+    let body = gw.store.stream_object(opened, &info, range);
+    let m = info.meta.clone();
+    let out = GetObjectOutput {
+        body: Some(StreamingBlob::wrap(body)),
+        content_length: Some(len as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(etag(&info.etag)),
+        last_modified: Some(timestamp(info.last_modified)),
+        content_type: i.response_content_type.or(m.content_type).or_else(|| Some("binary/octet-stream".into())),
+        content_encoding: i.response_content_encoding.or(m.content_encoding),
+        content_disposition: i.response_content_disposition.or(m.content_disposition),
+        content_language: i.response_content_language.or(m.content_language),
+        cache_control: i.response_cache_control.or(m.cache_control),
+        expires: i.response_expires.or_else(|| m.expires.as_deref().and_then(parse_http_date)),
+        metadata: (!m.user.is_empty()).then(|| m.user.clone().into_iter().collect()),
+        parts_count: (!m.parts.is_empty() && i.part_number.is_some()).then_some(m.parts.len() as i32),
+        checksum_crc32: crc32,
+        checksum_crc32c: crc32c,
+        checksum_crc64nvme: crc64,
+        checksum_sha1: sha1,
+        checksum_sha256: sha256,
+        ..Default::default()
+    };
+    Ok(S3Response::new(out))
+}
+
+pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    let i = req.input;
+    let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let cond = Conditions {
+        if_match: i.if_match.as_ref(),
+        if_none_match: i.if_none_match.as_ref(),
+        if_modified_since: i.if_modified_since.as_ref(),
+        if_unmodified_since: i.if_unmodified_since.as_ref(),
+    };
+    cond.check(&info, true).map_err(|e| not_modified_error(e, &info))?;
+    let (len, content_range, partial) = match (&i.part_number, &i.range) {
+        (Some(n), _) => {
+            let r = part_range(&info, *n)?;
+            let partial = !info.meta.parts.is_empty();
+            (
+                r.end - r.start,
+                partial.then(|| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)),
+                partial,
+            )
+        }
+        (None, Some(r)) => {
+            let r = r.check(info.size).map_err(|_| unsatisfiable(info.size))?;
+            (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)), true)
+        }
+        (None, None) => (info.size, None, false),
+    };
+    let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
+        &info,
+        i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
+    );
+    let m = info.meta.clone();
+    Ok(S3Response::new(HeadObjectOutput {
+        content_length: Some(len as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(etag(&info.etag)),
+        last_modified: Some(timestamp(info.last_modified)),
+        content_type: i.response_content_type.or(m.content_type).or_else(|| Some("binary/octet-stream".into())),
+        content_encoding: i.response_content_encoding.or(m.content_encoding),
+        content_disposition: i.response_content_disposition.or(m.content_disposition),
+        content_language: i.response_content_language.or(m.content_language),
+        cache_control: i.response_cache_control.or(m.cache_control),
+        expires: i.response_expires.or_else(|| m.expires.as_deref().and_then(parse_http_date)),
+        metadata: (!m.user.is_empty()).then(|| m.user.clone().into_iter().collect()),
+        parts_count: (!m.parts.is_empty() && i.part_number.is_some()).then_some(m.parts.len() as i32),
+        checksum_crc32: crc32,
+        checksum_crc32c: crc32c,
+        checksum_crc64nvme: crc64,
+        checksum_sha1: sha1,
+        checksum_sha256: sha256,
+        ..Default::default()
+    }))
+}
+
+pub async fn delete_object(
+    gw: &Gateway,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let i = req.input;
+    if let Some(c) = &i.if_match {
+        match gw.store.head_object(&i.bucket, &i.key).await {
+            Ok(info) if c.as_etag().is_none_or(|e| e.value() == info.etag) => {}
+            Ok(_) => return Err(s3_error(StoreError::PreconditionFailed)),
+            Err(StoreError::NoSuchKey) => return Err(s3_error(StoreError::NoSuchKey)),
+            Err(e) => return Err(s3_error(e)),
+        }
+    }
+    gw.store.delete_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub async fn delete_objects(
+    gw: &Gateway,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let i = req.input;
+    gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
+    let quiet = i.delete.quiet.unwrap_or(false);
+    let mut deleted = Vec::new();
+    let mut errors = Vec::new();
+    for obj in i.delete.objects {
+        match gw.store.delete_object(&i.bucket, &obj.key).await {
+            Ok(()) => {
+                if !quiet {
+                    deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
+                }
+            }
+            Err(e) => {
+                let s = s3_error(e);
+                errors.push(Error {
+                    code: Some(s.code().as_str().to_string()),
+                    key: Some(obj.key),
+                    message: s.message().map(|m| m.to_string()),
+                    version_id: None,
+                });
+            }
+        }
+    }
+    Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
+}
+
+/// `(bucket, key)` of a copy source.
+pub fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
+    match src {
+        CopySource::Bucket { bucket, key, .. } => Ok((bucket.to_string(), key.to_string())),
+        _ => Err(S3Error::with_message(S3ErrorCode::NotImplemented, "access point copy sources are not supported")),
+    }
+}
+
+pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    let i = req.input;
+    let (sb, sk) = copy_source(&i.copy_source)?;
+    let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    if sb == i.bucket && sk == i.key && !replace {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+        ));
+    }
+    let new_meta = replace.then(|| {
+        meta_from(
+            i.content_type,
+            i.content_encoding,
+            i.content_disposition,
+            i.content_language,
+            i.cache_control,
+            i.expires,
+            i.metadata,
+        )
+    });
+    let cond = Conditions {
+        if_match: i.copy_source_if_match.as_ref(),
+        if_none_match: i.copy_source_if_none_match.as_ref(),
+        if_modified_since: i.copy_source_if_modified_since.as_ref(),
+        if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
+    };
+    let target = Target::Object { bucket: i.bucket.clone(), key: map_key(&i.key).map_err(|e| s3_error(e.into()))? };
+    let (_, r) = gw
+        .store
+        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check(info, false))
+        .await
+        .map_err(s3_error)?;
+    let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(CopyObjectResult {
+            e_tag: Some(etag(&r.etag)),
+            last_modified: Some(timestamp(info.last_modified)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+}
+
+pub async fn get_object_acl(
+    gw: &Gateway,
+    req: S3Request<GetObjectAclInput>,
+) -> S3Result<S3Response<GetObjectAclOutput>> {
+    gw.store.head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    Ok(S3Response::new(GetObjectAclOutput { grants: Some(full_control()), owner: Some(owner()), ..Default::default() }))
+}
+
+pub async fn put_object_acl(
+    gw: &Gateway,
+    req: S3Request<PutObjectAclInput>,
+) -> S3Result<S3Response<PutObjectAclOutput>> {
+    gw.store.head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    Ok(S3Response::new(PutObjectAclOutput::default()))
+}

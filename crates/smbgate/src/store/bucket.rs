@@ -1,0 +1,120 @@
+//! Buckets: the top-level directories under the share root.
+
+use smb_proto::NtStatus;
+
+use super::error::is_not_found;
+use super::{Store, StoreError, StoreResult, INTERNAL};
+
+/// A bucket as ListBuckets reports it.
+#[derive(Debug, Clone)]
+pub struct BucketInfo {
+    /// Directory name.
+    pub name: String,
+    /// CreationTime of the directory (FILETIME).
+    pub created: u64,
+}
+
+impl Store {
+    /// ListBuckets: every directory under the root except `.smbgate`, in
+    /// name order.
+    pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
+        let tree = self.tree().await?;
+        let mut out: Vec<BucketInfo> = tree
+            .list_dir(&self.path(""))
+            .await?
+            .into_iter()
+            .filter(|e| e.times.is_directory() && !e.name.eq_ignore_ascii_case(INTERNAL) && !e.name.starts_with('.'))
+            .map(|e| BucketInfo { name: e.name, created: e.times.creation })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// CreateBucket: mkdir.
+    ///
+    /// Errors: BucketAlreadyOwnedByYou if it exists (as a bucket), Conflict
+    /// if a file of that name sits in the root.
+    pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket)?;
+        let tree = self.tree().await?;
+        match tree.mkdir(&self.bucket_path(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                if tree.stat(&self.bucket_path(bucket)).await?.is_directory() {
+                    Err(StoreError::BucketAlreadyOwnedByYou)
+                } else {
+                    Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// HeadBucket.
+    ///
+    /// Errors: NoSuchBucket.
+    pub async fn head_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
+        let tree = self.tree().await?;
+        self.check_bucket(&tree, bucket).await
+    }
+
+    /// DeleteBucket: rmdir. Directories left empty by deleted objects do
+    /// not count as content; they are removed first.
+    ///
+    /// Errors: NoSuchBucket, BucketNotEmpty.
+    pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
+        let tree = self.tree().await?;
+        let path = self.bucket_path(bucket);
+        match tree.delete(&path, true).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
+            Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Only empty, unmarked directories inside? Remove them bottom-up.
+        if !self.remove_empty_tree(&tree, &path).await? {
+            return Err(StoreError::BucketNotEmpty);
+        }
+        tree.delete(&path, true).await.map_err(|e| {
+            if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) {
+                StoreError::BucketNotEmpty
+            } else {
+                e.into()
+            }
+        })
+    }
+
+    /// Removes the empty, unmarked subdirectories of `dir`; returns false as
+    /// soon as a file or a marker directory is found (nothing else is
+    /// removed after that).
+    fn remove_empty_tree<'a>(
+        &'a self,
+        tree: &'a smb_client::Tree,
+        dir: &'a str,
+    ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
+        Box::pin(async move {
+            for e in tree.list_dir(dir).await? {
+                if !e.times.is_directory() || e.ea_size > 0 {
+                    return Ok(false);
+                }
+                let sub = format!("{dir}\\{}", e.name);
+                if !self.remove_empty_tree(tree, &sub).await? {
+                    return Ok(false);
+                }
+                tree.delete(&sub, true).await?;
+            }
+            Ok(true)
+        })
+    }
+}
+
+/// Bucket names must be plain directory names; S3's own naming rules are
+/// enforced by the protocol layer, this guards the share.
+fn check_name(bucket: &str) -> StoreResult<()> {
+    if bucket.is_empty() || bucket.starts_with('.') || bucket.contains(['/', '\\']) {
+        return Err(StoreError::InvalidArgument(format!("invalid bucket name {bucket:?}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Store errors: S3-meaningful outcomes, independent of the HTTP layer.
+
+use smb_client::Error as SmbError;
+use smb_proto::NtStatus;
+
+use super::keys::KeyError;
+
+/// What went wrong in a store operation, in S3 terms.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The bucket directory does not exist.
+    #[error("the specified bucket does not exist")]
+    NoSuchBucket,
+    /// The object does not exist.
+    #[error("the specified key does not exist")]
+    NoSuchKey,
+    /// CreateBucket of an existing bucket.
+    #[error("the bucket already exists and is owned by you")]
+    BucketAlreadyOwnedByYou,
+    /// DeleteBucket of a bucket that still holds objects.
+    #[error("the bucket you tried to delete is not empty")]
+    BucketNotEmpty,
+    /// The key cannot be stored on an SMB share.
+    #[error("{0}")]
+    InvalidKey(#[from] KeyError),
+    /// The key collides with an existing file or directory (a key that is
+    /// both an object and a prefix of other keys, or a case-only variant
+    /// on a case-insensitive share).
+    #[error("{0}")]
+    Conflict(String),
+    /// If-Match / If-Unmodified-Since / If-None-Match on a write failed.
+    #[error("at least one of the preconditions you specified did not hold")]
+    PreconditionFailed,
+    /// If-None-Match / If-Modified-Since on a read: not modified.
+    #[error("not modified")]
+    NotModified,
+    /// Content-MD5 or an x-amz-checksum-* did not match the body.
+    #[error("{0}")]
+    BadDigest(String),
+    /// A checksum header was malformed.
+    #[error("{0}")]
+    InvalidDigest(String),
+    /// The body was shorter or longer than Content-Length.
+    #[error("you did not provide the number of bytes specified by the Content-Length HTTP header")]
+    IncompleteBody,
+    /// Range outside the object.
+    #[error("the requested range is not satisfiable")]
+    InvalidRange,
+    /// Unknown UploadId.
+    #[error("the specified multipart upload does not exist")]
+    NoSuchUpload,
+    /// A part in CompleteMultipartUpload is missing or its ETag differs.
+    #[error("{0}")]
+    InvalidPart(String),
+    /// Parts in CompleteMultipartUpload are not in ascending order.
+    #[error("the list of parts was not in ascending order")]
+    InvalidPartOrder,
+    /// A part other than the last is smaller than 5 MiB.
+    #[error("your proposed upload is smaller than the minimum allowed object size")]
+    EntityTooSmall,
+    /// Bad request argument.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The share refused access.
+    #[error("access denied by the SMB server")]
+    AccessDenied,
+    /// The SMB server is unavailable, overloaded or out of sessions; retry.
+    #[error("the SMB server is busy or unreachable: {0}")]
+    Busy(String),
+    /// Anything else from SMB.
+    #[error("SMB error: {0}")]
+    Smb(SmbError),
+    /// The client's body stream failed (disconnect).
+    #[error("request body: {0}")]
+    Body(String),
+}
+
+impl From<SmbError> for StoreError {
+    fn from(e: SmbError) -> Self {
+        match e.status() {
+            Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
+                StoreError::AccessDenied
+            }
+            Some(NtStatus::STATUS_SHARING_VIOLATION)
+            | Some(NtStatus::STATUS_INSUFFICIENT_RESOURCES)
+            | Some(NtStatus::STATUS_TOO_MANY_SESSIONS)
+            | Some(NtStatus::STATUS_FILE_LOCK_CONFLICT) => StoreError::Busy(e.to_string()),
+            _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
+            _ => StoreError::Smb(e),
+        }
+    }
+}
+
+/// Result alias.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// True if `e` says a name does not exist.
+pub fn is_not_found(e: &SmbError) -> bool {
+    matches!(
+        e.status(),
+        Some(NtStatus::STATUS_OBJECT_NAME_NOT_FOUND)
+            | Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND)
+            | Some(NtStatus::STATUS_NO_SUCH_FILE)
+            | Some(NtStatus::STATUS_DELETE_PENDING)
+            | Some(NtStatus::STATUS_NOT_A_DIRECTORY)
+    )
+}

@@ -1,0 +1,119 @@
+//! Object metadata kept in one SMB extended attribute on the file:
+//! Content-* headers, user metadata, the ETag, checksums, and the size and
+//! on-disk id the record was written for (so a file edited by someone else
+//! is recognised and gets a derived ETag instead of a stale one).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use smb_proto::info::FullEa;
+
+/// Name of the EA holding [`ObjectMeta`] as JSON.
+pub const META_EA: &str = "smbgate.meta";
+
+/// Stored object metadata (format version 1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    /// Quoted-less ETag value, e.g. `9e107d9d372bb6826bd81d3542a419d6` or
+    /// `...-3` for multipart.
+    pub etag: String,
+    /// Size in bytes the record was written for.
+    pub size: u64,
+    /// On-disk file id (inode) the record was written for, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_id: Option<u64>,
+    /// Content-Type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// Content-Encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// Content-Disposition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+    /// Content-Language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    /// Cache-Control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// Expires, as the HTTP date string the client sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// `x-amz-meta-*` without the prefix.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user: BTreeMap<String, String>,
+    /// Checksums by algorithm name (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`,
+    /// `SHA256`), base64 as S3 returns them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checksums: BTreeMap<String, String>,
+    /// Part sizes of a multipart object, in bytes, for `partNumber` GETs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<u64>,
+    /// True on a directory that is also a directory-marker object (`a/b/`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub marker: bool,
+}
+
+impl ObjectMeta {
+    /// Encodes as the EA to set.
+    pub fn to_ea(&self) -> FullEa {
+        FullEa { name: META_EA.to_string(), value: serde_json::to_vec(self).expect("serialisable") }
+    }
+
+    /// Decodes from an EA value; `None` if it is not ours or is corrupt
+    /// (the object is then treated as a foreign file).
+    pub fn from_ea(value: &[u8]) -> Option<ObjectMeta> {
+        serde_json::from_slice(value).ok()
+    }
+
+    /// Finds and decodes our EA in a list.
+    pub fn from_eas(eas: &[FullEa]) -> Option<ObjectMeta> {
+        eas.iter().find(|e| e.name.eq_ignore_ascii_case(META_EA)).and_then(|e| Self::from_ea(&e.value))
+    }
+
+    /// True if this record still describes a file of `size` bytes with
+    /// on-disk id `disk_id`.
+    pub fn matches(&self, size: u64, disk_id: Option<u64>) -> bool {
+        self.size == size && (self.disk_id.is_none() || disk_id.is_none() || self.disk_id == disk_id)
+    }
+}
+
+/// The ETag of a file we did not write (or whose record no longer matches):
+/// stable for a given size, LastWriteTime and file id, and marked as not an
+/// MD5 by its `-` suffix so clients do not verify bodies against it.
+pub fn derived_etag(size: u64, last_write: u64, file_id: u64) -> String {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    h.update(size.to_le_bytes());
+    h.update(last_write.to_le_bytes());
+    h.update(file_id.to_le_bytes());
+    format!("{}-1", hex::encode(h.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_match() {
+        let mut m = ObjectMeta { etag: "abc".into(), size: 5, disk_id: Some(9), ..Default::default() };
+        m.user.insert("color".into(), "blue".into());
+        let ea = m.to_ea();
+        assert_eq!(ea.name, "smbgate.meta");
+        assert_eq!(ObjectMeta::from_eas(&[ea]).unwrap(), m);
+        assert!(m.matches(5, Some(9)));
+        assert!(!m.matches(6, Some(9)));
+        assert!(!m.matches(5, Some(10)));
+        assert_eq!(ObjectMeta::from_ea(b"not json"), None);
+    }
+
+    #[test]
+    fn derived_etags_are_stable_and_marked() {
+        let a = derived_etag(10, 20, 30);
+        assert_eq!(a, derived_etag(10, 20, 30));
+        assert_ne!(a, derived_etag(10, 21, 30));
+        assert!(a.ends_with("-1"));
+        assert_eq!(a.len(), 34);
+    }
+}

@@ -1,0 +1,198 @@
+//! S3 semantics on an SMB share: buckets are the top-level directories of
+//! the share root, objects are plain files, metadata lives in one EA per
+//! file, writes are published by renaming a verified temporary file, and
+//! multipart state lives on the share. Nothing here is kept in memory that
+//! another gateway instance would need.
+
+pub mod bucket;
+pub mod error;
+pub mod keys;
+pub mod list;
+pub mod listing;
+pub mod meta;
+pub mod multipart;
+pub mod object;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use smb_client::{Pool, Tree};
+use smb_proto::create::{CloseRequest, CreateResponse, FileId};
+use smb_proto::info::{class, decode_full_ea, info_type};
+use smb_proto::query::{OutputBuffer, QueryInfoRequest};
+use smb_proto::NtStatus;
+
+pub use error::{StoreError, StoreResult};
+use meta::{ObjectMeta, META_EA};
+
+/// Tuning for the data path.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Bytes kept in flight per pipelined stream.
+    pub in_flight: usize,
+    /// Split-streaming segment size in bytes.
+    pub segment_size: u64,
+    /// Segments fetched ahead for large GETs (1 = no split streaming).
+    pub prefetch: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { in_flight: 64 << 20, segment_size: 8 << 20, prefetch: 4 }
+    }
+}
+
+/// The store over one share root.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    /// Share-relative path of the root (`\`-separated, may be empty).
+    root: String,
+    opts: StoreOptions,
+}
+
+/// Directory under the root holding gateway state.
+pub const INTERNAL: &str = keys::INTERNAL_DIR;
+
+impl Store {
+    /// A store on `pool`, rooted at `root` inside the share. Creates the
+    /// internal directories if needed.
+    ///
+    /// Errors: the root does not exist or is not accessible.
+    pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
+        let store = Store { pool, root: root.trim_matches('\\').to_string(), opts };
+        let tree = store.tree().await?;
+        let root_times = tree.stat(&store.root).await.map_err(|e| {
+            if error::is_not_found(&e) {
+                StoreError::InvalidArgument(format!("share path {:?} does not exist", store.root))
+            } else {
+                e.into()
+            }
+        })?;
+        if !root_times.is_directory() {
+            return Err(StoreError::InvalidArgument(format!("share path {:?} is not a directory", store.root)));
+        }
+        for d in [INTERNAL.to_string(), format!("{INTERNAL}\\tmp"), format!("{INTERNAL}\\uploads")] {
+            match tree.mkdir(&store.path(&d)).await {
+                Ok(()) => {}
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(store)
+    }
+
+    /// Tuning in effect.
+    pub fn options(&self) -> &StoreOptions {
+        &self.opts
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A pooled tree (least loaded).
+    pub async fn tree(&self) -> StoreResult<Tree> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Share-relative path of `rel` (a `\`-separated path under the root).
+    pub fn path(&self, rel: &str) -> String {
+        match (self.root.is_empty(), rel.is_empty()) {
+            (true, _) => rel.to_string(),
+            (false, true) => self.root.clone(),
+            (false, false) => format!("{}\\{}", self.root, rel),
+        }
+    }
+
+    /// Share-relative path of a bucket directory.
+    pub fn bucket_path(&self, bucket: &str) -> String {
+        self.path(bucket)
+    }
+
+    /// Share-relative path of an object's file (or marker directory).
+    pub fn object_path(&self, bucket: &str, key: &keys::MappedKey) -> String {
+        format!("{}\\{}", self.bucket_path(bucket), keys::smb_path(key))
+    }
+
+    /// A fresh temporary file path under `.smbgate\tmp`.
+    pub fn temp_path(&self) -> String {
+        self.path(&format!("{INTERNAL}\\tmp\\{:032x}", rand::random::<u128>()))
+    }
+
+    /// Fails with NoSuchBucket unless `bucket` is an existing directory.
+    pub async fn check_bucket(&self, tree: &Tree, bucket: &str) -> StoreResult<()> {
+        match tree.stat(&self.bucket_path(bucket)).await {
+            Ok(t) if t.is_directory() => Ok(()),
+            Ok(_) => Err(StoreError::NoSuchBucket),
+            Err(e) if error::is_not_found(&e) => Err(StoreError::NoSuchBucket),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Retries `f` while the server reports a sharing violation, with backoff
+/// (BUG-CLASSES 12): another client's open blocks ours only briefly.
+pub async fn retry_sharing<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+{
+    let mut delay = Duration::from_millis(5);
+    for _ in 0..10 {
+        match f().await {
+            Err(e) if e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_millis(500));
+            }
+            r => return r,
+        }
+    }
+    f().await
+}
+
+/// An open file plus what the CREATE and the metadata EA said about it.
+pub struct Opened {
+    /// The tree (and so the connection) holding the handle.
+    pub tree: Tree,
+    /// The handle.
+    pub file_id: FileId,
+    /// CREATE response (times, size, attributes, on-disk id).
+    pub create: CreateResponse,
+    /// Our metadata record, if present and still matching the file.
+    pub meta: Option<ObjectMeta>,
+}
+
+/// CREATE + QUERY_INFO(our EA) [+ CLOSE] in one round trip.
+/// With `close`, the handle is closed in the same compound.
+pub async fn open_with_meta(
+    tree: &Tree,
+    path: &str,
+    create: &smb_proto::create::CreateRequest<'_>,
+    close: bool,
+) -> Result<(CreateResponse, Option<ObjectMeta>), smb_client::Error> {
+    let names = [META_EA];
+    let q = QueryInfoRequest {
+        info_type: info_type::FILE,
+        class: class::FILE_FULL_EA_INFORMATION,
+        output_buffer_length: 65536,
+        ea_names: &names,
+        additional_information: 0,
+        file_id: FileId::RELATED,
+    };
+    let _ = path;
+    let c = CloseRequest { file_id: FileId::RELATED, post_query: false };
+    let rs = if close { tree.compound(&[create, &q, &c]).await? } else { tree.compound(&[create, &q]).await? };
+    let cr = rs[0].clone().ok_or_status(&[])?;
+    let created = CreateResponse::decode(&cr.msg).map_err(smb_client::Error::from)?;
+    let meta = match rs[1].status() {
+        NtStatus::STATUS_SUCCESS => {
+            let buf: Bytes = OutputBuffer::decode(&rs[1].msg).map_err(smb_client::Error::from)?.0;
+            decode_full_ea(&buf).ok().and_then(|eas| ObjectMeta::from_eas(&eas))
+        }
+        _ => None,
+    };
+    let meta = meta.filter(|m| m.matches(created.times.end_of_file, created.on_disk_id()));
+    Ok((created, meta))
+}

@@ -1,0 +1,753 @@
+//! Objects: PUT (stream to a temporary file, verify, set metadata, rename
+//! over the target), GET/HEAD (one compound for the open and the metadata),
+//! DELETE and server-side COPY.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use smb_client::Tree;
+use smb_proto::create::{
+    access, attributes, options, share, CreateContext, CreateRequest, CreateResponse, Disposition, FileId,
+};
+use smb_proto::info::SetFileInfo;
+use smb_proto::NtStatus;
+
+use super::error::is_not_found;
+use super::keys::{map_key, MappedKey};
+use super::meta::{derived_etag, ObjectMeta};
+use super::{open_with_meta, retry_sharing, Opened, Store, StoreError, StoreResult};
+
+/// What a client sent with a PUT, besides the body.
+#[derive(Debug, Default, Clone)]
+pub struct PutRequest {
+    /// Content-* headers and user metadata to store (etag/size are filled in).
+    pub meta: ObjectMeta,
+    /// Content-MD5 (base64) to verify.
+    pub content_md5: Option<String>,
+    /// Expected checksums by algorithm (`CRC32`, `CRC32C`, `CRC64NVME`,
+    /// `SHA1`, `SHA256`), base64, from headers.
+    pub checksums: BTreeMap<String, String>,
+    /// Algorithms to compute and store even if no value came in a header
+    /// (x-amz-checksum-algorithm / x-amz-sdk-checksum-algorithm, or one
+    /// that arrives in a trailer).
+    pub checksum_algorithms: Vec<String>,
+    /// Content-Length in bytes, if declared.
+    pub content_length: Option<u64>,
+    /// If-Match: the current ETag must equal this.
+    pub if_match: Option<String>,
+    /// If-None-Match: `*` (no object may exist).
+    pub if_none_match: bool,
+}
+
+/// Where a verified temporary file is published.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// An object key in a bucket (parents created as needed).
+    Object {
+        /// Bucket name.
+        bucket: String,
+        /// The mapped key.
+        key: MappedKey,
+    },
+    /// A share-relative path whose parent must already exist (multipart
+    /// parts); a missing parent means the upload is gone.
+    Part(String),
+}
+
+/// What a successful PUT stored.
+#[derive(Debug, Clone)]
+pub struct PutResult {
+    /// ETag value (unquoted).
+    pub etag: String,
+    /// Checksums stored, by algorithm.
+    pub checksums: BTreeMap<String, String>,
+    /// Bytes stored.
+    pub size: u64,
+}
+
+/// An object's externally visible state.
+#[derive(Debug, Clone)]
+pub struct ObjectInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// LastWriteTime (FILETIME).
+    pub last_modified: u64,
+    /// ETag value (unquoted).
+    pub etag: String,
+    /// Stored metadata (default for foreign files).
+    pub meta: ObjectMeta,
+    /// Share-relative path of the file.
+    pub path: String,
+}
+
+/// Converts a FILETIME (100 ns since 1601) to Unix seconds and nanoseconds.
+pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
+    let t = ft as i128 - 116_444_736_000_000_000;
+    let secs = t.div_euclid(10_000_000) as i64;
+    let nanos = (t.rem_euclid(10_000_000) * 100) as u32;
+    (secs, nanos)
+}
+
+/// Incremental checksums for the algorithms S3 defines.
+pub struct Checksums {
+    inner: s3s::checksum::ChecksumHasher,
+}
+
+impl Checksums {
+    /// Hashers for `algs` (unknown names are ignored).
+    pub fn new(algs: &[String]) -> Checksums {
+        use s3s::crypto::Checksum as _;
+        let mut h = s3s::checksum::ChecksumHasher::default();
+        for a in algs {
+            match a.to_ascii_uppercase().as_str() {
+                "CRC32" => h.crc32 = Some(s3s::crypto::Crc32::new()),
+                "CRC32C" => h.crc32c = Some(s3s::crypto::Crc32c::new()),
+                "CRC64NVME" => h.crc64nvme = Some(s3s::crypto::Crc64Nvme::new()),
+                "SHA1" => h.sha1 = Some(s3s::crypto::Sha1::new()),
+                "SHA256" => h.sha256 = Some(s3s::crypto::Sha256::new()),
+                _ => {}
+            }
+        }
+        Checksums { inner: h }
+    }
+
+    /// Feeds bytes.
+    pub fn update(&mut self, b: &[u8]) {
+        self.inner.update(b);
+    }
+
+    /// Final values, base64, by algorithm name.
+    pub fn finish(self) -> BTreeMap<String, String> {
+        let c = self.inner.finalize();
+        let mut m = BTreeMap::new();
+        for (k, v) in [
+            ("CRC32", c.checksum_crc32),
+            ("CRC32C", c.checksum_crc32c),
+            ("CRC64NVME", c.checksum_crc64nvme),
+            ("SHA1", c.checksum_sha1),
+            ("SHA256", c.checksum_sha256),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.to_string(), v);
+            }
+        }
+        m
+    }
+}
+
+/// Deletes an unpublished temporary file unless disarmed, also when the
+/// request future is dropped (client gone).
+struct TempGuard {
+    tree: Tree,
+    file_id: FileId,
+    armed: bool,
+}
+
+impl TempGuard {
+    async fn discard(mut self) {
+        self.armed = false;
+        let _ = self.tree.set_info(self.file_id, SetFileInfo::Disposition { delete_pending: true }).await;
+        let _ = self.tree.close(self.file_id).await;
+    }
+}
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let tree = self.tree.clone();
+            let fid = self.file_id;
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = tree.set_info(fid, SetFileInfo::Disposition { delete_pending: true }).await;
+                    let _ = tree.close(fid).await;
+                });
+            }
+        }
+    }
+}
+
+fn temp_create(name: &str) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        file_attributes: attributes::NORMAL,
+        // No share-delete: another instance's cleanup cannot remove a temp
+        // file while we still write it (BUG-CLASSES 16).
+        share_access: share::READ,
+        disposition: Disposition::Create,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &TEMP_CONTEXTS,
+    }
+}
+
+static TEMP_CONTEXTS: [CreateContext<'static>; 1] = [CreateContext::QueryOnDiskId];
+
+pub(crate) fn read_create(name: &str) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::FILE_READ_DATA
+            | access::FILE_READ_ATTRIBUTES
+            | access::FILE_READ_EA
+            | access::SYNCHRONIZE,
+        file_attributes: 0,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: 0,
+        contexts: &TEMP_CONTEXTS,
+    }
+}
+
+impl Store {
+    /// Opens `key` for reading: CREATE + metadata in one round trip, the
+    /// handle left open on its connection. A directory-marker key (`a/`)
+    /// opens the directory and requires its marker record.
+    ///
+    /// Errors: NoSuchKey (also for a key naming a plain directory),
+    /// NoSuchBucket, InvalidKey.
+    pub async fn open_object(&self, bucket: &str, key: &str) -> StoreResult<(Opened, ObjectInfo)> {
+        let mapped = map_key(key)?;
+        let path = self.object_path(bucket, &mapped);
+        let tree = self.tree().await?;
+        let req = read_create(&path);
+        let res = retry_sharing(|| open_with_meta(&tree, &path, &req, false)).await;
+        let (create, meta) = match res {
+            Ok(r) => r,
+            Err(e) if is_not_found(&e) => {
+                self.check_bucket(&tree, bucket).await?;
+                return Err(StoreError::NoSuchKey);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let opened = Opened { tree, file_id: create.file_id, create: create.clone(), meta: meta.clone() };
+        let info = object_info(&create, meta, &path);
+        let is_dir = create.times.is_directory();
+        if is_dir != mapped.dir_marker || (is_dir && !info.meta.marker) {
+            opened.close().await;
+            return Err(StoreError::NoSuchKey);
+        }
+        Ok((opened, info))
+    }
+
+    /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
+    /// trip.
+    ///
+    /// Errors: as [`Store::open_object`].
+    pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
+        let mapped = map_key(key)?;
+        let path = self.object_path(bucket, &mapped);
+        let tree = self.tree().await?;
+        let req = read_create(&path);
+        match retry_sharing(|| open_with_meta(&tree, &path, &req, true)).await {
+            Ok((create, meta)) => {
+                let info = object_info(&create, meta, &path);
+                let is_dir = create.times.is_directory();
+                if is_dir != mapped.dir_marker || (is_dir && !info.meta.marker) {
+                    return Err(StoreError::NoSuchKey);
+                }
+                Ok(info)
+            }
+            Err(e) if is_not_found(&e) => {
+                self.check_bucket(&tree, bucket).await?;
+                Err(StoreError::NoSuchKey)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Streams `range` of an opened object. The handle is closed when the
+    /// stream ends or is dropped. Large ranges are split into segments
+    /// fetched ahead on other pooled connections (see `crate::stream`).
+    pub fn stream_object(
+        &self,
+        opened: Opened,
+        info: &ObjectInfo,
+        range: Range<u64>,
+    ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static {
+        crate::stream::object_stream(self.clone(), opened, info.clone(), range)
+    }
+
+    /// PUT: streams `body` into a temporary file, verifies length, MD5 and
+    /// checksums, stores the metadata EA and renames over the target.
+    /// A failure at any step leaves the previous object untouched and
+    /// removes the temporary file.
+    ///
+    /// Errors: BadDigest, IncompleteBody, PreconditionFailed, NoSuchBucket,
+    /// NoSuchKey (If-Match on a missing key), Conflict, InvalidKey, Body.
+    pub async fn put_object<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<String, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let mapped = map_key(key)?;
+        let tree = self.tree().await?;
+        if mapped.dir_marker {
+            return self.put_marker(&tree, bucket, &mapped, body, req).await;
+        }
+        self.put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer).await
+    }
+
+    /// Streams `body` into a temporary file, verifies it and publishes it
+    /// at `target`; see [`Store::put_object`].
+    pub async fn put_to<S, E>(
+        &self,
+        tree: &Tree,
+        target: Target,
+        body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<String, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let tree = tree.clone();
+        let temp = self.temp_path();
+        let created = tree.create(&temp_create(&temp)).await?;
+        let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
+        match self.fill_and_publish(&tree, &target, &created, body, req, trailer).await {
+            Ok(r) => {
+                let mut guard = guard;
+                guard.armed = false;
+                let _ = tree.close(created.file_id).await;
+                Ok(r)
+            }
+            Err(e) => {
+                guard.discard().await;
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn fill_and_publish<S, E>(
+        &self,
+        tree: &Tree,
+        target: &Target,
+        created: &CreateResponse,
+        mut body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<String, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let fid = created.file_id;
+        let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
+        algs.extend(req.checksum_algorithms.iter().cloned());
+        let mut sums = Checksums::new(&algs);
+        let mut md5 = Md5::new();
+        let mut writer = tree.writer(fid, 0, self.opts.in_flight);
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+            md5.update(&chunk);
+            sums.update(&chunk);
+            size += chunk.len() as u64;
+            writer.write(&chunk).await?;
+        }
+        let written = writer.finish().await?;
+        if written != size || req.content_length.is_some_and(|l| l != size) {
+            return Err(StoreError::IncompleteBody);
+        }
+        let md5 = md5.finalize();
+        if let Some(want) = &req.content_md5 {
+            use base64::Engine as _;
+            let got = base64::engine::general_purpose::STANDARD.encode(md5);
+            if want.trim() != got {
+                return Err(StoreError::BadDigest(
+                    "The Content-MD5 you specified did not match what we received.".into(),
+                ));
+            }
+        }
+        let computed = sums.finish();
+        let mut expected = req.checksums.clone();
+        expected.extend(trailer());
+        verify_checksums(&expected, &computed)?;
+
+        let mut meta = req.meta.clone();
+        meta.etag = hex::encode(md5);
+        meta.size = size;
+        meta.disk_id = created.on_disk_id();
+        meta.checksums = computed.clone();
+        meta.marker = false;
+        let ea = [meta.to_ea()];
+        tree.set_info(fid, SetFileInfo::FullEa(&ea)).await?;
+        if let Target::Object { bucket, key } = target {
+            self.check_write_conditions(tree, bucket, key, &req).await?;
+        }
+        self.publish(tree, fid, target).await?;
+        Ok(PutResult { etag: meta.etag, checksums: computed, size })
+    }
+
+    /// If-Match / If-None-Match for writes, checked right before publish.
+    async fn check_write_conditions(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        req: &PutRequest,
+    ) -> StoreResult<()> {
+        if req.if_match.is_none() && !req.if_none_match {
+            return Ok(());
+        }
+        let path = self.object_path(bucket, mapped);
+        let current = match open_with_meta(tree, &path, &read_create(&path), true).await {
+            Ok((c, m)) if !c.times.is_directory() => Some(object_info(&c, m, &path)),
+            Ok(_) => None,
+            Err(e) if is_not_found(&e) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if req.if_none_match && current.is_some() {
+            return Err(StoreError::PreconditionFailed);
+        }
+        if let Some(want) = &req.if_match {
+            match &current {
+                None => return Err(StoreError::NoSuchKey),
+                Some(c) if !etag_matches(want, &c.etag) => return Err(StoreError::PreconditionFailed),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Renames the open temporary file over the object's path, creating
+    /// parent directories as needed.
+    pub(crate) async fn publish(&self, tree: &Tree, fid: FileId, target: &Target) -> StoreResult<()> {
+        let (bucket, mapped) = match target {
+            Target::Object { bucket, key } => (bucket, key),
+            Target::Part(path) => {
+                return match retry_sharing(|| tree.rename(fid, path, true)).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
+                    Err(e) => Err(e.into()),
+                };
+            }
+        };
+        let target = self.object_path(bucket, mapped);
+        let rename = || retry_sharing(|| tree.rename(fid, &target, true));
+        match rename().await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(self.rename_error(tree, &target, e).await),
+        }
+        // A parent is missing: the bucket, or directories for the key's
+        // prefix.
+        self.check_bucket(tree, bucket).await?;
+        self.make_parents(tree, bucket, mapped).await?;
+        match rename().await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.rename_error(tree, &target, e).await),
+        }
+    }
+
+    async fn rename_error(&self, tree: &Tree, target: &str, e: smb_client::Error) -> StoreError {
+        if let Ok(t) = tree.stat(target).await {
+            if t.is_directory() {
+                return StoreError::Conflict(
+                    "the key is also a prefix of other keys (a directory on the share); an SMB share cannot hold both"
+                        .into(),
+                );
+            }
+        }
+        e.into()
+    }
+
+    /// mkdir -p for the directories of `mapped` (all components but the
+    /// last, or all for a marker).
+    pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
+        let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
+        let mut path = self.bucket_path(bucket);
+        for c in &mapped.components[..n] {
+            path.push('\\');
+            path.push_str(c);
+            match tree.mkdir(&path).await {
+                Ok(()) => {}
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                    if !tree.stat(&path).await?.is_directory() {
+                        return Err(StoreError::Conflict(format!(
+                            "a prefix of the key is an existing object ({}); an SMB share cannot hold both",
+                            path.rsplit('\\').next().unwrap_or("")
+                        )));
+                    }
+                }
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
+                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn put_marker<S, E>(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        mut body: S,
+        req: PutRequest,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        while let Some(c) = body.next().await {
+            if !c.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
+                return Err(StoreError::InvalidArgument(
+                    "a key ending in '/' is a directory on the share and cannot hold data".into(),
+                ));
+            }
+        }
+        self.check_bucket(tree, bucket).await?;
+        self.make_parents(tree, bucket, mapped).await?;
+        let mut meta = req.meta.clone();
+        meta.etag = hex::encode(Md5::digest(b""));
+        meta.size = 0;
+        meta.marker = true;
+        let path = self.object_path(bucket, mapped);
+        let open = CreateRequest {
+            name: &path,
+            oplock_level: 0,
+            desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: options::DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let d = tree.create(&open).await?;
+        let ea = [meta.to_ea()];
+        let r = tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await;
+        let _ = tree.close(d.file_id).await;
+        r?;
+        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0 })
+    }
+
+    /// DELETE: removes the object (idempotent: a missing key is success, as
+    /// in S3), then prunes directories it leaves empty.
+    ///
+    /// Errors: NoSuchBucket, InvalidKey, SMB failures.
+    pub async fn delete_object(&self, bucket: &str, key: &str) -> StoreResult<()> {
+        let mapped = map_key(key)?;
+        let tree = self.tree().await?;
+        let path = self.object_path(bucket, &mapped);
+        if mapped.dir_marker {
+            // Drop the marker record; remove the directory if it is empty.
+            match tree.delete(&path, true).await {
+                Ok(()) => {}
+                Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {
+                    let open = CreateRequest {
+                        name: &path,
+                        oplock_level: 0,
+                        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
+                        file_attributes: 0,
+                        share_access: share::ALL,
+                        disposition: Disposition::Open,
+                        options: options::DIRECTORY_FILE,
+                        contexts: &[],
+                    };
+                    let d = tree.create(&open).await?;
+                    let ea = [smb_proto::info::FullEa { name: super::meta::META_EA.into(), value: vec![] }];
+                    let r = tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await;
+                    let _ = tree.close(d.file_id).await;
+                    r?;
+                    return Ok(());
+                }
+                Err(e) if is_not_found(&e) => {
+                    self.check_bucket(&tree, bucket).await?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            match retry_sharing(|| tree.delete(&path, false)).await {
+                Ok(()) => {}
+                Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                    self.check_bucket(&tree, bucket).await?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.prune_parents(&tree, bucket, &mapped).await;
+        Ok(())
+    }
+
+    /// Removes now-empty parent directories that are not markers, deepest
+    /// first; stops at the first that is not empty (best effort).
+    async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) {
+        let n = if mapped.dir_marker { mapped.components.len() - 1 } else { mapped.components.len() - 1 };
+        for depth in (1..=n).rev() {
+            let path = format!("{}\\{}", self.bucket_path(bucket), mapped.components[..depth].join("\\"));
+            let req = read_create(&path);
+            match open_with_meta(tree, &path, &req, true).await {
+                Ok((_, Some(m))) if m.marker => return,
+                Ok(_) => {}
+                Err(_) => return,
+            }
+            if tree.delete(&path, true).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// CopyObject: server-side copy (COPYCHUNK) of `src` into a temporary
+    /// file, metadata from the source (`replace` = None) or replaced, then
+    /// published like a PUT. The source is checked for change during the
+    /// copy.
+    ///
+    /// Errors: NoSuchKey for the source, PreconditionFailed for failed
+    /// copy-source conditions (checked by the caller through `check`), and
+    /// as [`Store::put_object`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_object(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        target: Target,
+        replace: Option<ObjectMeta>,
+        src_range: Option<Range<u64>>,
+        check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
+    ) -> StoreResult<(ObjectInfo, PutResult)> {
+        if let Target::Object { key, .. } = &target {
+            if key.dir_marker {
+                return Err(StoreError::InvalidArgument("cannot copy onto a key ending in '/'".into()));
+            }
+        }
+        let (src, info) = self.open_object(src_bucket, src_key).await?;
+        if let Err(e) = check(&info) {
+            src.close().await;
+            return Err(e);
+        }
+        if src.create.times.is_directory() {
+            src.close().await;
+            return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
+        }
+        if src_range.as_ref().is_some_and(|r| r.start >= r.end || r.end > info.size) {
+            src.close().await;
+            return Err(StoreError::InvalidRange);
+        }
+        let range = src_range.unwrap_or(0..info.size);
+        let tree = src.tree.clone();
+        let temp = self.temp_path();
+        let created = match tree.create(&temp_create(&temp)).await {
+            Ok(c) => c,
+            Err(e) => {
+                src.close().await;
+                return Err(e.into());
+            }
+        };
+        let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
+        let result: StoreResult<PutResult> = async {
+            let len = range.end - range.start;
+            if len > 0 {
+                let n = tree.copy_chunks(src.file_id, range.start, created.file_id, 0, len).await?;
+                if n != len {
+                    return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
+                }
+            }
+            // The source must not have changed while we copied (BUG-CLASSES 15).
+            let now = tree.query_times(src.file_id).await?;
+            if now.end_of_file != info.size || now.last_write != info.last_modified {
+                return Err(StoreError::Busy("the source changed during the copy; retry".into()));
+            }
+            let whole = range.start == 0 && range.end == info.size;
+            let mut meta = replace.unwrap_or_else(|| info.meta.clone());
+            meta.size = len;
+            meta.disk_id = created.on_disk_id();
+            meta.marker = false;
+            meta.parts.clear();
+            if whole && !info.etag.contains('-') {
+                meta.etag = info.etag.clone();
+                meta.checksums = info.meta.checksums.clone();
+            } else {
+                // Range copies and foreign/multipart sources: hash the copy.
+                let mut md5 = Md5::new();
+                tree.read_pipelined(created.file_id, 0, len, self.opts.in_flight, |b| {
+                    md5.update(&b);
+                    Ok(())
+                })
+                .await?;
+                meta.etag = hex::encode(md5.finalize());
+                meta.checksums.clear();
+            }
+            let ea = [meta.to_ea()];
+            tree.set_info(created.file_id, SetFileInfo::FullEa(&ea)).await?;
+            self.publish(&tree, created.file_id, &target).await?;
+            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len })
+        }
+        .await;
+        src.close().await;
+        match result {
+            Ok(r) => {
+                let mut guard = guard;
+                guard.armed = false;
+                let _ = tree.close(created.file_id).await;
+                Ok((info, r))
+            }
+            Err(e) => {
+                guard.discard().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Opened {
+    /// Closes the handle (errors ignored: the handle dies with its session
+    /// anyway).
+    pub async fn close(self) {
+        let _ = self.tree.close(self.file_id).await;
+    }
+}
+
+/// Builds the visible info from a CREATE response and a matching record.
+pub fn object_info(create: &CreateResponse, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
+    let size = create.times.end_of_file;
+    let last_modified = create.times.last_write;
+    match meta {
+        Some(m) => ObjectInfo { size, last_modified, etag: m.etag.clone(), meta: m, path: path.to_string() },
+        None => ObjectInfo {
+            size,
+            last_modified,
+            etag: derived_etag(size, last_modified, create.on_disk_id().unwrap_or(create.file_id.persistent)),
+            meta: ObjectMeta::default(),
+            path: path.to_string(),
+        },
+    }
+}
+
+/// Compares an If-Match / If-None-Match value (quoted or not, `*`, or a
+/// comma list) with an ETag value.
+pub fn etag_matches(cond: &str, etag: &str) -> bool {
+    cond.split(',').map(|c| c.trim().trim_start_matches("W/").trim_matches('"')).any(|c| c == "*" || c == etag)
+}
+
+fn verify_checksums(expected: &BTreeMap<String, String>, computed: &BTreeMap<String, String>) -> StoreResult<()> {
+    for (alg, want) in expected {
+        let alg = alg.to_ascii_uppercase();
+        match computed.get(&alg) {
+            Some(got) if got == want.trim() => {}
+            Some(_) => {
+                return Err(StoreError::BadDigest(format!(
+                    "The {alg} you specified did not match the calculated checksum."
+                )))
+            }
+            None => return Err(StoreError::InvalidDigest(format!("checksum algorithm {alg} is not supported"))),
+        }
+    }
+    Ok(())
+}

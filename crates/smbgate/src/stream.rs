@@ -1,0 +1,177 @@
+//! Split streaming for GET: a large range is cut into ordered segments; up
+//! to W segments are fetched at once, each on its own pooled connection
+//! with pipelined READs, while the bytes go to the client strictly in
+//! order. Memory is bounded by W x segment size. A failed segment is
+//! retried on another connection; a file that changed between segments
+//! aborts the response instead of splicing two versions.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::store::object::ObjectInfo;
+use crate::store::{Opened, Store};
+
+/// The response body: bytes from the segment pipeline, in order.
+pub struct BodyStream {
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+}
+
+impl Stream for BodyStream {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Starts streaming `range` of the opened object; see the module docs.
+pub fn object_stream(store: Store, opened: Opened, info: ObjectInfo, range: Range<u64>) -> BodyStream {
+    let (tx, rx) = mpsc::channel(32);
+    tokio::spawn(async move {
+        let result = run(&store, opened, &info, range, &tx).await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "GET stream aborted");
+            let _ = tx.send(Err(e)).await;
+        }
+    });
+    BodyStream { rx }
+}
+
+async fn run(
+    store: &Store,
+    opened: Opened,
+    info: &ObjectInfo,
+    range: Range<u64>,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> Result<(), std::io::Error> {
+    let opts = store.options();
+    let seg = opts.segment_size.max(1 << 20);
+    let len = range.end - range.start;
+    let window = opts.prefetch.max(1);
+    if window == 1 || len <= 2 * seg {
+        // Small: stream straight from the handle we already hold.
+        let r = stream_from(&opened, range, opts.in_flight, tx).await;
+        opened.close().await;
+        return r;
+    }
+    // The first segment streams from the open handle while the following
+    // ones are fetched ahead on other connections.
+    let first_end = range.start + seg;
+    let mut pending: VecDeque<JoinHandle<Result<Vec<Bytes>, std::io::Error>>> = VecDeque::new();
+    let mut next = first_end;
+    let spawn_next = |next: &mut u64, pending: &mut VecDeque<_>| {
+        if *next < range.end {
+            let s = *next..(*next + seg).min(range.end);
+            *next = s.end;
+            pending.push_back(tokio::spawn(fetch_segment(store.clone(), info.clone(), s)));
+        }
+    };
+    for _ in 1..window {
+        spawn_next(&mut next, &mut pending);
+    }
+    let first = stream_from(&opened, range.start..first_end, opts.in_flight, tx).await;
+    opened.close().await;
+    let abort_all = |pending: &mut VecDeque<JoinHandle<_>>| pending.drain(..).for_each(|h| h.abort());
+    if let Err(e) = first {
+        abort_all(&mut pending);
+        return Err(e);
+    }
+    while let Some(h) = pending.pop_front() {
+        spawn_next(&mut next, &mut pending);
+        let data = match h.await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                abort_all(&mut pending);
+                return Err(e);
+            }
+            Err(e) => {
+                abort_all(&mut pending);
+                return Err(io_err(e));
+            }
+        };
+        for b in data {
+            if tx.send(Ok(b)).await.is_err() {
+                abort_all(&mut pending);
+                return Ok(()); // client went away
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn stream_from(
+    opened: &Opened,
+    range: Range<u64>,
+    in_flight: usize,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> Result<(), std::io::Error> {
+    let want = range.end - range.start;
+    let mut r = opened.tree.reader(opened.file_id, range.start, want, in_flight).map_err(io_err)?;
+    let mut got = 0u64;
+    while let Some(b) = r.next().await.map_err(io_err)? {
+        got += b.len() as u64;
+        if tx.send(Ok(b)).await.is_err() {
+            return Ok(());
+        }
+    }
+    if got != want {
+        return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
+    }
+    Ok(())
+}
+
+/// Reads one segment on a pooled connection, retrying on another
+/// connection after a connection failure. Checks that the file is the same
+/// generation (size and LastWriteTime) as when the GET started.
+async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
+    let mut last = None;
+    for _ in 0..3 {
+        match fetch_once(&store, &info, seg.clone()).await {
+            Ok(v) => return Ok(v),
+            Err(FetchError::Changed) => return Err(io_err("object changed during the GET; response aborted")),
+            Err(FetchError::Other(e)) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io_err("segment failed")))
+}
+
+enum FetchError {
+    Changed,
+    Other(std::io::Error),
+}
+
+async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
+    let other = |e: smb_client::Error| FetchError::Other(io_err(e));
+    let tree = store.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
+    let path = info.path.clone();
+    let f = tree.open_read(&path).await.map_err(other)?;
+    if f.times.end_of_file != info.size || f.times.last_write != info.last_modified {
+        let _ = tree.close(f.file_id).await;
+        return Err(FetchError::Changed);
+    }
+    let mut out = Vec::new();
+    let mut got = 0u64;
+    let r = tree
+        .read_pipelined(f.file_id, seg.start, seg.end - seg.start, store.options().in_flight, |b| {
+            got += b.len() as u64;
+            out.push(b);
+            Ok(())
+        })
+        .await;
+    let _ = tree.close(f.file_id).await;
+    r.map_err(other)?;
+    if got != seg.end - seg.start {
+        return Err(FetchError::Changed);
+    }
+    Ok(out)
+}
