@@ -1,0 +1,158 @@
+"""Fixtures for end-to-end tests: a throwaway Samba (scripts/samba-test-server)
+and an smbgate (release or debug build, SMBGATE_BIN) in front of it, plus
+boto3 and CLI helpers. Every test talks to real peers over loopback."""
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCESS_KEY = "AKIDSMBGATETEST"
+SECRET_KEY = "smbgate-test-secret-key"
+REGION = "us-east-1"
+# CLI tools installed next to this interpreter (the test venv).
+BIN = Path(sys.executable).parent
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def smbgate_bin():
+    explicit = os.environ.get("SMBGATE_BIN")
+    if explicit:
+        return explicit
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    for profile in ("release", "debug"):
+        p = target / profile / "smbgate"
+        if p.exists():
+            return str(p)
+    raise RuntimeError("smbgate binary not found: run cargo build -p smbgate first")
+
+
+class Samba:
+    def __init__(self, *args):
+        out = subprocess.run(
+            [str(ROOT / "scripts/samba-test-server"), "start", *args],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        self.env = {}
+        for line in out.splitlines():
+            k, _, v = line.partition("=")
+            self.env[k] = shlex.split(v)[0] if v else ""
+        self.port = int(self.env["SMB_PORT"])
+        self.share_path = Path(self.env["SMB_SHARE_PATH"])
+
+    def smbclient(self, cmd):
+        """Runs smbclient commands against the share; returns stdout."""
+        r = subprocess.run(
+            ["smbclient", f"//127.0.0.1/{self.env['SMB_SHARE']}", "-p", str(self.port), "-m", "SMB3",
+             "-U", f"{self.env['SMB_USER']}%{self.env['SMB_PASSWORD']}", "-c", cmd],
+            capture_output=True, text=True,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    def stop(self):
+        subprocess.run([str(ROOT / "scripts/samba-test-server"), "stop", self.env["SMB_DIR"]],
+                       capture_output=True)
+
+
+class Gateway:
+    def __init__(self, samba, *extra, env=None):
+        self.samba = samba
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        e = dict(os.environ)
+        e.update({
+            "SMBGATE_LISTEN": f"127.0.0.1:{self.port}",
+            "SMBGATE_SHARE": f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}",
+            "SMBGATE_SMB_USER": samba.env["SMB_USER"],
+            "SMBGATE_SMB_PASSWORD": samba.env["SMB_PASSWORD"],
+            "SMBGATE_ACCESS_KEY": ACCESS_KEY,
+            "SMBGATE_SECRET_KEY": SECRET_KEY,
+            "SMBGATE_POOL_SIZE": "4",
+            "SMBGATE_LOG": "warn",
+        })
+        if env:
+            e.update(env)
+        self.log = open(samba.share_path.parent / f"smbgate-{self.port}.log", "w")
+        self.proc = subprocess.Popen([smbgate_bin(), "serve", *extra], env=e, stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"smbgate exited: {Path(self.log.name).read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("smbgate did not start")
+
+    def client(self, **cfg):
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name=REGION,
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **cfg),
+        )
+
+    def aws_env(self):
+        e = dict(os.environ)
+        e.update({"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                  "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": "/dev/null",
+                  "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"})
+        return e
+
+    def aws(self, *args, check=True):
+        """Runs `aws --endpoint-url ... ARGS`; returns the CompletedProcess."""
+        r = subprocess.run([str(BIN / "aws"), "--endpoint-url", self.endpoint, *args], env=self.aws_env(),
+                           capture_output=True, text=True, timeout=300)
+        if check:
+            assert r.returncode == 0, r.stdout + r.stderr
+        return r
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=35)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def samba():
+    s = Samba()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(samba):
+    g = Gateway(samba)
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def s3(gateway):
+    return gateway.client()
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    yield name
