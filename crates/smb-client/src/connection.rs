@@ -202,6 +202,14 @@ impl Connection {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
 
+    /// The credit window the server has granted: credits available plus
+    /// those charged to outstanding requests. No single request may charge
+    /// more than this (BUG-CLASSES 2).
+    pub fn credit_window(&self) -> u32 {
+        let st = self.inner.state.lock().unwrap();
+        st.credits.available + st.credits.in_flight
+    }
+
     /// Credits currently available to spend.
     pub fn credits_available(&self) -> u32 {
         self.inner.state.lock().unwrap().credits.available

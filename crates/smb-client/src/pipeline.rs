@@ -88,7 +88,8 @@ impl Tree {
     /// frames of MaxWriteSize, which go out as soon as they fill while
     /// earlier ones are still in flight.
     pub fn writer(&self, file_id: FileId, offset: u64, max_in_flight: usize) -> PipelinedWriter {
-        let io = self.max_write() as usize;
+        let window = (self.conn().credit_window() as usize * 65536).max(65536);
+        let io = (self.max_write() as usize).min(window);
         PipelinedWriter {
             tree: self.clone(),
             file_id,
@@ -269,6 +270,10 @@ impl PipelinedReader {
     }
 
     async fn fill(&mut self) -> Result<()> {
+        // Never ask for more than the server's whole credit window in one
+        // READ, or the request could wait for credits forever.
+        let window = (self.tree.conn().credit_window() as u64 * 65536).max(65536);
+        self.chunk = self.chunk.min(window);
         let mut batch: Vec<ReadRequest> = Vec::new();
         let mut credits = self.tree.conn().credits_available() as u64;
         while self.next < self.end && self.in_flight + self.chunk.min(self.end - self.next) <= self.budget {

@@ -130,7 +130,8 @@ impl Tree {
     /// `offset`. Returns fewer bytes at end of file, and an empty buffer at
     /// or past it. The data is a zero-copy slice of the received frame.
     pub async fn read(&self, file_id: FileId, offset: u64, length: u32) -> Result<Bytes> {
-        let length = length.min(self.max_read());
+        let window = self.conn().credit_window().saturating_mul(65536).max(65536);
+        let length = length.min(self.max_read()).min(window);
         let r = self.call(&ReadRequest { file_id, length, offset, minimum_count: 0 }).await?;
         if r.status() == NtStatus::STATUS_END_OF_FILE {
             return Ok(Bytes::new());

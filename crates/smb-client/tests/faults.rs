@@ -247,11 +247,9 @@ async fn pipelined_read_stays_inside_a_one_credit_per_reply_window() {
 
 /// BUG-CLASSES 2, "split oversized I/O": the server's whole window (8
 /// credits = 512 KiB) is smaller than one MaxReadSize READ (1 MiB = 16
-/// credits). The client waits for credits that can never come and fails
-/// after request_timeout with "waiting for credits" instead of splitting
-/// the READ. Run with `--ignored` to see it.
+/// credits). The client must split the READ to fit the window instead of
+/// waiting for credits that can never come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap: a READ larger than the server's whole credit window is not split (waits, then times out)"]
 async fn read_larger_than_the_credit_window_is_split() {
     bounded(async {
         const LEN: usize = 1 << 20;
