@@ -9,6 +9,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("SMBGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(async {

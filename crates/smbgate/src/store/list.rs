@@ -36,8 +36,11 @@ pub const PREFETCH: usize = 4;
 /// `name: "<dir>/", is_dir: false`, which carries that object's size, time and ETag hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirItem {
+    /// Decoded name; a marker object's name ends in `/`.
     pub name: String,
+    /// True for a directory to walk.
     pub is_dir: bool,
+    /// Size in bytes.
     pub size: u64,
     /// FILETIME.
     pub last_modified: u64,
@@ -76,19 +79,24 @@ pub trait DirSource: Send + Sync {
 /// `ListObjectsV2` / `ListObjects` parameters, already validated by the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListRequest {
+    /// Only keys starting with this.
     pub prefix: String,
     /// Any string; `Some("")` is treated as no delimiter.
     pub delimiter: Option<String>,
     /// Exclusive lower bound on returned keys and common prefixes: a V2 continuation token's key,
     /// V2 `start-after` or a V1 marker.
     pub start_after: Option<String>,
+    /// Most entries to return (objects and common prefixes together).
     pub max_keys: usize,
 }
 
 /// One listing entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listed {
+    /// An object; `etag_hint` is filled in by the caller.
+    #[allow(missing_docs)]
     Object { key: String, size: u64, last_modified: u64, etag_hint: Option<String> },
+    /// A rolled-up common prefix.
     CommonPrefix(String),
 }
 

@@ -1,0 +1,72 @@
+"""Small helpers shared by the S3 conformance tests."""
+
+import hashlib
+import http.client
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import urlparse
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+def md5_etag(data):
+    return '"%s"' % hashlib.md5(data).hexdigest()
+
+
+def s3_error(fn, *args, **kwargs):
+    """Calls fn, which must fail with a ClientError; returns (status, code, error dict)."""
+    with pytest.raises(ClientError) as ei:
+        fn(*args, **kwargs)
+    r = ei.value.response
+    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"], r
+
+
+def expect_error(status, code, fn, *args, **kwargs):
+    st, c, r = s3_error(fn, *args, **kwargs)
+    assert (st, c) == (status, code), r
+    return r
+
+
+def status(resp):
+    return resp["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def raw(endpoint, method, path, headers=None, body=None):
+    """An unsigned HTTP request; returns (status, headers, body bytes)."""
+    u = urlparse(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+    finally:
+        conn.close()
+
+
+def urlopen(url):
+    """GET url with urllib; returns (status, body) also for HTTP errors."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def files_under(path):
+    """All files and directories under path, relative, as strings."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def wait_no_tmp(samba, timeout=3.0):
+    """Returns the leftover files in the gateway's temp dir after waiting up to timeout."""
+    tmp = samba.share_path / ".smbgate" / "tmp"
+    deadline = time.time() + timeout
+    left = []
+    while True:
+        left = sorted(p.name for p in tmp.iterdir()) if tmp.exists() else []
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.2)
