@@ -96,6 +96,24 @@ impl Tree {
         Ok(out)
     }
 
+    /// Sends several related compounds in one batch (one buffer, one
+    /// write) and returns each chain's responses, whatever their status.
+    pub async fn compounds(&self, chains: &[&[&dyn Request]]) -> Result<Vec<Vec<Response>>> {
+        let ops: Vec<Vec<Op<'_>>> =
+            chains.iter().map(|c| c.iter().map(|&body| Op { body, tree_id: self.tree_id }).collect()).collect();
+        let refs: Vec<&[Op<'_>]> = ops.iter().map(|c| &c[..]).collect();
+        let mut rxs = self.conn().send_batch(&refs, self.encrypt).await?.into_iter();
+        let mut out = Vec::with_capacity(chains.len());
+        for c in chains {
+            let mut v = Vec::with_capacity(c.len());
+            for _ in 0..c.len() {
+                v.push(self.conn().wait(rxs.next().expect("one future per message")).await?);
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
     /// Sends many independent single requests in one batch (one buffer,
     /// one write) and returns their futures in order.
     pub async fn send_many(&self, bodies: &[&dyn Request]) -> Result<Vec<crate::connection::ResponseFuture>> {

@@ -49,6 +49,9 @@ pub struct Store {
     /// Share-relative path of the root (`\`-separated, may be empty).
     root: String,
     opts: StoreOptions,
+    /// The share matches names case-insensitively (Windows, Samba's
+    /// default): keys differing only in case must be refused, not merged.
+    case_insensitive: bool,
 }
 
 /// Directory under the root holding gateway state.
@@ -60,7 +63,7 @@ impl Store {
     ///
     /// Errors: the root does not exist or is not accessible.
     pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
-        let store = Store { pool, root: root.trim_matches('\\').to_string(), opts };
+        let mut store = Store { pool, root: root.trim_matches('\\').to_string(), opts, case_insensitive: true };
         let tree = store.tree().await?;
         let root_times = tree.stat(&store.root).await.map_err(|e| {
             if error::is_not_found(&e) {
@@ -79,7 +82,113 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         }
+        store.case_insensitive = store.probe_case_insensitive(&tree).await?;
+        tracing::info!(case_insensitive = store.case_insensitive, "store opened");
+        let cleaner = store.clone();
+        tokio::spawn(async move { cleaner.clean_temp_loop().await });
         Ok(store)
+    }
+
+    /// Creates `CaseProbe-*` and opens it as lower case.
+    async fn probe_case_insensitive(&self, tree: &Tree) -> StoreResult<bool> {
+        let name = format!("CaseProbe-{:016x}", rand::random::<u64>());
+        let path = self.path(&format!("{INTERNAL}\\tmp\\{name}"));
+        tree.write_small(&path, b"", &[]).await?;
+        let lower = self.path(&format!("{INTERNAL}\\tmp\\{}", name.to_lowercase()));
+        let insensitive = tree.stat(&lower).await.is_ok();
+        let _ = tree.delete(&path, false).await;
+        Ok(insensitive)
+    }
+
+    /// Removes temporary files older than a day (by the server's clock)
+    /// left by crashed instances, at startup and then hourly. Files still
+    /// being written are open without share-delete, so they survive
+    /// (BUG-CLASSES 16).
+    async fn clean_temp_loop(self) {
+        const GRACE_100NS: u64 = 24 * 3600 * 10_000_000;
+        loop {
+            if let Ok(tree) = self.tree().await {
+                let dir = self.path(&format!("{INTERNAL}\\tmp"));
+                // "Now" on the server: the LastWriteTime of a file made now.
+                let probe = format!("{dir}\\clock-{:016x}", rand::random::<u64>());
+                if let Ok(c) = tree.write_small(&probe, b"", &[]).await {
+                    let now = c.times.last_write;
+                    let _ = tree.delete(&probe, false).await;
+                    if let Ok(entries) = tree.list_dir(&dir).await {
+                        for e in entries {
+                            if !e.times.is_directory() && e.times.last_write + GRACE_100NS < now {
+                                let _ = tree.delete(&format!("{dir}\\{}", e.name), false).await;
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+
+    /// Refuses a key whose path differs only in case from names already on
+    /// a case-insensitive share (they would silently merge). One batch of
+    /// CREATE+QUERY_DIRECTORY(name)+CLOSE compounds, one per component.
+    pub async fn check_case(&self, tree: &Tree, bucket: &str, key: &keys::MappedKey) -> StoreResult<()> {
+        use smb_proto::info::decode_dir_entries;
+        use smb_proto::query::QueryDirectoryRequest;
+        if !self.case_insensitive {
+            return Ok(());
+        }
+        let mut dirs = vec![self.bucket_path(bucket)];
+        for c in &key.components[..key.components.len() - 1] {
+            let next = format!("{}\\{}", dirs.last().expect("non-empty"), c);
+            dirs.push(next);
+        }
+        let opens: Vec<smb_proto::create::CreateRequest<'_>> = dirs
+            .iter()
+            .map(|d| smb_proto::create::CreateRequest {
+                name: d,
+                oplock_level: 0,
+                desired_access: smb_proto::create::access::FILE_LIST_DIRECTORY | smb_proto::create::access::SYNCHRONIZE,
+                file_attributes: 0,
+                share_access: smb_proto::create::share::ALL,
+                disposition: smb_proto::create::Disposition::Open,
+                options: smb_proto::create::options::DIRECTORY_FILE,
+                contexts: &[],
+            })
+            .collect();
+        let queries: Vec<QueryDirectoryRequest<'_>> = key
+            .components
+            .iter()
+            .map(|c| QueryDirectoryRequest {
+                class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
+                flags: 0,
+                file_id: FileId::RELATED,
+                pattern: c,
+                output_buffer_length: 4096,
+            })
+            .collect();
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+        let chains: Vec<[&dyn smb_proto::Request; 3]> =
+            opens.iter().zip(&queries).map(|(o, q)| [o as &dyn smb_proto::Request, q, &close]).collect();
+        let refs: Vec<&[&dyn smb_proto::Request]> = chains.iter().map(|c| &c[..]).collect();
+        for (chain, want) in tree.compounds(&refs).await?.iter().zip(&key.components) {
+            if chain[0].status() != NtStatus::STATUS_SUCCESS || chain[1].status() != NtStatus::STATUS_SUCCESS {
+                break; // this directory or name does not exist yet
+            }
+            let buf = OutputBuffer::decode(&chain[1].msg).map_err(smb_client::Error::from)?.0;
+            let mut names = Vec::new();
+            decode_dir_entries(&buf, |e| names.push(e.name)).map_err(smb_client::Error::from)?;
+            if names.iter().any(|n| n == want) {
+                continue;
+            }
+            if let Some(other) = names.first() {
+                return Err(StoreError::Conflict(format!(
+                    "the share is case-insensitive and {:?} already exists as {:?}; keys differing only in case cannot both be stored",
+                    keys::decode_component(want),
+                    keys::decode_component(other)
+                )));
+            }
+            break;
+        }
+        Ok(())
     }
 
     /// Tuning in effect.

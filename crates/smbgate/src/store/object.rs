@@ -436,6 +436,7 @@ impl Store {
                 };
             }
         };
+        self.check_case(tree, bucket, mapped).await?;
         let target = self.object_path(bucket, mapped);
         let rename = || retry_sharing(|| tree.rename(fid, &target, true));
         match rename().await {
@@ -512,6 +513,7 @@ impl Store {
             }
         }
         self.check_bucket(tree, bucket).await?;
+        self.check_case(tree, bucket, mapped).await?;
         self.make_parents(tree, bucket, mapped).await?;
         let mut meta = req.meta.clone();
         meta.etag = hex::encode(Md5::digest(b""));
