@@ -35,9 +35,27 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
 }
 
 /// Starts streaming `range` of the opened object; see the module docs.
-pub fn object_stream(store: Store, opened: Opened, info: ObjectInfo, range: Range<u64>) -> BodyStream {
+pub fn object_stream(
+    store: Store,
+    opened: Opened,
+    info: ObjectInfo,
+    mut range: Range<u64>,
+    head: Option<Bytes>,
+) -> BodyStream {
     let (tx, rx) = mpsc::channel(32);
+    // Bytes already read with the open: all of a small object, or the
+    // start of a large one.
+    let head = head.map(|h| h.slice(..h.len().min((range.end - range.start) as usize))).filter(|h| !h.is_empty());
+    if let Some(h) = &head {
+        range.start += h.len() as u64;
+        let _ = tx.try_send(Ok(h.clone()));
+    }
     tokio::spawn(async move {
+        if range.start >= range.end {
+            drop(tx); // end the body now; the CLOSE need not delay it
+            opened.close().await;
+            return;
+        }
         let result = run(&store, opened, &info, range, &tx).await;
         if let Err(e) = result {
             tracing::warn!(error = %e, "GET stream aborted");
@@ -61,7 +79,7 @@ async fn run(
     if window == 1 || len <= 2 * seg {
         // Small: stream straight from the handle we already hold.
         let r = stream_from(&opened, range, opts.in_flight, tx).await;
-        opened.close().await;
+        tokio::spawn(opened.close()); // don't hold the end of the body for it
         return r;
     }
     // The first segment streams from the open handle while the following
@@ -80,7 +98,7 @@ async fn run(
         spawn_next(&mut next, &mut pending);
     }
     let first = stream_from(&opened, range.start..first_end, opts.in_flight, tx).await;
-    opened.close().await;
+    tokio::spawn(opened.close());
     let abort_all = |pending: &mut VecDeque<JoinHandle<_>>| pending.drain(..).for_each(|h| h.abort());
     if let Err(e) = first {
         abort_all(&mut pending);

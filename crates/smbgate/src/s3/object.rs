@@ -11,6 +11,9 @@ use crate::store::keys::map_key;
 use crate::store::object::{ObjectInfo, PutRequest, Target};
 use crate::store::StoreError;
 
+/// Bytes read together with the open of a GET.
+const SMALL_READ: u32 = 1 << 20;
+
 fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     if !enabled {
         return Default::default();
@@ -111,7 +114,14 @@ fn not_modified_error(e: StoreError, info: &ObjectInfo) -> S3Error {
 
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
-    let (opened, info) = gw.store.open_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    // Read the first MiB with the open (one round trip for small objects)
+    // when the start of the range is known.
+    let read = match (&i.part_number, &i.range) {
+        (None, None) => Some((0, SMALL_READ)),
+        (None, Some(Range::Int { first, .. })) => Some((*first, SMALL_READ)),
+        _ => None,
+    };
+    let (opened, info, head) = gw.store.open_object(&i.bucket, &i.key, read).await.map_err(s3_error)?;
     let cond = Conditions {
         if_match: i.if_match.as_ref(),
         if_none_match: i.if_none_match.as_ref(),
@@ -145,7 +155,8 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         &info,
         i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
     );
-    let body = gw.store.stream_object(opened, &info, range);
+    let head = head.filter(|_| read.is_some_and(|(off, _)| off == range.start));
+    let body = gw.store.stream_object(opened, &info, range, head);
     let m = info.meta.clone();
     let out = GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),

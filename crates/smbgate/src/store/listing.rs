@@ -98,9 +98,9 @@ impl Store {
                 let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
                 let path = key_path(&bucket_path, &key);
                 async move {
-                    let r = open_with_meta(&tree, &path, &read_create(&path), true).await;
+                    let r = open_with_meta(&tree, &read_create(&path), None, true).await;
                     let v = match r {
-                        Ok((c, meta)) => {
+                        Ok((c, meta, _)) => {
                             let is_marker = key.ends_with('/');
                             if c.times.is_directory() && !(is_marker && meta.as_ref().is_some_and(|m| m.marker)) {
                                 Ok(None)

@@ -273,14 +273,16 @@ pub struct Opened {
     pub meta: Option<ObjectMeta>,
 }
 
-/// CREATE + QUERY_INFO(our EA) [+ CLOSE] in one round trip.
-/// With `close`, the handle is closed in the same compound.
+/// CREATE + QUERY_INFO(our EA) [+ READ] [+ CLOSE] in one round trip.
+/// With `read = Some((offset, length))` the first bytes come back too (an
+/// empty buffer at end of file); with `close`, the handle is closed in the
+/// same compound.
 pub async fn open_with_meta(
     tree: &Tree,
-    path: &str,
     create: &smb_proto::create::CreateRequest<'_>,
+    read: Option<(u64, u32)>,
     close: bool,
-) -> Result<(CreateResponse, Option<ObjectMeta>), smb_client::Error> {
+) -> Result<(CreateResponse, Option<ObjectMeta>, Option<Bytes>), smb_client::Error> {
     let names = [META_EA];
     let q = QueryInfoRequest {
         info_type: info_type::FILE,
@@ -290,9 +292,21 @@ pub async fn open_with_meta(
         additional_information: 0,
         file_id: FileId::RELATED,
     };
-    let _ = path;
+    let r = read.map(|(offset, length)| smb_proto::io::ReadRequest {
+        file_id: FileId::RELATED,
+        length: length.min(tree.max_read()),
+        offset,
+        minimum_count: 0,
+    });
     let c = CloseRequest { file_id: FileId::RELATED, post_query: false };
-    let rs = if close { tree.compound(&[create, &q, &c]).await? } else { tree.compound(&[create, &q]).await? };
+    let mut chain: Vec<&dyn smb_proto::Request> = vec![create, &q];
+    if let Some(r) = &r {
+        chain.push(r);
+    }
+    if close {
+        chain.push(&c);
+    }
+    let rs = tree.compound(&chain).await?;
     let cr = rs[0].clone().ok_or_status(&[])?;
     let created = CreateResponse::decode(&cr.msg).map_err(smb_client::Error::from)?;
     let meta = match rs[1].status() {
@@ -303,5 +317,12 @@ pub async fn open_with_meta(
         _ => None,
     };
     let meta = meta.filter(|m| m.matches(created.times.end_of_file, created.on_disk_id()));
-    Ok((created, meta))
+    let data = match (&r, rs.get(2)) {
+        (Some(_), Some(resp)) if resp.status() == NtStatus::STATUS_SUCCESS => {
+            Some(smb_proto::io::ReadResponse::decode(&resp.msg).map_err(smb_client::Error::from)?.data)
+        }
+        (Some(_), Some(resp)) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
+        _ => None,
+    };
+    Ok((created, meta, data))
 }

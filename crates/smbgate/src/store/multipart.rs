@@ -200,7 +200,7 @@ impl Store {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = format!("{dir}\\{}", e.name);
             let req = smb_client::tree::read_open(&path, &[]);
-            let (c, meta) = match open_with_meta(&tree, &path, &req, true).await {
+            let (c, meta, _) = match open_with_meta(&tree, &req, None, true).await {
                 Ok(r) => r,
                 Err(err) if is_not_found(&err) => continue,
                 Err(err) => return Err(err.into()),

@@ -203,19 +203,25 @@ pub(crate) fn read_create(name: &str) -> CreateRequest<'_> {
 }
 
 impl Store {
-    /// Opens `key` for reading: CREATE + metadata in one round trip, the
-    /// handle left open on its connection. A directory-marker key (`a/`)
+    /// Opens `key` for reading: CREATE + metadata (+ the first READ of
+    /// `read = (offset, length)`) in one round trip, the handle left open on
+    /// its connection. A directory-marker key (`a/`)
     /// opens the directory and requires its marker record.
     ///
     /// Errors: NoSuchKey (also for a key naming a plain directory),
     /// NoSuchBucket, InvalidKey.
-    pub async fn open_object(&self, bucket: &str, key: &str) -> StoreResult<(Opened, ObjectInfo)> {
+    pub async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        read: Option<(u64, u32)>,
+    ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
         let mapped = map_key(key)?;
         let path = self.object_path(bucket, &mapped);
         let tree = self.tree().await?;
         let req = read_create(&path);
-        let res = retry_sharing(|| open_with_meta(&tree, &path, &req, false)).await;
-        let (create, meta) = match res {
+        let res = retry_sharing(|| open_with_meta(&tree, &req, read, false)).await;
+        let (create, meta, data) = match res {
             Ok(r) => r,
             Err(e) if is_not_found(&e) => {
                 self.check_bucket(&tree, bucket).await?;
@@ -230,7 +236,7 @@ impl Store {
             opened.close().await;
             return Err(StoreError::NoSuchKey);
         }
-        Ok((opened, info))
+        Ok((opened, info, data))
     }
 
     /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
@@ -242,8 +248,8 @@ impl Store {
         let path = self.object_path(bucket, &mapped);
         let tree = self.tree().await?;
         let req = read_create(&path);
-        match retry_sharing(|| open_with_meta(&tree, &path, &req, true)).await {
-            Ok((create, meta)) => {
+        match retry_sharing(|| open_with_meta(&tree, &req, None, true)).await {
+            Ok((create, meta, _)) => {
                 let info = object_info(&create, meta, &path);
                 let is_dir = create.times.is_directory();
                 if is_dir != mapped.dir_marker || (is_dir && !info.meta.marker) {
@@ -262,13 +268,15 @@ impl Store {
     /// Streams `range` of an opened object. The handle is closed when the
     /// stream ends or is dropped. Large ranges are split into segments
     /// fetched ahead on other pooled connections (see `crate::stream`).
+    /// `head`, if given, holds bytes already read from `range.start`.
     pub fn stream_object(
         &self,
         opened: Opened,
         info: &ObjectInfo,
         range: Range<u64>,
+        head: Option<Bytes>,
     ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static {
-        crate::stream::object_stream(self.clone(), opened, info.clone(), range)
+        crate::stream::object_stream(self.clone(), opened, info.clone(), range, head)
     }
 
     /// PUT: streams `body` into a temporary file, verifies length, MD5 and
@@ -404,8 +412,8 @@ impl Store {
             return Ok(());
         }
         let path = self.object_path(bucket, mapped);
-        let current = match open_with_meta(tree, &path, &read_create(&path), true).await {
-            Ok((c, m)) if !c.times.is_directory() => Some(object_info(&c, m, &path)),
+        let current = match open_with_meta(tree, &read_create(&path), None, true).await {
+            Ok((c, m, _)) if !c.times.is_directory() => Some(object_info(&c, m, &path)),
             Ok(_) => None,
             Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(e.into()),
@@ -595,8 +603,8 @@ impl Store {
         for depth in (1..=n).rev() {
             let path = format!("{}\\{}", self.bucket_path(bucket), mapped.components[..depth].join("\\"));
             let req = read_create(&path);
-            match open_with_meta(tree, &path, &req, true).await {
-                Ok((_, Some(m))) if m.marker => return,
+            match open_with_meta(tree, &req, None, true).await {
+                Ok((_, Some(m), _)) if m.marker => return,
                 Ok(_) => {}
                 Err(_) => return,
             }
@@ -629,7 +637,7 @@ impl Store {
                 return Err(StoreError::InvalidArgument("cannot copy onto a key ending in '/'".into()));
             }
         }
-        let (src, info) = self.open_object(src_bucket, src_key).await?;
+        let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
         if let Err(e) = check(&info) {
             src.close().await;
             return Err(e);
