@@ -321,6 +321,29 @@ impl Store {
         E: std::fmt::Display,
     {
         let tree = tree.clone();
+        let mut body = body;
+        // Small bodies are buffered, verified before any SMB I/O, and
+        // written with one compound.
+        let mut prefix = Vec::new();
+        let mut buffered = 0usize;
+        let mut ended = false;
+        while buffered <= SMALL_PUT {
+            match body.next().await {
+                Some(c) => {
+                    let c = c.map_err(|e| StoreError::Body(e.to_string()))?;
+                    buffered += c.len();
+                    prefix.push(c);
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended && buffered <= tree.max_write() as usize {
+            return self.put_small(&tree, &target, prefix, req, trailer).await;
+        }
+        let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
         let temp = self.temp_path();
         let created = tree.create(&temp_create(&temp)).await?;
         let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
@@ -336,6 +359,92 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// The small-object PUT: checks first, then CREATE(temp, metadata in an
+    /// ExtA context) + WRITE + SET_INFO(rename) + CLOSE in one compound.
+    async fn put_small(
+        &self,
+        tree: &Tree,
+        target: &Target,
+        chunks: Vec<Bytes>,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<String, String>,
+    ) -> StoreResult<PutResult> {
+        let data: Bytes = match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.into_iter().next().expect("one"),
+            _ => chunks.concat().into(),
+        };
+        let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
+        algs.extend(req.checksum_algorithms.iter().cloned());
+        let mut sums = Checksums::new(&algs);
+        sums.update(&data);
+        let meta = verified_meta(&req, Md5::digest(&data).into(), sums, data.len() as u64, trailer)?;
+        let target_path = match target {
+            Target::Object { bucket, key } => {
+                self.check_write_conditions(tree, bucket, key, &req).await?;
+                self.check_case(tree, bucket, key).await?;
+                self.object_path(bucket, key)
+            }
+            Target::Part(p) => p.clone(),
+        };
+        let temp = self.temp_path();
+        let ea = [meta.to_ea()];
+        let ctx = [CreateContext::EaBuffer(&ea)];
+        let create = CreateRequest { contexts: &ctx, ..temp_create(&temp) };
+        let write = smb_proto::io::WriteRequest { file_id: FileId::RELATED, offset: 0, data: &data };
+        let t = smb_client::tree::smb_path(&target_path);
+        let rename = smb_proto::query::SetInfoRequest {
+            file_id: FileId::RELATED,
+            info: SetFileInfo::Rename { target: &t, replace_if_exists: true },
+        };
+        let close = smb_proto::create::CloseRequest { file_id: FileId::RELATED, post_query: false };
+        let chain: Vec<&dyn smb_proto::Request> =
+            if data.is_empty() { vec![&create, &rename, &close] } else { vec![&create, &write, &rename, &close] };
+        let rs = tree.compound(&chain).await?;
+        let created = rs[0].clone().ok_or_status(&[])?;
+        let _ = created;
+        let renamed = &rs[rs.len() - 2];
+        if !data.is_empty() {
+            let w = rs[1].clone().ok_or_status(&[])?;
+            let n = smb_proto::io::WriteResponse::decode(&w.msg).map_err(smb_client::Error::from)?.count;
+            if n as usize != data.len() {
+                let _ = tree.delete(&temp, false).await;
+                return Err(StoreError::Busy(format!("short write: {n} of {} bytes", data.len())));
+            }
+        }
+        if renamed.status() != smb_proto::NtStatus::STATUS_SUCCESS {
+            // Usually a missing parent directory: publish the temp file the
+            // slow way (creating parents), which also explains conflicts.
+            let err = smb_client::Error::Status { command: renamed.header.command, status: renamed.status() };
+            let open = CreateRequest {
+                desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+                share_access: share::ALL,
+                disposition: Disposition::Open,
+                contexts: &[],
+                ..temp_create(&temp)
+            };
+            let f = tree.create(&open).await?;
+            let guard = TempGuard { tree: tree.clone(), file_id: f.file_id, armed: true };
+            let r = if is_not_found(&err) || matches!(target, Target::Object { .. }) {
+                self.publish(tree, f.file_id, target).await
+            } else {
+                Err(err.into())
+            };
+            match r {
+                Ok(()) => {
+                    let mut guard = guard;
+                    guard.armed = false;
+                    let _ = tree.close(f.file_id).await;
+                }
+                Err(e) => {
+                    guard.discard().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64 })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -370,27 +479,9 @@ impl Store {
         if written != size || req.content_length.is_some_and(|l| l != size) {
             return Err(StoreError::IncompleteBody);
         }
-        let md5 = md5.finalize();
-        if let Some(want) = &req.content_md5 {
-            use base64::Engine as _;
-            let got = base64::engine::general_purpose::STANDARD.encode(md5);
-            if want.trim() != got {
-                return Err(StoreError::BadDigest(
-                    "The Content-MD5 you specified did not match what we received.".into(),
-                ));
-            }
-        }
-        let computed = sums.finish();
-        let mut expected = req.checksums.clone();
-        expected.extend(trailer());
-        verify_checksums(&expected, &computed)?;
-
-        let mut meta = req.meta.clone();
-        meta.etag = hex::encode(md5);
-        meta.size = size;
+        let mut meta = verified_meta(&req, md5.finalize().into(), sums, size, trailer)?;
         meta.disk_id = created.on_disk_id();
-        meta.checksums = computed.clone();
-        meta.marker = false;
+        let computed = meta.checksums.clone();
         let ea = [meta.to_ea()];
         tree.set_info(fid, SetFileInfo::FullEa(&ea)).await?;
         if let Target::Object { bucket, key } = target {
@@ -744,6 +835,40 @@ pub fn object_info(create: &CreateResponse, meta: Option<ObjectMeta>, path: &str
 /// comma list) with an ETag value.
 pub fn etag_matches(cond: &str, etag: &str) -> bool {
     cond.split(',').map(|c| c.trim().trim_start_matches("W/").trim_matches('"')).any(|c| c == "*" || c == etag)
+}
+
+/// Bodies up to this size are buffered and written with one compound.
+const SMALL_PUT: usize = 1 << 20;
+
+/// Checks Content-MD5 and checksums of a received body and builds the
+/// metadata record to store.
+fn verified_meta(
+    req: &PutRequest,
+    md5: [u8; 16],
+    sums: Checksums,
+    size: u64,
+    trailer: impl FnOnce() -> BTreeMap<String, String>,
+) -> StoreResult<ObjectMeta> {
+    if req.content_length.is_some_and(|l| l != size) {
+        return Err(StoreError::IncompleteBody);
+    }
+    if let Some(want) = &req.content_md5 {
+        use base64::Engine as _;
+        let got = base64::engine::general_purpose::STANDARD.encode(md5);
+        if want.trim() != got {
+            return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));
+        }
+    }
+    let computed = sums.finish();
+    let mut expected = req.checksums.clone();
+    expected.extend(trailer());
+    verify_checksums(&expected, &computed)?;
+    let mut meta = req.meta.clone();
+    meta.etag = hex::encode(md5);
+    meta.size = size;
+    meta.checksums = computed;
+    meta.marker = false;
+    Ok(meta)
 }
 
 fn verify_checksums(expected: &BTreeMap<String, String>, computed: &BTreeMap<String, String>) -> StoreResult<()> {
