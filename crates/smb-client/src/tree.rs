@@ -408,10 +408,13 @@ impl Tree {
     }
 
     /// Deletes a file (or, with `directory`, an empty directory) with
-    /// CREATE(delete-on-close)+CLOSE in one round trip.
+    /// CREATE + SET_INFO(FileDispositionInformation) + CLOSE in one round
+    /// trip. Marking the disposition (rather than delete-on-close) makes the
+    /// server check a directory for emptiness now and report it.
     ///
     /// Errors: STATUS_OBJECT_NAME_NOT_FOUND, STATUS_DIRECTORY_NOT_EMPTY,
-    /// STATUS_SHARING_VIOLATION.
+    /// STATUS_SHARING_VIOLATION, STATUS_FILE_IS_A_DIRECTORY /
+    /// STATUS_NOT_A_DIRECTORY when `directory` does not match.
     pub async fn delete(&self, path: &str, directory: bool) -> Result<()> {
         let name = smb_path(path);
         let open = CreateRequest {
@@ -421,12 +424,12 @@ impl Tree {
             file_attributes: 0,
             share_access: share::ALL,
             disposition: Disposition::Open,
-            options: options::DELETE_ON_CLOSE
-                | if directory { options::DIRECTORY_FILE } else { options::NON_DIRECTORY_FILE },
+            options: if directory { options::DIRECTORY_FILE } else { options::NON_DIRECTORY_FILE },
             contexts: &[],
         };
+        let mark = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Disposition { delete_pending: true } };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
-        first_error(&self.compound(&[&open, &close]).await?)
+        first_error(&self.compound(&[&open, &mark, &close]).await?)
     }
 
     /// Server-side copy of `length` bytes from `src` at `src_offset` to

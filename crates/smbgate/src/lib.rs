@@ -5,10 +5,12 @@
 //! - [`store`]: S3 semantics on the share (keys, metadata, atomic publish,
 //!   multipart, listing).
 //! - [`stream`]: split streaming for large GETs.
+//! - [`front`]: health probes and request clean-up before s3s.
 //! - [`config`]: flags and environment.
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod front;
 pub mod s3;
 pub mod server;
 pub mod store;

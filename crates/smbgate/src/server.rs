@@ -22,7 +22,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Everything `serve` needs, resolved and connected; built by [`prepare`].
 pub struct Prepared {
     listener: TcpListener,
-    service: s3s::service::S3Service,
+    service: crate::front::Front,
 }
 
 impl Prepared {
@@ -79,17 +79,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         .await
         .map_err(|e| smb_startup_error(&url, &args.smb_user, e))?;
     let opts = StoreOptions { segment_size: args.segment_size, prefetch: args.prefetch, ..Default::default() };
-    let store = Store::open(pool, &url.path, opts).await.map_err(|e| match e {
+    let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
     let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
     if let Some((ak, sk)) = auth {
-        builder.set_auth(s3s::auth::SimpleAuth::from_single(ak, sk));
+        builder.set_auth(crate::front::SingleKey::new(ak, sk));
     }
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    Ok(Prepared { listener, service: builder.build() })
+    Ok(Prepared { listener, service: crate::front::Front::new(builder.build(), pool) })
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits (up to

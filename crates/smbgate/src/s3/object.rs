@@ -134,12 +134,14 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     }
     let (range, partial) = match (&i.part_number, &i.range) {
         (Some(n), _) => match part_range(&info, *n) {
-            Ok(r) => (r, !info.meta.parts.is_empty()),
+            Ok(r) => (r, true),
             Err(e) => {
                 opened.close().await;
                 return Err(e);
             }
         },
+        // A suffix range of an empty object is the whole (empty) object.
+        (None, Some(Range::Suffix { .. })) if info.size == 0 => (0..0, false),
         (None, Some(r)) => match r.check(info.size) {
             Ok(r) => (r, true),
             Err(_) => {
@@ -196,13 +198,9 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
     let (len, content_range, partial) = match (&i.part_number, &i.range) {
         (Some(n), _) => {
             let r = part_range(&info, *n)?;
-            let partial = !info.meta.parts.is_empty();
-            (
-                r.end - r.start,
-                partial.then(|| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)),
-                partial,
-            )
+            (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)), true)
         }
+        (None, Some(Range::Suffix { .. })) if info.size == 0 => (0, None, false),
         (None, Some(r)) => {
             let r = r.check(info.size).map_err(|_| unsatisfiable(info.size))?;
             (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)), true)
@@ -214,7 +212,8 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
     );
     let m = info.meta.clone();
-    Ok(S3Response::new(HeadObjectOutput {
+    let status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
+    let mut resp = S3Response::new(HeadObjectOutput {
         content_length: Some(len as i64),
         content_range,
         accept_ranges: Some("bytes".into()),
@@ -234,7 +233,9 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         checksum_sha1: sha1,
         checksum_sha256: sha256,
         ..Default::default()
-    }))
+    });
+    resp.status = status;
+    Ok(resp)
 }
 
 pub async fn delete_object(

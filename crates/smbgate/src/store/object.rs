@@ -787,11 +787,15 @@ impl Store {
             }
             let ea = [meta.to_ea()];
             tree.set_info(created.file_id, SetFileInfo::FullEa(&ea)).await?;
+            // Close the source first: a copy onto itself renames over it.
+            let _ = tree.close(src.file_id).await;
             self.publish(&tree, created.file_id, &target).await?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len })
         }
         .await;
-        src.close().await;
+        if result.is_err() {
+            src.close().await;
+        }
         match result {
             Ok(r) => {
                 let mut guard = guard;
@@ -854,6 +858,10 @@ fn verified_meta(
     }
     if let Some(want) = &req.content_md5 {
         use base64::Engine as _;
+        let decoded = base64::engine::general_purpose::STANDARD.decode(want.trim()).ok();
+        if decoded.as_ref().is_none_or(|d| d.len() != 16) {
+            return Err(StoreError::InvalidDigest("The Content-MD5 you specified was invalid.".into()));
+        }
         let got = base64::engine::general_purpose::STANDARD.encode(md5);
         if want.trim() != got {
             return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));

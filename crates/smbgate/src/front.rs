@@ -1,0 +1,83 @@
+//! The HTTP front door in front of the s3s service: answers load-balancer
+//! probes (`HEAD /`), gives a ranged HEAD its 206, and checks access keys
+//! so an unknown key gets S3's InvalidAccessKeyId.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use hyper::body::Incoming;
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::service::S3Service;
+use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
+use smb_client::Pool;
+
+/// SigV4 credentials: one access key and its secret.
+pub struct SingleKey {
+    access_key: String,
+    secret_key: SecretKey,
+}
+
+impl SingleKey {
+    /// The only key pair this gateway accepts.
+    pub fn new(access_key: String, secret_key: String) -> SingleKey {
+        SingleKey { access_key, secret_key: SecretKey::from(secret_key) }
+    }
+}
+
+#[async_trait::async_trait]
+impl S3Auth for SingleKey {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        if access_key == self.access_key {
+            Ok(self.secret_key.clone())
+        } else {
+            Err(S3Error::with_message(
+                S3ErrorCode::InvalidAccessKeyId,
+                "The AWS Access Key Id you provided does not exist in our records.",
+            ))
+        }
+    }
+}
+
+/// The service hyper runs for each connection.
+#[derive(Clone)]
+pub struct Front {
+    s3: S3Service,
+    pool: Pool,
+}
+
+impl Front {
+    /// Wraps the s3s service; `pool` answers health probes.
+    pub fn new(s3: S3Service, pool: Pool) -> Front {
+        Front { s3, pool }
+    }
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for Front {
+    type Response = HttpResponse;
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
+
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        if req.method() == http::Method::HEAD && req.uri().path() == "/" {
+            // Health probe: 200 while an SMB connection is up, else 503.
+            let status =
+                if self.pool.healthy() > 0 { http::StatusCode::OK } else { http::StatusCode::SERVICE_UNAVAILABLE };
+            let mut resp = http::Response::new(s3s::Body::empty());
+            *resp.status_mut() = status;
+            return Box::pin(async move { Ok(resp) });
+        }
+        let is_head = req.method() == http::Method::HEAD;
+        let s3 = self.s3.clone();
+        Box::pin(async move {
+            let mut resp = hyper::service::Service::call(&s3, req).await?;
+            // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
+            if is_head
+                && resp.status() == http::StatusCode::OK
+                && resp.headers().contains_key(http::header::CONTENT_RANGE)
+            {
+                *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
+            }
+            Ok(resp)
+        })
+    }
+}
