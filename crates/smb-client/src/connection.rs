@@ -146,7 +146,7 @@ struct CloseOnDrop(Arc<Inner>);
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.0.poison(Error::ConnectionLost("connection closed by the client".into()));
+        self.0.shut(Error::ConnectionLost("connection closed by the client".into()), false);
     }
 }
 
@@ -219,6 +219,12 @@ impl Connection {
     /// its tasks. Idempotent.
     pub fn poison(&self, err: Error) {
         self.inner.poison(err);
+    }
+
+    /// Closes the connection in an orderly way: like [`Connection::poison`]
+    /// but not logged as a fault.
+    pub fn close(&self) {
+        self.inner.shut(Error::ConnectionLost("connection closed by the client".into()), false);
     }
 
     /// The SessionId in use (0 before SESSION_SETUP).
@@ -524,12 +530,22 @@ impl Inner {
     }
 
     pub(crate) fn poison(&self, err: Error) {
+        self.shut(err, true)
+    }
+
+    /// Fails every waiter with `err` and stops the tasks; `fault` says
+    /// whether this is a failure worth a warning or an orderly close.
+    pub(crate) fn shut(&self, err: Error, fault: bool) {
         let pending = {
             let mut st = self.state.lock().unwrap();
             if st.poisoned.is_some() {
                 return;
             }
-            tracing::warn!(error = %err, "SMB connection poisoned");
+            if fault {
+                tracing::warn!(error = %err, "SMB connection poisoned");
+            } else {
+                tracing::debug!(error = %err, "SMB connection closed");
+            }
             st.poisoned = Some(err.clone());
             st.queue.clear();
             std::mem::take(&mut st.pending)

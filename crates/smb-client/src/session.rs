@@ -125,7 +125,7 @@ impl Session {
         match Self::setup(conn.clone(), config).await {
             Ok(s) => Ok(s),
             Err(e) => {
-                conn.poison(Error::ConnectionLost("session setup failed".into()));
+                conn.close();
                 Err(e)
             }
         }
@@ -293,7 +293,7 @@ impl Session {
     /// LOGOFF (MS-SMB2 2.2.7); the connection is unusable afterwards.
     pub async fn logoff(&self) -> Result<()> {
         let r = self.conn.call(Op { body: &Empty(Command::Logoff), tree_id: 0 }, false).await;
-        self.conn.poison(Error::ConnectionLost("logged off".into()));
+        self.conn.close();
         r?.ok_or_status(&[])?;
         Ok(())
     }

@@ -67,6 +67,16 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             return Box::pin(async move { Ok(resp) });
         }
         let is_head = req.method() == http::Method::HEAD;
+        // An empty body with Expect: 100-continue is never read, so hyper
+        // sends no 100; some clients then misread the next response on the
+        // connection (BUG-CLASSES 23). Close it after this answer instead.
+        let expects_continue =
+            req.headers().get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let empty_body = req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .is_none_or(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(0));
+        let close_after = expects_continue && empty_body;
         let s3 = self.s3.clone();
         Box::pin(async move {
             let mut resp = hyper::service::Service::call(&s3, req).await?;
@@ -76,6 +86,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 && resp.headers().contains_key(http::header::CONTENT_RANGE)
             {
                 *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
+            }
+            if close_after {
+                resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
             Ok(resp)
         })

@@ -121,6 +121,7 @@ pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
             _ = &mut shutdown => break,
         }
     }
+    drop(p.listener); // refuse new connections while draining
     tracing::info!("shutting down: draining in-flight requests");
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("drain timed out; exiting with requests still open");

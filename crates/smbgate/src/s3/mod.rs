@@ -40,6 +40,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
             "KeyTooLongError" => C::KeyTooLongError,
             _ => C::InvalidArgument,
         },
+        StoreError::NameTooLong => C::KeyTooLongError,
         StoreError::Conflict(_) => {
             let mut err = S3Error::with_message(C::Custom("KeyConflict".into()), msg);
             err.set_status_code(http::StatusCode::CONFLICT);

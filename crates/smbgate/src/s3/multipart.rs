@@ -133,8 +133,15 @@ pub async fn complete(
         .into_iter()
         .map(|p| (p.part_number.unwrap_or(0), p.e_tag.map(|e| e.value().to_string()).unwrap_or_default()))
         .collect();
-    // Check the upload exists before committing to a 200 with keep-alive.
-    gw.store.upload_record(&i.upload_id).await.map_err(s3_error)?;
+    if parts.is_empty() {
+        return Err(S3Error::with_message(
+            S3ErrorCode::MalformedXML,
+            "The XML you provided was not well-formed or did not validate against our published schema",
+        ));
+    }
+    // Validate before committing to a 200 with keep-alive whitespace, so
+    // request errors get their own status code.
+    gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await.map_err(s3_error)?;
     let store = gw.store.clone();
     let (bucket, key, id) = (i.bucket, i.key, i.upload_id);
     let fut = async move {

@@ -23,6 +23,10 @@ pub enum StoreError {
     /// The key cannot be stored on an SMB share.
     #[error("{0}")]
     InvalidKey(#[from] KeyError),
+    /// The server refused a name of the key as too long (its own limit,
+    /// e.g. 255 bytes of UTF-8 on Linux, can be below S3's).
+    #[error("a component of the key is longer than the SMB server allows")]
+    NameTooLong,
     /// The key collides with an existing file or directory (a key that is
     /// both an object and a prefix of other keys, or a case-only variant
     /// on a case-insensitive share).
@@ -93,6 +97,17 @@ impl From<SmbError> for StoreError {
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// True if `e` says a path cannot be walked (a component is a file or
+/// the syntax is refused): the parents need a look.
+pub fn is_bad_path(e: &SmbError) -> bool {
+    matches!(
+        e.status(),
+        Some(NtStatus::STATUS_OBJECT_PATH_INVALID)
+            | Some(NtStatus::STATUS_OBJECT_PATH_SYNTAX_BAD)
+            | Some(NtStatus::STATUS_NOT_A_DIRECTORY)
+    )
+}
 
 /// True if `e` says a name does not exist.
 pub fn is_not_found(e: &SmbError) -> bool {

@@ -79,6 +79,19 @@ impl Store {
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest) -> StoreResult<ListResult> {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
+        if self.case_insensitive() {
+            // The walk starts in the directory the prefix names; on a
+            // case-insensitive share `dir/` would open `Dir` and list keys
+            // that do not exist. The names must match exactly.
+            if let Some((dirs, _)) =
+                req.prefix.rsplit_once('/').filter(|(d, _)| d.split('/').all(|c| !matches!(c, "" | "." | "..")))
+            {
+                let comps: Vec<String> = dirs.split('/').map(encode_component).collect();
+                if self.case_mismatch(&tree, bucket, &comps).await?.is_some() {
+                    return Ok(ListResult::default());
+                }
+            }
+        }
         let src = SmbSource { tree: tree.clone(), bucket_path: self.bucket_path(bucket) };
         let mut page = list(&src, req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be

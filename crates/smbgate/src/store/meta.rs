@@ -50,6 +50,10 @@ pub struct ObjectMeta {
     /// Part sizes of a multipart object, in bytes, for `partNumber` GETs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u64>,
+    /// The S3 key this record was written for. On a case-insensitive share
+    /// an open of `mixed` may land on `Mixed`; the key tells them apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// True on a directory that is also a directory-marker object (`a/b/`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub marker: bool,

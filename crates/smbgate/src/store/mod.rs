@@ -131,13 +131,35 @@ impl Store {
     /// a case-insensitive share (they would silently merge). One batch of
     /// CREATE+QUERY_DIRECTORY(name)+CLOSE compounds, one per component.
     pub async fn check_case(&self, tree: &Tree, bucket: &str, key: &keys::MappedKey) -> StoreResult<()> {
-        use smb_proto::info::decode_dir_entries;
-        use smb_proto::query::QueryDirectoryRequest;
         if !self.case_insensitive {
             return Ok(());
         }
+        match self.case_mismatch(tree, bucket, &key.components).await? {
+            None => Ok(()),
+            Some((want, other)) => Err(StoreError::Conflict(format!(
+                "the share is case-insensitive and {:?} already exists as {:?}; keys differing only in case cannot both be stored",
+                keys::decode_component(&want),
+                keys::decode_component(&other)
+            ))),
+        }
+    }
+
+    /// The first of the (encoded) path components under `bucket` that
+    /// exists on the share with a different case, as `(ours, theirs)`.
+    /// Stops at the first component that does not exist.
+    pub async fn case_mismatch(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        components: &[String],
+    ) -> StoreResult<Option<(String, String)>> {
+        use smb_proto::info::decode_dir_entries;
+        use smb_proto::query::QueryDirectoryRequest;
+        if components.is_empty() {
+            return Ok(None);
+        }
         let mut dirs = vec![self.bucket_path(bucket)];
-        for c in &key.components[..key.components.len() - 1] {
+        for c in &components[..components.len() - 1] {
             let next = format!("{}\\{}", dirs.last().expect("non-empty"), c);
             dirs.push(next);
         }
@@ -154,8 +176,7 @@ impl Store {
                 contexts: &[],
             })
             .collect();
-        let queries: Vec<QueryDirectoryRequest<'_>> = key
-            .components
+        let queries: Vec<QueryDirectoryRequest<'_>> = components
             .iter()
             .map(|c| QueryDirectoryRequest {
                 class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
@@ -169,7 +190,7 @@ impl Store {
         let chains: Vec<[&dyn smb_proto::Request; 3]> =
             opens.iter().zip(&queries).map(|(o, q)| [o as &dyn smb_proto::Request, q, &close]).collect();
         let refs: Vec<&[&dyn smb_proto::Request]> = chains.iter().map(|c| &c[..]).collect();
-        for (chain, want) in tree.compounds(&refs).await?.iter().zip(&key.components) {
+        for (chain, want) in tree.compounds(&refs).await?.iter().zip(components) {
             if chain[0].status() != NtStatus::STATUS_SUCCESS || chain[1].status() != NtStatus::STATUS_SUCCESS {
                 break; // this directory or name does not exist yet
             }
@@ -180,15 +201,16 @@ impl Store {
                 continue;
             }
             if let Some(other) = names.first() {
-                return Err(StoreError::Conflict(format!(
-                    "the share is case-insensitive and {:?} already exists as {:?}; keys differing only in case cannot both be stored",
-                    keys::decode_component(want),
-                    keys::decode_component(other)
-                )));
+                return Ok(Some((want.clone(), other.clone())));
             }
             break;
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// True if the share matches names case-insensitively.
+    pub fn case_insensitive(&self) -> bool {
+        self.case_insensitive
     }
 
     /// Tuning in effect.
@@ -254,6 +276,33 @@ where
             Err(e) if e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_millis(500));
+            }
+            r => return r,
+        }
+    }
+    f().await
+}
+
+/// Like [`retry_sharing`], for a rename over a file that another handle
+/// holds open: Samba refuses it with STATUS_ACCESS_DENIED while a
+/// concurrent writer or reader has it open (BUG-CLASSES 13), so that is
+/// retried too, with bounded backoff.
+pub async fn retry_busy<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+{
+    let mut delay = Duration::from_millis(2);
+    for _ in 0..12 {
+        match f().await {
+            Err(e)
+                if matches!(
+                    e.status(),
+                    Some(NtStatus::STATUS_SHARING_VIOLATION) | Some(NtStatus::STATUS_ACCESS_DENIED)
+                ) =>
+            {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_millis(250));
             }
             r => return r,
         }

@@ -217,19 +217,17 @@ impl Store {
         Ok(parts)
     }
 
-    /// CompleteMultipartUpload: checks the requested parts, concatenates
-    /// them server-side, publishes the object and removes the upload.
-    /// `requested` is `(part number, ETag)` in request order.
+    /// Checks a CompleteMultipartUpload request without changing anything:
+    /// returns the upload record, the chosen parts and the final ETag.
     ///
-    /// Errors: NoSuchUpload, InvalidPart, InvalidPartOrder, EntityTooSmall,
-    /// and publish errors.
-    pub async fn complete_upload(
+    /// Errors: NoSuchUpload, InvalidPart, InvalidPartOrder, EntityTooSmall.
+    pub async fn plan_complete(
         &self,
         bucket: &str,
         key: &str,
         id: &str,
         requested: &[(i32, String)],
-    ) -> StoreResult<PutResult> {
+    ) -> StoreResult<(UploadRecord, Vec<PartInfo>, String)> {
         let rec = self.check_upload(bucket, key, id).await?;
         if requested.is_empty() {
             return Err(StoreError::InvalidArgument("you must specify at least one part".into()));
@@ -257,7 +255,27 @@ impl Store {
             md5.update(hex::decode(&p.etag).unwrap_or_default());
         }
         let etag = format!("{}-{}", hex::encode(md5.finalize()), chosen.len());
+        // Conflicts with existing names are found now, not after the
+        // response has started.
+        let tree = self.tree().await?;
+        self.preflight(&tree, bucket, &map_key(key)?).await?;
+        Ok((rec, chosen, etag))
+    }
 
+    /// CompleteMultipartUpload: checks the requested parts, concatenates
+    /// them server-side, publishes the object and removes the upload.
+    /// `requested` is `(part number, ETag)` in request order.
+    ///
+    /// Errors: NoSuchUpload, InvalidPart, InvalidPartOrder, EntityTooSmall,
+    /// and publish errors.
+    pub async fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        id: &str,
+        requested: &[(i32, String)],
+    ) -> StoreResult<PutResult> {
+        let (rec, chosen, etag) = self.plan_complete(bucket, key, id, requested).await?;
         let mapped = map_key(key)?;
         let tree = self.tree().await?;
         let temp = self.temp_path();
@@ -295,6 +313,7 @@ impl Store {
             meta.size = off;
             meta.disk_id = created.on_disk_id();
             meta.parts = chosen.iter().map(|p| p.size).collect();
+            meta.key = Some(key.to_string());
             meta.checksums.clear();
             let ea = [meta.to_ea()];
             tree.set_info(fid, SetFileInfo::FullEa(&ea)).await?;

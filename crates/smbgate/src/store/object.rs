@@ -15,10 +15,10 @@ use smb_proto::create::{
 use smb_proto::info::SetFileInfo;
 use smb_proto::NtStatus;
 
-use super::error::is_not_found;
+use super::error::{is_bad_path, is_not_found};
 use super::keys::{map_key, MappedKey};
 use super::meta::{derived_etag, ObjectMeta};
-use super::{open_with_meta, retry_sharing, Opened, Store, StoreError, StoreResult};
+use super::{open_with_meta, retry_busy, retry_sharing, Opened, Store, StoreError, StoreResult};
 
 /// What a client sent with a PUT, besides the body.
 #[derive(Debug, Default, Clone)]
@@ -55,6 +55,38 @@ pub enum Target {
     /// A share-relative path whose parent must already exist (multipart
     /// parts); a missing parent means the upload is gone.
     Part(String),
+}
+
+impl Target {
+    /// The S3 key of an object target.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            Target::Object { key, .. } => Some(original_key(key)),
+            Target::Part(_) => None,
+        }
+    }
+}
+
+/// The S3 key a mapped key came from.
+pub fn original_key(m: &MappedKey) -> String {
+    let comps: Vec<&str> = m.components.iter().map(String::as_str).collect();
+    super::keys::key_from_components(&comps, m.dir_marker)
+}
+
+/// Checks the record's key against the requested one: `Err(NoSuchKey)` if
+/// the open landed on a case-variant of the key (case-insensitive share),
+/// and drops a record written for another key (file renamed by someone
+/// else: treat it as foreign).
+fn check_record_key(meta: Option<ObjectMeta>, key: &str) -> StoreResult<Option<ObjectMeta>> {
+    match meta {
+        Some(m) => match m.key.as_deref() {
+            None => Ok(Some(m)),
+            Some(k) if k == key => Ok(Some(m)),
+            Some(k) if k.to_lowercase() == key.to_lowercase() => Err(StoreError::NoSuchKey),
+            Some(_) => Ok(None),
+        },
+        None => Ok(None),
+    }
 }
 
 /// What a successful PUT stored.
@@ -175,9 +207,10 @@ fn temp_create(name: &str) -> CreateRequest<'_> {
         oplock_level: 0,
         desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
         file_attributes: attributes::NORMAL,
-        // No share-delete: another instance's cleanup cannot remove a temp
-        // file while we still write it (BUG-CLASSES 16).
-        share_access: share::READ,
+        // Share-delete, so that once renamed into place the still-open file
+        // does not block the next writer's rename over it. Other instances'
+        // cleanup only removes temp files a day old (BUG-CLASSES 16).
+        share_access: share::READ | share::DELETE,
         disposition: Disposition::Create,
         options: options::NON_DIRECTORY_FILE,
         contexts: &TEMP_CONTEXTS,
@@ -222,7 +255,13 @@ impl Store {
         let req = read_create(&path);
         let res = retry_sharing(|| open_with_meta(&tree, &req, read, false)).await;
         let (create, meta, data) = match res {
-            Ok(r) => r,
+            Ok((c, m, d)) => match check_record_key(m, key) {
+                Ok(m) => (c, m, d),
+                Err(e) => {
+                    let _ = tree.close(c.file_id).await;
+                    return Err(e);
+                }
+            },
             Err(e) if is_not_found(&e) => {
                 self.check_bucket(&tree, bucket).await?;
                 return Err(StoreError::NoSuchKey);
@@ -250,6 +289,7 @@ impl Store {
         let req = read_create(&path);
         match retry_sharing(|| open_with_meta(&tree, &req, None, true)).await {
             Ok((create, meta, _)) => {
+                let meta = check_record_key(meta, key)?;
                 let info = object_info(&create, meta, &path);
                 let is_dir = create.times.is_directory();
                 if is_dir != mapped.dir_marker || (is_dir && !info.meta.marker) {
@@ -380,7 +420,8 @@ impl Store {
         algs.extend(req.checksum_algorithms.iter().cloned());
         let mut sums = Checksums::new(&algs);
         sums.update(&data);
-        let meta = verified_meta(&req, Md5::digest(&data).into(), sums, data.len() as u64, trailer)?;
+        let mut meta = verified_meta(&req, Md5::digest(&data).into(), sums, data.len() as u64, trailer)?;
+        meta.key = target.key();
         let target_path = match target {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
@@ -480,6 +521,7 @@ impl Store {
             return Err(StoreError::IncompleteBody);
         }
         let mut meta = verified_meta(&req, md5.finalize().into(), sums, size, trailer)?;
+        meta.key = target.key();
         meta.disk_id = created.on_disk_id();
         let computed = meta.checksums.clone();
         let ea = [meta.to_ea()];
@@ -528,7 +570,7 @@ impl Store {
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),
             Target::Part(path) => {
-                return match retry_sharing(|| tree.rename(fid, path, true)).await {
+                return match retry_busy(|| tree.rename(fid, path, true)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
                     Err(e) => Err(e.into()),
@@ -537,11 +579,11 @@ impl Store {
         };
         self.check_case(tree, bucket, mapped).await?;
         let target = self.object_path(bucket, mapped);
-        let rename = || retry_sharing(|| tree.rename(fid, &target, true));
+        let rename = || retry_busy(|| tree.rename(fid, &target, true));
         match rename().await {
             Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(self.rename_error(tree, &target, e).await),
+            Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
+            Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
         }
         // A parent is missing: the bucket, or directories for the key's
         // prefix.
@@ -549,11 +591,52 @@ impl Store {
         self.make_parents(tree, bucket, mapped).await?;
         match rename().await {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.rename_error(tree, &target, e).await),
+            Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
         }
     }
 
-    async fn rename_error(&self, tree: &Tree, target: &str, e: smb_client::Error) -> StoreError {
+    /// Checks, without changing anything, that `mapped` could be published:
+    /// the bucket exists, no case-variant exists, no prefix of the key is a
+    /// file and the key itself is not a directory.
+    ///
+    /// Errors: NoSuchBucket, Conflict.
+    pub(crate) async fn preflight(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
+        self.check_bucket(tree, bucket).await?;
+        self.check_case(tree, bucket, mapped).await?;
+        let mut path = self.bucket_path(bucket);
+        for (i, c) in mapped.components.iter().enumerate() {
+            path.push('\\');
+            path.push_str(c);
+            let last = i + 1 == mapped.components.len();
+            match tree.stat(&path).await {
+                Ok(t) if !last && !t.is_directory() => {
+                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()))
+                }
+                Ok(t) if last && t.is_directory() && !mapped.dir_marker => {
+                    return Err(StoreError::Conflict(
+                        "the key is also a prefix of other keys (a directory on the share)".into(),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) || is_bad_path(&e) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn rename_error(&self, tree: &Tree, target: &str, mapped: &MappedKey, e: smb_client::Error) -> StoreError {
+        if matches!(
+            e.status(),
+            Some(smb_proto::NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(smb_proto::NtStatus::STATUS_NAME_TOO_LONG)
+        ) {
+            // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
+            return if mapped.components.iter().any(|c| c.len() > 255) {
+                StoreError::NameTooLong
+            } else {
+                StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
+            };
+        }
         if let Ok(t) = tree.stat(target).await {
             if t.is_directory() {
                 return StoreError::Conflict(
@@ -618,6 +701,7 @@ impl Store {
         meta.etag = hex::encode(Md5::digest(b""));
         meta.size = 0;
         meta.marker = true;
+        meta.key = Some(original_key(mapped));
         let path = self.object_path(bucket, mapped);
         let open = CreateRequest {
             name: &path,
@@ -674,8 +758,29 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         } else {
-            match retry_sharing(|| tree.delete(&path, false)).await {
-                Ok(()) => {}
+            let del = || async {
+                if !self.case_insensitive() {
+                    return tree.delete(&path, false).await.map(|_| true);
+                }
+                // Open first to read the record's key: on a case-insensitive
+                // share `mixed` would otherwise delete `Mixed`.
+                let open = CreateRequest {
+                    desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
+                    options: options::NON_DIRECTORY_FILE,
+                    ..read_create(&path)
+                };
+                let (c, meta, _) = open_with_meta(&tree, &open, None, false).await?;
+                if check_record_key(meta, key).is_err() {
+                    let _ = tree.close(c.file_id).await;
+                    return Ok(false);
+                }
+                let r = tree.set_info(c.file_id, SetFileInfo::Disposition { delete_pending: true }).await;
+                let _ = tree.close(c.file_id).await;
+                r.map(|_| true)
+            };
+            match retry_sharing(del).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()), // only a case-variant exists
                 Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
                     self.check_bucket(&tree, bucket).await?;
                     return Ok(());
@@ -771,6 +876,7 @@ impl Store {
             meta.disk_id = created.on_disk_id();
             meta.marker = false;
             meta.parts.clear();
+            meta.key = target.key();
             if whole && !info.etag.contains('-') {
                 meta.etag = info.etag.clone();
                 meta.checksums = info.meta.checksums.clone();

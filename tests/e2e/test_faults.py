@@ -1,0 +1,456 @@
+"""Faults and races (issue 3 "Keys and safety", BUG-CLASSES 12-16, 21):
+a client that disconnects mid-PUT leaves no partial object and no temp file;
+concurrent PUTs to one key give readers exactly one complete version; internal
+files never show up; SIGTERM/SIGINT drain in-flight requests and exit 0.
+
+These tests use their own Samba and gateway (module scope) so that the
+share's `.smbgate/tmp` holds only what they cause."""
+
+import hashlib
+import http.client
+import random
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.parse
+import uuid
+
+import pytest
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import ClientError
+
+from conftest import Gateway, Samba
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def fsamba():
+    s = Samba()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def fgw(fsamba):
+    g = Gateway(fsamba)
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def fs3(fgw):
+    return fgw.client()
+
+
+@pytest.fixture
+def fbucket(fs3):
+    name = f"f-{uuid.uuid4().hex[:12]}"
+    fs3.create_bucket(Bucket=name)
+    return name
+
+
+def tmp_dir(samba):
+    return samba.share_path / ".smbgate" / "tmp"
+
+
+def tmp_entries(samba):
+    d = tmp_dir(samba)
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def wait_for(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        if pred():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def status_of(call):
+    try:
+        call()
+        return 200
+    except ClientError as e:
+        return e.response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def log_text(gw):
+    gw.log.flush()
+    return open(gw.log.name, errors="replace").read()[-4000:]
+
+
+# --- client disconnect mid-PUT ---
+
+def presigner(gw):
+    return gw.client(signature_version="s3v4")
+
+
+def _raw_put_start(gw, s3, bucket, key, total):
+    """Opens a socket and sends the head of a presigned PUT (UNSIGNED-PAYLOAD)
+    announcing `total` body bytes. Returns the socket."""
+    url = presigner(gw).generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=600)
+    u = urllib.parse.urlsplit(url)
+    assert "X-Amz-Signature=" in u.query  # SigV4, UNSIGNED-PAYLOAD
+    target = u.path + ("?" + u.query if u.query else "")
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+    head = (f"PUT {target} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: {total}\r\n"
+            "\r\n")
+    sock.sendall(head.encode())
+    return sock
+
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+@pytest.mark.parametrize("previous", [False, True], ids=["new-key", "overwrite"])
+def test_disconnect_mid_put_leaves_nothing(fgw, fs3, fbucket, fsamba, previous, how):
+    key = "dir/partial.bin"
+    old = b"previous version\n" * 1000
+    if previous:
+        fs3.put_object(Bucket=fbucket, Key=key, Body=old)
+    assert tmp_entries(fsamba) == [], "temp dir not empty before the test"
+
+    total = 16 * MIB
+    body = random.Random(1).randbytes(total)
+    sock = _raw_put_start(fgw, fs3, fbucket, key, total)
+    sock.sendall(body[: total // 2])
+    # The gateway is streaming into a temp file by now.
+    assert wait_for(lambda: tmp_entries(fsamba) != [], 10), \
+        "no temp file appeared under .smbgate/tmp while the PUT was streaming"
+    time.sleep(0.3)
+    if how == "rst":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    else:
+        sock.shutdown(socket.SHUT_WR)
+    sock.close()
+
+    assert wait_for(lambda: tmp_entries(fsamba) == [], 5), \
+        f"temp files left after the client went away: {tmp_entries(fsamba)}\n{log_text(fgw)}"
+    if previous:
+        got = fs3.get_object(Bucket=fbucket, Key=key)
+        assert got["Body"].read() == old
+        assert got["ETag"] == '"%s"' % hashlib.md5(old).hexdigest()
+        assert (fsamba.share_path / fbucket / "dir" / "partial.bin").read_bytes() == old
+        assert [o["Key"] for o in fs3.list_objects_v2(Bucket=fbucket)["Contents"]] == [key]
+    else:
+        assert status_of(lambda: fs3.head_object(Bucket=fbucket, Key=key)) == 404
+        assert not (fsamba.share_path / fbucket / "dir" / "partial.bin").exists()
+        assert fs3.list_objects_v2(Bucket=fbucket)["KeyCount"] == 0
+    # The key is still writable (no handle or lock left behind).
+    new = b"after the abort\n"
+    fs3.put_object(Bucket=fbucket, Key=key, Body=new)
+    assert fs3.get_object(Bucket=fbucket, Key=key)["Body"].read() == new
+    assert tmp_entries(fsamba) == []
+
+
+def test_disconnect_before_any_body_byte(fgw, fs3, fbucket, fsamba):
+    """Headers only, then the client vanishes: nothing stored, nothing left."""
+    sock = _raw_put_start(fgw, fs3, fbucket, "nobody.bin", 4 * MIB)
+    time.sleep(0.5)
+    sock.close()
+    assert wait_for(lambda: tmp_entries(fsamba) == [], 5), tmp_entries(fsamba)
+    assert status_of(lambda: fs3.head_object(Bucket=fbucket, Key="nobody.bin")) == 404
+
+
+@pytest.mark.parametrize("total", [200_000, 3 * MIB], ids=["buffered", "streamed"])
+def test_short_body_then_close_is_not_published(fgw, fs3, fbucket, fsamba, total):
+    """All but the last byte, then a clean FIN: the gateway must not publish a
+    truncated object (BUG-CLASSES 15), whether the body was small enough to be
+    buffered or streamed to a temp file."""
+    body = random.Random(2).randbytes(total)
+    sock = _raw_put_start(fgw, fs3, fbucket, "short.bin", total)
+    sock.sendall(body[:-1])
+    sock.shutdown(socket.SHUT_WR)
+    sock.settimeout(10)
+    try:
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
+    sock.close()
+    assert wait_for(lambda: tmp_entries(fsamba) == [], 5), tmp_entries(fsamba)
+    assert status_of(lambda: fs3.head_object(Bucket=fbucket, Key="short.bin")) == 404
+
+
+# --- concurrent PUTs to one key while GETs run ---
+
+N_WRITERS = 8
+N_VERSIONS = 5
+N_READERS = 4
+RACE_DEADLINE = 240  # seconds for the whole race; generous for a debug build
+
+
+def test_concurrent_puts_one_key_readers_see_whole_versions(fgw, fs3, fbucket, fsamba):
+    key = "race/one-key.bin"
+    rng = random.Random(0xC0FFEE)
+    bodies = {}
+    for w in range(N_WRITERS):
+        for v in range(N_VERSIONS):
+            size = rng.randint(1 * MIB, 4 * MIB)
+            b = f"writer {w} version {v}\n".encode() + rng.randbytes(size)
+            bodies[(w, v)] = b
+    md5s = {hashlib.md5(b).hexdigest(): (wv, len(b)) for wv, b in bodies.items()}
+    assert len(md5s) == len(bodies)
+
+    # The first write happens before any reader starts: from then on a 404 is a bug.
+    first = b"initial version\n" * 4096
+    fs3.put_object(Bucket=fbucket, Key=key, Body=first)
+    md5s[hashlib.md5(first).hexdigest()] = (("init", 0), len(first))
+
+    errors = []
+    lock = threading.Lock()
+    writers_done = threading.Event()
+    reads = []
+    deadline = time.monotonic() + RACE_DEADLINE
+
+    def fail(msg):
+        with lock:
+            if len(errors) < 20:
+                errors.append(msg)
+
+    def writer(w):
+        c = fgw.client()
+        for v in range(N_VERSIONS):
+            if time.monotonic() > deadline:
+                fail(f"writer {w}: deadline passed before version {v}")
+                return
+            b = bodies[(w, v)]
+            try:
+                r = c.put_object(Bucket=fbucket, Key=key, Body=b)
+            except Exception as e:  # noqa: BLE001 - every failure is reported
+                fail(f"writer {w} v{v}: PUT failed: {e!r}")
+                continue
+            if r["ETag"] != '"%s"' % hashlib.md5(b).hexdigest():
+                fail(f"writer {w} v{v}: PUT ETag {r['ETag']} is not the body's MD5")
+
+    def reader(i):
+        c = fgw.client()
+        n = 0
+        # Bounded: at most 10000 GETs, stops at the deadline; keeps going a
+        # little after the writers finish.
+        while n < 10000 and time.monotonic() < deadline:
+            done = writers_done.is_set()
+            try:
+                r = c.get_object(Bucket=fbucket, Key=key)
+                data = r["Body"].read()
+            except ClientError as e:
+                fail(f"reader {i}: GET answered {e.response['ResponseMetadata']['HTTPStatusCode']} "
+                     f"{e.response['Error'].get('Code')}")
+                n += 1
+                continue
+            except Exception as e:  # noqa: BLE001
+                fail(f"reader {i}: GET failed: {e!r}")
+                n += 1
+                continue
+            n += 1
+            h = hashlib.md5(data).hexdigest()
+            if h not in md5s:
+                fail(f"reader {i}: GET returned {len(data)} bytes matching no written version "
+                     f"(torn or mixed), ETag {r['ETag']}")
+            else:
+                if r["ETag"] != f'"{h}"':
+                    fail(f"reader {i}: body is version {md5s[h][0]} but ETag is {r['ETag']}")
+                if r["ContentLength"] != len(data):
+                    fail(f"reader {i}: ContentLength {r['ContentLength']} != {len(data)} bytes read")
+            if done:
+                break
+        with lock:
+            reads.append(n)
+
+    def lister():
+        c = fgw.client()
+        n = 0
+        while not writers_done.is_set() and n < 2000 and time.monotonic() < deadline:
+            try:
+                keys = [o["Key"] for o in c.list_objects_v2(Bucket=fbucket).get("Contents", [])]
+                if keys != [key]:
+                    fail(f"listing during the race showed {keys}")
+                names = [b["Name"] for b in c.list_buckets()["Buckets"]]
+                if any(nm.lower().startswith(".smbgate") for nm in names):
+                    fail(f"ListBuckets during the race showed {names}")
+            except Exception as e:  # noqa: BLE001
+                fail(f"listing failed during the race: {e!r}")
+            n += 1
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(N_READERS)]
+    threads.append(threading.Thread(target=lister))
+    wthreads = [threading.Thread(target=writer, args=(w,)) for w in range(N_WRITERS)]
+    for t in threads + wthreads:
+        t.start()
+    for t in wthreads:
+        t.join(timeout=max(1, deadline - time.monotonic()))
+    writers_done.set()
+    for t in threads:
+        t.join(timeout=max(1, deadline - time.monotonic() + 30))
+    assert not any(t.is_alive() for t in threads + wthreads), "race threads did not finish in time"
+
+    assert errors == [], "\n".join(errors) + "\n" + log_text(fgw)
+    assert sum(reads) >= N_READERS, f"readers made too few GETs: {reads}"
+
+    # The final state: one of the written versions, whole, same on the share.
+    r = fs3.get_object(Bucket=fbucket, Key=key)
+    data = r["Body"].read()
+    h = hashlib.md5(data).hexdigest()
+    assert h in md5s and md5s[h][0] != ("init", 0)
+    assert r["ETag"] == f'"{h}"'
+    assert (fsamba.share_path / fbucket / "race" / "one-key.bin").read_bytes() == data
+    assert wait_for(lambda: tmp_entries(fsamba) == [], 5), f"temp files left: {tmp_entries(fsamba)}"
+
+    # Internal files never show up anywhere.
+    names = [b["Name"] for b in fs3.list_buckets()["Buckets"]]
+    assert ".smbgate" not in names and not any(n.startswith(".") for n in names), names
+    assert [o["Key"] for o in fs3.list_objects_v2(Bucket=fbucket)["Contents"]] == [key]
+
+
+def test_internal_files_never_show_up(fgw, fs3, fbucket, fsamba):
+    # State in the internal dir: an open multipart upload with a part, and a
+    # PUT in flight (its temp file exists).
+    mp = fs3.create_multipart_upload(Bucket=fbucket, Key="mp/obj")
+    fs3.upload_part(Bucket=fbucket, Key="mp/obj", UploadId=mp["UploadId"], PartNumber=1, Body=b"p" * (5 * MIB))
+    fs3.put_object(Bucket=fbucket, Key="visible.txt", Body=b"v")
+    sock = _raw_put_start(fgw, fs3, fbucket, "inflight.bin", 8 * MIB)
+    sock.sendall(b"x" * (3 * MIB))  # past the 1 MiB small-PUT buffer: streaming to a temp file
+    try:
+        assert wait_for(lambda: tmp_entries(fsamba) != [], 10)
+        assert (fsamba.share_path / ".smbgate").is_dir()
+
+        names = [b["Name"] for b in fs3.list_buckets()["Buckets"]]
+        assert fbucket in names
+        assert not any(n.lower().startswith(".smbgate") or n.startswith(".") for n in names), names
+        # The internal directory is not reachable as a bucket.
+        assert status_of(lambda: fs3.head_bucket(Bucket=".smbgate")) in (400, 403, 404)
+        assert status_of(lambda: fs3.list_objects_v2(Bucket=".smbgate")) in (400, 403, 404)
+        # The bucket lists only real objects, in every listing form.
+        assert [o["Key"] for o in fs3.list_objects_v2(Bucket=fbucket)["Contents"]] == ["visible.txt"]
+        r = fs3.list_objects_v2(Bucket=fbucket, Delimiter="/")
+        assert [o["Key"] for o in r.get("Contents", [])] == ["visible.txt"]
+        assert r.get("CommonPrefixes", []) == []
+        assert [o["Key"] for o in fs3.list_objects(Bucket=fbucket)["Contents"]] == ["visible.txt"]
+        ups = fs3.list_multipart_uploads(Bucket=fbucket).get("Uploads", [])
+        assert [(u["Key"], u["UploadId"]) for u in ups] == [("mp/obj", mp["UploadId"])]
+        # Keys naming the internal directory are refused, not served.
+        assert status_of(lambda: fs3.put_object(Bucket=fbucket, Key=".smbgate/tmp/x", Body=b"")) == 400
+    finally:
+        sock.close()
+        fs3.abort_multipart_upload(Bucket=fbucket, Key="mp/obj", UploadId=mp["UploadId"])
+    assert wait_for(lambda: tmp_entries(fsamba) == [], 5), tmp_entries(fsamba)
+    assert [o["Key"] for o in fs3.list_objects_v2(Bucket=fbucket)["Contents"]] == ["visible.txt"]
+
+
+# --- SIGTERM / SIGINT drain ---
+
+BIG = 200 * MIB
+
+
+def _big_body():
+    """200 MiB, distinct per MiB, without holding it all twice."""
+    block = random.Random(3).randbytes(MIB)
+    return b"".join(i.to_bytes(8, "big") + block[8:] for i in range(BIG // MIB))
+
+
+@pytest.fixture(scope="module")
+def big_object(fsamba, fgw):
+    s3 = fgw.client()
+    bucket = f"big-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    data = _big_body()
+    import io
+    s3.upload_fileobj(io.BytesIO(data), bucket, "big.bin",
+                      Config=TransferConfig(multipart_threshold=64 * MIB, multipart_chunksize=64 * MIB))
+    assert s3.head_object(Bucket=bucket, Key="big.bin")["ContentLength"] == BIG
+    return bucket, "big.bin", hashlib.md5(data).hexdigest()
+
+
+def _connect_refused(port):
+    """None if a new TCP connection is refused; otherwise what happened to a
+    request sent on it (for the failure message)."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    except ConnectionRefusedError:
+        return None
+    try:
+        s.settimeout(3)
+        s.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        try:
+            got = s.recv(200)
+            return f"accepted; a request on it got {got[:60]!r}"
+        except socket.timeout:
+            return "accepted, and a request on it got no answer within 3 s (it hangs until exit)"
+        except OSError as e:
+            return f"accepted, then {e!r}"
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_drains_inflight_get(fsamba, big_object, sig):
+    bucket, key, want_md5 = big_object
+    gw = Gateway(fsamba)
+    try:
+        s3 = gw.client()
+        url = presigner(gw).generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=600)
+        u = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=20)
+        conn.request("GET", u.path + "?" + u.query)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert int(resp.getheader("Content-Length")) == BIG
+        h = hashlib.md5()
+        got = 0
+        # Read 16 MiB, then signal, then read the rest slowly (~40 MiB/s):
+        # the drain must let this request finish.
+        while got < 16 * MIB:
+            chunk = resp.read(256 * 1024)
+            assert chunk, "stream ended early"
+            h.update(chunk)
+            got += len(chunk)
+        gw.proc.send_signal(sig)
+        t_sig = time.monotonic()
+        checked_refused = False
+        while True:
+            chunk = resp.read(256 * 1024)
+            if not chunk:
+                break
+            h.update(chunk)
+            got += len(chunk)
+            time.sleep(0.006)
+            if checked_refused is False and time.monotonic() - t_sig > 1.0:
+                assert gw.proc.poll() is None, "gateway exited while a GET was in flight"
+                checked_refused = _connect_refused(gw.port)
+            assert time.monotonic() - t_sig < 60, "slow GET did not finish"
+        conn.close()
+        assert got == BIG, f"GET delivered {got} of {BIG} bytes after {sig.name}"
+        assert h.hexdigest() == want_md5
+        try:
+            rc = gw.proc.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"gateway did not exit after {sig.name} and the drain")
+        assert rc == 0, f"exit code {rc} after {sig.name}\n{log_text(gw)}"
+        assert _connect_refused(gw.port) is None
+        assert checked_refused is not False, "GET finished before the refusal check ran"
+        assert checked_refused is None, f"new connection during the drain after {sig.name}: {checked_refused}"
+    finally:
+        gw.stop()
+
+
+def test_sigterm_with_idle_keepalive_connection_exits_promptly(fsamba):
+    gw = Gateway(fsamba)
+    try:
+        s3 = gw.client()
+        s3.list_buckets()  # leaves a kept-alive, idle connection in the pool
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=5)
+        conn.connect()  # and one that never sends a request
+        t0 = time.monotonic()
+        gw.proc.send_signal(signal.SIGTERM)
+        rc = gw.proc.wait(timeout=35)
+        took = time.monotonic() - t0
+        conn.close()
+        assert rc == 0
+        assert took < 5, f"idle connections held the drain for {took:.1f}s"
+    finally:
+        gw.stop()

@@ -1,0 +1,147 @@
+"""Startup: the smbgate binary run directly. Every configuration error ends the
+process quickly with a non-zero exit and ONE line on stderr that names the
+problem (issue 3, "Running it"); --anonymous with no keys serves unsigned
+requests."""
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+
+import boto3
+import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin
+
+# A startup error must come back well before this; a hang is a failure.
+STARTUP_TIMEOUT = 30
+
+
+def _base_env():
+    """The caller's environment without any SMBGATE_* setting, so only what a
+    test passes reaches the binary (SMBGATE_LOG unset: the default log level,
+    as a newcomer would run it)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+
+
+def _run(args, env=None):
+    e = _base_env()
+    e.update(env or {})
+    t0 = time.monotonic()
+    r = subprocess.run([smbgate_bin(), "serve", "--listen", f"127.0.0.1:{_free_port()}", *args],
+                       env=e, capture_output=True, text=True, timeout=STARTUP_TIMEOUT)
+    return r, time.monotonic() - t0
+
+
+def _smb_args(samba, share=None, password=None):
+    return [
+        "--share", share or f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}",
+        "--smb-user", samba.env["SMB_USER"],
+        "--smb-password", samba.env["SMB_PASSWORD"] if password is None else password,
+    ]
+
+
+KEYS = ["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
+
+
+def _assert_one_line_failure(r, *words, any_of=()):
+    """Non-zero exit; stderr is exactly one non-empty line containing every
+    word in `words` (case-insensitive) and at least one of `any_of`."""
+    out = f"rc={r.returncode}\nstdout={r.stdout!r}\nstderr={r.stderr!r}"
+    assert r.returncode != 0, out
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, "stderr must be exactly one line:\n" + out
+    line = lines[0].lower()
+    for w in words:
+        assert w.lower() in line, f"{w!r} not named in the reason:\n{out}"
+    if any_of:
+        assert any(w.lower() in line for w in any_of), f"none of {any_of} in the reason:\n{out}"
+    return lines[0]
+
+
+def test_unreachable_server_closed_port(samba):
+    port = _free_port()  # bound and released: nothing listens there
+    r, took = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{port}/share"), *KEYS])
+    _assert_one_line_failure(r, f"127.0.0.1:{port}", any_of=("reach", "refused", "connect"))
+    assert took < 20, f"took {took:.1f}s to report a refused connection"
+
+
+def test_bad_smb_password(samba):
+    r, _ = _run([*_smb_args(samba, password="definitely-wrong"), *KEYS])
+    _assert_one_line_failure(r, any_of=("password", "logon", "login"))
+
+
+def test_missing_share(samba):
+    r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}/nosuchshare"), *KEYS])
+    _assert_one_line_failure(r, "nosuchshare", any_of=("not exist", "no such", "not found"))
+
+
+def test_share_url_without_share_name(samba):
+    r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}"), *KEYS])
+    _assert_one_line_failure(r, "share")
+
+
+def test_missing_share_subpath(samba):
+    r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}/nope"), *KEYS])
+    _assert_one_line_failure(r, "nope", any_of=("not exist", "no such", "not found"))
+
+
+@pytest.mark.parametrize("keys", [[], ["--access-key", ACCESS_KEY], ["--secret-key", SECRET_KEY]],
+                         ids=["none", "access-only", "secret-only"])
+def test_missing_s3_keys_without_anonymous(samba, keys):
+    r, _ = _run([*_smb_args(samba), *keys])
+    _assert_one_line_failure(r, "--anonymous", any_of=("credential", "key"))
+
+
+def test_anonymous_without_keys_serves_unsigned_requests(samba):
+    port = _free_port()
+    e = _base_env()
+    e["SMBGATE_LOG"] = "warn"
+    log = open(samba.share_path.parent / f"smbgate-{port}.log", "w")
+    proc = subprocess.Popen([smbgate_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--anonymous",
+                             *_smb_args(samba)], env=e, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, f"smbgate --anonymous exited {proc.returncode}: " + \
+                (samba.share_path.parent / f"smbgate-{port}.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "smbgate --anonymous did not start listening"
+                time.sleep(0.05)
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION,
+                          config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                        retries={"max_attempts": 1}))
+        b = f"anon-{uuid.uuid4().hex[:10]}"
+        s3.create_bucket(Bucket=b)
+        body = b"anonymous body\n" * 100
+        s3.put_object(Bucket=b, Key="dir/k.txt", Body=body)
+        assert s3.get_object(Bucket=b, Key="dir/k.txt")["Body"].read() == body
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket=b)["Contents"]] == ["dir/k.txt"]
+        assert b in [x["Name"] for x in s3.list_buckets()["Buckets"]]
+        assert (samba.share_path / b / "dir" / "k.txt").read_bytes() == body
+        s3.delete_object(Bucket=b, Key="dir/k.txt")
+        s3.delete_bucket(Bucket=b)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_keys_configured_refuse_unsigned(gateway):
+    """The converse: without --anonymous, an unsigned request is refused (403)."""
+    s3 = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION,
+                      config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                    retries={"max_attempts": 1}))
+    with pytest.raises(ClientError) as ei:
+        s3.list_buckets()
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
