@@ -8,6 +8,7 @@ use smb_client::Tree;
 use super::error::is_not_found;
 use super::keys::{decode_component, encode_component};
 use super::list::{list, DirItem, DirSource, ListRequest, ListResult, Listed};
+use super::meta::derived_etag;
 use super::object::{object_info, read_create};
 use super::{open_with_meta, Store, StoreError, StoreResult};
 
@@ -64,7 +65,11 @@ impl DirSource for SmbSource {
                 is_dir,
                 size: e.times.end_of_file,
                 last_modified: e.times.last_write,
-                etag_hint: None,
+                // A file without EAs has no record of ours: its ETag is the
+                // derived one, known from the directory entry alone (the
+                // entry's FileId is the on-disk id the open would report).
+                etag_hint: (!is_dir && e.ea_size == 0)
+                    .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
         }
         Ok(Some(items))
@@ -102,8 +107,8 @@ impl Store {
             .iter()
             .enumerate()
             .filter_map(|(i, e)| match e {
-                Listed::Object { key, .. } => Some((i, key.clone())),
-                Listed::CommonPrefix(_) => None,
+                Listed::Object { key, etag_hint: None, .. } => Some((i, key.clone())),
+                _ => None,
             })
             .collect();
         let results: Vec<(usize, StoreResult<Option<(String, u64, u64)>>)> = stream::iter(lookups)

@@ -505,22 +505,21 @@ impl Store {
         let fid = created.file_id;
         let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
         algs.extend(req.checksum_algorithms.iter().cloned());
-        let mut sums = Checksums::new(&algs);
-        let mut md5 = Md5::new();
+        let hasher = HashWorker::start(Checksums::new(&algs));
         let mut writer = tree.writer(fid, 0, self.opts.in_flight);
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
-            md5.update(&chunk);
-            sums.update(&chunk);
             size += chunk.len() as u64;
             writer.write(&chunk).await?;
+            hasher.feed(chunk).await;
         }
         let written = writer.finish().await?;
         if written != size || req.content_length.is_some_and(|l| l != size) {
             return Err(StoreError::IncompleteBody);
         }
-        let mut meta = verified_meta(&req, md5.finalize().into(), sums, size, trailer)?;
+        let (md5, sums) = hasher.finish().await?;
+        let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = created.on_disk_id();
         let computed = meta.checksums.clone();
@@ -945,6 +944,37 @@ pub fn object_info(create: &CreateResponse, meta: Option<ObjectMeta>, path: &str
 /// comma list) with an ETag value.
 pub fn etag_matches(cond: &str, etag: &str) -> bool {
     cond.split(',').map(|c| c.trim().trim_start_matches("W/").trim_matches('"')).any(|c| c == "*" || c == etag)
+}
+
+/// MD5 and checksums of a streamed body, computed on a blocking thread (a
+/// second core) while the body is written to the share.
+struct HashWorker {
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    done: tokio::task::JoinHandle<([u8; 16], Checksums)>,
+}
+
+impl HashWorker {
+    fn start(mut sums: Checksums) -> HashWorker {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+        let done = tokio::task::spawn_blocking(move || {
+            let mut md5 = Md5::new();
+            while let Some(b) = rx.blocking_recv() {
+                md5.update(&b);
+                sums.update(&b);
+            }
+            (md5.finalize().into(), sums)
+        });
+        HashWorker { tx, done }
+    }
+
+    async fn feed(&self, b: Bytes) {
+        let _ = self.tx.send(b).await;
+    }
+
+    async fn finish(self) -> StoreResult<([u8; 16], Checksums)> {
+        drop(self.tx);
+        self.done.await.map_err(|e| StoreError::Body(format!("hashing failed: {e}")))
+    }
 }
 
 /// Bodies up to this size are buffered and written with one compound.
