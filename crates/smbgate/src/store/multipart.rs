@@ -1,8 +1,16 @@
 //! Multipart uploads, with all state on the share so that any gateway
 //! instance can continue any upload: `.smbgate\uploads\<UploadId>\` holds
-//! the upload record (an EA on the directory) and one file per part.
-//! CompleteMultipartUpload concatenates the parts server-side with
-//! COPYCHUNK into a temporary file and publishes it like a PUT.
+//! the upload record (an EA on the directory) and the parts.
+//!
+//! Clients send parts of one size (the last one smaller). The first part
+//! with a known Content-Length fixes that size as the upload's stride (the
+//! `stride` file), and every part no larger than it is written straight into
+//! one `data` file at offset (n-1) x stride, with a small record file
+//! (`part-NNNNN`, EA `smbgate.part`) for its ETag. When the completed parts
+//! are 1..N of stride size (the last smaller), CompleteMultipartUpload is
+//! O(1): truncate, set metadata, rename. Otherwise (other part sizes, gaps,
+//! parts larger than the stride, UploadPartCopy) parts are separate files
+//! and Complete concatenates them server-side with COPYCHUNK.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +48,8 @@ pub struct UploadRecord {
 /// A stored part.
 #[derive(Debug, Clone)]
 pub struct PartInfo {
+    /// Where the part's bytes are in the upload's `data` file, if there.
+    pub data_offset: Option<u64>,
     /// Part number (1..=10000).
     pub number: i32,
     /// Size in bytes.
@@ -60,6 +70,15 @@ pub struct UploadInfo {
 }
 
 const UPLOAD_EA: &str = "smbgate.upload";
+const PART_EA: &str = "smbgate.part";
+
+/// The record of a part written into the `data` file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PartRecord {
+    etag: String,
+    size: u64,
+    offset: u64,
+}
 
 fn valid_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -164,7 +183,138 @@ impl Store {
         }
         self.check_upload(bucket, key, id).await?;
         let tree = self.tree().await?;
+        if let Some(len) = req.content_length.filter(|&l| l > 0) {
+            if let Some(stride) = self.stride(&tree, id, len).await? {
+                if len <= stride {
+                    return self.upload_part_in_place(&tree, id, n, len, stride, body, req, trailer).await;
+                }
+            }
+        }
+        // The part is a file of its own; drop a record of an earlier upload
+        // of this number that went into the data file.
+        let _ = tree.delete(&self.part_path(id, n), false).await;
         self.put_to(&tree, Target::Part(self.part_path(id, n)), body, req, trailer).await
+    }
+
+    /// The upload's stride: set by the first part of at least the minimum
+    /// part size that gets here (an atomic CREATE), read by the others.
+    /// `None` while no such part has arrived.
+    async fn stride(&self, tree: &smb_client::Tree, id: &str, len: u64) -> StoreResult<Option<u64>> {
+        let path = format!("{}\\stride", self.upload_dir(id));
+        let read = |data: Bytes| -> StoreResult<Option<u64>> {
+            std::str::from_utf8(&data)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .map(Some)
+                .ok_or_else(|| StoreError::Busy("upload stride is being written; retry".into()))
+        };
+        if len < MIN_PART_SIZE {
+            return match tree.read_small(&path, 64).await {
+                Ok((_, data)) => read(data),
+                Err(e) if is_not_found(&e) => Ok(None),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let create = CreateRequest {
+            name: &path,
+            oplock_level: 0,
+            desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
+            file_attributes: smb_proto::create::attributes::NORMAL,
+            share_access: share::ALL,
+            disposition: Disposition::Create,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let text = len.to_string();
+        let write = smb_proto::io::WriteRequest {
+            file_id: smb_proto::create::FileId::RELATED,
+            offset: 0,
+            data: text.as_bytes(),
+        };
+        let close = smb_proto::create::CloseRequest { file_id: smb_proto::create::FileId::RELATED, post_query: false };
+        let rs = tree.compound(&[&create, &write, &close]).await?;
+        match rs[0].status() {
+            smb_proto::NtStatus::STATUS_SUCCESS => Ok(Some(len)),
+            smb_proto::NtStatus::STATUS_OBJECT_NAME_COLLISION => read(tree.read_small(&path, 64).await?.1),
+            s if s == smb_proto::NtStatus::STATUS_OBJECT_PATH_NOT_FOUND => Err(StoreError::NoSuchUpload),
+            s => Err(smb_client::Error::Status { command: smb_proto::Command::Create, status: s }.into()),
+        }
+    }
+
+    /// Writes part `n` into the data file at (n-1) x stride, then its record.
+    #[allow(clippy::too_many_arguments)]
+    async fn upload_part_in_place<S, E>(
+        &self,
+        tree: &smb_client::Tree,
+        id: &str,
+        n: i32,
+        len: u64,
+        stride: u64,
+        mut body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<String, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        use futures::StreamExt;
+        let record = self.part_path(id, n);
+        // Invalidate an earlier upload of this part before its bytes change:
+        // a failure below then leaves the part missing, never torn.
+        match tree.delete(&record, false).await {
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let data_path = format!("{}\\data", self.upload_dir(id));
+        let open = CreateRequest {
+            name: &data_path,
+            oplock_level: 0,
+            desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
+            file_attributes: smb_proto::create::attributes::NORMAL,
+            share_access: share::ALL,
+            disposition: Disposition::OpenIf,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let f = match tree.create(&open).await {
+            Ok(f) => f,
+            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
+            Err(e) => return Err(e.into()),
+        };
+        let offset = (n as u64 - 1) * stride;
+        let result: StoreResult<(PutResult, PartRecord)> = async {
+            let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
+            algs.extend(req.checksum_algorithms.iter().cloned());
+            let mut sums = super::object::Checksums::new(&algs);
+            let mut md5 = Md5::new();
+            let mut writer = tree.writer(f.file_id, offset, self.options().in_flight);
+            let mut size = 0u64;
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+                size += chunk.len() as u64;
+                if size > len {
+                    return Err(StoreError::IncompleteBody);
+                }
+                md5.update(&chunk);
+                sums.update(&chunk);
+                writer.write(&chunk).await?;
+            }
+            writer.finish().await?;
+            let meta = super::object::verified_meta(&req, md5.finalize().into(), sums, size, trailer)?;
+            let rec = PartRecord { etag: meta.etag.clone(), size, offset };
+            Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size }, rec))
+        }
+        .await;
+        let _ = tree.close(f.file_id).await;
+        let (put, rec) = result?;
+        let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
+        match tree.write_small(&record, b"", &ea).await {
+            Ok(_) => Ok(put),
+            Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// UploadPartCopy: part `n` from a (range of a) source object.
@@ -199,6 +349,19 @@ impl Store {
         for e in tree.list_dir(&dir).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = format!("{dir}\\{}", e.name);
+            if e.ea_size > 0 && e.times.end_of_file == 0 {
+                // Possibly a record of a part in the data file.
+                if let Some(rec) = read_part_record(&tree, &path).await? {
+                    parts.push(PartInfo {
+                        number: n,
+                        size: rec.size,
+                        etag: rec.etag,
+                        last_modified: e.times.last_write,
+                        data_offset: Some(rec.offset),
+                    });
+                    continue;
+                }
+            }
             let req = smb_client::tree::read_open(&path, &[]);
             let (c, meta, _) = match open_with_meta(&tree, &req, None, true).await {
                 Ok(r) => r,
@@ -211,6 +374,7 @@ impl Store {
                 size: c.times.end_of_file,
                 etag: meta.etag,
                 last_modified: c.times.last_write,
+                data_offset: None,
             });
         }
         parts.sort_by_key(|p| p.number);
@@ -289,14 +453,69 @@ impl Store {
             options: options::NON_DIRECTORY_FILE,
             contexts: &[smb_proto::create::CreateContext::QueryOnDiskId],
         };
+        // In place when the parts are 1..N of one size (the last no larger):
+        // parts stored apart (e.g. a small last part that came first) are
+        // copied into the data file at their offset; then Complete is a
+        // truncate and a rename.
+        let stride = chosen[0].size;
+        let in_place = stride > 0
+            && chosen.iter().enumerate().all(|(i, p)| {
+                p.number == i as i32 + 1
+                    && (if i + 1 == chosen.len() { p.size <= stride } else { p.size == stride })
+                    && p.data_offset.is_none_or(|o| o == i as u64 * stride)
+            });
+        if in_place {
+            let size: u64 = chosen.iter().map(|p| p.size).sum();
+            let data_path = format!("{}\\data", self.upload_dir(id));
+            let open = CreateRequest {
+                name: &data_path,
+                desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+                share_access: share::READ | share::DELETE,
+                disposition: Disposition::OpenIf,
+                ..create
+            };
+            let d = tree.create(&open).await?;
+            let r: StoreResult<()> = async {
+                for (i, p) in chosen.iter().enumerate() {
+                    if p.data_offset.is_none() && p.size > 0 {
+                        let f = tree.open_read(&self.part_path(id, p.number)).await?;
+                        let r = tree.copy_chunks(f.file_id, 0, d.file_id, i as u64 * stride, p.size).await;
+                        let _ = tree.close(f.file_id).await;
+                        if r? != p.size {
+                            return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
+                        }
+                    }
+                }
+                tree.set_info(d.file_id, SetFileInfo::EndOfFile(size)).await?;
+                let mut meta = rec.meta.clone();
+                meta.etag = etag.clone();
+                meta.size = size;
+                meta.disk_id = d.on_disk_id();
+                meta.parts = chosen.iter().map(|p| p.size).collect();
+                meta.key = Some(key.to_string());
+                meta.checksums.clear();
+                let ea = [meta.to_ea()];
+                tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await?;
+                self.publish(&tree, d.file_id, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await
+            }
+            .await;
+            let _ = tree.close(d.file_id).await;
+            r?;
+            self.remove_upload(id).await?;
+            return Ok(PutResult { etag, checksums: BTreeMap::new(), size });
+        }
         let created = tree.create(&create).await?;
         let fid = created.file_id;
         let result: StoreResult<u64> = async {
             let mut off = 0u64;
             for p in &chosen {
                 if p.size > 0 {
-                    let f = tree.open_read(&self.part_path(id, p.number)).await?;
-                    let r = tree.copy_chunks(f.file_id, 0, fid, off, p.size).await;
+                    let (src, src_off) = match p.data_offset {
+                        Some(o) => (format!("{}\\data", self.upload_dir(id)), o),
+                        None => (self.part_path(id, p.number), 0),
+                    };
+                    let f = tree.open_read(&src).await?;
+                    let r = tree.copy_chunks(f.file_id, src_off, fid, off, p.size).await;
                     let _ = tree.close(f.file_id).await;
                     if r? != p.size {
                         return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
@@ -375,4 +594,17 @@ impl Store {
         out.sort_by(|a, b| (&a.record.key, a.record.initiated).cmp(&(&b.record.key, b.record.initiated)));
         Ok(out)
     }
+}
+
+/// Reads the `smbgate.part` record of a part in the data file, if the file
+/// carries one.
+async fn read_part_record(tree: &smb_client::Tree, path: &str) -> StoreResult<Option<PartRecord>> {
+    let f = match tree.open_read(path).await {
+        Ok(f) => f,
+        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let eas = tree.query_eas(f.file_id, &[PART_EA]).await;
+    let _ = tree.close(f.file_id).await;
+    Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }

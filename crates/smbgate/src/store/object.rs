@@ -982,7 +982,7 @@ const SMALL_PUT: usize = 1 << 20;
 
 /// Checks Content-MD5 and checksums of a received body and builds the
 /// metadata record to store.
-fn verified_meta(
+pub(crate) fn verified_meta(
     req: &PutRequest,
     md5: [u8; 16],
     sums: Checksums,
