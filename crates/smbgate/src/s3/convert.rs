@@ -119,6 +119,17 @@ pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::Hea
     v
 }
 
+/// The length of the request body in bytes: the decoded length of an
+/// aws-chunked body, else Content-Length.
+pub fn body_length(headers: &http::HeaderMap, content_length: Option<i64>) -> Option<u64> {
+    if let Some(v) = headers.get("x-amz-decoded-content-length") {
+        return v.to_str().ok().and_then(|v| v.parse().ok());
+    }
+    let chunked =
+        headers.get("x-amz-content-sha256").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("STREAMING-"));
+    (!chunked).then_some(content_length).flatten().and_then(|l| u64::try_from(l).ok())
+}
+
 /// Conditional request headers (RFC 9110 13.2.2 order, as S3 applies it).
 pub struct Conditions<'a> {
     /// If-Match.

@@ -49,19 +49,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
             i.checksum_sha256,
         ),
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
-        // The body length: the decoded length of an aws-chunked body, else
-        // Content-Length.
-        content_length: headers
-            .get("x-amz-decoded-content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .or_else(|| {
-                let chunked = headers
-                    .get("x-amz-content-sha256")
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|v| v.starts_with("STREAMING-"));
-                (!chunked).then_some(i.content_length).flatten().and_then(|l| u64::try_from(l).ok())
-            }),
+        content_length: body_length(&headers, i.content_length),
         ..Default::default()
     };
     let body =

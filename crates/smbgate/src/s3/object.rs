@@ -22,10 +22,6 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"].map(|k| c.get(k).cloned())
 }
 
-fn decoded_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers.get("x-amz-decoded-content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
-}
-
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
@@ -49,7 +45,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
             i.checksum_sha256,
         ),
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
-        content_length: decoded_length(&headers),
+        content_length: body_length(&headers, i.content_length),
         if_match: i.if_match.as_ref().map(|c| c.as_etag().map(|e| e.value().to_string()).unwrap_or_else(|| "*".into())),
         if_none_match: i.if_none_match.is_some(),
     };
