@@ -87,10 +87,35 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             {
                 *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
             }
+            if resp.status() == http::StatusCode::FORBIDDEN {
+                resp = with_server_time(resp).await;
+            }
             if close_after {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
             Ok(resp)
         })
     }
+}
+
+/// S3 tells a client whose clock is off what time the server has
+/// (`<ServerTime>` in RequestTimeTooSkewed); s3s leaves it out, so it is
+/// added here. Other 403 bodies pass through unchanged.
+async fn with_server_time(resp: HttpResponse) -> HttpResponse {
+    use http_body_util::BodyExt;
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => bytes::Bytes::new(),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let body = if text.contains("<Code>RequestTimeTooSkewed</Code>") && text.contains("</Error>") {
+        let now =
+            time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        bytes::Bytes::from(text.replace("</Error>", &format!("<ServerTime>{now}</ServerTime></Error>")))
+    } else {
+        bytes
+    };
+    http::Response::from_parts(parts, s3s::Body::from(body))
 }

@@ -59,6 +59,9 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::InvalidArgument(_) => C::InvalidArgument,
         StoreError::AccessDenied => C::AccessDenied,
         StoreError::Busy(_) => C::SlowDown,
+        // s3s reports a bad aws-chunked chunk signature only as a body
+        // stream error; it is a signature failure to the client.
+        StoreError::Body(m) if m.contains("SignatureMismatch") => C::SignatureDoesNotMatch,
         StoreError::Body(_) => C::IncompleteBody,
         StoreError::Smb(_) => {
             tracing::error!(error = %msg, "SMB error");
