@@ -22,6 +22,42 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"].map(|k| c.get(k).cloned())
 }
 
+/// Builds a GetObjectOutput or HeadObjectOutput: the headers both share
+/// (length, range, ETag, times, Content-* with response-* overrides, user
+/// metadata, parts count, checksums when asked for and whole), plus extras.
+macro_rules! object_output {
+    ($ty:ident, $info:expr, $i:expr, $range:expr, $partial:expr, { $($extra:tt)* }) => {{
+        let m = $info.meta.clone();
+        let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
+            &$info,
+            $i.checksum_mode.as_ref().is_some_and(|c| c.as_str() == ChecksumMode::ENABLED) && !$partial,
+        );
+        $ty {
+            $($extra)*
+            content_length: Some(($range.end - $range.start) as i64),
+            content_range: $partial
+                .then(|| format!("bytes {}-{}/{}", $range.start, $range.end.saturating_sub(1), $info.size)),
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(etag(&$info.etag)),
+            last_modified: Some(timestamp($info.last_modified)),
+            content_type: $i.response_content_type.or(m.content_type).or_else(|| Some("binary/octet-stream".into())),
+            content_encoding: $i.response_content_encoding.or(m.content_encoding),
+            content_disposition: $i.response_content_disposition.or(m.content_disposition),
+            content_language: $i.response_content_language.or(m.content_language),
+            cache_control: $i.response_cache_control.or(m.cache_control),
+            expires: $i.response_expires.or_else(|| m.expires.as_deref().and_then(parse_http_date)),
+            metadata: (!m.user.is_empty()).then(|| m.user.clone().into_iter().collect()),
+            parts_count: (!m.parts.is_empty() && $i.part_number.is_some()).then_some(m.parts.len() as i32),
+            checksum_crc32: crc32,
+            checksum_crc32c: crc32c,
+            checksum_crc64nvme: crc64,
+            checksum_sha1: sha1,
+            checksum_sha256: sha256,
+            ..Default::default()
+        }
+    }};
+}
+
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
@@ -128,57 +164,35 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         opened.close().await;
         return Err(not_modified_error(e, &info));
     }
-    let (range, partial) = match (&i.part_number, &i.range) {
-        (Some(n), _) => match part_range(&info, *n) {
-            Ok(r) => (r, true),
-            Err(e) => {
-                opened.close().await;
-                return Err(e);
-            }
-        },
-        // A suffix range of an empty object is the whole (empty) object.
-        (None, Some(Range::Suffix { .. })) if info.size == 0 => (0..0, false),
-        (None, Some(r)) => match r.check(info.size) {
-            Ok(r) => (r, true),
-            Err(_) => {
-                opened.close().await;
-                return Err(unsatisfiable(info.size));
-            }
-        },
-        (None, None) => (0..info.size, false),
+    let (range, partial) = match resolve_range(&info, i.part_number, i.range.as_ref()) {
+        Ok(r) => r,
+        Err(e) => {
+            opened.close().await;
+            return Err(e);
+        }
     };
-    let len = range.end - range.start;
-    let content_range = partial.then(|| format!("bytes {}-{}/{}", range.start, range.end.saturating_sub(1), info.size));
-    let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
-        &info,
-        i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
-    );
     let head = head.filter(|_| read.is_some_and(|(off, _)| off == range.start));
-    let body = gw.store.stream_object(opened, &info, range, head);
-    let m = info.meta.clone();
-    let out = GetObjectOutput {
+    let body = gw.store.stream_object(opened, &info, range.clone(), head);
+    let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),
-        content_length: Some(len as i64),
-        content_range,
-        accept_ranges: Some("bytes".into()),
-        e_tag: Some(etag(&info.etag)),
-        last_modified: Some(timestamp(info.last_modified)),
-        content_type: i.response_content_type.or(m.content_type).or_else(|| Some("binary/octet-stream".into())),
-        content_encoding: i.response_content_encoding.or(m.content_encoding),
-        content_disposition: i.response_content_disposition.or(m.content_disposition),
-        content_language: i.response_content_language.or(m.content_language),
-        cache_control: i.response_cache_control.or(m.cache_control),
-        expires: i.response_expires.or_else(|| m.expires.as_deref().and_then(parse_http_date)),
-        metadata: (!m.user.is_empty()).then(|| m.user.clone().into_iter().collect()),
-        parts_count: (!m.parts.is_empty() && i.part_number.is_some()).then_some(m.parts.len() as i32),
-        checksum_crc32: crc32,
-        checksum_crc32c: crc32c,
-        checksum_crc64nvme: crc64,
-        checksum_sha1: sha1,
-        checksum_sha256: sha256,
-        ..Default::default()
-    };
+    });
     Ok(S3Response::new(out))
+}
+
+/// The byte range a GET/HEAD answers with, and whether it is partial (206):
+/// `partNumber` selects a part, a suffix range of an empty object is the
+/// whole (empty) object, an unsatisfiable range is 416 with `bytes */size`.
+fn resolve_range(
+    info: &ObjectInfo,
+    part_number: Option<i32>,
+    range: Option<&Range>,
+) -> S3Result<(std::ops::Range<u64>, bool)> {
+    match (part_number, range) {
+        (Some(n), _) => Ok((part_range(info, n)?, true)),
+        (None, Some(Range::Suffix { .. })) if info.size == 0 => Ok((0..0, false)),
+        (None, Some(r)) => Ok((r.check(info.size).map_err(|_| unsatisfiable(info.size))?, true)),
+        (None, None) => Ok((0..info.size, false)),
+    }
 }
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -191,46 +205,9 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         if_unmodified_since: i.if_unmodified_since.as_ref(),
     };
     cond.check(&info, true).map_err(|e| not_modified_error(e, &info))?;
-    let (len, content_range, partial) = match (&i.part_number, &i.range) {
-        (Some(n), _) => {
-            let r = part_range(&info, *n)?;
-            (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)), true)
-        }
-        (None, Some(Range::Suffix { .. })) if info.size == 0 => (0, None, false),
-        (None, Some(r)) => {
-            let r = r.check(info.size).map_err(|_| unsatisfiable(info.size))?;
-            (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), info.size)), true)
-        }
-        (None, None) => (info.size, None, false),
-    };
-    let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
-        &info,
-        i.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) && !partial,
-    );
-    let m = info.meta.clone();
-    let status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
-    let mut resp = S3Response::new(HeadObjectOutput {
-        content_length: Some(len as i64),
-        content_range,
-        accept_ranges: Some("bytes".into()),
-        e_tag: Some(etag(&info.etag)),
-        last_modified: Some(timestamp(info.last_modified)),
-        content_type: i.response_content_type.or(m.content_type).or_else(|| Some("binary/octet-stream".into())),
-        content_encoding: i.response_content_encoding.or(m.content_encoding),
-        content_disposition: i.response_content_disposition.or(m.content_disposition),
-        content_language: i.response_content_language.or(m.content_language),
-        cache_control: i.response_cache_control.or(m.cache_control),
-        expires: i.response_expires.or_else(|| m.expires.as_deref().and_then(parse_http_date)),
-        metadata: (!m.user.is_empty()).then(|| m.user.clone().into_iter().collect()),
-        parts_count: (!m.parts.is_empty() && i.part_number.is_some()).then_some(m.parts.len() as i32),
-        checksum_crc32: crc32,
-        checksum_crc32c: crc32c,
-        checksum_crc64nvme: crc64,
-        checksum_sha1: sha1,
-        checksum_sha256: sha256,
-        ..Default::default()
-    });
-    resp.status = status;
+    let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
+    let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
+    resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
     Ok(resp)
 }
 
