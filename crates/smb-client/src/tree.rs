@@ -194,6 +194,17 @@ impl Tree {
         Ok(FileTimes::decode_network_open(&b)?)
     }
 
+    /// The path of an open file as the server stores it (share-relative,
+    /// on-disk case), from FileNormalizedNameInformation (MS-FSCC 2.4.30,
+    /// SMB 3.1.1).
+    ///
+    /// Errors: STATUS_NOT_SUPPORTED / STATUS_INVALID_INFO_CLASS on servers
+    /// without it.
+    pub async fn normalized_name(&self, file_id: FileId) -> Result<String> {
+        let b = self.query_info(file_id, info_type::FILE, class::FILE_NORMALIZED_NAME_INFORMATION, 4096).await?;
+        Ok(smb_proto::info::decode_file_name_information(&b)?)
+    }
+
     /// The EAs named in `names` (all EAs if empty). A file without EAs
     /// gives an empty list.
     pub async fn query_eas(&self, file_id: FileId, names: &[&str]) -> Result<Vec<FullEa>> {

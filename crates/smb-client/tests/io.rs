@@ -209,3 +209,16 @@ async fn pool_heals_after_smbd_restart() {
     }
     assert_eq!(pool.healthy(), 3);
 }
+
+#[tokio::test]
+async fn normalized_name_reports_the_on_disk_case() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.unwrap();
+    t.mkdir("Dir").await.unwrap();
+    t.write_small("Dir\\File.txt", b"x", &[]).await.unwrap();
+    let f = t.open_read("dir\\file.TXT").await.expect("case-insensitive open");
+    let name = t.normalized_name(f.file_id).await.expect("FileNormalizedNameInformation");
+    t.close(f.file_id).await.unwrap();
+    assert_eq!(name, "Dir\\File.txt");
+}

@@ -21,6 +21,7 @@ pub mod class {
     pub const FILE_END_OF_FILE_INFORMATION: u8 = 20;
     pub const FILE_NETWORK_OPEN_INFORMATION: u8 = 34;
     pub const FILE_ID_FULL_DIRECTORY_INFORMATION: u8 = 38;
+    pub const FILE_NORMALIZED_NAME_INFORMATION: u8 = 48;
     /// Filesystem class (InfoType FILESYSTEM): FileFsFullSizeInformation.
     pub const FILE_FS_FULL_SIZE_INFORMATION: u8 = 7;
 }
@@ -241,6 +242,14 @@ pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult
         off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;
     }
     Ok(())
+}
+
+/// Decodes FILE_NAME_INFORMATION (MS-FSCC 2.1.7): FileNameLength (u32)
+/// and the UTF-16 name, as FileNormalizedNameInformation returns it.
+pub fn decode_file_name_information(b: &[u8]) -> DecodeResult<String> {
+    let mut r = Reader::new(b);
+    let len = r.u32("FileNameLength")? as usize;
+    utf16_to_string(r.take(len, "FileName")?, "FileName")
 }
 
 /// FileFsFullSizeInformation (MS-FSCC 2.5.4), sizes in allocation units.

@@ -153,57 +153,65 @@ impl Store {
         bucket: &str,
         components: &[String],
     ) -> StoreResult<Option<(String, String)>> {
-        use smb_proto::info::decode_dir_entries;
-        use smb_proto::query::QueryDirectoryRequest;
+        use smb_proto::info::{decode_file_name_information, info_type};
         if components.is_empty() {
             return Ok(None);
         }
-        let mut dirs = vec![self.bucket_path(bucket)];
-        for c in &components[..components.len() - 1] {
-            let next = format!("{}\\{}", dirs.last().expect("non-empty"), c);
-            dirs.push(next);
+        // The path of every prefix of the key, deepest last. Each is opened
+        // and asked for its normalized (on-disk) name, all in one batch; an
+        // existing name costs a lookup, not a directory scan.
+        let mut paths = Vec::with_capacity(components.len());
+        let mut p = self.bucket_path(bucket);
+        for c in components {
+            p.push('\\');
+            p.push_str(c);
+            paths.push(p.clone());
         }
-        let opens: Vec<smb_proto::create::CreateRequest<'_>> = dirs
+        let opens: Vec<smb_proto::create::CreateRequest<'_>> = paths
             .iter()
-            .map(|d| smb_proto::create::CreateRequest {
-                name: d,
+            .map(|path| smb_proto::create::CreateRequest {
+                name: path,
                 oplock_level: 0,
-                desired_access: smb_proto::create::access::FILE_LIST_DIRECTORY | smb_proto::create::access::SYNCHRONIZE,
+                desired_access: smb_proto::create::access::FILE_READ_ATTRIBUTES,
                 file_attributes: 0,
                 share_access: smb_proto::create::share::ALL,
                 disposition: smb_proto::create::Disposition::Open,
-                options: smb_proto::create::options::DIRECTORY_FILE,
+                options: 0,
                 contexts: &[],
             })
             .collect();
-        let queries: Vec<QueryDirectoryRequest<'_>> = components
-            .iter()
-            .map(|c| QueryDirectoryRequest {
-                class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
-                flags: 0,
-                file_id: FileId::RELATED,
-                pattern: c,
-                output_buffer_length: 4096,
-            })
-            .collect();
+        let query = QueryInfoRequest {
+            info_type: info_type::FILE,
+            class: class::FILE_NORMALIZED_NAME_INFORMATION,
+            output_buffer_length: 4096,
+            ea_names: &[],
+            additional_information: 0,
+            file_id: FileId::RELATED,
+        };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let chains: Vec<[&dyn smb_proto::Request; 3]> =
-            opens.iter().zip(&queries).map(|(o, q)| [o as &dyn smb_proto::Request, q, &close]).collect();
+            opens.iter().map(|o| [o as &dyn smb_proto::Request, &query, &close]).collect();
         let refs: Vec<&[&dyn smb_proto::Request]> = chains.iter().map(|c| &c[..]).collect();
-        for (chain, want) in tree.compounds(&refs).await?.iter().zip(components) {
+        let results = tree.compounds(&refs).await?;
+        // The deepest prefix that exists tells everything above it too.
+        for (chain, path) in results.iter().zip(&paths).rev() {
             if chain[0].status() != NtStatus::STATUS_SUCCESS || chain[1].status() != NtStatus::STATUS_SUCCESS {
-                break; // this directory or name does not exist yet
-            }
-            let buf = OutputBuffer::decode(&chain[1].msg).map_err(smb_client::Error::from)?.0;
-            let mut names = Vec::new();
-            decode_dir_entries(&buf, |e| names.push(e.name)).map_err(smb_client::Error::from)?;
-            if names.iter().any(|n| n == want) {
                 continue;
             }
-            if let Some(other) = names.first() {
-                return Ok(Some((want.clone(), other.clone())));
+            let buf = OutputBuffer::decode(&chain[1].msg).map_err(smb_client::Error::from)?.0;
+            let on_disk = decode_file_name_information(&buf).map_err(smb_client::Error::from)?;
+            let on_disk = on_disk.trim_start_matches('\\');
+            if on_disk == path {
+                return Ok(None);
             }
-            break;
+            let ours = path.split('\\').collect::<Vec<_>>();
+            let theirs = on_disk.split('\\').collect::<Vec<_>>();
+            for (a, b) in ours.iter().zip(&theirs) {
+                if a != b {
+                    return Ok(Some((a.to_string(), b.to_string())));
+                }
+            }
+            return Ok(None);
         }
         Ok(None)
     }
