@@ -82,7 +82,7 @@ pub async fn list_objects_v2(
         start_after,
         max_keys: max_keys(i.max_keys)?,
     };
-    let page = gw.store.list_objects(&i.bucket, &lr).await.map_err(s3_error)?;
+    let page = gw.store.list_objects(&i.bucket, &lr, i.continuation_token.is_some()).await.map_err(s3_error)?;
     let truncated = page.is_truncated;
     let next = page.next_marker.clone().filter(|_| truncated).map(|k| encode_token(&k));
     let (contents, prefixes) = split(page, encode, i.fetch_owner.unwrap_or(false));
@@ -113,7 +113,11 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
         start_after: i.marker.clone().filter(|m| !m.is_empty()),
         max_keys: max_keys(i.max_keys)?,
     };
-    let page = gw.store.list_objects(&i.bucket, &lr).await.map_err(s3_error)?;
+    let page = gw
+        .store
+        .list_objects(&i.bucket, &lr, i.marker.as_deref().is_some_and(|m| !m.is_empty()))
+        .await
+        .map_err(s3_error)?;
     let truncated = page.is_truncated;
     let next = page.next_marker.clone().filter(|_| truncated && i.delimiter.is_some());
     let (contents, prefixes) = split(page, encode, true);

@@ -15,12 +15,50 @@ use super::{open_with_meta, Store, StoreError, StoreResult};
 /// Object ETag lookups in flight at once per listing page.
 const ETAG_CONCURRENCY: usize = 64;
 
-struct SmbSource {
+struct SmbSource<'a> {
     tree: Tree,
     bucket_path: String,
+    cache: &'a DirCache,
+    /// Continuation pages may reuse a recent listing of a directory.
+    reuse: bool,
 }
 
-impl SmbSource {
+/// Recent directory listings, so that paging through a large directory
+/// reads it once rather than once per page. Only continuation requests use
+/// it (a first page always reads the share), entries live 30 s, and it is a
+/// cache: an instance that does not have an entry just reads the share.
+#[derive(Default)]
+pub struct DirCache {
+    dirs: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, std::sync::Arc<Vec<DirItem>>)>>,
+}
+
+const DIR_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const DIR_CACHE_DIRS: usize = 256;
+
+impl DirCache {
+    fn get(&self, path: &str) -> Option<std::sync::Arc<Vec<DirItem>>> {
+        let dirs = self.dirs.lock().unwrap();
+        dirs.get(path).filter(|(t, _)| t.elapsed() < DIR_CACHE_TTL).map(|(_, v)| v.clone())
+    }
+
+    /// Drops the listing of `dir` (after a write into it).
+    pub fn forget(&self, dir: &str) {
+        self.dirs.lock().unwrap().remove(dir);
+    }
+
+    fn put(&self, path: String, items: std::sync::Arc<Vec<DirItem>>) {
+        let mut dirs = self.dirs.lock().unwrap();
+        dirs.retain(|_, (t, _)| t.elapsed() < DIR_CACHE_TTL);
+        if dirs.len() >= DIR_CACHE_DIRS {
+            if let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone()) {
+                dirs.remove(&oldest);
+            }
+        }
+        dirs.insert(path, (std::time::Instant::now(), items));
+    }
+}
+
+impl SmbSource<'_> {
     fn dir_path(&self, path: &[String]) -> String {
         let mut p = self.bucket_path.clone();
         for c in path {
@@ -31,11 +69,27 @@ impl SmbSource {
     }
 }
 
-impl DirSource for SmbSource {
+impl DirSource for SmbSource<'_> {
     type Error = StoreError;
 
     async fn list(&self, path: &[String]) -> Result<Option<Vec<DirItem>>, StoreError> {
-        let entries = match self.tree.list_dir(&self.dir_path(path)).await {
+        let dir = self.dir_path(path);
+        if self.reuse {
+            if let Some(items) = self.cache.get(&dir) {
+                return Ok(Some(items.as_ref().clone()));
+            }
+        }
+        let items = self.read(&dir).await?;
+        if let Some(items) = &items {
+            self.cache.put(dir, std::sync::Arc::new(items.clone()));
+        }
+        Ok(items)
+    }
+}
+
+impl SmbSource<'_> {
+    async fn read(&self, dir: &str) -> Result<Option<Vec<DirItem>>, StoreError> {
+        let entries = match self.tree.list_dir(dir).await {
             Ok(e) => e,
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -81,7 +135,11 @@ impl Store {
     ///
     /// Errors: NoSuchBucket, or any SMB error of a directory the page needs
     /// (a listing is never silently truncated).
-    pub async fn list_objects(&self, bucket: &str, req: &ListRequest) -> StoreResult<ListResult> {
+    /// `continuation` marks a request for a later page (a V2 continuation
+    /// token or a V1 marker): it may reuse directory listings read for the
+    /// earlier pages within 30 s (writes through this instance invalidate
+    /// them).
+    pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
         if self.case_insensitive() {
@@ -97,7 +155,12 @@ impl Store {
                 }
             }
         }
-        let src = SmbSource { tree: tree.clone(), bucket_path: self.bucket_path(bucket) };
+        let src = SmbSource {
+            tree: tree.clone(),
+            bucket_path: self.bucket_path(bucket),
+            cache: &self.dir_cache,
+            reuse: continuation,
+        };
         let mut page = list(&src, req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).

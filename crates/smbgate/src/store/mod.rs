@@ -52,6 +52,8 @@ pub struct Store {
     /// The share matches names case-insensitively (Windows, Samba's
     /// default): keys differing only in case must be refused, not merged.
     case_insensitive: bool,
+    /// Recent directory listings for paging.
+    dir_cache: std::sync::Arc<listing::DirCache>,
 }
 
 /// Directory under the root holding gateway state.
@@ -63,7 +65,13 @@ impl Store {
     ///
     /// Errors: the root does not exist or is not accessible.
     pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
-        let mut store = Store { pool, root: root.trim_matches('\\').to_string(), opts, case_insensitive: true };
+        let mut store = Store {
+            pool,
+            root: root.trim_matches('\\').to_string(),
+            opts,
+            case_insensitive: true,
+            dir_cache: Default::default(),
+        };
         let tree = store.tree().await?;
         let root_times = tree.stat(&store.root).await.map_err(|e| {
             if error::is_not_found(&e) {
@@ -248,6 +256,18 @@ impl Store {
     /// Share-relative path of a bucket directory.
     pub fn bucket_path(&self, bucket: &str) -> String {
         self.path(bucket)
+    }
+
+    /// Forgets cached listings of the directories `key` lives in (after a
+    /// write or delete through this instance).
+    pub fn forget_listing(&self, bucket: &str, key: &keys::MappedKey) {
+        let mut p = self.bucket_path(bucket);
+        self.dir_cache.forget(&p);
+        for c in &key.components {
+            p.push('\\');
+            p.push_str(c);
+            self.dir_cache.forget(&p);
+        }
     }
 
     /// Share-relative path of an object's file (or marker directory).

@@ -426,6 +426,7 @@ impl Store {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
                 self.check_case(tree, bucket, key).await?;
+                self.forget_listing(bucket, key);
                 self.object_path(bucket, key)
             }
             Target::Part(p) => p.clone(),
@@ -577,6 +578,7 @@ impl Store {
             }
         };
         self.check_case(tree, bucket, mapped).await?;
+        self.forget_listing(bucket, mapped);
         let target = self.object_path(bucket, mapped);
         let rename = || retry_busy(|| tree.rename(fid, &target, true));
         match rename().await {
@@ -695,6 +697,7 @@ impl Store {
         }
         self.check_bucket(tree, bucket).await?;
         self.check_case(tree, bucket, mapped).await?;
+        self.forget_listing(bucket, mapped);
         self.make_parents(tree, bucket, mapped).await?;
         let mut meta = req.meta.clone();
         meta.etag = hex::encode(Md5::digest(b""));
@@ -728,6 +731,7 @@ impl Store {
         let mapped = map_key(key)?;
         let tree = self.tree().await?;
         let path = self.object_path(bucket, &mapped);
+        self.forget_listing(bucket, &mapped);
         if mapped.dir_marker {
             // Drop the marker record; remove the directory if it is empty.
             match tree.delete(&path, true).await {
