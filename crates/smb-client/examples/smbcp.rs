@@ -68,13 +68,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .await?;
         // Read the source on its own thread so disk reads overlap the
-        // pipelined WRITEs.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        // pipelined WRITEs; buffers go back and forth, so none is zeroed or
+        // faulted in more than once.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Vec<u8>, usize)>(4);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        for _ in 0..6 {
+            back_tx.send(vec![0u8; 4 << 20]).expect("fresh channel");
+        }
         let path = args[4].clone();
         let reader = std::thread::spawn(move || -> std::io::Result<()> {
             let mut src = std::fs::File::open(path)?;
-            loop {
-                let mut buf = vec![0u8; 4 << 20];
+            while let Ok(mut buf) = back_rx.recv() {
                 let mut filled = 0;
                 while filled < buf.len() {
                     let n = src.read(&mut buf[filled..])?;
@@ -83,19 +87,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     filled += n;
                 }
-                if filled == 0 {
-                    return Ok(());
-                }
-                buf.truncate(filled);
-                if tx.blocking_send(buf).is_err() {
+                if filled == 0 || tx.blocking_send((buf, filled)).is_err() {
                     return Ok(());
                 }
             }
+            Ok(())
         });
         let mut w = tree.writer(f.file_id, 0, in_flight);
-        while let Some(chunk) = rx.recv().await {
-            w.write(&chunk).await?;
+        while let Some((chunk, len)) = rx.recv().await {
+            w.write(&chunk[..len]).await?;
+            let _ = back_tx.send(chunk);
         }
+        drop(back_tx);
         reader.join().expect("reader thread")?;
         let off = w.finish().await?;
         tree.close(f.file_id).await?;
