@@ -86,7 +86,7 @@ pub fn derive_keys(session_key: &[u8; 16], dialect: u16, preauth: &PreauthHash, 
 /// Signs and verifies SMB2 messages with the negotiated algorithm.
 pub enum Signer {
     /// HMAC-SHA256, truncated to 16 bytes (SMB 2.x).
-    HmacSha256(hmac::Key),
+    HmacSha256(Box<hmac::Key>),
     /// AES-128-CMAC (SMB 3.0, 3.0.2, and 3.1.1 without the signing context).
     AesCmac(cmac::Key),
     /// AES-128-GMAC (SMB 3.1.1 with SMB2_SIGNING_CAPABILITIES).
@@ -97,7 +97,7 @@ impl Signer {
     /// A signer for `algorithm` with a 16-byte signing key.
     pub fn new(algorithm: SigningAlgorithm, key: &[u8; 16]) -> Signer {
         match algorithm {
-            SigningAlgorithm::HmacSha256 => Signer::HmacSha256(hmac::Key::new(hmac::HMAC_SHA256, key)),
+            SigningAlgorithm::HmacSha256 => Signer::HmacSha256(Box::new(hmac::Key::new(hmac::HMAC_SHA256, key))),
             SigningAlgorithm::AesCmac => Signer::AesCmac(cmac::Key::new(cmac::AES_128, key).expect("16-byte key")),
             SigningAlgorithm::AesGmac => {
                 Signer::AesGmac(LessSafeKey::new(UnboundKey::new(&aead::AES_128_GCM, key).expect("16-byte key")))

@@ -110,7 +110,7 @@ async fn compounds_and_their_error_semantics() {
     let s = Session::connect(&smb.config()).await.expect("connect");
     let t = s.tree_connect("share").await.expect("tree");
     // CREATE+QUERY_INFO+CLOSE on a missing file: the CREATE's status.
-    let err = t.stat("missing.txt").await.err().expect("missing");
+    let err = t.stat("missing.txt").await.expect_err("missing");
     assert_eq!(err.status(), Some(NtStatus::STATUS_OBJECT_NAME_NOT_FOUND));
     // CREATE+READ+CLOSE of an empty file gives no bytes, not an error.
     t.write_small("empty", b"", &[]).await.unwrap();
@@ -194,7 +194,7 @@ async fn pool_heals_after_smbd_restart() {
 
     smb.kill();
     // In-flight and new work on the dead connections fails cleanly.
-    let err = pool.get().await.unwrap().read_small("before", 10).await.err().expect("server is down");
+    let err = pool.get().await.unwrap().read_small("before", 10).await.expect_err("server is down");
     assert!(err.is_connection_error(), "{err}");
     smb.restart();
 

@@ -29,8 +29,11 @@ struct SmbSource<'a> {
 /// cache: an instance that does not have an entry just reads the share.
 #[derive(Default)]
 pub struct DirCache {
-    dirs: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, std::sync::Arc<Vec<DirItem>>)>>,
+    dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
 }
+
+/// When a directory was read, and what it held.
+type CachedDir = (std::time::Instant, std::sync::Arc<Vec<DirItem>>);
 
 const DIR_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const DIR_CACHE_DIRS: usize = 256;
@@ -174,7 +177,10 @@ impl Store {
                 _ => None,
             })
             .collect();
-        let results: Vec<(usize, StoreResult<Option<(String, u64, u64)>>)> = stream::iter(lookups)
+        // Per looked-up entry: its index, and (ETag, size, LastWriteTime)
+        // or None if it is gone or not an object.
+        type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
+        let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
                 let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
                 let path = key_path(&bucket_path, &key);

@@ -161,6 +161,7 @@ impl Store {
         Ok(rec)
     }
 
+    #[allow(clippy::too_many_arguments)]
     /// UploadPart: stores part `n` (replacing an earlier upload of it).
     ///
     /// Errors: NoSuchUpload, InvalidArgument (part number), BadDigest.

@@ -798,7 +798,7 @@ impl Store {
     /// Removes now-empty parent directories that are not markers, deepest
     /// first; stops at the first that is not empty (best effort).
     async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) {
-        let n = if mapped.dir_marker { mapped.components.len() - 1 } else { mapped.components.len() - 1 };
+        let n = mapped.components.len() - 1;
         for depth in (1..=n).rev() {
             let path = format!("{}\\{}", self.bucket_path(bucket), mapped.components[..depth].join("\\"));
             let req = read_create(&path);
