@@ -142,6 +142,18 @@ pub struct Conditions<'a> {
     pub if_unmodified_since: Option<&'a Timestamp>,
 }
 
+impl<'a> Conditions<'a> {
+    /// The x-amz-copy-source-if-* conditions of CopyObject/UploadPartCopy.
+    pub fn copy_source(
+        if_match: Option<&'a ETagCondition>,
+        if_none_match: Option<&'a ETagCondition>,
+        if_modified_since: Option<&'a Timestamp>,
+        if_unmodified_since: Option<&'a Timestamp>,
+    ) -> Self {
+        Conditions { if_match, if_none_match, if_modified_since, if_unmodified_since }
+    }
+}
+
 fn cond_matches(c: &ETagCondition, etag: &str) -> bool {
     match c.as_etag() {
         None => true, // "*"

@@ -95,12 +95,12 @@ pub async fn upload_part_copy(
     let i = req.input;
     let (sb, sk) = copy_source(&i.copy_source)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
-    let cond = Conditions {
-        if_match: i.copy_source_if_match.as_ref(),
-        if_none_match: i.copy_source_if_none_match.as_ref(),
-        if_modified_since: i.copy_source_if_modified_since.as_ref(),
-        if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
-    };
+    let cond = Conditions::copy_source(
+        i.copy_source_if_match.as_ref(),
+        i.copy_source_if_none_match.as_ref(),
+        i.copy_source_if_modified_since.as_ref(),
+        i.copy_source_if_unmodified_since.as_ref(),
+    );
     let (info, r) = gw
         .store
         .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {

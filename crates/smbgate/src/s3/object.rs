@@ -287,23 +287,22 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             i.metadata,
         )
     });
-    let cond = Conditions {
-        if_match: i.copy_source_if_match.as_ref(),
-        if_none_match: i.copy_source_if_none_match.as_ref(),
-        if_modified_since: i.copy_source_if_modified_since.as_ref(),
-        if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
-    };
+    let cond = Conditions::copy_source(
+        i.copy_source_if_match.as_ref(),
+        i.copy_source_if_none_match.as_ref(),
+        i.copy_source_if_modified_since.as_ref(),
+        i.copy_source_if_unmodified_since.as_ref(),
+    );
     let target = Target::Object { bucket: i.bucket.clone(), key: map_key(&i.key).map_err(|e| s3_error(e.into()))? };
     let (_, r) = gw
         .store
         .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check(info, false))
         .await
         .map_err(s3_error)?;
-    let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),
-            last_modified: Some(timestamp(info.last_modified)),
+            last_modified: r.last_modified.map(timestamp),
             ..Default::default()
         }),
         ..Default::default()

@@ -259,7 +259,6 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        use futures::StreamExt;
         let record = self.part_path(id, n);
         // Invalidate an earlier upload of this part before its bytes change:
         // a failure below then leaves the part missing, never torn.
@@ -286,26 +285,10 @@ impl Store {
         };
         let offset = (n as u64 - 1) * stride;
         let result: StoreResult<(PutResult, PartRecord)> = async {
-            let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
-            algs.extend(req.checksum_algorithms.iter().cloned());
-            let mut sums = super::object::Checksums::new(&algs);
-            let mut md5 = Md5::new();
-            let mut writer = tree.writer(f.file_id, offset, self.options().in_flight);
-            let mut size = 0u64;
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
-                size += chunk.len() as u64;
-                if size > len {
-                    return Err(StoreError::IncompleteBody);
-                }
-                md5.update(&chunk);
-                sums.update(&chunk);
-                writer.write(&chunk).await?;
-            }
-            writer.finish().await?;
-            let meta = super::object::verified_meta(&req, md5.finalize().into(), sums, size, trailer)?;
+            let (md5, sums, size) = self.stream_body(tree, f.file_id, offset, &mut body, &req, Some(len)).await?;
+            let meta = super::object::verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset };
-            Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size }, rec))
+            Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None }, rec))
         }
         .await;
         let _ = tree.close(f.file_id).await;
@@ -454,6 +437,17 @@ impl Store {
             options: options::NON_DIRECTORY_FILE,
             contexts: &[smb_proto::create::CreateContext::QueryOnDiskId],
         };
+        // The completed object's record: the upload's metadata, the
+        // multipart ETag and the part sizes (for partNumber GETs).
+        let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
+            etag: etag.clone(),
+            size,
+            disk_id,
+            parts: chosen.iter().map(|p| p.size).collect(),
+            key: Some(key.to_string()),
+            checksums: BTreeMap::new(),
+            ..rec.meta.clone()
+        };
         // In place when the parts are 1..N of one size (the last no larger):
         // parts stored apart (e.g. a small last part that came first) are
         // copied into the data file at their offset; then Complete is a
@@ -488,14 +482,7 @@ impl Store {
                     }
                 }
                 tree.set_info(d.file_id, SetFileInfo::EndOfFile(size)).await?;
-                let mut meta = rec.meta.clone();
-                meta.etag = etag.clone();
-                meta.size = size;
-                meta.disk_id = d.on_disk_id();
-                meta.parts = chosen.iter().map(|p| p.size).collect();
-                meta.key = Some(key.to_string());
-                meta.checksums.clear();
-                let ea = [meta.to_ea()];
+                let ea = [final_meta(size, d.on_disk_id()).to_ea()];
                 tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await?;
                 self.publish(&tree, d.file_id, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await
             }
@@ -503,7 +490,7 @@ impl Store {
             let _ = tree.close(d.file_id).await;
             r?;
             self.remove_upload(id).await?;
-            return Ok(PutResult { etag, checksums: BTreeMap::new(), size });
+            return Ok(PutResult { etag, checksums: BTreeMap::new(), size, last_modified: None });
         }
         let created = tree.create(&create).await?;
         let fid = created.file_id;
@@ -528,14 +515,7 @@ impl Store {
             if t.end_of_file != off {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }
-            let mut meta = rec.meta.clone();
-            meta.etag = etag.clone();
-            meta.size = off;
-            meta.disk_id = created.on_disk_id();
-            meta.parts = chosen.iter().map(|p| p.size).collect();
-            meta.key = Some(key.to_string());
-            meta.checksums.clear();
-            let ea = [meta.to_ea()];
+            let ea = [final_meta(off, created.on_disk_id()).to_ea()];
             tree.set_info(fid, SetFileInfo::FullEa(&ea)).await?;
             self.publish(&tree, fid, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await?;
             Ok(off)
@@ -545,7 +525,7 @@ impl Store {
             Ok(size) => {
                 let _ = tree.close(fid).await;
                 self.remove_upload(id).await?;
-                Ok(PutResult { etag, checksums: BTreeMap::new(), size })
+                Ok(PutResult { etag, checksums: BTreeMap::new(), size, last_modified: None })
             }
             Err(e) => {
                 let _ = tree.set_info(fid, SetFileInfo::Disposition { delete_pending: true }).await;

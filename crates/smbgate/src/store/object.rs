@@ -42,6 +42,13 @@ pub struct PutRequest {
     pub if_none_match: bool,
 }
 
+impl PutRequest {
+    /// Every checksum algorithm to compute for this body.
+    pub fn algorithms(&self) -> Vec<String> {
+        self.checksums.keys().chain(&self.checksum_algorithms).cloned().collect()
+    }
+}
+
 /// Where a verified temporary file is published.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -98,6 +105,8 @@ pub struct PutResult {
     pub checksums: BTreeMap<String, String>,
     /// Bytes stored.
     pub size: u64,
+    /// LastWriteTime of the new object (FILETIME), where the write learnt it.
+    pub last_modified: Option<u64>,
 }
 
 /// An object's externally visible state.
@@ -220,19 +229,8 @@ fn temp_create(name: &str) -> CreateRequest<'_> {
 static TEMP_CONTEXTS: [CreateContext<'static>; 1] = [CreateContext::QueryOnDiskId];
 
 pub(crate) fn read_create(name: &str) -> CreateRequest<'_> {
-    CreateRequest {
-        name,
-        oplock_level: 0,
-        desired_access: access::FILE_READ_DATA
-            | access::FILE_READ_ATTRIBUTES
-            | access::FILE_READ_EA
-            | access::SYNCHRONIZE,
-        file_attributes: 0,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: 0,
-        contexts: &TEMP_CONTEXTS,
-    }
+    // The QFid context makes derived ETags use the on-disk id.
+    CreateRequest { contexts: &TEMP_CONTEXTS, ..smb_client::tree::read_open(name, &[]) }
 }
 
 impl Store {
@@ -401,6 +399,42 @@ impl Store {
         }
     }
 
+    /// Writes `body` at `offset` of an open file with a pipelined writer
+    /// while MD5 and the requested checksums are computed on a second core.
+    /// Returns (MD5, checksums, bytes). A body longer than `limit` bytes
+    /// stops with IncompleteBody.
+    pub(crate) async fn stream_body<S, E>(
+        &self,
+        tree: &Tree,
+        fid: FileId,
+        offset: u64,
+        body: &mut S,
+        req: &PutRequest,
+        limit: Option<u64>,
+    ) -> StoreResult<([u8; 16], Checksums, u64)>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
+        let mut writer = tree.writer(fid, offset, self.opts.in_flight);
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+            size += chunk.len() as u64;
+            if limit.is_some_and(|l| size > l) {
+                return Err(StoreError::IncompleteBody);
+            }
+            writer.write(&chunk).await?;
+            hasher.feed(chunk).await;
+        }
+        if writer.finish().await? != size {
+            return Err(StoreError::IncompleteBody);
+        }
+        let (md5, sums) = hasher.finish().await?;
+        Ok((md5, sums, size))
+    }
+
     /// The small-object PUT: checks first, then CREATE(temp, metadata in an
     /// ExtA context) + WRITE + SET_INFO(rename) + CLOSE in one compound.
     async fn put_small(
@@ -416,9 +450,7 @@ impl Store {
             1 => chunks.into_iter().next().expect("one"),
             _ => chunks.concat().into(),
         };
-        let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
-        algs.extend(req.checksum_algorithms.iter().cloned());
-        let mut sums = Checksums::new(&algs);
+        let mut sums = Checksums::new(&req.algorithms());
         sums.update(&data);
         let mut meta = verified_meta(&req, Md5::digest(&data).into(), sums, data.len() as u64, trailer)?;
         meta.key = target.key();
@@ -445,8 +477,7 @@ impl Store {
         let chain: Vec<&dyn smb_proto::Request> =
             if data.is_empty() { vec![&create, &rename, &close] } else { vec![&create, &write, &rename, &close] };
         let rs = tree.compound(&chain).await?;
-        let created = rs[0].clone().ok_or_status(&[])?;
-        let _ = created;
+        rs[0].clone().ok_or_status(&[])?;
         let renamed = &rs[rs.len() - 2];
         if !data.is_empty() {
             let w = rs[1].clone().ok_or_status(&[])?;
@@ -486,7 +517,7 @@ impl Store {
                 }
             }
         }
-        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64 })
+        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -504,22 +535,7 @@ impl Store {
         E: std::fmt::Display,
     {
         let fid = created.file_id;
-        let mut algs: Vec<String> = req.checksums.keys().cloned().collect();
-        algs.extend(req.checksum_algorithms.iter().cloned());
-        let hasher = HashWorker::start(Checksums::new(&algs));
-        let mut writer = tree.writer(fid, 0, self.opts.in_flight);
-        let mut size = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
-            size += chunk.len() as u64;
-            writer.write(&chunk).await?;
-            hasher.feed(chunk).await;
-        }
-        let written = writer.finish().await?;
-        if written != size || req.content_length.is_some_and(|l| l != size) {
-            return Err(StoreError::IncompleteBody);
-        }
-        let (md5, sums) = hasher.finish().await?;
+        let (md5, sums, size) = self.stream_body(tree, fid, 0, &mut body, &req, None).await?;
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = created.on_disk_id();
@@ -530,7 +546,7 @@ impl Store {
             self.check_write_conditions(tree, bucket, key, &req).await?;
         }
         self.publish(tree, fid, target).await?;
-        Ok(PutResult { etag: meta.etag, checksums: computed, size })
+        Ok(PutResult { etag: meta.etag, checksums: computed, size, last_modified: None })
     }
 
     /// If-Match / If-None-Match for writes, checked right before publish.
@@ -704,23 +720,8 @@ impl Store {
         meta.size = 0;
         meta.marker = true;
         meta.key = Some(original_key(mapped));
-        let path = self.object_path(bucket, mapped);
-        let open = CreateRequest {
-            name: &path,
-            oplock_level: 0,
-            desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
-            file_attributes: 0,
-            share_access: share::ALL,
-            disposition: Disposition::Open,
-            options: options::DIRECTORY_FILE,
-            contexts: &[],
-        };
-        let d = tree.create(&open).await?;
-        let ea = [meta.to_ea()];
-        let r = tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await;
-        let _ = tree.close(d.file_id).await;
-        r?;
-        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0 })
+        set_dir_ea(tree, &self.object_path(bucket, mapped), meta.to_ea()).await?;
+        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
     }
 
     /// DELETE: removes the object (idempotent: a missing key is success, as
@@ -737,21 +738,8 @@ impl Store {
             match tree.delete(&path, true).await {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {
-                    let open = CreateRequest {
-                        name: &path,
-                        oplock_level: 0,
-                        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
-                        file_attributes: 0,
-                        share_access: share::ALL,
-                        disposition: Disposition::Open,
-                        options: options::DIRECTORY_FILE,
-                        contexts: &[],
-                    };
-                    let d = tree.create(&open).await?;
-                    let ea = [smb_proto::info::FullEa { name: super::meta::META_EA.into(), value: vec![] }];
-                    let r = tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await;
-                    let _ = tree.close(d.file_id).await;
-                    r?;
+                    let drop_record = smb_proto::info::FullEa { name: super::meta::META_EA.into(), value: vec![] };
+                    set_dir_ea(&tree, &path, drop_record).await?;
                     return Ok(());
                 }
                 Err(e) if is_not_found(&e) => {
@@ -899,7 +887,7 @@ impl Store {
             // Close the source first: a copy onto itself renames over it.
             let _ = tree.close(src.file_id).await;
             self.publish(&tree, created.file_id, &target).await?;
-            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len })
+            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
         }
         .await;
         if result.is_err() {
@@ -909,8 +897,8 @@ impl Store {
             Ok(r) => {
                 let mut guard = guard;
                 guard.armed = false;
-                let _ = tree.close(created.file_id).await;
-                Ok((info, r))
+                let closed = tree.close(created.file_id).await.ok();
+                Ok((info, PutResult { last_modified: closed.map(|c| c.times.last_write), ..r }))
             }
             Err(e) => {
                 guard.discard().await;
@@ -926,6 +914,25 @@ impl Opened {
     pub async fn close(self) {
         let _ = self.tree.close(self.file_id).await;
     }
+}
+
+/// Sets (or, with an empty value, removes) one EA on a directory.
+async fn set_dir_ea(tree: &Tree, path: &str, ea: smb_proto::info::FullEa) -> StoreResult<()> {
+    let open = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
+        file_attributes: 0,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: options::DIRECTORY_FILE,
+        contexts: &[],
+    };
+    let d = tree.create(&open).await?;
+    let r = tree.set_info(d.file_id, SetFileInfo::FullEa(&[ea])).await;
+    let _ = tree.close(d.file_id).await;
+    r?;
+    Ok(())
 }
 
 /// Builds the visible info from a CREATE response and a matching record.
