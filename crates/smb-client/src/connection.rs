@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use smb_proto::compound::ChainBuilder;
 use smb_proto::frame::{frame_len, FRAME_HEADER_LEN, MAX_FRAME_LEN};
 use smb_proto::header::{flags, Header, HEADER_LEN};
@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use crate::credits::CreditWindow;
 use crate::crypto::{Cipherer, Signer};
 use crate::error::{Error, Result};
+use crate::recvbuf::RecvPool;
 
 /// Timeouts and limits of one connection.
 #[derive(Debug, Clone)]
@@ -190,6 +191,11 @@ impl Connection {
         let r = tokio::spawn(reader_task(inner.clone(), rd));
         inner.tasks.lock().unwrap().extend([w, r]);
         Ok(Connection { _guard: Arc::new(CloseOnDrop(inner.clone())), inner })
+    }
+
+    /// True if both handles are on the same TCP connection.
+    pub fn same_as(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// True once the connection has failed; it must be replaced.
@@ -588,24 +594,26 @@ impl Inner {
         Ok(())
     }
 
-    /// Verifies and dispatches every message of one received frame.
-    fn on_frame(&self, mut frame: BytesMut) -> Result<()> {
-        let encrypted = is_transform(&frame);
+    /// Checks one received frame in place: decrypts it or verifies each
+    /// message's signature. Returns where its messages are.
+    fn open_frame(&self, frame: &mut [u8]) -> Result<FrameLayout> {
+        let encrypted = is_transform(frame);
         let sec = self.security.read().unwrap();
+        let mut start = 0;
         if encrypted {
-            let th = TransformHeader::decode(&frame)?;
+            let th = TransformHeader::decode(frame)?;
             let cipher = sec.cipher.as_ref().ok_or(Error::Integrity("encrypted message without a cipher"))?;
             if th.session_id != sec.session_id
                 || th.original_message_size as usize != frame.len() - TRANSFORM_HEADER_LEN
             {
                 return Err(Error::Integrity("transform header does not match"));
             }
-            cipher.decrypt(&mut frame).map_err(|_| Error::Integrity("decryption failed"))?;
-            let _ = frame.split_to(TRANSFORM_HEADER_LEN);
+            cipher.decrypt(frame).map_err(|_| Error::Integrity("decryption failed"))?;
+            start = TRANSFORM_HEADER_LEN;
         }
         // Walk the compound on the mutable buffer to verify signatures in place.
         let mut bounds = Vec::with_capacity(1);
-        let mut off = 0usize;
+        let mut off = start;
         loop {
             let rest = &frame[off..];
             let header = Header::decode(rest)?;
@@ -639,19 +647,31 @@ impl Inner {
                     }
                 }
             }
-            bounds.push((off, len, header));
+            bounds.push((off - start, len, header));
             off += len;
             if off >= frame.len() {
                 break;
             }
         }
-        drop(sec);
-        let frame = frame.freeze();
-        for (off, len, header) in bounds {
+        Ok(FrameLayout { start, messages: bounds })
+    }
+
+    /// Dispatches the messages of a checked frame.
+    fn dispatch_frame(&self, frame: Bytes, layout: FrameLayout) -> Result<()> {
+        let frame = frame.slice(layout.start..);
+        for (off, len, header) in layout.messages {
             self.dispatch(header, frame.slice(off..off + len))?;
         }
         Ok(())
     }
+}
+
+/// Where the messages of a received frame are, after its checks.
+struct FrameLayout {
+    /// Offset of the first message (past a transform header).
+    start: usize,
+    /// Each message's offset from `start`, length and header.
+    messages: Vec<(usize, usize, Header)>,
 }
 
 async fn writer_task(inner: Arc<Inner>, mut wr: OwnedWriteHalf) {
@@ -713,24 +733,53 @@ async fn write_all_vectored(wr: &mut OwnedWriteHalf, bufs: &[Bytes]) -> std::io:
     wr.flush().await
 }
 
+/// Frames longer than this (READ responses) are read into a buffer of
+/// their own from [`RecvPool`]; shorter ones are cut from a staging buffer.
+const LARGE_FRAME: usize = 128 << 10;
+/// Most bytes one staging read asks for.
+const STAGE_READ: usize = 64 << 10;
+
 async fn reader_task(inner: Arc<Inner>, mut rd: OwnedReadHalf) {
-    let mut buf = BytesMut::with_capacity(1 << 20);
+    let pool = RecvPool::global();
+    let mut buf = BytesMut::with_capacity(2 * STAGE_READ);
     let result: Result<()> = async {
         loop {
             while buf.len() < FRAME_HEADER_LEN {
-                read_more(&mut rd, &mut buf, 64 << 10).await?;
+                read_more(&mut rd, &mut buf, STAGE_READ).await?;
             }
             let len = frame_len([buf[0], buf[1], buf[2], buf[3]])?;
             if len > MAX_FRAME_LEN || len < HEADER_LEN.min(TRANSFORM_HEADER_LEN) {
                 return Err(Error::Protocol(format!("frame length {len}")));
             }
+            if len > LARGE_FRAME {
+                // Take what staging already holds, then read exactly the
+                // rest, so the payload is copied once (by the kernel).
+                let mut frame = pool.take(len);
+                let have = buf.len().min(FRAME_HEADER_LEN + len);
+                frame.extend_from_slice(&buf[FRAME_HEADER_LEN..have]);
+                buf.advance(have);
+                while frame.len() < len {
+                    let want = len - frame.len();
+                    let n = rd
+                        .read_buf(&mut (&mut frame).limit(want))
+                        .await
+                        .map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
+                    if n == 0 {
+                        return Err(Error::ConnectionLost("server closed the connection".into()));
+                    }
+                }
+                let layout = inner.open_frame(&mut frame)?;
+                inner.dispatch_frame(pool.freeze(frame), layout)?;
+                continue;
+            }
             while buf.len() < FRAME_HEADER_LEN + len {
                 let want = FRAME_HEADER_LEN + len - buf.len();
-                read_more(&mut rd, &mut buf, want.max(64 << 10)).await?;
+                read_more(&mut rd, &mut buf, want.max(STAGE_READ)).await?;
             }
             let mut frame = buf.split_to(FRAME_HEADER_LEN + len);
-            let _ = frame.split_to(FRAME_HEADER_LEN);
-            inner.on_frame(frame)?;
+            frame.advance(FRAME_HEADER_LEN);
+            let layout = inner.open_frame(&mut frame)?;
+            inner.dispatch_frame(frame.freeze(), layout)?;
         }
     }
     .await;
@@ -747,9 +796,11 @@ async fn reader_task(inner: Arc<Inner>, mut rd: OwnedReadHalf) {
     }
 }
 
+/// Reads at most `want` more bytes into `buf`, so staging never swallows
+/// much of a following large frame.
 async fn read_more(rd: &mut OwnedReadHalf, buf: &mut BytesMut, want: usize) -> Result<()> {
     buf.reserve(want);
-    let n = rd.read_buf(buf).await.map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
+    let n = rd.read_buf(&mut (&mut *buf).limit(want)).await.map_err(|e| Error::ConnectionLost(format!("read: {e}")))?;
     if n == 0 {
         return Err(Error::ConnectionLost("server closed the connection".into()));
     }

@@ -19,6 +19,7 @@ pub mod crypto;
 pub mod error;
 pub mod pipeline;
 pub mod pool;
+mod recvbuf;
 pub mod session;
 pub mod tree;
 

@@ -400,17 +400,21 @@ async fn garbage_from_the_server_poisons_the_connection() {
 
 // 5. Close mid-frame ----------------------------------------------------------
 
-async fn close_mid_frame(rst: bool) -> Error {
-    let file = pattern(3000, 5);
+/// Three pipelined READs of `len` bytes; the server answers the first, sends
+/// part of the second (`cut(frame_len)` bytes of its frame) and then closes
+/// with FIN or RST. Frames over 128 KiB take the reader's own-buffer path.
+async fn close_mid_frame(rst: bool, len: u32, cut: fn(usize) -> usize) -> Error {
+    let file = pattern(3 * len as usize, 5);
     let served = file.clone();
-    let (addr, fake) = fake::start(Opts::default(), move |mut fc: FakeConn| async move {
+    let opts = Opts { max_read: len.max(65536), ..Opts::default() };
+    let (addr, fake) = fake::start(opts, move |mut fc: FakeConn| async move {
         let reads = [fc.expect(Command::Read).await, fc.expect(Command::Read).await, fc.expect(Command::Read).await];
         let a = fc.answer_read(&reads[0], &served);
         fc.send_one(a).await;
-        // Half of the second answer (it stops inside the SMB2 header)...
+        // Part of the second answer...
         let b = fc.answer_read(&reads[1], &served);
         let f = fc.frame(vec![b]);
-        fc.write_raw(&f[..40]).await;
+        fc.write_raw(&f[..cut(f.len())]).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         // ... then FIN, or RST.
         if rst {
@@ -420,8 +424,9 @@ async fn close_mid_frame(rst: bool) -> Error {
     })
     .await;
     let (s, t) = connect(&addr, TIMEOUT).await;
-    let reqs: Vec<ReadRequest> =
-        (0..3).map(|i| ReadRequest { file_id: FILE_ID, length: 1000, offset: i * 1000, minimum_count: 0 }).collect();
+    let reqs: Vec<ReadRequest> = (0..3)
+        .map(|i| ReadRequest { file_id: FILE_ID, length: len, offset: i * len as u64, minimum_count: 0 })
+        .collect();
     let bodies: Vec<&dyn Request> = reqs.iter().map(|r| r as &dyn Request).collect();
     let rxs = t.send_many(&bodies).await.unwrap();
     let mut results = Vec::new();
@@ -431,7 +436,7 @@ async fn close_mid_frame(rst: bool) -> Error {
     fake::join(fake).await;
     let first = results.remove(0).expect("the complete answer is delivered");
     assert_eq!(first.header.command, Command::Read);
-    assert_eq!(&smb_proto::io::ReadResponse::decode(&first.msg).unwrap().data[..], &file[..1000]);
+    assert_eq!(&smb_proto::io::ReadResponse::decode(&first.msg).unwrap().data[..], &file[..len as usize]);
     let e1 = results.remove(0).expect_err("the half-sent answer");
     let e2 = results.remove(0).expect_err("the unanswered request");
     assert_eq!(e1.to_string(), e2.to_string());
@@ -449,17 +454,31 @@ async fn close_mid_frame(rst: bool) -> Error {
     e1
 }
 
+/// Inside the SMB2 header of a small frame.
+fn in_header(_: usize) -> usize {
+    40
+}
+
+/// In the middle of a large frame's payload.
+fn mid_payload(frame_len: usize) -> usize {
+    frame_len / 2
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fin_inside_a_frame_fails_pending_calls_cleanly() {
-    let e = bounded(close_mid_frame(false)).await;
-    assert_eq!(e.to_string(), "connection lost: server closed the connection");
+    for (len, cut) in [(1000, in_header as fn(usize) -> usize), (300_000, mid_payload)] {
+        let e = bounded(close_mid_frame(false, len, cut)).await;
+        assert_eq!(e.to_string(), "connection lost: server closed the connection", "READ of {len}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rst_inside_a_frame_fails_pending_calls_cleanly() {
-    let e = bounded(close_mid_frame(true)).await;
-    let msg = e.to_string();
-    assert!(msg.starts_with("connection lost: read: ") && msg.contains("reset"), "{msg}");
+    for (len, cut) in [(1000, in_header as fn(usize) -> usize), (300_000, mid_payload)] {
+        let e = bounded(close_mid_frame(true, len, cut)).await;
+        let msg = e.to_string();
+        assert!(msg.starts_with("connection lost: read: ") && msg.contains("reset"), "READ of {len}: {msg}");
+    }
 }
 
 // 6. Stalls -------------------------------------------------------------------
@@ -838,35 +857,40 @@ async fn flipped_bit_in_a_signed_response_is_an_integrity_error() {
             (dialect::SMB311, SigningAlgorithm::AesCmac),
             (dialect::SMB311, SigningAlgorithm::AesGmac),
         ] {
-            let file = pattern(100, 10);
-            let served = file.clone();
-            let (addr, fake) = fake::start(signed_opts(d, alg), move |mut fc: FakeConn| async move {
-                // A good signed answer first: the keys agree.
-                let r = fc.expect(Command::Read).await;
-                let m = fc.answer_read(&r, &served);
-                fc.send_one(m).await;
-                // Then one bit of the payload flipped after signing.
-                let r = fc.expect(Command::Read).await;
-                let m = fc.answer_read(&r, &served);
-                let mut f = fc.frame(vec![m]);
-                assert_ne!(u32::from_le_bytes(f[4 + 16..4 + 20].try_into().unwrap()) & flags::SIGNED, 0);
-                f[4 + 80 + 3] ^= 0x10;
-                fc.write_raw(&f).await;
-                fc.expect_eof().await;
-            })
-            .await;
-            let (s, t) = connect(&addr, TIMEOUT).await;
-            assert_eq!(s.negotiated.dialect, d);
-            assert!(s.negotiated.sign_all);
-            assert_eq!(s.negotiated.signing, Some(alg));
-            assert!(!s.negotiated.is_guest);
-            assert_eq!(&t.read(FILE_ID, 0, 100).await.expect("signed READ")[..], &file[..]);
-            let e = t.read(FILE_ID, 0, 100).await.expect_err("tampered READ");
-            assert_eq!(e.to_string(), "response failed its integrity check: bad signature", "{d:#x} {alg:?}");
-            assert!(matches!(e, Error::Integrity(_)));
-            assert_dead(&t, "response failed its integrity check: bad signature").await;
-            drop((t, s));
-            fake::join(fake).await;
+            // 100 bytes: a frame cut from the staging buffer; 200,000: a
+            // frame read into a buffer of its own (over 128 KiB).
+            for len in [100usize, 200_000] {
+                let file = pattern(len, 10);
+                let served = file.clone();
+                let opts = Opts { max_read: 256 << 10, ..signed_opts(d, alg) };
+                let (addr, fake) = fake::start(opts, move |mut fc: FakeConn| async move {
+                    // A good signed answer first: the keys agree.
+                    let r = fc.expect(Command::Read).await;
+                    let m = fc.answer_read(&r, &served);
+                    fc.send_one(m).await;
+                    // Then one bit of the payload flipped after signing.
+                    let r = fc.expect(Command::Read).await;
+                    let m = fc.answer_read(&r, &served);
+                    let mut f = fc.frame(vec![m]);
+                    assert_ne!(u32::from_le_bytes(f[4 + 16..4 + 20].try_into().unwrap()) & flags::SIGNED, 0);
+                    f[4 + 80 + 3] ^= 0x10;
+                    fc.write_raw(&f).await;
+                    fc.expect_eof().await;
+                })
+                .await;
+                let (s, t) = connect(&addr, TIMEOUT).await;
+                assert_eq!(s.negotiated.dialect, d);
+                assert!(s.negotiated.sign_all);
+                assert_eq!(s.negotiated.signing, Some(alg));
+                assert!(!s.negotiated.is_guest);
+                assert_eq!(&t.read(FILE_ID, 0, len as u32).await.expect("signed READ")[..], &file[..]);
+                let e = t.read(FILE_ID, 0, len as u32).await.expect_err("tampered READ");
+                assert_eq!(e.to_string(), "response failed its integrity check: bad signature", "{d:#x} {alg:?} {len}");
+                assert!(matches!(e, Error::Integrity(_)));
+                assert_dead(&t, "response failed its integrity check: bad signature").await;
+                drop((t, s));
+                fake::join(fake).await;
+            }
         }
     })
     .await;
