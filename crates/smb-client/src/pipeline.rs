@@ -142,6 +142,19 @@ impl PipelinedWriter {
         self.written
     }
 
+    /// File offset the next byte given to [`PipelinedWriter::write`] goes to.
+    pub fn position(&self) -> u64 {
+        self.frame_offset + self.frame.as_ref().map_or(0, |f| (f.len() - WRITE_HEADROOM) as u64)
+    }
+
+    /// Sends what is buffered and continues at `offset`, without waiting for
+    /// earlier WRITEs (each WRITE carries its own offset).
+    pub async fn seek(&mut self, offset: u64) -> Result<()> {
+        self.send_frame().await?;
+        self.frame_offset = offset;
+        Ok(())
+    }
+
     async fn send_frame(&mut self) -> Result<()> {
         let Some(frame) = self.frame.take() else { return Ok(()) };
         let len = frame.len() - WRITE_HEADROOM;

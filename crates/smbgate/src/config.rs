@@ -71,12 +71,17 @@ pub struct ServeArgs {
     /// Encrypt every SMB message.
     #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value_t = false)]
     pub smb_encrypt: bool,
-    /// Split-streaming segment size for large GETs, in bytes.
+    /// Segment size in bytes for split streaming (large GETs) and for
+    /// spreading large PUT and UploadPart bodies over connections.
     #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value_t = 8 << 20)]
     pub segment_size: u64,
     /// Segments fetched ahead (each on its own connection) for large GETs.
     #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4)]
     pub prefetch: usize,
+    /// Connections one large PUT or UploadPart body is written over, a
+    /// segment at a time (1 = a single connection).
+    #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub put_parallel: usize,
 }
 
 impl std::fmt::Debug for ServeArgs {

@@ -78,7 +78,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let pool = Pool::connect(PoolConfig::new(client, &url.share, args.pool_size))
         .await
         .map_err(|e| smb_startup_error(&url, &args.smb_user, e))?;
-    let opts = StoreOptions { segment_size: args.segment_size, prefetch: args.prefetch, ..Default::default() };
+    let opts = StoreOptions {
+        segment_size: args.segment_size,
+        prefetch: args.prefetch,
+        put_parallel: args.put_parallel,
+        ..Default::default()
+    };
     let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),

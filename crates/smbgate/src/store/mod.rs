@@ -12,6 +12,7 @@ pub mod listing;
 pub mod meta;
 pub mod multipart;
 pub mod object;
+mod spread;
 
 use std::time::Duration;
 
@@ -34,11 +35,14 @@ pub struct StoreOptions {
     pub segment_size: u64,
     /// Segments fetched ahead for large GETs (1 = no split streaming).
     pub prefetch: usize,
+    /// Connections one large PUT or UploadPart body is spread over (1 = one
+    /// connection).
+    pub put_parallel: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { in_flight: 64 << 20, segment_size: 8 << 20, prefetch: 4 }
+        StoreOptions { in_flight: 64 << 20, segment_size: 8 << 20, prefetch: 4, put_parallel: 4 }
     }
 }
 

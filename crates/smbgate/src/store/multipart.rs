@@ -25,6 +25,7 @@ use super::error::is_not_found;
 use super::keys::map_key;
 use super::meta::ObjectMeta;
 use super::object::{PutRequest, PutResult, Target};
+use super::spread::SpreadWriter;
 use super::{open_with_meta, Store, StoreError, StoreResult, INTERNAL};
 
 /// Minimum size of every part but the last (S3: 5 MiB).
@@ -285,7 +286,8 @@ impl Store {
         };
         let offset = (n as u64 - 1) * stride;
         let result: StoreResult<(PutResult, PartRecord)> = async {
-            let (md5, sums, size) = self.stream_body(tree, f.file_id, offset, &mut body, &req, Some(len)).await?;
+            let writer = SpreadWriter::new(self, tree, f.file_id, &data_path, offset);
+            let (md5, sums, size) = self.stream_body(writer, &mut body, &req, Some(len)).await?;
             let meta = super::object::verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset };
             Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None }, rec))

@@ -18,6 +18,7 @@ use smb_proto::NtStatus;
 use super::error::{is_bad_path, is_not_found};
 use super::keys::{map_key, MappedKey};
 use super::meta::{derived_etag, ObjectMeta};
+use super::spread::SpreadWriter;
 use super::{open_with_meta, retry_busy, retry_sharing, Opened, Store, StoreError, StoreResult};
 
 /// What a client sent with a PUT, besides the body.
@@ -217,9 +218,11 @@ fn temp_create(name: &str) -> CreateRequest<'_> {
         desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
         file_attributes: attributes::NORMAL,
         // Share-delete, so that once renamed into place the still-open file
-        // does not block the next writer's rename over it. Other instances'
-        // cleanup only removes temp files a day old (BUG-CLASSES 16).
-        share_access: share::READ | share::DELETE,
+        // does not block the next writer's rename over it; share-write, so
+        // that a large body can be written over several connections
+        // (store::spread). Other instances' cleanup only removes temp files
+        // a day old (BUG-CLASSES 16).
+        share_access: share::ALL,
         disposition: Disposition::Create,
         options: options::NON_DIRECTORY_FILE,
         contexts: &TEMP_CONTEXTS,
@@ -385,7 +388,7 @@ impl Store {
         let temp = self.temp_path();
         let created = tree.create(&temp_create(&temp)).await?;
         let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
-        match self.fill_and_publish(&tree, &target, &created, body, req, trailer).await {
+        match self.fill_and_publish(&tree, &target, &temp, &created, body, req, trailer).await {
             Ok(r) => {
                 let mut guard = guard;
                 guard.armed = false;
@@ -399,15 +402,14 @@ impl Store {
         }
     }
 
-    /// Writes `body` at `offset` of an open file with a pipelined writer
-    /// while MD5 and the requested checksums are computed on a second core.
+    /// Streams `body` into `writer` (an open file, from some offset, spread
+    /// over several connections once it passes one segment) while MD5 and
+    /// the requested checksums are computed on a second core.
     /// Returns (MD5, checksums, bytes). A body longer than `limit` bytes
     /// stops with IncompleteBody.
     pub(crate) async fn stream_body<S, E>(
         &self,
-        tree: &Tree,
-        fid: FileId,
-        offset: u64,
+        mut writer: SpreadWriter,
         body: &mut S,
         req: &PutRequest,
         limit: Option<u64>,
@@ -417,7 +419,6 @@ impl Store {
         E: std::fmt::Display,
     {
         let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
-        let mut writer = tree.writer(fid, offset, self.opts.in_flight);
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
@@ -525,6 +526,7 @@ impl Store {
         &self,
         tree: &Tree,
         target: &Target,
+        temp: &str,
         created: &CreateResponse,
         mut body: S,
         req: PutRequest,
@@ -535,7 +537,8 @@ impl Store {
         E: std::fmt::Display,
     {
         let fid = created.file_id;
-        let (md5, sums, size) = self.stream_body(tree, fid, 0, &mut body, &req, None).await?;
+        let writer = SpreadWriter::new(self, tree, fid, temp, 0);
+        let (md5, sums, size) = self.stream_body(writer, &mut body, &req, None).await?;
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = created.on_disk_id();

@@ -1,0 +1,162 @@
+//! Parallel PUT: a streamed body is cut into segments that are written at
+//! their offsets over several pooled connections, so several smbd
+//! processes (or NAS threads) absorb one upload. Segment i goes to lane
+//! i mod W; lane 0 is the caller's handle, the others open the same file
+//! on other connections once the body grows past the first segment. Each
+//! lane keeps at most its share of the in-flight budget outstanding, so
+//! memory stays bounded whatever the body size.
+
+use smb_client::pipeline::PipelinedWriter;
+use smb_client::tree::Tree;
+use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition, FileId};
+
+use super::{Store, StoreResult};
+
+/// One connection's writer into the file.
+struct Lane {
+    tree: Tree,
+    file_id: FileId,
+    /// Opened here (closed here); lane 0 belongs to the caller.
+    own: bool,
+    writer: PipelinedWriter,
+}
+
+/// Writes a body at `base..` of one file over up to W connections; see the
+/// module docs.
+pub(crate) struct SpreadWriter {
+    store: Store,
+    path: String,
+    base: u64,
+    segment: u64,
+    want_lanes: usize,
+    lane_budget: usize,
+    lanes: Vec<Lane>,
+    /// Body bytes accepted so far.
+    accepted: u64,
+}
+
+impl SpreadWriter {
+    /// A writer of body bytes to `path` (already open as `file_id` on
+    /// `tree`) starting at file offset `base`.
+    pub(crate) fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str, base: u64) -> SpreadWriter {
+        let opts = store.options();
+        let want_lanes = opts.put_parallel.max(1);
+        let lane_budget = (opts.in_flight / want_lanes).max(opts.segment_size as usize);
+        let first = Lane { tree: tree.clone(), file_id, own: false, writer: tree.writer(file_id, base, lane_budget) };
+        SpreadWriter {
+            store: store.clone(),
+            path: path.to_string(),
+            base,
+            segment: opts.segment_size.max(1 << 20),
+            want_lanes,
+            lane_budget,
+            lanes: vec![first],
+            accepted: 0,
+        }
+    }
+
+    /// Queues `data` (the next body bytes), waiting only while the lane it
+    /// goes to has its budget outstanding.
+    ///
+    /// Errors: the first failing WRITE on any lane.
+    pub(crate) async fn write(&mut self, mut data: &[u8]) -> StoreResult<()> {
+        while !data.is_empty() {
+            let seg = self.accepted / self.segment;
+            let room = (self.segment - self.accepted % self.segment) as usize;
+            let n = room.min(data.len());
+            let idx = self.lane_for(seg).await;
+            let at = self.base + self.accepted;
+            let lane = &mut self.lanes[idx];
+            if lane.writer.position() != at {
+                lane.writer.seek(at).await?;
+            }
+            lane.writer.write(&data[..n]).await?;
+            self.accepted += n as u64;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// The lane for segment `seg`, opening another connection's handle the
+    /// first time a lane is needed. A lane that cannot be opened (pool
+    /// busy or broken) just means fewer lanes.
+    async fn lane_for(&mut self, seg: u64) -> usize {
+        let idx = (seg % self.want_lanes as u64) as usize;
+        if idx < self.lanes.len() {
+            return idx;
+        }
+        if idx == self.lanes.len() {
+            if let Some(lane) = self.open_lane().await {
+                self.lanes.push(lane);
+                return idx;
+            }
+            self.want_lanes = self.lanes.len();
+        }
+        (seg % self.lanes.len() as u64) as usize
+    }
+
+    async fn open_lane(&self) -> Option<Lane> {
+        let tree = self
+            .store
+            .pool()
+            .spread(self.want_lanes)
+            .into_iter()
+            .find(|t| !self.lanes.iter().any(|l| l.tree.conn().same_as(t.conn())))?;
+        let req = CreateRequest {
+            name: &self.path,
+            oplock_level: 0,
+            desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
+            file_attributes: attributes::NORMAL,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        match tree.create(&req).await {
+            Ok(f) => {
+                let writer = tree.writer(f.file_id, 0, self.lane_budget);
+                Some(Lane { tree, file_id: f.file_id, own: true, writer })
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "parallel PUT lane not opened; continuing with fewer lanes");
+                None
+            }
+        }
+    }
+
+    /// Waits for every WRITE on every lane and closes the extra handles.
+    /// Returns the body bytes written.
+    ///
+    /// Errors: the first failing WRITE; the extra handles are closed either way.
+    pub(crate) async fn finish(mut self) -> StoreResult<u64> {
+        let mut total = 0u64;
+        let mut first_err = None;
+        for lane in std::mem::take(&mut self.lanes) {
+            match lane.writer.finish().await {
+                Ok(n) => total += n,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+            if lane.own {
+                let _ = lane.tree.close(lane.file_id).await;
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(total),
+        }
+    }
+}
+
+impl Drop for SpreadWriter {
+    fn drop(&mut self) {
+        // Dropped on an error path: close the extra handles so the caller's
+        // cleanup (delete or retry) is not blocked by them.
+        for lane in self.lanes.drain(..).filter(|l| l.own) {
+            tokio::spawn(async move {
+                let _ = lane.tree.close(lane.file_id).await;
+            });
+        }
+    }
+}
