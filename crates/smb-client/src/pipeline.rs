@@ -20,7 +20,7 @@ pub const DEFAULT_IN_FLIGHT_BYTES: usize = 64 << 20;
 
 impl Tree {
     /// Reads `length` bytes from `offset` with pipelined READs of up to the
-    /// negotiated MaxReadSize, keeping at most `max_in_flight` bytes
+    /// negotiated MaxReadSize (and `max_in_flight`), keeping at most `max_in_flight` bytes
     /// outstanding. `sink` receives the data in file order as zero-copy
     /// slices of the received frames. Stops early at end of file.
     ///
@@ -50,7 +50,9 @@ impl Tree {
     pub fn reader(&self, file_id: FileId, offset: u64, length: u64, max_in_flight: usize) -> Result<PipelinedReader> {
         let end =
             offset.checked_add(length).ok_or_else(|| Error::InvalidArgument("offset + length overflows".into()))?;
-        let chunk = self.max_read() as u64;
+        // READs no larger than the budget, so a small budget means small
+        // buffers, not one large READ over budget.
+        let chunk = (self.max_read() as u64).min((max_in_flight as u64).max(65536));
         Ok(PipelinedReader {
             tree: self.clone(),
             file_id,

@@ -126,6 +126,17 @@ impl Pool {
         v
     }
 
+    /// Number of healthy connections with no request in flight.
+    pub fn idle(&self) -> usize {
+        self.inner
+            .slots
+            .iter()
+            .filter(|s| {
+                s.tree.read().unwrap().as_ref().is_some_and(|t| !t.conn().is_poisoned() && t.conn().in_flight() == 0)
+            })
+            .count()
+    }
+
     /// Number of healthy connections.
     pub fn healthy(&self) -> usize {
         self.inner

@@ -82,6 +82,11 @@ pub struct ServeArgs {
     /// segment at a time (1 = a single connection).
     #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub put_parallel: usize,
+    /// Bytes all GETs together may read ahead of their clients (READs in
+    /// flight and segments fetched ahead). When it is spent, GETs read with
+    /// at most one READ ahead and fetch no segments early.
+    #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value_t = 512 << 20)]
+    pub read_ahead_budget: u64,
 }
 
 impl std::fmt::Debug for ServeArgs {

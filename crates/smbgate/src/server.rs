@@ -82,6 +82,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         segment_size: args.segment_size,
         prefetch: args.prefetch,
         put_parallel: args.put_parallel,
+        read_ahead_budget: args.read_ahead_budget,
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {

@@ -1,9 +1,13 @@
 //! Split streaming for GET: a large range is cut into ordered segments; up
 //! to W segments are fetched at once, each on its own pooled connection
 //! with pipelined READs, while the bytes go to the client strictly in
-//! order. Memory is bounded by W x segment size. A failed segment is
-//! retried on another connection; a file that changed between segments
-//! aborts the response instead of splicing two versions.
+//! order. W adapts: a segment is fetched ahead only while the pool has an
+//! idle connection and the process-wide read-ahead budget has room for it
+//! (otherwise it is read from the GET's own handle when its turn comes), so
+//! memory stays bounded however many GETs run and however slowly their
+//! clients read. A failed segment is retried on another connection; a file
+//! that changed between segments aborts the response instead of splicing
+//! two versions.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -12,7 +16,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use crate::store::object::ObjectInfo;
@@ -42,7 +46,10 @@ pub fn object_stream(
     mut range: Range<u64>,
     head: Option<Bytes>,
 ) -> BodyStream {
-    let (tx, rx) = mpsc::channel(32);
+    // A few chunks (each at most one READ, 8 MiB by default) between the
+    // segment pipeline and hyper: enough to overlap the two, and bounded in
+    // bytes however slow the client reads.
+    let (tx, rx) = mpsc::channel(1);
     // Bytes already read with the open: all of a small object, or the
     // start of a large one.
     let head = head.map(|h| h.slice(..h.len().min((range.end - range.start) as usize))).filter(|h| !h.is_empty());
@@ -65,6 +72,18 @@ pub fn object_stream(
     BodyStream { rx }
 }
 
+/// Read-ahead a GET gets when the budget is spent.
+const MIN_READ_AHEAD: usize = 1 << 20;
+
+/// One segment of the response, in order.
+enum Segment {
+    /// Streamed from the GET's own handle when its turn comes.
+    Inline(Range<u64>),
+    /// Being fetched on another connection, holding its share of the
+    /// read-ahead budget until its bytes are handed to the body.
+    Fetched(JoinHandle<Result<Vec<Bytes>, std::io::Error>>, OwnedSemaphorePermit),
+}
+
 async fn run(
     store: &Store,
     opened: Opened,
@@ -76,55 +95,65 @@ async fn run(
     let seg = opts.segment_size.max(1 << 20);
     let len = range.end - range.start;
     let window = opts.prefetch.max(1);
+    // Read-ahead on the GET's own handle: what the budget allows, but at
+    // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
+    // bounded by that much per running GET; READs shrink to fit).
+    let (granted, _ahead) = store.read_ahead_up_to(opts.in_flight as u64);
+    let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window == 1 || len <= 2 * seg {
-        // Small: stream straight from the handle we already hold.
-        let r = stream_from(&opened, range, opts.in_flight, tx).await;
+        let r = stream_from(&opened, range, in_flight, tx).await;
         tokio::spawn(opened.close()); // don't hold the end of the body for it
         return r;
     }
-    // The first segment streams from the open handle while the following
-    // ones are fetched ahead on other connections.
-    let first_end = range.start + seg;
-    let mut pending: VecDeque<JoinHandle<Result<Vec<Bytes>, std::io::Error>>> = VecDeque::new();
-    let mut next = first_end;
-    let spawn_next = |next: &mut u64, pending: &mut VecDeque<_>| {
-        if *next < range.end {
-            let s = *next..(*next + seg).min(range.end);
-            *next = s.end;
-            pending.push_back(tokio::spawn(fetch_segment(store.clone(), info.clone(), s)));
+    // The head segment streams from the open handle while up to W - 1
+    // following ones are fetched on other connections. A segment is fetched
+    // ahead only while the pool has an idle connection and the budget has
+    // room; otherwise it streams from the handle when its turn comes.
+    let mut queue: VecDeque<Segment> = VecDeque::new();
+    let mut next = range.start;
+    let result = async {
+        loop {
+            while queue.len() < window && next < range.end {
+                let s = next..(next + seg).min(range.end);
+                if queue.is_empty() {
+                    queue.push_back(Segment::Inline(s.clone()));
+                } else {
+                    let permit = match store.pool().idle() {
+                        0 => None,
+                        _ => store.try_read_ahead(s.end - s.start),
+                    };
+                    let Some(permit) = permit else { break };
+                    let h = tokio::spawn(fetch_segment(store.clone(), info.clone(), s.clone()));
+                    queue.push_back(Segment::Fetched(h, permit));
+                }
+                next = s.end;
+            }
+            match queue.pop_front() {
+                None => return Ok(()),
+                Some(Segment::Inline(s)) => stream_from(&opened, s, in_flight, tx).await?,
+                Some(Segment::Fetched(h, permit)) => {
+                    let data = h.await.map_err(io_err)??;
+                    for b in data {
+                        if tx.send(Ok(b)).await.is_err() {
+                            return Ok(()); // client went away
+                        }
+                    }
+                    drop(permit);
+                }
+            }
+            if tx.is_closed() {
+                return Ok(());
+            }
         }
-    };
-    for _ in 1..window {
-        spawn_next(&mut next, &mut pending);
     }
-    let first = stream_from(&opened, range.start..first_end, opts.in_flight, tx).await;
+    .await;
+    for s in queue {
+        if let Segment::Fetched(h, _) = s {
+            h.abort();
+        }
+    }
     tokio::spawn(opened.close());
-    let abort_all = |pending: &mut VecDeque<JoinHandle<_>>| pending.drain(..).for_each(|h| h.abort());
-    if let Err(e) = first {
-        abort_all(&mut pending);
-        return Err(e);
-    }
-    while let Some(h) = pending.pop_front() {
-        spawn_next(&mut next, &mut pending);
-        let data = match h.await {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
-                abort_all(&mut pending);
-                return Err(e);
-            }
-            Err(e) => {
-                abort_all(&mut pending);
-                return Err(io_err(e));
-            }
-        };
-        for b in data {
-            if tx.send(Ok(b)).await.is_err() {
-                abort_all(&mut pending);
-                return Ok(()); // client went away
-            }
-        }
-    }
-    Ok(())
+    result
 }
 
 async fn stream_from(

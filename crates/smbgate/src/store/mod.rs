@@ -38,11 +38,20 @@ pub struct StoreOptions {
     /// Connections one large PUT or UploadPart body is spread over (1 = one
     /// connection).
     pub put_parallel: usize,
+    /// Bytes all GETs together may read ahead of their clients (READs in
+    /// flight plus segments fetched ahead); see `crate::stream`.
+    pub read_ahead_budget: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { in_flight: 64 << 20, segment_size: 8 << 20, prefetch: 4, put_parallel: 4 }
+        StoreOptions {
+            in_flight: 64 << 20,
+            segment_size: 8 << 20,
+            prefetch: 4,
+            put_parallel: 4,
+            read_ahead_budget: 512 << 20,
+        }
     }
 }
 
@@ -58,7 +67,12 @@ pub struct Store {
     case_insensitive: bool,
     /// Recent directory listings for paging.
     dir_cache: std::sync::Arc<listing::DirCache>,
+    /// The read-ahead budget, in units of [`BUDGET_UNIT`] bytes.
+    read_ahead: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Granularity of the read-ahead budget (one SMB credit's worth).
+pub const BUDGET_UNIT: u64 = 64 << 10;
 
 /// Directory under the root holding gateway state.
 pub const INTERNAL: &str = keys::INTERNAL_DIR;
@@ -69,12 +83,14 @@ impl Store {
     ///
     /// Errors: the root does not exist or is not accessible.
     pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
+        let budget_units = (opts.read_ahead_budget / BUDGET_UNIT).min(tokio::sync::Semaphore::MAX_PERMITS as u64);
         let mut store = Store {
             pool,
             root: root.trim_matches('\\').to_string(),
             opts,
             case_insensitive: true,
             dir_cache: Default::default(),
+            read_ahead: std::sync::Arc::new(tokio::sync::Semaphore::new(budget_units as usize)),
         };
         let tree = store.tree().await?;
         let root_times = tree.stat(&store.root).await.map_err(|e| {
@@ -236,6 +252,28 @@ impl Store {
     /// Tuning in effect.
     pub fn options(&self) -> &StoreOptions {
         &self.opts
+    }
+
+    /// Takes `bytes` (rounded up to [`BUDGET_UNIT`]) of the read-ahead
+    /// budget if that much is free now; the budget comes back when the
+    /// permit is dropped.
+    pub fn try_read_ahead(&self, bytes: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let units = bytes.div_ceil(BUDGET_UNIT).min(u32::MAX as u64) as u32;
+        self.read_ahead.clone().try_acquire_many_owned(units).ok()
+    }
+
+    /// Takes up to `want` bytes of the read-ahead budget, as much as is free
+    /// now. Returns the bytes taken (a multiple of [`BUDGET_UNIT`], possibly
+    /// 0) and the permit holding them.
+    pub fn read_ahead_up_to(&self, want: u64) -> (u64, Option<tokio::sync::OwnedSemaphorePermit>) {
+        let units = (want / BUDGET_UNIT).min(self.read_ahead.available_permits() as u64) as u32;
+        if units == 0 {
+            return (0, None);
+        }
+        match self.read_ahead.clone().try_acquire_many_owned(units) {
+            Ok(p) => (units as u64 * BUDGET_UNIT, Some(p)),
+            Err(_) => (0, None), // raced with another GET; go without
+        }
     }
 
     /// The connection pool.

@@ -1,0 +1,101 @@
+"""The read-ahead budget (issue 4, split streaming): all GETs together hold at
+most SMBGATE_READ_AHEAD_BUDGET bytes read ahead of their clients, plus a small
+floor per GET. Segments that cannot be fetched ahead are read from the GET's
+own handle when their turn comes, so the bytes are the same either way, and
+clients that stop reading do not make the gateway buffer their objects."""
+
+import hashlib
+import random
+import socket
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import Gateway, Samba
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def rsamba():
+    s = Samba()
+    yield s
+    s.stop()
+
+
+def gateway(samba, budget):
+    return Gateway(samba, env={"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_PREFETCH": "4",
+                               "SMBGATE_READ_AHEAD_BUDGET": str(budget)})
+
+
+@pytest.fixture(scope="module")
+def big(rsamba):
+    """A 64 MiB file put on the share directly (bucket `readahead`)."""
+    d = rsamba.share_path / "readahead"
+    d.mkdir(exist_ok=True)
+    data = random.Random(64).randbytes(64 * MIB)
+    (d / "big.bin").write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("budget", [0, 3 * MIB, 512 * MIB], ids=["none", "three-segments", "default"])
+def test_bytes_are_the_same_whatever_the_budget(rsamba, big, budget):
+    gw = gateway(rsamba, budget)
+    try:
+        s3 = gw.client()
+        got = s3.get_object(Bucket="readahead", Key="big.bin")["Body"].read()
+        assert len(got) == len(big)
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(big).hexdigest()
+        # A range that starts and ends inside segments.
+        lo, hi = 5 * MIB + 123, 41 * MIB + 4567
+        part = s3.get_object(Bucket="readahead", Key="big.bin", Range=f"bytes={lo}-{hi}")["Body"].read()
+        assert part == big[lo:hi + 1]
+    finally:
+        gw.stop()
+
+
+def rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_stalled_clients_do_not_make_the_gateway_buffer_their_objects(rsamba, big):
+    gw = gateway(rsamba, 16 * MIB)
+    socks = []
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        # Warm up (pool connections, receive buffers) before the baseline.
+        s3.get_object(Bucket="readahead", Key="big.bin")["Body"].read()
+        base = rss_mib(gw.proc.pid)
+        n = 24
+        for _ in range(n):
+            u = urllib.parse.urlsplit(s3.generate_presigned_url(
+                "get_object", Params={"Bucket": "readahead", "Key": "big.bin"}, ExpiresIn=600))
+            c = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+            head = c.recv(2000)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            socks.append(c)
+        # Give the gateway time to read ahead as far as it will.
+        peak = 0
+        for _ in range(10):
+            time.sleep(0.3)
+            peak = max(peak, rss_mib(gw.proc.pid))
+        # Unbounded, each GET would buffer most of its 64 MiB object (about
+        # 1.5 GiB here); bounded, it is the 16 MiB budget plus a few MiB per
+        # GET, plus buffers kept for reuse.
+        assert peak - base < 400, f"RSS grew by {peak - base} MiB with {n} stalled 64 MiB GETs"
+        # And the budget comes back: a fresh GET gets the whole object.
+        for c in socks:
+            c.close()
+        socks = []
+        time.sleep(0.5)
+        assert s3.get_object(Bucket="readahead", Key="big.bin")["Body"].read() == big
+    finally:
+        for c in socks:
+            c.close()
+        gw.stop()
