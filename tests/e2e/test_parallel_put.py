@@ -143,3 +143,32 @@ def test_spread_upload_parts(pgw, ps3, pbucket, psamba):
     assert head["ContentLength"] == size
     assert (psamba.share_path / pbucket / "mp.bin").read_bytes() == body
     assert ps3.get_object(Bucket=pbucket, Key="mp.bin")["Body"].read() == body
+
+
+def test_spent_write_behind_budget_means_one_connection_and_small_writes(psamba):
+    # With no write-behind budget a body still goes through, over one
+    # connection with 1 MiB in flight.
+    gw = Gateway(psamba, env={"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_PUT_PARALLEL": str(LANES),
+                              "SMBGATE_WRITE_BEHIND_BUDGET": "0"})
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="nobudget")
+        total = 8 * MIB + 3
+        body = random.Random(80).randbytes(total)
+        sock = _raw_put_start(gw, s3, "nobudget", "one-lane.bin", total)
+        try:
+            sock.sendall(body[: 5 * MIB])
+            assert wait_for(lambda: tmp_entries(psamba) != [], 10)
+            temp = tmp_entries(psamba)[0]
+            time.sleep(0.5)
+            assert len(smbd_pids_holding(psamba, temp)) == 1
+            sock.sendall(body[5 * MIB:])
+            resp = sock.recv(4096).decode(errors="replace")
+            assert resp.startswith("HTTP/1.1 200"), resp
+            assert f'"{hashlib.md5(body).hexdigest()}"' in resp
+        finally:
+            sock.close()
+        assert (psamba.share_path / "nobudget" / "one-lane.bin").read_bytes() == body
+        assert tmp_entries(psamba) == []
+    finally:
+        gw.stop()

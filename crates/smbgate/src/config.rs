@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// at most one READ ahead and fetch no segments early.
     #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value_t = 512 << 20)]
     pub read_ahead_budget: u64,
+    /// Bytes all PUT and UploadPart bodies together may have in flight to
+    /// the SMB server. When it is spent, a body is written over one
+    /// connection with 1 MiB in flight.
+    #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value_t = 512 << 20)]
+    pub write_behind_budget: u64,
 }
 
 impl std::fmt::Debug for ServeArgs {

@@ -83,6 +83,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         prefetch: args.prefetch,
         put_parallel: args.put_parallel,
         read_ahead_budget: args.read_ahead_budget,
+        write_behind_budget: args.write_behind_budget,
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {

@@ -98,7 +98,7 @@ async fn run(
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).
-    let (granted, _ahead) = store.read_ahead_up_to(opts.in_flight as u64);
+    let (granted, _ahead) = store.read_ahead().take_up_to(opts.in_flight as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window == 1 || len <= 2 * seg {
         let r = stream_from(&opened, range, in_flight, tx).await;
@@ -120,7 +120,7 @@ async fn run(
                 } else {
                     let permit = match store.pool().idle() {
                         0 => None,
-                        _ => store.try_read_ahead(s.end - s.start),
+                        _ => store.read_ahead().try_take(s.end - s.start),
                     };
                     let Some(permit) = permit else { break };
                     let h = tokio::spawn(fetch_segment(store.clone(), info.clone(), s.clone()));

@@ -5,6 +5,7 @@
 //! another gateway instance would need.
 
 pub mod bucket;
+pub mod budget;
 pub mod error;
 pub mod keys;
 pub mod list;
@@ -23,6 +24,7 @@ use smb_proto::info::{class, decode_full_ea, info_type};
 use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::NtStatus;
 
+pub use budget::Budget;
 pub use error::{StoreError, StoreResult};
 use meta::{ObjectMeta, META_EA};
 
@@ -41,6 +43,9 @@ pub struct StoreOptions {
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight plus segments fetched ahead); see `crate::stream`.
     pub read_ahead_budget: u64,
+    /// Bytes all PUT and UploadPart bodies together may have in flight to
+    /// the server (WRITEs sent, not yet acknowledged).
+    pub write_behind_budget: u64,
 }
 
 impl Default for StoreOptions {
@@ -51,6 +56,7 @@ impl Default for StoreOptions {
             prefetch: 4,
             put_parallel: 4,
             read_ahead_budget: 512 << 20,
+            write_behind_budget: 512 << 20,
         }
     }
 }
@@ -67,12 +73,11 @@ pub struct Store {
     case_insensitive: bool,
     /// Recent directory listings for paging.
     dir_cache: std::sync::Arc<listing::DirCache>,
-    /// The read-ahead budget, in units of [`BUDGET_UNIT`] bytes.
-    read_ahead: std::sync::Arc<tokio::sync::Semaphore>,
+    /// GET read-ahead, all GETs together.
+    read_ahead: Budget,
+    /// PUT write-behind, all bodies together.
+    write_behind: Budget,
 }
-
-/// Granularity of the read-ahead budget (one SMB credit's worth).
-pub const BUDGET_UNIT: u64 = 64 << 10;
 
 /// Directory under the root holding gateway state.
 pub const INTERNAL: &str = keys::INTERNAL_DIR;
@@ -83,14 +88,15 @@ impl Store {
     ///
     /// Errors: the root does not exist or is not accessible.
     pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
-        let budget_units = (opts.read_ahead_budget / BUDGET_UNIT).min(tokio::sync::Semaphore::MAX_PERMITS as u64);
+        let (read_ahead, write_behind) = (opts.read_ahead_budget, opts.write_behind_budget);
         let mut store = Store {
             pool,
             root: root.trim_matches('\\').to_string(),
             opts,
             case_insensitive: true,
             dir_cache: Default::default(),
-            read_ahead: std::sync::Arc::new(tokio::sync::Semaphore::new(budget_units as usize)),
+            read_ahead: Budget::new(read_ahead),
+            write_behind: Budget::new(write_behind),
         };
         let tree = store.tree().await?;
         let root_times = tree.stat(&store.root).await.map_err(|e| {
@@ -254,26 +260,14 @@ impl Store {
         &self.opts
     }
 
-    /// Takes `bytes` (rounded up to [`BUDGET_UNIT`]) of the read-ahead
-    /// budget if that much is free now; the budget comes back when the
-    /// permit is dropped.
-    pub fn try_read_ahead(&self, bytes: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let units = bytes.div_ceil(BUDGET_UNIT).min(u32::MAX as u64) as u32;
-        self.read_ahead.clone().try_acquire_many_owned(units).ok()
+    /// The GET read-ahead budget (see `crate::stream`).
+    pub fn read_ahead(&self) -> &Budget {
+        &self.read_ahead
     }
 
-    /// Takes up to `want` bytes of the read-ahead budget, as much as is free
-    /// now. Returns the bytes taken (a multiple of [`BUDGET_UNIT`], possibly
-    /// 0) and the permit holding them.
-    pub fn read_ahead_up_to(&self, want: u64) -> (u64, Option<tokio::sync::OwnedSemaphorePermit>) {
-        let units = (want / BUDGET_UNIT).min(self.read_ahead.available_permits() as u64) as u32;
-        if units == 0 {
-            return (0, None);
-        }
-        match self.read_ahead.clone().try_acquire_many_owned(units) {
-            Ok(p) => (units as u64 * BUDGET_UNIT, Some(p)),
-            Err(_) => (0, None), // raced with another GET; go without
-        }
+    /// The PUT write-behind budget (see `store::spread`).
+    pub fn write_behind(&self) -> &Budget {
+        &self.write_behind
     }
 
     /// The connection pool.

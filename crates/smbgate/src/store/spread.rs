@@ -3,13 +3,15 @@
 //! processes (or NAS threads) absorb one upload. Segment i goes to lane
 //! i mod W; lane 0 is the caller's handle, the others open the same file
 //! on other connections once the body grows past the first segment. Each
-//! lane keeps at most its share of the in-flight budget outstanding, so
-//! memory stays bounded whatever the body size.
+//! lane keeps at most its share of the body's bytes in flight, which come
+//! from the process-wide write-behind budget, so memory stays bounded
+//! whatever the body size and however many bodies arrive at once.
 
 use smb_client::pipeline::PipelinedWriter;
 use smb_client::tree::Tree;
 use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition, FileId};
 
+use super::budget::Held;
 use super::{Store, StoreResult};
 
 /// One connection's writer into the file.
@@ -33,25 +35,36 @@ pub(crate) struct SpreadWriter {
     lanes: Vec<Lane>,
     /// Body bytes accepted so far.
     accepted: u64,
+    /// This body's share of the write-behind budget.
+    _held: Option<Held>,
 }
+
+/// Bytes in flight a body gets when the write-behind budget is spent.
+pub(crate) const MIN_WRITE_BEHIND: u64 = 1 << 20;
 
 impl SpreadWriter {
     /// A writer of body bytes to `path` (already open as `file_id` on
-    /// `tree`) starting at file offset `base`.
+    /// `tree`) starting at file offset `base`. Its bytes in flight come from
+    /// the store's write-behind budget (at least [`MIN_WRITE_BEHIND`]), and
+    /// it uses no more lanes than that budget fills with segments.
     pub(crate) fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str, base: u64) -> SpreadWriter {
         let opts = store.options();
-        let want_lanes = opts.put_parallel.max(1);
-        let lane_budget = (opts.in_flight / want_lanes).max(opts.segment_size as usize);
+        let segment = opts.segment_size.max(1 << 20);
+        let (granted, held) = store.write_behind().take_up_to(opts.in_flight as u64);
+        let in_flight = granted.max(MIN_WRITE_BEHIND);
+        let want_lanes = opts.put_parallel.clamp(1, (in_flight / segment).max(1) as usize);
+        let lane_budget = (in_flight as usize / want_lanes).max(MIN_WRITE_BEHIND as usize);
         let first = Lane { tree: tree.clone(), file_id, own: false, writer: tree.writer(file_id, base, lane_budget) };
         SpreadWriter {
             store: store.clone(),
             path: path.to_string(),
             base,
-            segment: opts.segment_size.max(1 << 20),
+            segment,
             want_lanes,
             lane_budget,
             lanes: vec![first],
             accepted: 0,
+            _held: held,
         }
     }
 
