@@ -139,6 +139,15 @@ def samba():
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def own_samba():
+    """A Samba for one test module alone, for tests that look at what is on
+    the share (temp files, open handles) or start gateways of their own."""
+    s = Samba()
+    yield s
+    s.stop()
+
+
 @pytest.fixture(scope="session")
 def gateway(samba):
     g = Gateway(samba)

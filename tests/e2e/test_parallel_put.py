@@ -17,7 +17,7 @@ import uuid
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from conftest import Gateway, Samba
+from conftest import Gateway
 from test_faults import _raw_put_start, tmp_entries, wait_for, status_of, log_text
 
 MIB = 1 << 20
@@ -25,10 +25,8 @@ LANES = 3
 
 
 @pytest.fixture(scope="module")
-def psamba():
-    s = Samba()
-    yield s
-    s.stop()
+def psamba(own_samba):
+    return own_samba
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,14 @@ import urllib.parse
 
 import pytest
 
-from conftest import Gateway, Samba
+from conftest import Gateway
 
 MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def rsamba():
-    s = Samba()
-    yield s
-    s.stop()
+def rsamba(own_samba):
+    return own_samba
 
 
 def gateway(samba, budget):
