@@ -5,6 +5,7 @@ own handle when their turn comes, so the bytes are the same either way, and
 clients that stop reading do not make the gateway buffer their objects."""
 
 import hashlib
+import os
 import random
 import socket
 import time
@@ -96,4 +97,88 @@ def test_stalled_clients_do_not_make_the_gateway_buffer_their_objects(rsamba, bi
     finally:
         for c in socks:
             c.close()
+        gw.stop()
+
+
+def test_put_over_a_key_while_a_paused_get_streams_it(rsamba):
+    # Samba refuses to rename over a file that is open, so a GET must not
+    # keep the object open while its client is slow: past the first segment
+    # it holds no handle between fetches, the overwrite goes through, and the
+    # paused reader gets a prefix of the old version (whole, or cut short
+    # when the next segment sees the new one), never a mix.
+    d = rsamba.share_path / "readahead"
+    d.mkdir(exist_ok=True)
+    old = random.Random(24).randbytes(24 * MIB)
+    (d / "busy.bin").write_bytes(old)
+    # Owned by the share's user, as if written over SMB: the PUT must be
+    # able to replace it.
+    st = rsamba.share_path.stat()
+    for p in (d, d / "busy.bin"):
+        os.chown(p, st.st_uid, st.st_gid)
+    gw = gateway(rsamba, 512 * MIB)
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        u = urllib.parse.urlsplit(s3.generate_presigned_url(
+            "get_object", Params={"Bucket": "readahead", "Key": "busy.bin"}, ExpiresIn=600))
+        c = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n\r\n".encode())
+        got = b""
+        while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 4 * MIB:
+            chunk = c.recv(1 << 20)
+            assert chunk, "GET ended early"
+            got += chunk
+        head, body = got.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        time.sleep(0.5)  # paused, 4 MiB in
+        new = b"the new version\n" * 1000
+        r = s3.put_object(Bucket="readahead", Key="busy.bin", Body=new)
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+        while True:
+            try:
+                chunk = c.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            body += chunk
+        c.close()
+        assert body == old[:len(body)], "the paused GET returned bytes that are not the old version"
+        assert s3.get_object(Bucket="readahead", Key="busy.bin")["Body"].read() == new
+    finally:
+        gw.stop()
+
+
+def test_put_over_a_key_held_open_is_slowdown_not_access_denied(rsamba):
+    # A 60 MiB object with 32 MiB segments streams from one handle, which a
+    # paused client keeps open (more than the gateway and the socket buffer
+    # is still to come); the server will not replace an open file, so the
+    # PUT gets a retryable 503 SlowDown that says why, and the old object
+    # stays whole.
+    from botocore.exceptions import ClientError
+    d = rsamba.share_path / "readahead"
+    d.mkdir(exist_ok=True)
+    old = random.Random(12).randbytes(60 * MIB)
+    (d / "held.bin").write_bytes(old)
+    st = rsamba.share_path.stat()
+    for p in (d, d / "held.bin"):
+        os.chown(p, st.st_uid, st.st_gid)
+    gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB)})
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        u = urllib.parse.urlsplit(s3.generate_presigned_url(
+            "get_object", Params={"Bucket": "readahead", "Key": "held.bin"}, ExpiresIn=600))
+        c = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+        assert c.recv(12) == b"HTTP/1.1 200"
+        time.sleep(0.5)
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket="readahead", Key="held.bin", Body=b"new")
+        err = exc.value.response
+        assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert err["Error"]["Code"] == "SlowDown"
+        assert "open for reading" in err["Error"]["Message"]
+        c.close()
+        assert (d / "held.bin").read_bytes() == old
+    finally:
         gw.stop()

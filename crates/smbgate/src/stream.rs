@@ -3,7 +3,7 @@
 //! with pipelined READs, while the bytes go to the client strictly in
 //! order. W adapts: a segment is fetched ahead only while the pool has an
 //! idle connection and the process-wide read-ahead budget has room for it
-//! (otherwise it is read from the GET's own handle when its turn comes), so
+//! (otherwise it is read on a handle of its own when its turn comes), so
 //! memory stays bounded however many GETs run and however slowly their
 //! clients read. A failed segment is retried on another connection; a file
 //! that changed between segments aborts the response instead of splicing
@@ -21,6 +21,8 @@ use tokio::task::JoinHandle;
 
 use crate::store::object::ObjectInfo;
 use crate::store::{Opened, Store};
+use smb_client::tree::Tree;
+use smb_proto::create::FileId;
 
 /// The response body: bytes from the segment pipeline, in order.
 pub struct BodyStream {
@@ -77,7 +79,8 @@ const MIN_READ_AHEAD: usize = 1 << 20;
 
 /// One segment of the response, in order.
 enum Segment {
-    /// Streamed from the GET's own handle when its turn comes.
+    /// Streamed when its turn comes: the first from the GET's own handle,
+    /// later ones each on a handle of their own.
     Inline(Range<u64>),
     /// Being fetched on another connection, holding its share of the
     /// read-ahead budget until its bytes are handed to the body.
@@ -101,16 +104,20 @@ async fn run(
     let (granted, _ahead) = store.read_ahead().take_up_to(opts.in_flight as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window == 1 || len <= 2 * seg {
-        let r = stream_from(&opened, range, in_flight, tx).await;
+        let r = stream_from(&opened.tree, opened.file_id, range, in_flight, tx).await;
         tokio::spawn(opened.close()); // don't hold the end of the body for it
         return r;
     }
     // The head segment streams from the open handle while up to W - 1
     // following ones are fetched on other connections. A segment is fetched
     // ahead only while the pool has an idle connection and the budget has
-    // room; otherwise it streams from the handle when its turn comes.
+    // room; otherwise it streams on a handle of its own when its turn comes.
     let mut queue: VecDeque<Segment> = VecDeque::new();
     let mut next = range.start;
+    // The GET's own handle serves the first segment only, then closes: a
+    // PUT of the same key cannot rename over a file that is open (Samba
+    // answers ACCESS_DENIED), so no handle is held longer than one segment.
+    let mut own = Some(opened);
     let result = async {
         loop {
             while queue.len() < window && next < range.end {
@@ -130,13 +137,41 @@ async fn run(
             }
             match queue.pop_front() {
                 None => return Ok(()),
-                Some(Segment::Inline(s)) => stream_from(&opened, s, in_flight, tx).await?,
+                Some(Segment::Inline(s)) => {
+                    // With room for the whole segment, read it, close, then
+                    // send: a client that pauses then holds no handle.
+                    let whole = in_flight as u64 >= s.end - s.start;
+                    match own.take() {
+                        Some(o) if whole => {
+                            let want = s.end - s.start;
+                            let r = read_segment(&o.tree, o.file_id, s, in_flight).await;
+                            tokio::spawn(o.close());
+                            let (data, got) = r.map_err(io_err)?;
+                            if got != want {
+                                return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
+                            }
+                            if !send_all(tx, data).await {
+                                return Ok(());
+                            }
+                        }
+                        Some(o) => {
+                            let r = stream_from(&o.tree, o.file_id, s, in_flight, tx).await;
+                            tokio::spawn(o.close());
+                            r?
+                        }
+                        None if whole => {
+                            let data = fetch_segment(store.clone(), info.clone(), s).await?;
+                            if !send_all(tx, data).await {
+                                return Ok(());
+                            }
+                        }
+                        None => stream_segment(store, info, s, in_flight, tx).await?,
+                    }
+                }
                 Some(Segment::Fetched(h, permit)) => {
                     let data = h.await.map_err(io_err)??;
-                    for b in data {
-                        if tx.send(Ok(b)).await.is_err() {
-                            return Ok(()); // client went away
-                        }
+                    if !send_all(tx, data).await {
+                        return Ok(());
                     }
                     drop(permit);
                 }
@@ -152,18 +187,22 @@ async fn run(
             h.abort();
         }
     }
-    tokio::spawn(opened.close());
+    if let Some(o) = own {
+        tokio::spawn(o.close());
+    }
     result
 }
 
+/// Streams `range` of the open `file_id` into the body, in order.
 async fn stream_from(
-    opened: &Opened,
+    tree: &Tree,
+    file_id: FileId,
     range: Range<u64>,
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> Result<(), std::io::Error> {
     let want = range.end - range.start;
-    let mut r = opened.tree.reader(opened.file_id, range.start, want, in_flight).map_err(io_err)?;
+    let mut r = tree.reader(file_id, range.start, want, in_flight).map_err(io_err)?;
     let mut got = 0u64;
     while let Some(b) = r.next().await.map_err(io_err)? {
         got += b.len() as u64;
@@ -175,6 +214,29 @@ async fn stream_from(
         return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
     }
     Ok(())
+}
+
+/// Streams one segment that could not be fetched ahead: opens the object
+/// on a pooled connection, checks it is the same generation, streams the
+/// segment and closes.
+async fn stream_segment(
+    store: &Store,
+    info: &ObjectInfo,
+    seg: Range<u64>,
+    in_flight: usize,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> Result<(), std::io::Error> {
+    let tree = store.tree().await.map_err(io_err)?;
+    let f = tree.open_read(&info.path).await.map_err(io_err)?;
+    let r = if f.times.end_of_file != info.size || f.times.last_write != info.last_modified {
+        Err(io_err("object changed during the GET; response aborted"))
+    } else {
+        stream_from(&tree, f.file_id, seg, in_flight, tx).await
+    };
+    tokio::spawn(async move {
+        let _ = tree.close(f.file_id).await;
+    });
+    r
 }
 
 /// Reads one segment on a pooled connection, retrying on another
@@ -206,19 +268,42 @@ async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result
         let _ = tree.close(f.file_id).await;
         return Err(FetchError::Changed);
     }
-    let mut out = Vec::new();
-    let mut got = 0u64;
-    let r = tree
-        .read_pipelined(f.file_id, seg.start, seg.end - seg.start, store.options().in_flight, |b| {
-            got += b.len() as u64;
-            out.push(b);
-            Ok(())
-        })
-        .await;
+    let r = read_segment(&tree, f.file_id, seg.clone(), store.options().in_flight).await;
     let _ = tree.close(f.file_id).await;
-    r.map_err(other)?;
+    let (data, got) = r.map_err(other)?;
     if got != seg.end - seg.start {
         return Err(FetchError::Changed);
     }
-    Ok(out)
+    Ok(data)
+}
+
+/// Reads `seg` from the open `file_id` into memory. Returns the pieces and
+/// their total length, which is short if the file ended early.
+///
+/// Errors: a transport or NTSTATUS error.
+async fn read_segment(
+    tree: &Tree,
+    file_id: FileId,
+    seg: Range<u64>,
+    in_flight: usize,
+) -> Result<(Vec<Bytes>, u64), smb_client::Error> {
+    let mut out = Vec::new();
+    let mut got = 0u64;
+    tree.read_pipelined(file_id, seg.start, seg.end - seg.start, in_flight, |b| {
+        got += b.len() as u64;
+        out.push(b);
+        Ok(())
+    })
+    .await?;
+    Ok((out, got))
+}
+
+/// Sends chunks to the body in order; false if the client went away.
+async fn send_all(tx: &mpsc::Sender<Result<Bytes, std::io::Error>>, data: Vec<Bytes>) -> bool {
+    for b in data {
+        if tx.send(Ok(b)).await.is_err() {
+            return false;
+        }
+    }
+    true
 }

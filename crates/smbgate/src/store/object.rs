@@ -664,8 +664,38 @@ impl Store {
                         .into(),
                 );
             }
+            if e.status() == Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED) && self.open_elsewhere(tree, target).await
+            {
+                // The old object is still open (a long GET here, or a reader
+                // on the share), and the server refuses to replace an open
+                // file. Retryable: 503 SlowDown, not 403.
+                return StoreError::Busy("the object is open for reading on the share; retry the request".into());
+            }
         }
         e.into()
+    }
+
+    /// True if someone holds `path` open: an exclusive open for DELETE
+    /// meets a sharing violation. Tells a rename refused because the target
+    /// is open from one refused by permissions.
+    async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
+        let probe = CreateRequest {
+            name: path,
+            oplock_level: 0,
+            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+            file_attributes: attributes::NORMAL,
+            share_access: 0,
+            disposition: Disposition::Open,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        match tree.create(&probe).await {
+            Ok(f) => {
+                let _ = tree.close(f.file_id).await;
+                false
+            }
+            Err(e) => e.status() == Some(smb_proto::NtStatus::STATUS_SHARING_VIOLATION),
+        }
     }
 
     /// mkdir -p for the directories of `mapped` (all components but the
