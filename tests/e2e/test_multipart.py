@@ -350,3 +350,64 @@ def test_upload_survives_gateway_restart(samba, gateway, bucket, s3):
     assert g["Body"].read() == b"".join(parts)
     assert g["Metadata"] == {"who": "first"}
     assert g["ETag"] == mp_etag(parts)
+
+
+@pytest.mark.parametrize("size", [100, 5 * MiB], ids=["own-file", "in-data-file"])
+def test_failed_reupload_of_a_part_keeps_the_earlier_upload(s3, bucket, size):
+    # S3 keeps an uploaded part until another upload of that number
+    # succeeds; a retry that fails its Content-MD5 must not lose it.
+    import base64
+    key = f"mp/retry-{size}"
+    first = os.urandom(size)
+    last = os.urandom(5 * MiB)
+    uid = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    e2 = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=2, Body=last)["ETag"]
+    e1 = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=1, Body=first)["ETag"]
+    wrong = base64.b64encode(hashlib.md5(b"something else").digest()).decode()
+    expect_error(400, "BadDigest", s3.upload_part, Bucket=bucket, Key=key, UploadId=uid, PartNumber=1,
+                 Body=os.urandom(size), ContentMD5=wrong)
+    listed = [p["ETag"] for p in s3.list_parts(Bucket=bucket, Key=key, UploadId=uid)["Parts"] if p["PartNumber"] == 1]
+    assert listed == [e1]
+    if size < 5 * MiB:
+        return  # a part this small may only be the last; the listing is the point
+    s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == first + last
+
+
+def test_concurrent_uploads_of_one_part_never_mix(s3, gateway, bucket, samba):
+    # Two uploads of part 1 at once (an SDK retrying after a timeout): the
+    # part ends up as one of them, and its listed ETag is that one's MD5.
+    import threading
+    bad = []
+    for trial in range(4):
+        key = f"mp/race-{trial}"
+        uid = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        last = os.urandom(5 * MiB)
+        e2 = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=2, Body=last)["ETag"]
+        bodies = {"A": os.urandom(5 * MiB), "B": os.urandom(5 * MiB)}
+        results = {}
+
+        def up(name):
+            try:
+                results[name] = gateway.client().upload_part(
+                    Bucket=bucket, Key=key, UploadId=uid, PartNumber=1, Body=bodies[name])["ETag"]
+            except Exception as e:  # a 503 SlowDown is allowed: the SDK would retry
+                results[name] = e
+        ts = [threading.Thread(target=up, args=(n,)) for n in bodies]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        assert any(isinstance(v, str) for v in results.values()), results
+        for v in results.values():
+            if not isinstance(v, str):
+                assert v.response["Error"]["Code"] == "SlowDown", v
+        listed = [p["ETag"] for p in s3.list_parts(Bucket=bucket, Key=key, UploadId=uid)["Parts"]
+                  if p["PartNumber"] == 1]
+        assert len(listed) == 1
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": listed[0]}, {"PartNumber": 2, "ETag": e2}]})
+        got = (samba.share_path / bucket / "mp" / f"race-{trial}").read_bytes()
+        head = got[:5 * MiB]
+        if head not in bodies.values() or md5_etag(head) != listed[0] or got[5 * MiB:] != last:
+            bad.append(trial)
+    assert bad == [], f"trials with a mixed or mislabelled part 1: {bad}"

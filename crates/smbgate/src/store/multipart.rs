@@ -18,7 +18,7 @@ use bytes::Bytes;
 use futures::Stream;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
-use smb_proto::create::{access, options, share, CreateRequest, Disposition};
+use smb_proto::create::{access, options, share, CreateRequest, Disposition, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 
 use super::error::is_not_found;
@@ -188,14 +188,43 @@ impl Store {
         if let Some(len) = req.content_length.filter(|&l| l > 0) {
             if let Some(stride) = self.stride(&tree, id, len).await? {
                 if len <= stride {
-                    return self.upload_part_in_place(&tree, id, n, len, stride, body, req, trailer).await;
+                    if let Some(claim) = self.claim_part(&tree, id, n).await? {
+                        return self.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
+                    }
                 }
             }
         }
-        // The part is a file of its own; drop a record of an earlier upload
-        // of this number that went into the data file.
-        let _ = tree.delete(&self.part_path(id, n), false).await;
+        // The part is a file of its own, published by a rename over the
+        // part's record: an earlier upload of this number stays valid until
+        // this one is verified and replaces it.
         self.put_to(&tree, Target::Part(self.part_path(id, n)), body, req, trailer).await
+    }
+
+    /// Claims part `n` for the data file by creating its record (empty,
+    /// without the record EA, so listings skip it until it is filled).
+    /// Returns the open record, or `None` if part `n` already has a record
+    /// (an earlier or concurrent upload): the bytes of that upload may be in
+    /// the data file, so this one must not write there.
+    ///
+    /// Errors: NoSuchUpload.
+    async fn claim_part(&self, tree: &smb_client::Tree, id: &str, n: i32) -> StoreResult<Option<FileId>> {
+        let record = self.part_path(id, n);
+        let claim = CreateRequest {
+            name: &record,
+            oplock_level: 0,
+            desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+            file_attributes: smb_proto::create::attributes::NORMAL,
+            share_access: share::READ | share::DELETE,
+            disposition: Disposition::Create,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        match tree.create(&claim).await {
+            Ok(c) => Ok(Some(c.file_id)),
+            Err(e) if e.status() == Some(smb_proto::NtStatus::STATUS_OBJECT_NAME_COLLISION) => Ok(None),
+            Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The upload's stride: set by the first part of at least the minimum
@@ -243,7 +272,9 @@ impl Store {
         }
     }
 
-    /// Writes part `n` into the data file at (n-1) x stride, then its record.
+    /// Writes part `n` into the data file at (n-1) x stride, then fills its
+    /// claimed record (see [`Store::claim_part`]); on failure the claim is
+    /// deleted, so the part reads as not uploaded, never torn.
     #[allow(clippy::too_many_arguments)]
     async fn upload_part_in_place<S, E>(
         &self,
@@ -252,6 +283,7 @@ impl Store {
         n: i32,
         len: u64,
         stride: u64,
+        claim: FileId,
         mut body: S,
         req: PutRequest,
         trailer: impl FnOnce() -> BTreeMap<String, String>,
@@ -260,14 +292,6 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let record = self.part_path(id, n);
-        // Invalidate an earlier upload of this part before its bytes change:
-        // a failure below then leaves the part missing, never torn.
-        match tree.delete(&record, false).await {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
         let data_path = format!("{}\\data", self.upload_dir(id));
         let open = CreateRequest {
             name: &data_path,
@@ -281,8 +305,11 @@ impl Store {
         };
         let f = match tree.create(&open).await {
             Ok(f) => f,
-            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let _ = tree.set_info(claim, SetFileInfo::Disposition { delete_pending: true }).await;
+                let _ = tree.close(claim).await;
+                return Err(if is_not_found(&e) { StoreError::NoSuchUpload } else { e.into() });
+            }
         };
         let offset = (n as u64 - 1) * stride;
         let result: StoreResult<(PutResult, PartRecord)> = async {
@@ -294,13 +321,18 @@ impl Store {
         }
         .await;
         let _ = tree.close(f.file_id).await;
-        let (put, rec) = result?;
-        let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-        match tree.write_small(&record, b"", &ea).await {
-            Ok(_) => Ok(put),
-            Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
-            Err(e) => Err(e.into()),
+        let filled: StoreResult<PutResult> = async {
+            let (put, rec) = result?;
+            let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
+            tree.set_info(claim, SetFileInfo::FullEa(&ea)).await?;
+            Ok(put)
         }
+        .await;
+        if filled.is_err() {
+            let _ = tree.set_info(claim, SetFileInfo::Disposition { delete_pending: true }).await;
+        }
+        let _ = tree.close(claim).await;
+        filled
     }
 
     /// UploadPartCopy: part `n` from a (range of a) source object.

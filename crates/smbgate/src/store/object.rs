@@ -592,6 +592,11 @@ impl Store {
                 return match retry_busy(|| tree.rename(fid, path, true)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
+                    // Another upload of this part number holds its record
+                    // open while it writes.
+                    Err(e) if e.status() == Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED) => {
+                        Err(StoreError::Busy("another upload of this part is in progress; retry the request".into()))
+                    }
                     Err(e) => Err(e.into()),
                 };
             }
