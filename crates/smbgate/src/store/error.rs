@@ -83,6 +83,8 @@ impl From<SmbError> for StoreError {
     fn from(e: SmbError) -> Self {
         match e.status() {
             Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
+                // The S3 answer names no SMB command; the log does.
+                tracing::debug!(error = %e, "SMB access denied");
                 StoreError::AccessDenied
             }
             Some(NtStatus::STATUS_SHARING_VIOLATION)

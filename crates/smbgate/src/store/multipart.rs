@@ -321,16 +321,32 @@ impl Store {
         }
         .await;
         let _ = tree.close(f.file_id).await;
-        let filled: StoreResult<PutResult> = async {
-            let (put, rec) = result?;
-            let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-            tree.set_info(claim, SetFileInfo::FullEa(&ea)).await?;
-            Ok(put)
-        }
-        .await;
-        if filled.is_err() {
-            let _ = tree.set_info(claim, SetFileInfo::Disposition { delete_pending: true }).await;
-        }
+        let filled = match result {
+            Err(e) => {
+                let _ = tree.set_info(claim, SetFileInfo::Disposition { delete_pending: true }).await;
+                Err(e)
+            }
+            Ok((put, rec)) => {
+                let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
+                match tree.set_info(claim, SetFileInfo::FullEa(&ea)).await {
+                    Ok(()) => Ok(put),
+                    // A concurrent upload of this part published its own file
+                    // over the claim (Samba allows that while the claim is
+                    // open with share-delete): that one is the part now.
+                    Err(e)
+                        if is_not_found(&e)
+                            || matches!(
+                                e.status(),
+                                Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED)
+                                    | Some(smb_proto::NtStatus::STATUS_DELETE_PENDING)
+                            ) =>
+                    {
+                        Err(StoreError::Busy("a concurrent upload of this part replaced it; retry the request".into()))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        };
         let _ = tree.close(claim).await;
         filled
     }

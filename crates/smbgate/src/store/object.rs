@@ -501,11 +501,10 @@ impl Store {
             };
             let f = tree.create(&open).await?;
             let guard = TempGuard { tree: tree.clone(), file_id: f.file_id, armed: true };
-            let r = if is_not_found(&err) || matches!(target, Target::Object { .. }) {
-                self.publish(tree, f.file_id, target).await
-            } else {
-                Err(err.into())
-            };
+            // publish retries a rename refused while the target is open and
+            // explains what still fails.
+            tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
+            let r = self.publish(tree, f.file_id, target).await;
             match r {
                 Ok(()) => {
                     let mut guard = guard;
