@@ -130,8 +130,9 @@ pub(crate) struct Inner {
 /// part of the WRITE request.
 pub const WRITE_HEADROOM: usize = FRAME_HEADER_LEN + TRANSFORM_HEADER_LEN + HEADER_LEN + 48;
 
-/// Frame buffers kept for reuse per connection.
-const FREE_BUFS: usize = 16;
+/// Bytes of sent frame buffers kept for reuse per connection (a few
+/// MaxWrite-sized WRITE frames; more would stay resident after a burst).
+const FREE_BYTES: usize = 26 << 20;
 /// Buffers smaller than this are not worth recycling.
 const RECYCLE_MIN: usize = 256 << 10;
 
@@ -422,12 +423,8 @@ impl Connection {
     /// Offers a sent frame back for reuse (ignored unless this was the last
     /// reference to it).
     pub fn recycle(&self, frame: Bytes) {
-        if let Ok(mut m) = frame.try_into_mut() {
-            let mut free = self.inner.free_bufs.lock().unwrap();
-            if m.capacity() >= RECYCLE_MIN && free.len() < FREE_BUFS {
-                m.clear();
-                free.push(m);
-            }
+        if let Ok(m) = frame.try_into_mut() {
+            keep_free(&mut self.inner.free_bufs.lock().unwrap(), m);
         }
     }
 
@@ -687,14 +684,8 @@ async fn writer_task(inner: Arc<Inner>, mut wr: OwnedWriteHalf) {
             Ok(Ok(())) => {
                 let mut free = inner.free_bufs.lock().unwrap();
                 for b in queue {
-                    if free.len() >= FREE_BUFS {
-                        break;
-                    }
-                    if let Ok(mut m) = b.try_into_mut() {
-                        if m.capacity() >= RECYCLE_MIN {
-                            m.clear();
-                            free.push(m);
-                        }
+                    if let Ok(m) = b.try_into_mut() {
+                        keep_free(&mut free, m);
                     }
                 }
                 continue;
@@ -704,6 +695,16 @@ async fn writer_task(inner: Arc<Inner>, mut wr: OwnedWriteHalf) {
         };
         inner.poison(err);
         return;
+    }
+}
+
+/// Keeps a sent frame buffer for reuse if it is large enough to be worth it
+/// and the connection's free list has room (FREE_BYTES).
+fn keep_free(free: &mut Vec<BytesMut>, mut m: BytesMut) {
+    let held: usize = free.iter().map(|b| b.capacity()).sum();
+    if m.capacity() >= RECYCLE_MIN && held + m.capacity() <= FREE_BYTES {
+        m.clear();
+        free.push(m);
     }
 }
 
