@@ -170,3 +170,19 @@ def test_spent_write_behind_budget_means_one_connection_and_small_writes(psamba)
         assert tmp_entries(psamba) == []
     finally:
         gw.stop()
+
+
+def test_large_put_into_a_missing_bucket_fails_before_the_body_is_written(pgw, ps3, psamba):
+    # NoSuchBucket comes back while the client is still sending, and no temp
+    # file is written.
+    total = 64 * MIB
+    sock = _raw_put_start(pgw, ps3, "no-such-bucket-here", "big.bin", total)
+    try:
+        sock.sendall(random.Random(3).randbytes(2 * MIB))
+        sock.settimeout(10)
+        resp = sock.recv(4096).decode(errors="replace")
+    finally:
+        sock.close()
+    assert resp.startswith("HTTP/1.1 404"), resp
+    assert "<Code>NoSuchBucket</Code>" in resp
+    assert tmp_entries(psamba) == []

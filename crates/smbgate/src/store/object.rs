@@ -384,6 +384,11 @@ impl Store {
         if ended && buffered <= tree.max_write() as usize {
             return self.put_small(&tree, &target, prefix, req, trailer).await;
         }
+        // A large body: make sure it has somewhere to go before writing it
+        // out (publish checks again; this only spares a wasted upload).
+        if let Target::Object { bucket, .. } = &target {
+            self.check_bucket(&tree, bucket).await?;
+        }
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
         let temp = self.temp_path();
         let created = tree.create(&temp_create(&temp)).await?;
