@@ -22,16 +22,14 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from conftest import Gateway, Samba
+from conftest import Gateway
 
 MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def fsamba():
-    s = Samba()
-    yield s
-    s.stop()
+def fsamba(own_samba):
+    return own_samba
 
 
 @pytest.fixture(scope="module")

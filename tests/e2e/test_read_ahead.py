@@ -54,6 +54,30 @@ def test_bytes_are_the_same_whatever_the_budget(rsamba, big, budget):
         gw.stop()
 
 
+def put_on_share(samba, name, data):
+    """Writes bucket `readahead`'s file `name` directly, owned by the share's
+    user as if written over SMB (so a PUT through the gateway may replace it)."""
+    d = samba.share_path / "readahead"
+    d.mkdir(exist_ok=True)
+    (d / name).write_bytes(data)
+    st = samba.share_path.stat()
+    for p in (d, d / name):
+        os.chown(p, st.st_uid, st.st_gid)
+    return d / name
+
+
+def raw_get(gw, s3, key, extra_headers="", rcvbuf=None, timeout=30):
+    """Sends a presigned GET of `readahead/key` on a socket of its own and
+    returns the socket, before reading anything."""
+    u = urllib.parse.urlsplit(s3.generate_presigned_url(
+        "get_object", Params={"Bucket": "readahead", "Key": key}, ExpiresIn=600))
+    c = socket.create_connection(("127.0.0.1", gw.port), timeout=timeout)
+    if rcvbuf:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n{extra_headers}\r\n".encode())
+    return c
+
+
 def rss_mib(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -71,11 +95,7 @@ def test_stalled_clients_do_not_make_the_gateway_buffer_their_objects(rsamba, bi
         base = rss_mib(gw.proc.pid)
         n = 24
         for _ in range(n):
-            u = urllib.parse.urlsplit(s3.generate_presigned_url(
-                "get_object", Params={"Bucket": "readahead", "Key": "big.bin"}, ExpiresIn=600))
-            c = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-            c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+            c = raw_get(gw, s3, "big.bin", rcvbuf=65536, timeout=10)
             head = c.recv(2000)
             assert head.startswith(b"HTTP/1.1 200"), head
             socks.append(c)
@@ -106,22 +126,12 @@ def test_put_over_a_key_while_a_paused_get_streams_it(rsamba):
     # it holds no handle between fetches, the overwrite goes through, and the
     # paused reader gets a prefix of the old version (whole, or cut short
     # when the next segment sees the new one), never a mix.
-    d = rsamba.share_path / "readahead"
-    d.mkdir(exist_ok=True)
     old = random.Random(24).randbytes(24 * MIB)
-    (d / "busy.bin").write_bytes(old)
-    # Owned by the share's user, as if written over SMB: the PUT must be
-    # able to replace it.
-    st = rsamba.share_path.stat()
-    for p in (d, d / "busy.bin"):
-        os.chown(p, st.st_uid, st.st_gid)
+    put_on_share(rsamba, "busy.bin", old)
     gw = gateway(rsamba, 512 * MIB)
     try:
         s3 = gw.client(signature_version="s3v4")
-        u = urllib.parse.urlsplit(s3.generate_presigned_url(
-            "get_object", Params={"Bucket": "readahead", "Key": "busy.bin"}, ExpiresIn=600))
-        c = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n\r\n".encode())
+        c = raw_get(gw, s3, "busy.bin", extra_headers="Connection: close\r\n")
         got = b""
         while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 4 * MIB:
             chunk = c.recv(1 << 20)
@@ -155,21 +165,12 @@ def test_put_over_a_key_held_open_is_slowdown_not_access_denied(rsamba):
     # PUT gets a retryable 503 SlowDown that says why, and the old object
     # stays whole.
     from botocore.exceptions import ClientError
-    d = rsamba.share_path / "readahead"
-    d.mkdir(exist_ok=True)
     old = random.Random(12).randbytes(60 * MIB)
-    (d / "held.bin").write_bytes(old)
-    st = rsamba.share_path.stat()
-    for p in (d, d / "held.bin"):
-        os.chown(p, st.st_uid, st.st_gid)
+    held = put_on_share(rsamba, "held.bin", old)
     gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB)})
     try:
         s3 = gw.client(signature_version="s3v4")
-        u = urllib.parse.urlsplit(s3.generate_presigned_url(
-            "get_object", Params={"Bucket": "readahead", "Key": "held.bin"}, ExpiresIn=600))
-        c = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+        c = raw_get(gw, s3, "held.bin", rcvbuf=65536)
         assert c.recv(12) == b"HTTP/1.1 200"
         time.sleep(0.5)
         with pytest.raises(ClientError) as exc:
@@ -179,6 +180,6 @@ def test_put_over_a_key_held_open_is_slowdown_not_access_denied(rsamba):
         assert err["Error"]["Code"] == "SlowDown"
         assert "open for reading" in err["Error"]["Message"]
         c.close()
-        assert (d / "held.bin").read_bytes() == old
+        assert held.read_bytes() == old
     finally:
         gw.stop()

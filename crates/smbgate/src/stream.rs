@@ -226,15 +226,10 @@ async fn stream_segment(
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> Result<(), std::io::Error> {
-    let tree = store.tree().await.map_err(io_err)?;
-    let f = tree.open_read(&info.path).await.map_err(io_err)?;
-    let r = if f.times.end_of_file != info.size || f.times.last_write != info.last_modified {
-        Err(io_err("object changed during the GET; response aborted"))
-    } else {
-        stream_from(&tree, f.file_id, seg, in_flight, tx).await
-    };
+    let (tree, file_id) = open_same(store, info).await.map_err(FetchError::into_io)?;
+    let r = stream_from(&tree, file_id, seg, in_flight, tx).await;
     tokio::spawn(async move {
-        let _ = tree.close(f.file_id).await;
+        let _ = tree.close(file_id).await;
     });
     r
 }
@@ -247,7 +242,7 @@ async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Resul
     for _ in 0..3 {
         match fetch_once(&store, &info, seg.clone()).await {
             Ok(v) => return Ok(v),
-            Err(FetchError::Changed) => return Err(io_err("object changed during the GET; response aborted")),
+            Err(e @ FetchError::Changed) => return Err(e.into_io()),
             Err(FetchError::Other(e)) => last = Some(e),
         }
     }
@@ -259,18 +254,32 @@ enum FetchError {
     Other(std::io::Error),
 }
 
-async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
-    let other = |e: smb_client::Error| FetchError::Other(io_err(e));
+impl FetchError {
+    fn into_io(self) -> std::io::Error {
+        match self {
+            FetchError::Changed => io_err("object changed during the GET; response aborted"),
+            FetchError::Other(e) => e,
+        }
+    }
+}
+
+/// Opens the object again on a pooled connection and checks it is the
+/// generation (size and LastWriteTime) the GET started with.
+async fn open_same(store: &Store, info: &ObjectInfo) -> Result<(Tree, FileId), FetchError> {
     let tree = store.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
-    let path = info.path.clone();
-    let f = tree.open_read(&path).await.map_err(other)?;
+    let f = tree.open_read(&info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
     if f.times.end_of_file != info.size || f.times.last_write != info.last_modified {
         let _ = tree.close(f.file_id).await;
         return Err(FetchError::Changed);
     }
-    let r = read_segment(&tree, f.file_id, seg.clone(), store.options().in_flight).await;
-    let _ = tree.close(f.file_id).await;
-    let (data, got) = r.map_err(other)?;
+    Ok((tree, f.file_id))
+}
+
+async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
+    let (tree, file_id) = open_same(store, info).await?;
+    let r = read_segment(&tree, file_id, seg.clone(), store.options().in_flight).await;
+    let _ = tree.close(file_id).await;
+    let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {
         return Err(FetchError::Changed);
     }

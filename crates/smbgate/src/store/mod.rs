@@ -329,44 +329,46 @@ impl Store {
 
 /// Retries `f` while the server reports a sharing violation, with backoff
 /// (BUG-CLASSES 12): another client's open blocks ours only briefly.
-pub async fn retry_sharing<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+pub async fn retry_sharing<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    let mut delay = Duration::from_millis(5);
-    for _ in 0..10 {
-        match f().await {
-            Err(e) if e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_millis(500));
-            }
-            r => return r,
-        }
-    }
-    f().await
+    retry_while(&[NtStatus::STATUS_SHARING_VIOLATION], 10, Duration::from_millis(5), Duration::from_millis(500), f)
+        .await
 }
 
 /// Like [`retry_sharing`], for a rename over a file that another handle
 /// holds open: Samba refuses it with STATUS_ACCESS_DENIED while a
 /// concurrent writer or reader has it open (BUG-CLASSES 13), so that is
-/// retried too, with bounded backoff.
-pub async fn retry_busy<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+/// retried too, with bounded backoff (about 1.5 s in all).
+pub async fn retry_busy<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    let mut delay = Duration::from_millis(2);
-    for _ in 0..12 {
+    let busy = [NtStatus::STATUS_SHARING_VIOLATION, NtStatus::STATUS_ACCESS_DENIED];
+    retry_while(&busy, 12, Duration::from_millis(2), Duration::from_millis(250), f).await
+}
+
+/// Calls `f` up to `retries + 1` times while it fails with one of
+/// `statuses`, sleeping `delay` (doubling up to `cap`) in between.
+async fn retry_while<T, F, Fut>(
+    statuses: &[NtStatus],
+    retries: usize,
+    mut delay: Duration,
+    cap: Duration,
+    mut f: F,
+) -> Result<T, smb_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+{
+    for _ in 0..retries {
         match f().await {
-            Err(e)
-                if matches!(
-                    e.status(),
-                    Some(NtStatus::STATUS_SHARING_VIOLATION) | Some(NtStatus::STATUS_ACCESS_DENIED)
-                ) =>
-            {
+            Err(e) if e.status().is_some_and(|s| statuses.contains(&s)) => {
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_millis(250));
+                delay = (delay * 2).min(cap);
             }
             r => return r,
         }

@@ -90,6 +90,11 @@ impl Store {
         self.path(&format!("{INTERNAL}\\uploads\\{id}"))
     }
 
+    /// The file that in-place parts are written into.
+    fn data_path(&self, id: &str) -> String {
+        format!("{}\\data", self.upload_dir(id))
+    }
+
     fn part_path(&self, id: &str, n: i32) -> String {
         format!("{}\\part-{n:05}", self.upload_dir(id))
     }
@@ -210,14 +215,9 @@ impl Store {
     async fn claim_part(&self, tree: &smb_client::Tree, id: &str, n: i32) -> StoreResult<Option<FileId>> {
         let record = self.part_path(id, n);
         let claim = CreateRequest {
-            name: &record,
-            oplock_level: 0,
             desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
-            file_attributes: smb_proto::create::attributes::NORMAL,
             share_access: share::READ | share::DELETE,
-            disposition: Disposition::Create,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
+            ..upload_file(&record, Disposition::Create)
         };
         match tree.create(&claim).await {
             Ok(c) => Ok(Some(c.file_id)),
@@ -246,16 +246,7 @@ impl Store {
                 Err(e) => Err(e.into()),
             };
         }
-        let create = CreateRequest {
-            name: &path,
-            oplock_level: 0,
-            desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
-            file_attributes: smb_proto::create::attributes::NORMAL,
-            share_access: share::ALL,
-            disposition: Disposition::Create,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
+        let create = upload_file(&path, Disposition::Create);
         let text = len.to_string();
         let write = smb_proto::io::WriteRequest {
             file_id: smb_proto::create::FileId::RELATED,
@@ -292,17 +283,8 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let data_path = format!("{}\\data", self.upload_dir(id));
-        let open = CreateRequest {
-            name: &data_path,
-            oplock_level: 0,
-            desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
-            file_attributes: smb_proto::create::attributes::NORMAL,
-            share_access: share::ALL,
-            disposition: Disposition::OpenIf,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
+        let data_path = self.data_path(id);
+        let open = upload_file(&data_path, Disposition::OpenIf);
         let f = match tree.create(&open).await {
             Ok(f) => f,
             Err(e) => {
@@ -333,14 +315,7 @@ impl Store {
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
                     // open with share-delete): that one is the part now.
-                    Err(e)
-                        if is_not_found(&e)
-                            || matches!(
-                                e.status(),
-                                Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED)
-                                    | Some(smb_proto::NtStatus::STATUS_DELETE_PENDING)
-                            ) =>
-                    {
+                    Err(e) if is_not_found(&e) || e.status() == Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED) => {
                         Err(StoreError::Busy("a concurrent upload of this part replaced it; retry the request".into()))
                     }
                     Err(e) => Err(e.into()),
@@ -511,7 +486,7 @@ impl Store {
             });
         if in_place {
             let size: u64 = chosen.iter().map(|p| p.size).sum();
-            let data_path = format!("{}\\data", self.upload_dir(id));
+            let data_path = self.data_path(id);
             let open = CreateRequest {
                 name: &data_path,
                 desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
@@ -549,7 +524,7 @@ impl Store {
             for p in &chosen {
                 if p.size > 0 {
                     let (src, src_off) = match p.data_offset {
-                        Some(o) => (format!("{}\\data", self.upload_dir(id)), o),
+                        Some(o) => (self.data_path(id), o),
                         None => (self.part_path(id, p.number), 0),
                     };
                     let f = tree.open_read(&src).await?;
@@ -629,6 +604,22 @@ impl Store {
 
 /// Reads the `smbgate.part` record of a part in the data file, if the file
 /// carries one.
+/// CREATE of a file in an upload's directory for reading and writing,
+/// shared with every other open (parts are written over several
+/// connections).
+fn upload_file(name: &str, disposition: Disposition) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
+        file_attributes: smb_proto::create::attributes::NORMAL,
+        share_access: share::ALL,
+        disposition,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    }
+}
+
 async fn read_part_record(tree: &smb_client::Tree, path: &str) -> StoreResult<Option<PartRecord>> {
     let f = match tree.open_read(path).await {
         Ok(f) => f,

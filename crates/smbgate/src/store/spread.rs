@@ -40,7 +40,7 @@ pub(crate) struct SpreadWriter {
 }
 
 /// Bytes in flight a body gets when the write-behind budget is spent.
-pub(crate) const MIN_WRITE_BEHIND: u64 = 1 << 20;
+const MIN_WRITE_BEHIND: u64 = 1 << 20;
 
 impl SpreadWriter {
     /// A writer of body bytes to `path` (already open as `file_id` on
