@@ -158,23 +158,68 @@ def test_put_over_a_key_while_a_paused_get_streams_it(rsamba):
         gw.stop()
 
 
-def test_put_over_a_key_held_open_is_slowdown_not_access_denied(rsamba):
-    # A 60 MiB object with 32 MiB segments streams from one handle, which a
-    # paused client keeps open (more than the gateway and the socket buffer
-    # is still to come); the server will not replace an open file, so the
-    # PUT gets a retryable 503 SlowDown that says why, and the old object
-    # stays whole.
-    from botocore.exceptions import ClientError
+def read_to_end(c):
+    """Reads a raw HTTP/1.1 response to the end (or a reset); returns its bytes."""
+    got = b""
+    while True:
+        try:
+            chunk = c.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def held_get(gw, s3, key):
+    """A GET of a 60 MiB object with 32 MiB segments streams from one handle,
+    which a paused client keeps open (more than the gateway and the socket
+    buffer hold is still to come)."""
+    c = raw_get(gw, s3, key, rcvbuf=65536, extra_headers="Connection: close\r\n")
+    assert c.recv(12) == b"HTTP/1.1 200"
+    time.sleep(0.5)
+    return c
+
+
+def test_put_over_a_key_a_get_holds_open_succeeds_and_the_get_keeps_the_old_version(rsamba):
+    # Samba refuses to rename over a file that a handle on the same
+    # connection holds open, and the PUT lands on the connection holding the
+    # GET's handle (the least loaded); handles on other connections do not
+    # block the rename, so publish renames from another pooled connection.
+    # The held GET keeps reading the old file: all of it, never a mix.
     old = random.Random(12).randbytes(60 * MIB)
     held = put_on_share(rsamba, "held.bin", old)
     gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB)})
     try:
         s3 = gw.client(signature_version="s3v4")
-        c = raw_get(gw, s3, "held.bin", rcvbuf=65536)
-        assert c.recv(12) == b"HTTP/1.1 200"
-        time.sleep(0.5)
+        c = held_get(gw, s3, "held.bin")
+        r = s3.put_object(Bucket="readahead", Key="held.bin", Body=b"new")
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+        assert held.read_bytes() == b"new"
+        assert s3.get_object(Bucket="readahead", Key="held.bin")["Body"].read() == b"new"
+        got = b"HTTP/1.1 200" + read_to_end(c)
+        c.close()
+        head, body = got.split(b"\r\n\r\n", 1)
+        assert b"content-length: %d" % len(old) in head.lower()
+        assert body == old
+    finally:
+        gw.stop()
+
+
+def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_denied(rsamba):
+    # With one pooled connection the rename has nowhere else to go: the PUT
+    # gets a retryable 503 SlowDown that says why, and the old object stays
+    # whole.
+    from botocore.exceptions import ClientError
+    old = random.Random(13).randbytes(60 * MIB)
+    held = put_on_share(rsamba, "held1.bin", old)
+    gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB), "SMBGATE_POOL_SIZE": "1"})
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        c = held_get(gw, s3, "held1.bin")
         with pytest.raises(ClientError) as exc:
-            s3.put_object(Bucket="readahead", Key="held.bin", Body=b"new")
+            s3.put_object(Bucket="readahead", Key="held1.bin", Body=b"new")
         err = exc.value.response
         assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
         assert err["Error"]["Code"] == "SlowDown"

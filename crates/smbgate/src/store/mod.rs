@@ -13,6 +13,7 @@ pub mod listing;
 pub mod meta;
 pub mod multipart;
 pub mod object;
+mod publish;
 mod spread;
 
 use std::time::Duration;

@@ -457,7 +457,8 @@ impl Store {
             oplock_level: 0,
             desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
             file_attributes: smb_proto::create::attributes::NORMAL,
-            share_access: share::READ,
+            // Share-delete: publish may rename it through another connection.
+            share_access: share::READ | share::DELETE,
             disposition: Disposition::Create,
             options: options::NON_DIRECTORY_FILE,
             contexts: &[smb_proto::create::CreateContext::QueryOnDiskId],
@@ -509,7 +510,13 @@ impl Store {
                 tree.set_info(d.file_id, SetFileInfo::EndOfFile(size)).await?;
                 let ea = [final_meta(size, d.on_disk_id()).to_ea()];
                 tree.set_info(d.file_id, SetFileInfo::FullEa(&ea)).await?;
-                self.publish(&tree, d.file_id, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await
+                self.publish(
+                    &tree,
+                    d.file_id,
+                    &data_path,
+                    &Target::Object { bucket: bucket.into(), key: mapped.clone() },
+                )
+                .await
             }
             .await;
             let _ = tree.close(d.file_id).await;
@@ -542,7 +549,7 @@ impl Store {
             }
             let ea = [final_meta(off, created.on_disk_id()).to_ea()];
             tree.set_info(fid, SetFileInfo::FullEa(&ea)).await?;
-            self.publish(&tree, fid, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await?;
+            self.publish(&tree, fid, &temp, &Target::Object { bucket: bucket.into(), key: mapped.clone() }).await?;
             Ok(off)
         }
         .await;

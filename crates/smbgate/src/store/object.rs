@@ -19,7 +19,7 @@ use super::error::{is_bad_path, is_not_found};
 use super::keys::{map_key, MappedKey};
 use super::meta::{derived_etag, ObjectMeta};
 use super::spread::SpreadWriter;
-use super::{open_with_meta, retry_busy, retry_sharing, Opened, Store, StoreError, StoreResult};
+use super::{open_with_meta, retry_sharing, Opened, Store, StoreError, StoreResult};
 
 /// What a client sent with a PUT, besides the body.
 #[derive(Debug, Default, Clone)]
@@ -509,7 +509,7 @@ impl Store {
             // publish retries a rename refused while the target is open and
             // explains what still fails.
             tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
-            let r = self.publish(tree, f.file_id, target).await;
+            let r = self.publish(tree, f.file_id, &temp, target).await;
             match r {
                 Ok(()) => {
                     let mut guard = guard;
@@ -552,7 +552,7 @@ impl Store {
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(tree, bucket, key, &req).await?;
         }
-        self.publish(tree, fid, target).await?;
+        self.publish(tree, fid, temp, target).await?;
         Ok(PutResult { etag: meta.etag, checksums: computed, size, last_modified: None })
     }
 
@@ -587,43 +587,6 @@ impl Store {
         Ok(())
     }
 
-    /// Renames the open temporary file over the object's path, creating
-    /// parent directories as needed.
-    pub(crate) async fn publish(&self, tree: &Tree, fid: FileId, target: &Target) -> StoreResult<()> {
-        let (bucket, mapped) = match target {
-            Target::Object { bucket, key } => (bucket, key),
-            Target::Part(path) => {
-                return match retry_busy(|| tree.rename(fid, path, true)).await {
-                    Ok(()) => Ok(()),
-                    Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
-                    // Another upload of this part number holds its record
-                    // open while it writes.
-                    Err(e) if e.status() == Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED) => {
-                        Err(StoreError::Busy("another upload of this part is in progress; retry the request".into()))
-                    }
-                    Err(e) => Err(e.into()),
-                };
-            }
-        };
-        self.check_case(tree, bucket, mapped).await?;
-        self.forget_listing(bucket, mapped);
-        let target = self.object_path(bucket, mapped);
-        let rename = || retry_busy(|| tree.rename(fid, &target, true));
-        match rename().await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
-            Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
-        }
-        // A parent is missing: the bucket, or directories for the key's
-        // prefix.
-        self.check_bucket(tree, bucket).await?;
-        self.make_parents(tree, bucket, mapped).await?;
-        match rename().await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
-        }
-    }
-
     /// Checks, without changing anything, that `mapped` could be published:
     /// the bucket exists, no case-variant exists, no prefix of the key is a
     /// file and the key itself is not a directory.
@@ -648,86 +611,6 @@ impl Store {
                 }
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) || is_bad_path(&e) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    async fn rename_error(&self, tree: &Tree, target: &str, mapped: &MappedKey, e: smb_client::Error) -> StoreError {
-        if matches!(
-            e.status(),
-            Some(smb_proto::NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(smb_proto::NtStatus::STATUS_NAME_TOO_LONG)
-        ) {
-            // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
-            return if mapped.components.iter().any(|c| c.len() > 255) {
-                StoreError::NameTooLong
-            } else {
-                StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
-            };
-        }
-        if let Ok(t) = tree.stat(target).await {
-            if t.is_directory() {
-                return StoreError::Conflict(
-                    "the key is also a prefix of other keys (a directory on the share); an SMB share cannot hold both"
-                        .into(),
-                );
-            }
-            if e.status() == Some(smb_proto::NtStatus::STATUS_ACCESS_DENIED) && self.open_elsewhere(tree, target).await
-            {
-                // The old object is still open (a long GET here, or a reader
-                // on the share), and the server refuses to replace an open
-                // file. Retryable: 503 SlowDown, not 403.
-                return StoreError::Busy("the object is open for reading on the share; retry the request".into());
-            }
-        }
-        e.into()
-    }
-
-    /// True if someone holds `path` open: an exclusive open for DELETE
-    /// meets a sharing violation. Tells a rename refused because the target
-    /// is open from one refused by permissions.
-    async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
-        let probe = CreateRequest {
-            name: path,
-            oplock_level: 0,
-            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-            file_attributes: attributes::NORMAL,
-            share_access: 0,
-            disposition: Disposition::Open,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
-        match tree.create(&probe).await {
-            Ok(f) => {
-                let _ = tree.close(f.file_id).await;
-                false
-            }
-            Err(e) => e.status() == Some(smb_proto::NtStatus::STATUS_SHARING_VIOLATION),
-        }
-    }
-
-    /// mkdir -p for the directories of `mapped` (all components but the
-    /// last, or all for a marker).
-    pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
-        let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
-        let mut path = self.bucket_path(bucket);
-        for c in &mapped.components[..n] {
-            path.push('\\');
-            path.push_str(c);
-            match tree.mkdir(&path).await {
-                Ok(()) => {}
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
-                    if !tree.stat(&path).await?.is_directory() {
-                        return Err(StoreError::Conflict(format!(
-                            "a prefix of the key is an existing object ({}); an SMB share cannot hold both",
-                            path.rsplit('\\').next().unwrap_or("")
-                        )));
-                    }
-                }
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
-                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
-                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -928,7 +811,7 @@ impl Store {
             tree.set_info(created.file_id, SetFileInfo::FullEa(&ea)).await?;
             // Close the source first: a copy onto itself renames over it.
             let _ = tree.close(src.file_id).await;
-            self.publish(&tree, created.file_id, &target).await?;
+            self.publish(&tree, created.file_id, &temp, &target).await?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
         }
         .await;

@@ -1,0 +1,207 @@
+//! Publishing a verified temporary file: the rename over the object's path
+//! that makes a PUT, copy or CompleteMultipartUpload visible at once.
+//!
+//! Samba refuses (STATUS_ACCESS_DENIED) to rename over a file that a handle
+//! in the *same* smbd process holds open, and it runs one process per
+//! connection; handles on other connections do not block the rename (the
+//! holder keeps reading the old version). A gateway's own GETs hold handles
+//! on its pooled connections, so a refused rename is tried again from each
+//! of the other pooled connections before it backs off (BUG-CLASSES 13).
+
+use smb_client::Tree;
+use smb_proto::create::{access, attributes, options, share, CloseRequest, CreateRequest, Disposition, FileId};
+use smb_proto::info::SetFileInfo;
+use smb_proto::query::SetInfoRequest;
+use smb_proto::NtStatus;
+
+use super::error::{is_bad_path, is_not_found};
+use super::keys::MappedKey;
+use super::object::Target;
+use super::{retry_busy, Store, StoreError, StoreResult};
+
+impl Store {
+    /// Renames the open temporary file `fid` (at share-relative `source`,
+    /// opened with share-delete) over `target`, creating parent
+    /// directories as needed.
+    ///
+    /// Errors: NoSuchBucket; Conflict (a prefix of the key is an object,
+    /// or the key is a directory); NameTooLong / InvalidArgument (names the
+    /// server cannot hold); NoSuchUpload (a part's upload is gone); Busy
+    /// (503 SlowDown: the target stays open on every connection, or another
+    /// upload of the part holds its record); SMB errors otherwise.
+    pub(crate) async fn publish(&self, tree: &Tree, fid: FileId, source: &str, target: &Target) -> StoreResult<()> {
+        let (bucket, mapped) = match target {
+            Target::Object { bucket, key } => (bucket, key),
+            Target::Part(path) => {
+                // Not retried elsewhere: a part record is held open only by
+                // another upload of that part, which must win or lose whole.
+                return match retry_busy(|| tree.rename(fid, path, true)).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
+                    Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => {
+                        Err(StoreError::Busy("another upload of this part is in progress; retry the request".into()))
+                    }
+                    Err(e) => Err(e.into()),
+                };
+            }
+        };
+        self.check_case(tree, bucket, mapped).await?;
+        self.forget_listing(bucket, mapped);
+        let target = self.object_path(bucket, mapped);
+        match self.rename_over(tree, fid, source, &target).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
+            Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
+        }
+        // A parent is missing: the bucket, or directories for the key's
+        // prefix.
+        self.check_bucket(tree, bucket).await?;
+        self.make_parents(tree, bucket, mapped).await?;
+        match self.rename_over(tree, fid, source, &target).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
+        }
+    }
+
+    /// The rename itself, with bounded backoff while it is refused: first
+    /// through `fid` on its own connection, then, if that connection holds
+    /// the target open, through a new handle on `source` from each other
+    /// pooled connection.
+    async fn rename_over(&self, tree: &Tree, fid: FileId, source: &str, target: &str) -> Result<(), smb_client::Error> {
+        retry_busy(|| async {
+            let refused = match tree.rename(fid, target, true).await {
+                Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => e,
+                r => return r,
+            };
+            tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
+            let others = self.pool().spread(usize::MAX).into_iter().filter(|t| !t.conn().same_as(tree.conn()));
+            for other in others {
+                match rename_through_new_handle(&other, source, target).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {}
+                    Err(e) => {
+                        // A lost reply may hide a rename that happened: the
+                        // temp name is ours alone, so if it is gone, it moved.
+                        if matches!(tree.stat(source).await, Err(ref s) if is_not_found(s)) {
+                            return Ok(());
+                        }
+                        tracing::debug!(error = %e, "rename through another connection failed");
+                    }
+                }
+            }
+            Err(refused)
+        })
+        .await
+    }
+
+    /// Maps a rename that still fails to what the client should hear.
+    pub(crate) async fn rename_error(
+        &self,
+        tree: &Tree,
+        target: &str,
+        mapped: &MappedKey,
+        e: smb_client::Error,
+    ) -> StoreError {
+        if matches!(e.status(), Some(NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(NtStatus::STATUS_NAME_TOO_LONG)) {
+            // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
+            return if mapped.components.iter().any(|c| c.len() > 255) {
+                StoreError::NameTooLong
+            } else {
+                StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
+            };
+        }
+        if let Ok(t) = tree.stat(target).await {
+            if t.is_directory() {
+                return StoreError::Conflict(
+                    "the key is also a prefix of other keys (a directory on the share); an SMB share cannot hold both"
+                        .into(),
+                );
+            }
+            if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) && self.open_elsewhere(tree, target).await {
+                // The old object is still open (long GETs on every pooled
+                // connection, or a server that refuses to replace any open
+                // file). Retryable: 503 SlowDown, not 403.
+                return StoreError::Busy("the object is open for reading on the share; retry the request".into());
+            }
+        }
+        e.into()
+    }
+
+    /// True if someone holds `path` open: an exclusive open for DELETE
+    /// meets a sharing violation. Tells a rename refused because the target
+    /// is open from one refused by permissions.
+    async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
+        let probe = CreateRequest {
+            name: path,
+            oplock_level: 0,
+            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+            file_attributes: attributes::NORMAL,
+            share_access: 0,
+            disposition: Disposition::Open,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        match tree.create(&probe).await {
+            Ok(f) => {
+                let _ = tree.close(f.file_id).await;
+                false
+            }
+            Err(e) => e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION),
+        }
+    }
+
+    /// mkdir -p for the directories of `mapped` (all components but the
+    /// last, or all for a marker).
+    ///
+    /// Errors: Conflict if a prefix of the key is an existing object.
+    pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
+        let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
+        let mut path = self.bucket_path(bucket);
+        for c in &mapped.components[..n] {
+            path.push('\\');
+            path.push_str(c);
+            match tree.mkdir(&path).await {
+                Ok(()) => {}
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                    if !tree.stat(&path).await?.is_directory() {
+                        return Err(StoreError::Conflict(format!(
+                            "a prefix of the key is an existing object ({}); an SMB share cannot hold both",
+                            path.rsplit('\\').next().unwrap_or("")
+                        )));
+                    }
+                }
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
+                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Statuses of a rename refused because a file is open somewhere.
+const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
+
+/// CREATE(`source`, DELETE) + SET_INFO(rename over `target`) + CLOSE in one
+/// compound on `tree`. Returns the first failing status.
+async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str) -> Result<(), smb_client::Error> {
+    let name = smb_client::tree::smb_path(source);
+    let open = CreateRequest {
+        name: &name,
+        oplock_level: 0,
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+        file_attributes: attributes::NORMAL,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    };
+    let t = smb_client::tree::smb_path(target);
+    let rename =
+        SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
+    let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+    let rs = tree.compound(&[&open, &rename, &close]).await?;
+    // A failed CLOSE after the rename does not undo it.
+    smb_client::tree::first_error(&rs[..2])
+}
