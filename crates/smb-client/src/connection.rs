@@ -119,6 +119,9 @@ pub(crate) struct Inner {
     credit_wake: Notify,
     poisoned: AtomicBool,
     in_flight: AtomicUsize,
+    /// Bytes (credit charge × 64 KiB) outstanding when a transport fault
+    /// killed the connection; 0 otherwise. Taken once by the pool.
+    lost_in_flight: AtomicUsize,
     pub(crate) opts: ConnectionOptions,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Sent frame buffers kept for reuse.
@@ -184,6 +187,7 @@ impl Connection {
             credit_wake: Notify::new(),
             poisoned: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
+            lost_in_flight: AtomicUsize::new(0),
             opts,
             tasks: Mutex::new(Vec::new()),
             free_bufs: Mutex::new(Vec::new()),
@@ -207,6 +211,16 @@ impl Connection {
     /// Requests sent and not yet answered (for least-loaded dispatch).
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of requests (CreditCharge × 64 KiB) that were outstanding
+    /// when a transport fault (reset, EOF, timeout) killed this connection,
+    /// returned once; 0 for a healthy connection, an orderly close, an
+    /// integrity or decode fault, or a second call. Lets the pool tell a
+    /// server dropping connections under load from an idle drop
+    /// (BUG-CLASSES 7 and 10).
+    pub fn take_lost_in_flight(&self) -> usize {
+        self.inner.lost_in_flight.swap(0, Ordering::AcqRel)
     }
 
     /// The credit window the server has granted: credits available plus
@@ -551,6 +565,10 @@ impl Inner {
             }
             st.poisoned = Some(err.clone());
             st.queue.clear();
+            if fault && matches!(err, Error::Io(_) | Error::Timeout(_) | Error::ConnectionLost(_)) {
+                let charged: usize = st.pending.values().map(|p| p.charge as usize).sum();
+                self.lost_in_flight.store(charged * 65536, Ordering::Release);
+            }
             std::mem::take(&mut st.pending)
         };
         self.poisoned.store(true, Ordering::Release);

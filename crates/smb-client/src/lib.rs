@@ -13,6 +13,7 @@
 //!   connections and heals broken ones.
 #![warn(missing_docs)]
 
+pub mod aimd;
 pub mod connection;
 pub mod credits;
 pub mod crypto;

@@ -1,12 +1,16 @@
 //! A pool of N connections to one share, each with its own session and
 //! tree. Requests go to the least-loaded healthy connection; a broken one is
-//! replaced in the background, and idle ones are probed with ECHO.
+//! replaced in the background, and idle ones are probed with ECHO. A
+//! connection lost with requests outstanding halves the pool's in-flight
+//! budget ([`Pool::in_flight_budget`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
+use crate::aimd::Aimd;
 use crate::error::{Error, Result};
+use crate::pipeline::DEFAULT_IN_FLIGHT_BYTES;
 use crate::session::{ClientConfig, Session};
 use crate::tree::Tree;
 
@@ -23,7 +27,15 @@ pub struct PoolConfig {
     pub echo_interval: Duration,
     /// How long [`Pool::get`] waits for a healthy connection.
     pub acquire_timeout: Duration,
+    /// Largest in-flight budget per stream, in bytes (the AIMD ceiling).
+    pub max_in_flight: usize,
+    /// Smallest in-flight budget per stream, in bytes (the AIMD floor).
+    pub min_in_flight: usize,
 }
+
+/// A connection lost with less than this outstanding was not lost to load
+/// (an idle drop, an ECHO probe): the budget stays.
+const LOSS_UNDER_LOAD: usize = 1 << 20;
 
 impl PoolConfig {
     /// `size` connections to `share`, ECHO every 30 s.
@@ -34,6 +46,8 @@ impl PoolConfig {
             size: size.max(1),
             echo_interval: Duration::from_secs(30),
             acquire_timeout: Duration::from_secs(10),
+            max_in_flight: DEFAULT_IN_FLIGHT_BYTES,
+            min_in_flight: 1 << 20,
         }
     }
 }
@@ -46,6 +60,7 @@ struct Slot {
 struct PoolInner {
     cfg: PoolConfig,
     slots: Vec<Slot>,
+    aimd: Mutex<Aimd>,
 }
 
 /// A pool of authenticated tree connections. Clone to share.
@@ -70,7 +85,8 @@ impl Pool {
         for t in rest {
             slots.push(Slot { tree: RwLock::new(t.ok()), reconnecting: AtomicBool::new(false) });
         }
-        let inner = Arc::new(PoolInner { cfg, slots });
+        let aimd = Mutex::new(Aimd::new(cfg.max_in_flight, cfg.min_in_flight, Instant::now()));
+        let inner = Arc::new(PoolInner { cfg, slots, aimd });
         tokio::spawn(maintain(Arc::downgrade(&inner)));
         Ok(Pool { inner })
     }
@@ -146,6 +162,46 @@ impl Pool {
             .count()
     }
 
+    /// Bytes one stream may keep in flight now: [`PoolConfig::max_in_flight`]
+    /// until a connection is lost with at least 1 MiB outstanding, then
+    /// halved per loss (at most once a second, down to
+    /// [`PoolConfig::min_in_flight`]) and regained linearly over 16 s once
+    /// every connection is back (BUG-CLASSES 7).
+    pub fn in_flight_budget(&self) -> usize {
+        let now = Instant::now();
+        self.note_losses(now);
+        self.inner.aimd.lock().unwrap().window(now)
+    }
+
+    /// Feeds connection losses and replacements to the AIMD budget.
+    fn note_losses(&self, now: Instant) {
+        let mut aimd = self.inner.aimd.lock().unwrap();
+        let mut broken = false;
+        for (i, slot) in self.inner.slots.iter().enumerate() {
+            let g = slot.tree.read().unwrap();
+            match g.as_ref() {
+                Some(t) if !t.conn().is_poisoned() => {}
+                Some(t) => {
+                    broken = true;
+                    let lost = t.conn().take_lost_in_flight();
+                    if lost >= LOSS_UNDER_LOAD {
+                        if let Some(w) = aimd.on_loss(now) {
+                            tracing::warn!(
+                                slot = i,
+                                lost_mib = lost >> 20,
+                                budget_mib = w >> 20,
+                                "SMB connection lost with requests in flight; in-flight budget per stream lowered"
+                            );
+                        }
+                    }
+                }
+                None => broken = true,
+            }
+        }
+        let reconnecting = self.inner.slots.iter().any(|s| s.reconnecting.load(Ordering::Acquire));
+        aimd.observe(now, broken || reconnecting);
+    }
+
     /// Runs `f` on a pooled tree, retrying once on another connection when
     /// the first fails with a connection error. Use for idempotent work.
     pub async fn run<T, F, Fut>(&self, f: F) -> Result<T>
@@ -169,6 +225,7 @@ impl Pool {
 
     /// Starts background replacement of broken connections now.
     pub fn kick(&self) {
+        self.note_losses(Instant::now());
         for (i, slot) in self.inner.slots.iter().enumerate() {
             let broken = slot.tree.read().unwrap().as_ref().is_none_or(|t| t.conn().is_poisoned());
             if broken && !slot.reconnecting.swap(true, Ordering::AcqRel) {

@@ -443,6 +443,11 @@ async fn close_mid_frame(rst: bool, len: u32, cut: fn(usize) -> usize) -> Error 
     assert!(matches!(e1, Error::ConnectionLost(_)), "{e1:?}");
     assert!(e1.is_connection_error());
     assert_dead(&t, &e1.to_string()).await;
+    // The pool backs off on losses with requests outstanding (BUG-CLASSES
+    // 7): two READs were, whatever their charge.
+    let charge = smb_proto::header::credit_charge(len as u64) as usize;
+    assert_eq!(t.conn().take_lost_in_flight(), 2 * charge * 65536, "READ of {len}");
+    assert_eq!(t.conn().take_lost_in_flight(), 0, "taken once");
     // poison() fails the waiters before it zeroes the load counter, so the
     // counter may lag a moment behind the errors.
     let t0 = Instant::now();
@@ -481,6 +486,44 @@ async fn rst_inside_a_frame_fails_pending_calls_cleanly() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_lost_idle_or_closed_in_order_report_nothing_in_flight() {
+    bounded(async {
+        // The server drops an idle connection (BUG-CLASSES 10, not 7).
+        let (addr, fake) = fake::start(Opts::default(), |fc: FakeConn| async move { drop(fc) }).await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        fake::join(fake).await;
+        let t0 = Instant::now();
+        while !t.conn().is_poisoned() {
+            assert!(t0.elapsed() < Duration::from_secs(2), "EOF not noticed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(t.conn().take_lost_in_flight(), 0);
+        drop((t, s));
+
+        // The client closes a connection with a request outstanding.
+        let (got_tx, got_rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            let _r = fc.expect(Command::Read).await;
+            let _ = got_tx.send(());
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let req = ReadRequest { file_id: FILE_ID, length: 1 << 20, offset: 0, minimum_count: 0 };
+        let rx = t.send_many(&[&req as &dyn Request]).await.unwrap();
+        got_rx.await.unwrap();
+        t.conn().close();
+        for rx in rx {
+            assert!(t.conn().wait(rx).await.is_err());
+        }
+        assert_eq!(t.conn().take_lost_in_flight(), 0);
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
 // 6. Stalls -------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -502,6 +545,7 @@ async fn stalled_server_times_out_and_poisons() {
         assert!(took >= timeout && took < timeout + Duration::from_millis(500), "took {took:?}");
         assert_dead(&t, "timed out: no response from server").await;
         assert_eq!(t.conn().in_flight(), 0);
+        assert_eq!(t.conn().take_lost_in_flight(), 65536, "one READ of one credit was outstanding");
         drop((t, s));
         fake::join(fake).await;
     })

@@ -210,6 +210,62 @@ async fn pool_heals_after_smbd_restart() {
     assert_eq!(pool.healthy(), 3);
 }
 
+/// Polls `f` every 10 ms for up to 10 s.
+async fn wait_until(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("gave up waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_halves_its_in_flight_budget_when_smbd_dies_under_load() {
+    // BUG-CLASSES 7: a server that resets connections carrying megabytes of
+    // READs gets half the bytes in flight per stream; one that drops idle
+    // connections (BUG-CLASSES 10) does not.
+    let smb = Samba::start(&[]);
+    let mut cfg = PoolConfig::new(smb.config(), "share", 2);
+    cfg.acquire_timeout = Duration::from_secs(20);
+    let pool = Pool::connect(cfg).await.expect("pool");
+    assert_eq!(pool.in_flight_budget(), DEFAULT_IN_FLIGHT_BYTES);
+    let len = 32 << 20;
+    let t = pool.get().await.unwrap();
+    let f = t.create(&create_rw("big")).await.unwrap();
+    t.write_pipelined(f.file_id, 0, &pattern(len, 9), DEFAULT_IN_FLIGHT_BYTES).await.unwrap();
+    t.close(f.file_id).await.unwrap();
+
+    smb.kill();
+    wait_until("both connections see the idle drop", || pool.healthy() == 0).await;
+    assert_eq!(pool.in_flight_budget(), DEFAULT_IN_FLIGHT_BYTES, "an idle drop is not a loss under load");
+    smb.restart();
+    wait_until("the pool heals", || pool.healthy() == 2).await;
+
+    // smbd stops answering while a pipelined READ has its window out, then
+    // dies: the connection is reset with those READs outstanding.
+    let t = pool.get().await.unwrap();
+    let f = t.open_read("big").await.unwrap();
+    smb.freeze();
+    let reader = tokio::spawn({
+        let t = t.clone();
+        async move { t.read_pipelined(f.file_id, 0, len as u64, DEFAULT_IN_FLIGHT_BYTES, |_| Ok(())).await }
+    });
+    wait_until("READs are outstanding", || t.conn().in_flight() >= 2).await;
+    smb.kill();
+    let e = reader.await.unwrap().expect_err("smbd died mid-read");
+    assert!(e.is_connection_error(), "{e}");
+    assert_eq!(pool.in_flight_budget(), DEFAULT_IN_FLIGHT_BYTES / 2);
+    // Not regained while connections are down (retries may be in flight).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pool.in_flight_budget(), DEFAULT_IN_FLIGHT_BYTES / 2);
+    smb.restart();
+    wait_until("the pool heals", || pool.healthy() == 2).await;
+    let (_, head) = pool.get().await.unwrap().read_small("big", 16).await.unwrap();
+    assert_eq!(&head[..], &pattern(len, 9)[..16]);
+}
+
 #[tokio::test]
 async fn normalized_name_reports_the_on_disk_case() {
     let smb = Samba::start(&[]);

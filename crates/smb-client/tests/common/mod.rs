@@ -65,6 +65,12 @@ impl Samba {
         let _ = Command::new("pkill").args(["-9", "-f", &format!("{}/smb.conf", self.get("SMB_DIR"))]).status();
     }
 
+    /// Stops (SIGSTOP) every smbd process: requests already sent stay
+    /// unanswered until [`Samba::kill`].
+    pub fn freeze(&self) {
+        let _ = Command::new("pkill").args(["-STOP", "-f", &format!("{}/smb.conf", self.get("SMB_DIR"))]).status();
+    }
+
     /// Starts smbd again on the same dir and port, as the script does, and
     /// waits until it accepts TCP connections.
     #[allow(clippy::zombie_processes)] // smbd daemonises; stop() kills it by config path
