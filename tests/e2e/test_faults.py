@@ -8,6 +8,7 @@ share's `.smbgate/tmp` holds only what they cause."""
 
 import hashlib
 import http.client
+import os
 import random
 import signal
 import socket
@@ -450,5 +451,66 @@ def test_sigterm_with_idle_keepalive_connection_exits_promptly(fsamba):
         conn.close()
         assert rc == 0
         assert took < 5, f"idle connections held the drain for {took:.1f}s"
+    finally:
+        gw.stop()
+
+
+# --- a server that resets connections under load (BUG-CLASSES 7) ---
+
+def smbd_children(samba):
+    out = subprocess.run(["pgrep", "-P", samba.env["SMB_PID"]], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_server_resetting_connections_under_load_halves_the_in_flight_budget_and_get_resumes(fsamba):
+    # smbd's per-connection processes stop answering while a GET has READs
+    # out, then die (the master stays and accepts new connections): the
+    # gateway warns and halves every transfer's bytes in flight, and the GET
+    # goes on from where it stopped on new connections, so the client gets
+    # the whole object.
+    data = random.Random(77).randbytes(96 * MIB)
+    d = fsamba.share_path / "resets"
+    d.mkdir(exist_ok=True)
+    (d / "big.bin").write_bytes(data)
+    st = fsamba.share_path.stat()
+    for p in (d, d / "big.bin"):
+        os.chown(p, st.st_uid, st.st_gid)
+    gw = Gateway(fsamba)
+    try:
+        s3 = gw.client(read_timeout=60)
+        body = s3.get_object(Bucket="resets", Key="big.bin")["Body"]
+        got = body.read(MIB)
+        children = smbd_children(fsamba)
+        assert children, "no smbd connection processes"
+        for p in children:
+            os.kill(p, signal.SIGSTOP)
+        rest = []
+
+        def read_rest():
+            try:
+                while True:
+                    b = body.read(MIB)
+                    if not b:
+                        return
+                    rest.append(b)
+            except Exception as e:  # noqa: BLE001 - a cut-short body is allowed
+                rest.append(e)
+
+        reader = threading.Thread(target=read_rest)
+        reader.start()
+        time.sleep(1.0)  # the gateway's next READs wait on the stopped smbd
+        for p in children:
+            os.kill(p, signal.SIGKILL)
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "GET did not end after the reset"
+        errors = [b for b in rest if not isinstance(b, bytes)]
+        assert errors == [], log_text(gw)
+        read = got + b"".join(rest)
+        assert len(read) == len(data)
+        assert read == data, "bytes after the reset are not the object's"
+        assert wait_for(lambda: "in-flight budget per stream lowered" in log_text(gw), 10), log_text(gw)
+        assert "budget_mib=32" in log_text(gw), log_text(gw)
+        again = gw.client().get_object(Bucket="resets", Key="big.bin")["Body"].read()
+        assert hashlib.md5(again).hexdigest() == hashlib.md5(data).hexdigest()
     finally:
         gw.stop()

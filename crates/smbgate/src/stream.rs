@@ -5,9 +5,9 @@
 //! idle connection and the process-wide read-ahead budget has room for it
 //! (otherwise it is read on a handle of its own when its turn comes), so
 //! memory stays bounded however many GETs run and however slowly their
-//! clients read. A failed segment is retried on another connection; a file
-//! that changed between segments aborts the response instead of splicing
-//! two versions.
+//! clients read. A segment whose connection fails is read again, or goes on
+//! from its first unsent byte, on another connection; a file that changed
+//! between segments aborts the response instead of splicing two versions.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -101,12 +101,10 @@ async fn run(
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).
-    let (granted, _ahead) = store.read_ahead().take_up_to(opts.in_flight as u64);
+    let (granted, _ahead) = store.read_ahead().take_up_to(store.in_flight() as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window == 1 || len <= 2 * seg {
-        let r = stream_from(&opened.tree, opened.file_id, range, in_flight, tx).await;
-        tokio::spawn(opened.close()); // don't hold the end of the body for it
-        return r;
+        return stream_resuming(store, info, Some((opened.tree, opened.file_id)), range, in_flight, tx).await;
     }
     // The head segment streams from the open handle while up to W - 1
     // following ones are fetched on other connections. A segment is fetched
@@ -144,28 +142,32 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let r = read_segment(&o.tree, o.file_id, s, in_flight).await;
+                            let r = read_segment(&o.tree, o.file_id, s.clone(), in_flight).await;
                             tokio::spawn(o.close());
-                            let (data, got) = r.map_err(io_err)?;
-                            if got != want {
-                                return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
-                            }
+                            let data = match r {
+                                Ok((data, got)) if got == want => data,
+                                Ok((_, got)) => {
+                                    return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")))
+                                }
+                                // Nothing of it was sent yet: read it again
+                                // on another connection.
+                                Err(e) if e.is_connection_error() => {
+                                    fetch_segment(store.clone(), info.clone(), s).await?
+                                }
+                                Err(e) => return Err(io_err(e)),
+                            };
                             if !send_all(tx, data).await {
                                 return Ok(());
                             }
                         }
-                        Some(o) => {
-                            let r = stream_from(&o.tree, o.file_id, s, in_flight, tx).await;
-                            tokio::spawn(o.close());
-                            r?
-                        }
+                        Some(o) => stream_resuming(store, info, Some((o.tree, o.file_id)), s, in_flight, tx).await?,
                         None if whole => {
                             let data = fetch_segment(store.clone(), info.clone(), s).await?;
                             if !send_all(tx, data).await {
                                 return Ok(());
                             }
                         }
-                        None => stream_segment(store, info, s, in_flight, tx).await?,
+                        None => stream_resuming(store, info, None, s, in_flight, tx).await?,
                     }
                 }
                 Some(Segment::Fetched(h, permit)) => {
@@ -193,45 +195,78 @@ async fn run(
     result
 }
 
-/// Streams `range` of the open `file_id` into the body, in order.
+/// Streams `range` into the body in order, from `first` (an open handle)
+/// or else a handle opened on a pooled connection. After a connection
+/// failure it goes on from the first byte not yet sent, on a new handle from
+/// another connection, if the object is still the same generation (at most
+/// [`ATTEMPTS`]). Closes every handle it opens or is given.
+///
+/// Errors: the last SMB error; "object changed" or "object shrank" when the
+/// file is no longer the version the GET started with.
+async fn stream_resuming(
+    store: &Store,
+    info: &ObjectInfo,
+    mut first: Option<(Tree, FileId)>,
+    range: Range<u64>,
+    in_flight: usize,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> Result<(), std::io::Error> {
+    let mut pos = range.start;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (tree, file_id) = match first.take() {
+            Some(h) => h,
+            None => match open_same(store, info).await {
+                Ok(h) => h,
+                Err(FetchError::Other(e)) if attempt < ATTEMPTS => {
+                    tracing::debug!(error = %e, "GET could not re-open the object; retrying");
+                    before_retry(store, attempt).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into_io()),
+            },
+        };
+        let r = stream_from(&tree, file_id, pos..range.end, in_flight, tx, &mut pos).await;
+        // Don't hold the end of the body for the CLOSE.
+        tokio::spawn(async move {
+            let _ = tree.close(file_id).await;
+        });
+        match r {
+            Ok(()) if pos < range.end && !tx.is_closed() => {
+                let (got, want) = (pos - range.start, range.end - range.start);
+                return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
+            }
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_connection_error() && attempt < ATTEMPTS => {
+                tracing::debug!(error = %e, offset = pos, "GET resumes on another connection");
+                before_retry(store, attempt).await;
+            }
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+}
+
+/// Streams `range` of the open `file_id` into the body, in order, moving
+/// `pos` past each chunk handed to the body. Returns early (Ok) if the
+/// client went away or the file ended.
 async fn stream_from(
     tree: &Tree,
     file_id: FileId,
     range: Range<u64>,
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
-) -> Result<(), std::io::Error> {
-    let want = range.end - range.start;
-    let mut r = tree.reader(file_id, range.start, want, in_flight).map_err(io_err)?;
-    let mut got = 0u64;
-    while let Some(b) = r.next().await.map_err(io_err)? {
-        got += b.len() as u64;
+    pos: &mut u64,
+) -> Result<(), smb_client::Error> {
+    let mut r = tree.reader(file_id, range.start, range.end - range.start, in_flight)?;
+    while let Some(b) = r.next().await? {
+        let n = b.len() as u64;
         if tx.send(Ok(b)).await.is_err() {
             return Ok(());
         }
-    }
-    if got != want {
-        return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
+        *pos += n;
     }
     Ok(())
-}
-
-/// Streams one segment that could not be fetched ahead: opens the object
-/// on a pooled connection, checks it is the same generation, streams the
-/// segment and closes.
-async fn stream_segment(
-    store: &Store,
-    info: &ObjectInfo,
-    seg: Range<u64>,
-    in_flight: usize,
-    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
-) -> Result<(), std::io::Error> {
-    let (tree, file_id) = open_same(store, info).await.map_err(FetchError::into_io)?;
-    let r = stream_from(&tree, file_id, seg, in_flight, tx).await;
-    tokio::spawn(async move {
-        let _ = tree.close(file_id).await;
-    });
-    r
 }
 
 /// Reads one segment on a pooled connection, retrying on another
@@ -239,14 +274,29 @@ async fn stream_segment(
 /// generation (size and LastWriteTime) as when the GET started.
 async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
     let mut last = None;
-    for _ in 0..3 {
+    for attempt in 1..=ATTEMPTS {
         match fetch_once(&store, &info, seg.clone()).await {
             Ok(v) => return Ok(v),
             Err(e @ FetchError::Changed) => return Err(e.into_io()),
             Err(FetchError::Other(e)) => last = Some(e),
         }
+        if attempt < ATTEMPTS {
+            before_retry(&store, attempt).await;
+        }
     }
     Err(last.unwrap_or_else(|| io_err("segment failed")))
+}
+
+/// Tries a segment gets before its GET is aborted.
+const ATTEMPTS: u32 = 4;
+
+/// Between attempts: start replacing broken connections, then wait 50,
+/// 200, 800 ms. A server that dropped every connection at once needs a
+/// moment to take new ones; retrying at once would only meet the other
+/// dying connections.
+async fn before_retry(store: &Store, attempt: u32) {
+    store.pool().kick();
+    tokio::time::sleep(std::time::Duration::from_millis(50 << (2 * (attempt - 1)))).await;
 }
 
 enum FetchError {
@@ -277,7 +327,7 @@ async fn open_same(store: &Store, info: &ObjectInfo) -> Result<(Tree, FileId), F
 
 async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
     let (tree, file_id) = open_same(store, info).await?;
-    let r = read_segment(&tree, file_id, seg.clone(), store.options().in_flight).await;
+    let r = read_segment(&tree, file_id, seg.clone(), store.in_flight()).await;
     let _ = tree.close(file_id).await;
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {

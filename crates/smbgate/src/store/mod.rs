@@ -271,6 +271,13 @@ impl Store {
         &self.write_behind
     }
 
+    /// Bytes one stream may keep in flight, in bytes: the configured
+    /// `in_flight`, or less while the pool backs off after losing
+    /// connections under load (BUG-CLASSES 7, [`Pool::in_flight_budget`]).
+    pub fn in_flight(&self) -> usize {
+        self.opts.in_flight.min(self.pool.in_flight_budget())
+    }
+
     /// The connection pool.
     pub fn pool(&self) -> &Pool {
         &self.pool

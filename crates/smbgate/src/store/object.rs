@@ -799,7 +799,7 @@ impl Store {
             } else {
                 // Range copies and foreign/multipart sources: hash the copy.
                 let mut md5 = Md5::new();
-                tree.read_pipelined(created.file_id, 0, len, self.opts.in_flight, |b| {
+                tree.read_pipelined(created.file_id, 0, len, self.in_flight(), |b| {
                     md5.update(&b);
                     Ok(())
                 })

@@ -50,7 +50,7 @@ impl SpreadWriter {
     pub(crate) fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str, base: u64) -> SpreadWriter {
         let opts = store.options();
         let segment = opts.segment_size.max(1 << 20);
-        let (granted, held) = store.write_behind().take_up_to(opts.in_flight as u64);
+        let (granted, held) = store.write_behind().take_up_to(store.in_flight() as u64);
         let in_flight = granted.max(MIN_WRITE_BEHIND);
         let want_lanes = opts.put_parallel.clamp(1, (in_flight / segment).max(1) as usize);
         let lane_budget = (in_flight as usize / want_lanes).max(MIN_WRITE_BEHIND as usize);
