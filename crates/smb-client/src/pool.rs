@@ -165,8 +165,8 @@ impl Pool {
     /// Bytes one stream may keep in flight now: [`PoolConfig::max_in_flight`]
     /// until a connection is lost with at least 1 MiB outstanding, then
     /// halved per loss (at most once a second, down to
-    /// [`PoolConfig::min_in_flight`]) and regained linearly over 16 s once
-    /// every connection is back (BUG-CLASSES 7).
+    /// [`PoolConfig::min_in_flight`]) and regained at a sixteenth of the
+    /// maximum per second once every connection is back (BUG-CLASSES 7).
     pub fn in_flight_budget(&self) -> usize {
         let now = Instant::now();
         self.note_losses(now);
