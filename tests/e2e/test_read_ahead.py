@@ -8,6 +8,7 @@ import hashlib
 import os
 import random
 import socket
+import subprocess
 import time
 import urllib.parse
 
@@ -226,5 +227,44 @@ def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_
         assert "open for reading" in err["Error"]["Message"]
         c.close()
         assert held.read_bytes() == old
+    finally:
+        gw.stop()
+
+
+def open_handles(samba, name):
+    """Lines of `smbstatus -L` (open files) that name `name`."""
+    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
+    out = subprocess.run(["smbstatus", "-s", conf, "-L"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if name in line]
+
+
+def test_clients_hanging_up_mid_get_leave_no_handle_open(rsamba):
+    # Clients that hang up while later segments are being fetched ahead on
+    # other connections must not leave the file open on the share: Samba
+    # would then refuse renames over it for the connection's lifetime (PUT
+    # 503, and 403 after a DELETE). The previous build left one handle per
+    # hang-up or so.
+    data = random.Random(40).randbytes(40 * MIB)
+    path = put_on_share(rsamba, "hangup.bin", data)
+    gw = Gateway(rsamba, env={"SMBGATE_POOL_SIZE": "2", "SMBGATE_SEGMENT_SIZE": str(2 * MIB),
+                              "SMBGATE_PREFETCH": "4"})
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        for _ in range(8):
+            c = raw_get(gw, s3, "hangup.bin", rcvbuf=65536)
+            got = 0
+            while got < 3 * MIB:
+                chunk = c.recv(1 << 20)
+                assert chunk, "GET ended early"
+                got += len(chunk)
+            c.close()
+            time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while open_handles(rsamba, "hangup.bin") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert open_handles(rsamba, "hangup.bin") == []
+        r = s3.put_object(Bucket="readahead", Key="hangup.bin", Body=b"new")
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+        assert path.read_bytes() == b"new"
     finally:
         gw.stop()

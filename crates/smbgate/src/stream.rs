@@ -184,10 +184,24 @@ async fn run(
         }
     }
     .await;
-    for s in queue {
-        if let Segment::Fetched(h, _) = s {
-            h.abort();
-        }
+    // Segments still being fetched run to their end in the background and
+    // close their handles: aborting one between its CREATE and CLOSE would
+    // leave the file open on the share for the connection's lifetime, and
+    // Samba then refuses renames over it. Each holds its budget until done.
+    let pending: Vec<_> = queue
+        .into_iter()
+        .filter_map(|s| match s {
+            Segment::Fetched(h, permit) => Some((h, permit)),
+            Segment::Inline(_) => None,
+        })
+        .collect();
+    if !pending.is_empty() {
+        tokio::spawn(async move {
+            for (h, permit) in pending {
+                let _ = h.await;
+                drop(permit);
+            }
+        });
     }
     if let Some(o) = own {
         tokio::spawn(o.close());
