@@ -462,55 +462,94 @@ def smbd_children(samba):
     return [int(p) for p in out.split()]
 
 
+def put_resets_file(samba, name, data):
+    d = samba.share_path / "resets"
+    d.mkdir(exist_ok=True)
+    (d / name).write_bytes(data)
+    st = samba.share_path.stat()
+    for p in (d, d / name):
+        os.chown(p, st.st_uid, st.st_gid)
+    return d / name
+
+
+def get_across_a_reset(gw, samba, key, while_stopped=lambda: None):
+    """GETs `resets/key`, reads 1 MiB, stops smbd's connection processes
+    (SIGSTOP) while the client goes on reading, runs `while_stopped`, then
+    kills them (the master stays and accepts new connections). Returns the
+    bytes read and the errors the body raised."""
+    s3 = gw.client(read_timeout=60)
+    body = s3.get_object(Bucket="resets", Key=key)["Body"]
+    got = [body.read(MIB)]
+    children = smbd_children(samba)
+    assert children, "no smbd connection processes"
+    for p in children:
+        os.kill(p, signal.SIGSTOP)
+    errors = []
+
+    def read_rest():
+        try:
+            while True:
+                b = body.read(MIB)
+                if not b:
+                    return
+                got.append(b)
+        except Exception as e:  # noqa: BLE001 - a cut-short body is allowed
+            errors.append(e)
+
+    reader = threading.Thread(target=read_rest)
+    reader.start()
+    time.sleep(1.0)  # the gateway's next READs wait on the stopped smbd
+    while_stopped()
+    for p in children:
+        os.kill(p, signal.SIGKILL)
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "GET did not end after the reset"
+    return b"".join(got), errors
+
+
 def test_server_resetting_connections_under_load_halves_the_in_flight_budget_and_get_resumes(fsamba):
     # smbd's per-connection processes stop answering while a GET has READs
-    # out, then die (the master stays and accepts new connections): the
-    # gateway warns and halves every transfer's bytes in flight, and the GET
-    # goes on from where it stopped on new connections, so the client gets
-    # the whole object.
+    # out, then die: the gateway warns and halves every transfer's bytes in
+    # flight, and the GET goes on from where it stopped on new connections,
+    # so the client gets the whole object.
     data = random.Random(77).randbytes(96 * MIB)
-    d = fsamba.share_path / "resets"
-    d.mkdir(exist_ok=True)
-    (d / "big.bin").write_bytes(data)
-    st = fsamba.share_path.stat()
-    for p in (d, d / "big.bin"):
-        os.chown(p, st.st_uid, st.st_gid)
+    put_resets_file(fsamba, "big.bin", data)
     gw = Gateway(fsamba)
     try:
-        s3 = gw.client(read_timeout=60)
-        body = s3.get_object(Bucket="resets", Key="big.bin")["Body"]
-        got = body.read(MIB)
-        children = smbd_children(fsamba)
-        assert children, "no smbd connection processes"
-        for p in children:
-            os.kill(p, signal.SIGSTOP)
-        rest = []
-
-        def read_rest():
-            try:
-                while True:
-                    b = body.read(MIB)
-                    if not b:
-                        return
-                    rest.append(b)
-            except Exception as e:  # noqa: BLE001 - a cut-short body is allowed
-                rest.append(e)
-
-        reader = threading.Thread(target=read_rest)
-        reader.start()
-        time.sleep(1.0)  # the gateway's next READs wait on the stopped smbd
-        for p in children:
-            os.kill(p, signal.SIGKILL)
-        reader.join(timeout=60)
-        assert not reader.is_alive(), "GET did not end after the reset"
-        errors = [b for b in rest if not isinstance(b, bytes)]
+        read, errors = get_across_a_reset(gw, fsamba, "big.bin")
         assert errors == [], log_text(gw)
-        read = got + b"".join(rest)
         assert len(read) == len(data)
         assert read == data, "bytes after the reset are not the object's"
         assert wait_for(lambda: "in-flight budget per stream lowered" in log_text(gw), 10), log_text(gw)
         assert "budget_mib=32" in log_text(gw), log_text(gw)
         again = gw.client().get_object(Bucket="resets", Key="big.bin")["Body"].read()
         assert hashlib.md5(again).hexdigest() == hashlib.md5(data).hexdigest()
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("prefetch", ["1", "4"])
+def test_get_resumed_after_a_reset_never_splices_a_same_size_same_mtime_replacement(fsamba, prefetch):
+    # While smbd is stopped, another writer renames a file of the same size
+    # over the object and gives it the old LastWriteTime (as tools that
+    # keep timestamps do). The resumed GET must see another file (on-disk
+    # id) and stop short, not send the new bytes after the old ones.
+    old = random.Random(78).randbytes(64 * MIB)
+    new = random.Random(79).randbytes(64 * MIB)
+    path = put_resets_file(fsamba, f"swap{prefetch}.bin", old)
+    gw = Gateway(fsamba, env={"SMBGATE_PREFETCH": prefetch})
+
+    def replace():
+        st = path.stat()
+        tmp = path.with_name(path.name + ".new")
+        tmp.write_bytes(new)
+        os.chown(tmp, st.st_uid, st.st_gid)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.rename(tmp, path)
+
+    try:
+        read, errors = get_across_a_reset(gw, fsamba, f"swap{prefetch}.bin", replace)
+        assert read == old[:len(read)], "the GET spliced the replacement onto the old bytes"
+        assert len(read) < len(old) and errors, "the GET did not stop at the replacement"
     finally:
         gw.stop()

@@ -19,7 +19,7 @@ use futures::Stream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-use crate::store::object::ObjectInfo;
+use crate::store::object::{read_create, ObjectInfo};
 use crate::store::{Opened, Store};
 use smb_client::tree::Tree;
 use smb_proto::create::FileId;
@@ -328,11 +328,13 @@ impl FetchError {
 }
 
 /// Opens the object again on a pooled connection and checks it is the
-/// generation (size and LastWriteTime) the GET started with.
+/// generation the GET started with: same size, LastWriteTime and on-disk
+/// file id (when the server reports one).
 async fn open_same(store: &Store, info: &ObjectInfo) -> Result<(Tree, FileId), FetchError> {
     let tree = store.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
-    let f = tree.open_read(&info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
-    if f.times.end_of_file != info.size || f.times.last_write != info.last_modified {
+    let f = tree.create(&read_create(&info.path)).await.map_err(|e| FetchError::Other(io_err(e)))?;
+    let other_file = matches!((info.disk_id, f.on_disk_id()), (Some(a), Some(b)) if a != b);
+    if f.times.end_of_file != info.size || f.times.last_write != info.last_modified || other_file {
         let _ = tree.close(f.file_id).await;
         return Err(FetchError::Changed);
     }

@@ -123,6 +123,10 @@ pub struct ObjectInfo {
     pub meta: ObjectMeta,
     /// Share-relative path of the file.
     pub path: String,
+    /// The server's on-disk file id (QFid context), if it reports one: a
+    /// file renamed over the key has another, even at the same size and
+    /// LastWriteTime.
+    pub disk_id: Option<u64>,
 }
 
 /// Converts a FILETIME (100 ns since 1601) to Unix seconds and nanoseconds.
@@ -864,14 +868,16 @@ async fn set_dir_ea(tree: &Tree, path: &str, ea: smb_proto::info::FullEa) -> Sto
 pub fn object_info(create: &CreateResponse, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
     let size = create.times.end_of_file;
     let last_modified = create.times.last_write;
+    let disk_id = create.on_disk_id();
     match meta {
-        Some(m) => ObjectInfo { size, last_modified, etag: m.etag.clone(), meta: m, path: path.to_string() },
+        Some(m) => ObjectInfo { size, last_modified, etag: m.etag.clone(), meta: m, path: path.to_string(), disk_id },
         None => ObjectInfo {
             size,
             last_modified,
-            etag: derived_etag(size, last_modified, create.on_disk_id().unwrap_or(create.file_id.persistent)),
+            etag: derived_etag(size, last_modified, disk_id.unwrap_or(create.file_id.persistent)),
             meta: ObjectMeta::default(),
             path: path.to_string(),
+            disk_id,
         },
     }
 }
