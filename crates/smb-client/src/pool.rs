@@ -33,9 +33,10 @@ pub struct PoolConfig {
     pub min_in_flight: usize,
 }
 
-/// A connection lost with less than this outstanding was not lost to load
-/// (an idle drop, an ECHO probe): the budget stays.
-const LOSS_UNDER_LOAD: usize = 1 << 20;
+/// A connection lost with no more than this outstanding was not lost to
+/// load (an idle drop, an ECHO probe, one small GET's 1 MiB first READ):
+/// the budget stays.
+const LOSS_UNDER_LOAD: usize = 4 << 20;
 
 impl PoolConfig {
     /// `size` connections to `share`, ECHO every 30 s.
@@ -163,7 +164,7 @@ impl Pool {
     }
 
     /// Bytes one stream may keep in flight now: [`PoolConfig::max_in_flight`]
-    /// until a connection is lost with at least 1 MiB outstanding, then
+    /// until a connection is lost with more than 4 MiB outstanding, then
     /// halved per loss (at most once a second, down to
     /// [`PoolConfig::min_in_flight`]) and regained at a sixteenth of the
     /// maximum per second once every connection is back (BUG-CLASSES 7).
@@ -184,7 +185,7 @@ impl Pool {
                 Some(t) => {
                     broken = true;
                     let lost = t.conn().take_lost_in_flight();
-                    if lost >= LOSS_UNDER_LOAD {
+                    if lost > LOSS_UNDER_LOAD {
                         if let Some(w) = aimd.on_loss(now) {
                             tracing::warn!(
                                 slot = i,

@@ -264,6 +264,24 @@ async fn pool_halves_its_in_flight_budget_when_smbd_dies_under_load() {
     wait_until("the pool heals", || pool.healthy() == 2).await;
     let (_, head) = pool.get().await.unwrap().read_small("big", 16).await.unwrap();
     assert_eq!(&head[..], &pattern(len, 9)[..16]);
+
+    // One 1 MiB READ outstanding (a small GET's first READ) is not load.
+    let t = pool.get().await.unwrap();
+    let f = t.open_read("big").await.unwrap();
+    smb.freeze();
+    let one = tokio::spawn({
+        let t = t.clone();
+        async move { t.read(f.file_id, 0, 1 << 20).await }
+    });
+    wait_until("the READ is outstanding", || t.conn().in_flight() >= 1).await;
+    smb.kill();
+    assert!(one.await.unwrap().is_err());
+    wait_until("the connection sees the reset", || t.conn().is_poisoned()).await;
+    // (It has been growing back since the pool healed; halving would take
+    // it well below where it was.)
+    let b = pool.in_flight_budget();
+    assert!(b >= DEFAULT_IN_FLIGHT_BYTES / 2, "one small READ lowered the budget to {b}");
+    smb.restart();
 }
 
 #[tokio::test]
