@@ -213,7 +213,8 @@ async fn run(
 /// or else a handle opened on a pooled connection. After a connection
 /// failure it goes on from the first byte not yet sent, on a new handle from
 /// another connection, if the object is still the same generation (at most
-/// [`ATTEMPTS`]). Closes every handle it opens or is given.
+/// [`ATTEMPTS`] in a row without progress). Closes every handle it opens or
+/// is given.
 ///
 /// Errors: the last SMB error; "object changed" or "object shrank" when the
 /// file is no longer the version the GET started with.
@@ -229,6 +230,7 @@ async fn stream_resuming(
     let mut attempt = 0;
     loop {
         attempt += 1;
+        let from = pos;
         let (tree, file_id) = match first.take() {
             Some(h) => h,
             None => match open_same(store, info).await {
@@ -252,9 +254,14 @@ async fn stream_resuming(
                 return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
             }
             Ok(()) => return Ok(()),
-            Err(e) if e.is_connection_error() && attempt < ATTEMPTS => {
+            Err(e) if e.is_connection_error() && (attempt < ATTEMPTS || pos > from) => {
                 tracing::debug!(error = %e, offset = pos, "GET resumes on another connection");
-                before_retry(store, attempt).await;
+                if pos > from {
+                    // Losses far apart each get their own attempts; the
+                    // object's size bounds how often that can happen.
+                    attempt = 0;
+                }
+                before_retry(store, attempt.max(1)).await;
             }
             Err(e) => return Err(io_err(e)),
         }
