@@ -189,28 +189,50 @@ impl Checksums {
 struct TempGuard {
     tree: Tree,
     file_id: FileId,
+    /// The temp file's path, to delete it over another connection when
+    /// its own connection died (the likeliest reason the request failed).
+    path: String,
+    pool: smb_client::Pool,
     armed: bool,
 }
 
 impl TempGuard {
+    fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str) -> TempGuard {
+        TempGuard { tree: tree.clone(), file_id, path: path.to_string(), pool: store.pool().clone(), armed: true }
+    }
+
     async fn discard(mut self) {
         self.armed = false;
-        let _ = self.tree.set_info(self.file_id, SetFileInfo::Disposition { delete_pending: true }).await;
-        let _ = self.tree.close(self.file_id).await;
+        discard_temp(self.tree.clone(), self.file_id, self.pool.clone(), std::mem::take(&mut self.path)).await;
     }
 }
 
 impl Drop for TempGuard {
     fn drop(&mut self) {
         if self.armed {
-            let tree = self.tree.clone();
-            let fid = self.file_id;
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _ = tree.set_info(fid, SetFileInfo::Disposition { delete_pending: true }).await;
-                    let _ = tree.close(fid).await;
-                });
+                let (tree, pool, path) = (self.tree.clone(), self.pool.clone(), std::mem::take(&mut self.path));
+                rt.spawn(discard_temp(tree, self.file_id, pool, path));
             }
+        }
+    }
+}
+
+/// Marks the temp file delete-on-close through its handle; if that
+/// handle's connection is gone, deletes it by name over another pooled
+/// connection (by name, so a temp file already renamed into place is never
+/// touched).
+async fn discard_temp(tree: Tree, file_id: FileId, pool: smb_client::Pool, path: String) {
+    let r = tree.set_info(file_id, SetFileInfo::Disposition { delete_pending: true }).await;
+    let _ = tree.close(file_id).await;
+    if matches!(&r, Err(e) if e.is_connection_error()) {
+        match pool.get().await {
+            Ok(t) => {
+                if let Err(e) = t.delete(&path, false).await {
+                    tracing::debug!(error = %e, "temp file not deleted; the daily sweep will remove it");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "temp file not deleted; the daily sweep will remove it"),
         }
     }
 }
@@ -396,7 +418,7 @@ impl Store {
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
         let temp = self.temp_path();
         let created = tree.create(&temp_create(&temp)).await?;
-        let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
+        let guard = TempGuard::new(self, &tree, created.file_id, &temp);
         match self.fill_and_publish(&tree, &target, &temp, &created, body, req, trailer).await {
             Ok(r) => {
                 let mut guard = guard;
@@ -509,7 +531,7 @@ impl Store {
                 ..temp_create(&temp)
             };
             let f = tree.create(&open).await?;
-            let guard = TempGuard { tree: tree.clone(), file_id: f.file_id, armed: true };
+            let guard = TempGuard::new(self, tree, f.file_id, &temp);
             // publish retries a rename refused while the target is open and
             // explains what still fails.
             tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
@@ -776,7 +798,7 @@ impl Store {
                 return Err(e.into());
             }
         };
-        let guard = TempGuard { tree: tree.clone(), file_id: created.file_id, armed: true };
+        let guard = TempGuard::new(self, &tree, created.file_id, &temp);
         let result: StoreResult<PutResult> = async {
             let len = range.end - range.start;
             if len > 0 {
