@@ -41,6 +41,19 @@ def smbgate_bin():
     raise RuntimeError("smbgate binary not found: run cargo build -p smbgate first")
 
 
+def put_on_share(samba, bucket, name, data):
+    """Writes `bucket`/`name` straight onto the share, owned by the share's
+    user as if written over SMB (so a PUT through a gateway may replace it).
+    Returns its path."""
+    d = samba.share_path / bucket
+    d.mkdir(exist_ok=True)
+    (d / name).write_bytes(data)
+    st = samba.share_path.stat()
+    for p in (d, d / name):
+        os.chown(p, st.st_uid, st.st_gid)
+    return d / name
+
+
 class Samba:
     def __init__(self, *args):
         out = subprocess.run(

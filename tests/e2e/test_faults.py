@@ -23,7 +23,7 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from conftest import Gateway
+from conftest import Gateway, put_on_share
 
 MIB = 1 << 20
 
@@ -462,16 +462,6 @@ def smbd_children(samba):
     return [int(p) for p in out.split()]
 
 
-def put_resets_file(samba, name, data):
-    d = samba.share_path / "resets"
-    d.mkdir(exist_ok=True)
-    (d / name).write_bytes(data)
-    st = samba.share_path.stat()
-    for p in (d, d / name):
-        os.chown(p, st.st_uid, st.st_gid)
-    return d / name
-
-
 def get_across_a_reset(gw, samba, key, while_stopped=lambda: None):
     """GETs `resets/key`, reads 1 MiB, stops smbd's connection processes
     (SIGSTOP) while the client goes on reading, runs `while_stopped`, then
@@ -516,7 +506,7 @@ def test_server_resetting_connections_under_load_halves_the_in_flight_budget_and
     # the gateway warns and halves every transfer's bytes in flight (with
     # prefetch 4 what is out at that moment may be only CREATEs).
     data = random.Random(77).randbytes(96 * MIB)
-    put_resets_file(fsamba, "big.bin", data)
+    put_on_share(fsamba, "resets", "big.bin", data)
     gw = Gateway(fsamba, env={"SMBGATE_PREFETCH": prefetch})
     try:
         read, errors = get_across_a_reset(gw, fsamba, "big.bin")
@@ -540,7 +530,7 @@ def test_get_resumed_after_a_reset_never_splices_a_same_size_same_mtime_replacem
     # id) and stop short, not send the new bytes after the old ones.
     old = random.Random(78).randbytes(64 * MIB)
     new = random.Random(79).randbytes(64 * MIB)
-    path = put_resets_file(fsamba, f"swap{prefetch}.bin", old)
+    path = put_on_share(fsamba, "resets", f"swap{prefetch}.bin", old)
     gw = Gateway(fsamba, env={"SMBGATE_PREFETCH": prefetch})
 
     def replace():

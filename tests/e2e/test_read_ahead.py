@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Gateway
+from conftest import Gateway, put_on_share
 
 MIB = 1 << 20
 
@@ -53,18 +53,6 @@ def test_bytes_are_the_same_whatever_the_budget(rsamba, big, budget):
         assert part == big[lo:hi + 1]
     finally:
         gw.stop()
-
-
-def put_on_share(samba, name, data):
-    """Writes bucket `readahead`'s file `name` directly, owned by the share's
-    user as if written over SMB (so a PUT through the gateway may replace it)."""
-    d = samba.share_path / "readahead"
-    d.mkdir(exist_ok=True)
-    (d / name).write_bytes(data)
-    st = samba.share_path.stat()
-    for p in (d, d / name):
-        os.chown(p, st.st_uid, st.st_gid)
-    return d / name
 
 
 def raw_get(gw, s3, key, extra_headers="", rcvbuf=None, timeout=30):
@@ -128,7 +116,7 @@ def test_put_over_a_key_while_a_paused_get_streams_it(rsamba):
     # paused reader gets a prefix of the old version (whole, or cut short
     # when the next segment sees the new one), never a mix.
     old = random.Random(24).randbytes(24 * MIB)
-    put_on_share(rsamba, "busy.bin", old)
+    put_on_share(rsamba, "readahead", "busy.bin", old)
     gw = gateway(rsamba, 512 * MIB)
     try:
         s3 = gw.client(signature_version="s3v4")
@@ -144,14 +132,7 @@ def test_put_over_a_key_while_a_paused_get_streams_it(rsamba):
         new = b"the new version\n" * 1000
         r = s3.put_object(Bucket="readahead", Key="busy.bin", Body=new)
         assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
-        while True:
-            try:
-                chunk = c.recv(1 << 20)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            body += chunk
+        body += read_to_end(c)
         c.close()
         assert body == old[:len(body)], "the paused GET returned bytes that are not the old version"
         assert s3.get_object(Bucket="readahead", Key="busy.bin")["Body"].read() == new
@@ -190,7 +171,7 @@ def test_put_over_a_key_a_get_holds_open_succeeds_and_the_get_keeps_the_old_vers
     # block the rename, so publish renames from another pooled connection.
     # The held GET keeps reading the old file: all of it, never a mix.
     old = random.Random(12).randbytes(60 * MIB)
-    held = put_on_share(rsamba, "held.bin", old)
+    held = put_on_share(rsamba, "readahead", "held.bin", old)
     gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB)})
     try:
         s3 = gw.client(signature_version="s3v4")
@@ -214,7 +195,7 @@ def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_
     # whole.
     from botocore.exceptions import ClientError
     old = random.Random(13).randbytes(60 * MIB)
-    held = put_on_share(rsamba, "held1.bin", old)
+    held = put_on_share(rsamba, "readahead", "held1.bin", old)
     gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB), "SMBGATE_POOL_SIZE": "1"})
     try:
         s3 = gw.client(signature_version="s3v4")
@@ -245,7 +226,7 @@ def test_clients_hanging_up_mid_get_leave_no_handle_open(rsamba):
     # 503, and 403 after a DELETE). The previous build left one handle per
     # hang-up or so.
     data = random.Random(40).randbytes(40 * MIB)
-    path = put_on_share(rsamba, "hangup.bin", data)
+    path = put_on_share(rsamba, "readahead", "hangup.bin", data)
     gw = Gateway(rsamba, env={"SMBGATE_POOL_SIZE": "2", "SMBGATE_SEGMENT_SIZE": str(2 * MIB),
                               "SMBGATE_PREFETCH": "4"})
     try:
