@@ -582,3 +582,45 @@ def test_put_cut_by_a_lost_smb_connection_leaves_no_temp_file(fsamba):
         assert s3.get_object(Bucket="cut", Key="k.bin")["Body"].read() == old
     finally:
         gw.stop()
+
+
+def test_get_survives_more_connection_losses_than_attempts_when_each_makes_progress(fsamba):
+    # One stream (prefetch 1) and 5 losses far apart: each resume sends
+    # bytes, so each loss gets fresh attempts and the body is whole. Counting
+    # attempts per segment instead cut the GET at the 4th loss.
+    data = random.Random(80).randbytes(160 * MIB)
+    put_on_share(fsamba, "resets", "long.bin", data)
+    # A small read-ahead keeps the gateway a few MiB ahead of the client,
+    # so every loss lands on a stream that still has bytes to fetch.
+    gw = Gateway(fsamba, env={"SMBGATE_PREFETCH": "1", "SMBGATE_READ_AHEAD_BUDGET": str(4 * MIB)})
+    try:
+        body = gw.client(read_timeout=60).get_object(Bucket="resets", Key="long.bin")["Body"]
+        got, errors, done = [], [], threading.Event()
+
+        def read_paced():
+            try:
+                while True:
+                    b = body.read(MIB)
+                    if not b:
+                        return
+                    got.append(b)
+                    time.sleep(0.01)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+            finally:
+                done.set()
+
+        reader = threading.Thread(target=read_paced)
+        reader.start()
+        for at in (16, 40, 64, 88, 112):
+            assert wait_for(lambda: len(got) >= at or done.is_set(), 60), "reader stalled"
+            assert not done.is_set(), f"GET ended before the loss at {at} MiB: {errors}"
+            for p in smbd_children(fsamba):
+                os.kill(p, signal.SIGKILL)
+        reader.join(timeout=120)
+        assert not reader.is_alive(), "GET did not end"
+        assert errors == [], log_text(gw)
+        read = b"".join(got)
+        assert len(read) == len(data) and read == data
+    finally:
+        gw.stop()
