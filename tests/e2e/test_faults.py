@@ -462,6 +462,30 @@ def smbd_children(samba):
     return [int(p) for p in out.split()]
 
 
+def read_in_background(body, got, pace=0.0):
+    """Reads the streaming `body` 1 MiB at a time on a thread, appending to
+    `got`, sleeping `pace` s after each MiB. Returns (thread, errors, done):
+    a cut-short body shows up in `errors`, and `done` is set at the end."""
+    errors, done = [], threading.Event()
+
+    def run():
+        try:
+            while True:
+                b = body.read(MIB)
+                if not b:
+                    return
+                got.append(b)
+                time.sleep(pace)
+        except Exception as e:  # noqa: BLE001 - a cut-short body is allowed
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, errors, done
+
+
 def get_across_a_reset(gw, samba, key, while_stopped=lambda: None):
     """GETs `resets/key`, reads 1 MiB, stops smbd's connection processes
     (SIGSTOP) while the client goes on reading, runs `while_stopped`, then
@@ -474,20 +498,7 @@ def get_across_a_reset(gw, samba, key, while_stopped=lambda: None):
     assert children, "no smbd connection processes"
     for p in children:
         os.kill(p, signal.SIGSTOP)
-    errors = []
-
-    def read_rest():
-        try:
-            while True:
-                b = body.read(MIB)
-                if not b:
-                    return
-                got.append(b)
-        except Exception as e:  # noqa: BLE001 - a cut-short body is allowed
-            errors.append(e)
-
-    reader = threading.Thread(target=read_rest)
-    reader.start()
+    reader, errors, _ = read_in_background(body, got)
     time.sleep(1.0)  # the gateway's next READs wait on the stopped smbd
     while_stopped()
     for p in children:
@@ -595,23 +606,8 @@ def test_get_survives_more_connection_losses_than_attempts_when_each_makes_progr
     gw = Gateway(fsamba, env={"SMBGATE_PREFETCH": "1", "SMBGATE_READ_AHEAD_BUDGET": str(4 * MIB)})
     try:
         body = gw.client(read_timeout=60).get_object(Bucket="resets", Key="long.bin")["Body"]
-        got, errors, done = [], [], threading.Event()
-
-        def read_paced():
-            try:
-                while True:
-                    b = body.read(MIB)
-                    if not b:
-                        return
-                    got.append(b)
-                    time.sleep(0.01)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-            finally:
-                done.set()
-
-        reader = threading.Thread(target=read_paced)
-        reader.start()
+        got = []
+        reader, errors, done = read_in_background(body, got, pace=0.01)
         for at in (16, 40, 64, 88, 112):
             assert wait_for(lambda: len(got) >= at or done.is_set(), 60), "reader stalled"
             assert not done.is_set(), f"GET ended before the loss at {at} MiB: {errors}"

@@ -87,8 +87,8 @@ impl Tree {
 
     /// A streaming writer at `offset`: bytes given to
     /// [`PipelinedWriter::write`] are copied once, straight into WRITE
-    /// frames of MaxWriteSize (at most `max_in_flight`), which go out as soon as they fill while
-    /// earlier ones are still in flight.
+    /// frames of MaxWriteSize (at most `max_in_flight`), which go out as
+    /// soon as they fill while earlier ones are still in flight.
     pub fn writer(&self, file_id: FileId, offset: u64, max_in_flight: usize) -> PipelinedWriter {
         let window = (self.conn().credit_window() as usize * 65536).max(65536);
         // WRITEs no larger than the budget, so a small budget means small

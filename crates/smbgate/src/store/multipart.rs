@@ -452,17 +452,7 @@ impl Store {
         let mapped = map_key(key)?;
         let tree = self.tree().await?;
         let temp = self.temp_path();
-        let create = CreateRequest {
-            name: &temp,
-            oplock_level: 0,
-            desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
-            file_attributes: smb_proto::create::attributes::NORMAL,
-            // Share-delete: publish may rename it through another connection.
-            share_access: share::READ | share::DELETE,
-            disposition: Disposition::Create,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[smb_proto::create::CreateContext::QueryOnDiskId],
-        };
+        let create = super::object::temp_create(&temp);
         // The completed object's record: the upload's metadata, the
         // multipart ETag and the part sizes (for partNumber GETs).
         let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
@@ -526,6 +516,7 @@ impl Store {
         }
         let created = tree.create(&create).await?;
         let fid = created.file_id;
+        let guard = super::object::TempGuard::new(self, &tree, fid, &temp);
         let result: StoreResult<u64> = async {
             let mut off = 0u64;
             for p in &chosen {
@@ -555,13 +546,12 @@ impl Store {
         .await;
         match result {
             Ok(size) => {
-                let _ = tree.close(fid).await;
+                guard.keep().await;
                 self.remove_upload(id).await?;
                 Ok(PutResult { etag, checksums: BTreeMap::new(), size, last_modified: None })
             }
             Err(e) => {
-                let _ = tree.set_info(fid, SetFileInfo::Disposition { delete_pending: true }).await;
-                let _ = tree.close(fid).await;
+                guard.discard().await;
                 Err(e)
             }
         }

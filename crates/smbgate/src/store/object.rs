@@ -186,7 +186,7 @@ impl Checksums {
 
 /// Deletes an unpublished temporary file unless disarmed, also when the
 /// request future is dropped (client gone).
-struct TempGuard {
+pub(crate) struct TempGuard {
     tree: Tree,
     file_id: FileId,
     /// The temp file's path, to delete it over another connection when
@@ -197,11 +197,19 @@ struct TempGuard {
 }
 
 impl TempGuard {
-    fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str) -> TempGuard {
+    pub(crate) fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str) -> TempGuard {
         TempGuard { tree: tree.clone(), file_id, path: path.to_string(), pool: store.pool().clone(), armed: true }
     }
 
-    async fn discard(mut self) {
+    /// The file was published (or is kept): closes the handle, leaving the
+    /// file. Returns the CLOSE's post-query, if it succeeded.
+    pub(crate) async fn keep(mut self) -> Option<smb_proto::create::CloseResponse> {
+        self.armed = false;
+        self.tree.close(self.file_id).await.ok()
+    }
+
+    /// Deletes the file (see [`discard_temp`]).
+    pub(crate) async fn discard(mut self) {
         self.armed = false;
         discard_temp(self.tree.clone(), self.file_id, self.pool.clone(), std::mem::take(&mut self.path)).await;
     }
@@ -237,7 +245,7 @@ async fn discard_temp(tree: Tree, file_id: FileId, pool: smb_client::Pool, path:
     }
 }
 
-fn temp_create(name: &str) -> CreateRequest<'_> {
+pub(crate) fn temp_create(name: &str) -> CreateRequest<'_> {
     CreateRequest {
         name,
         oplock_level: 0,
@@ -421,9 +429,7 @@ impl Store {
         let guard = TempGuard::new(self, &tree, created.file_id, &temp);
         match self.fill_and_publish(&tree, &target, &temp, &created, body, req, trailer).await {
             Ok(r) => {
-                let mut guard = guard;
-                guard.armed = false;
-                let _ = tree.close(created.file_id).await;
+                guard.keep().await;
                 Ok(r)
             }
             Err(e) => {
@@ -523,14 +529,7 @@ impl Store {
             // Usually a missing parent directory: publish the temp file the
             // slow way (creating parents), which also explains conflicts.
             let err = smb_client::Error::Status { command: renamed.header.command, status: renamed.status() };
-            let open = CreateRequest {
-                desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-                share_access: share::ALL,
-                disposition: Disposition::Open,
-                contexts: &[],
-                ..temp_create(&temp)
-            };
-            let f = tree.create(&open).await?;
+            let f = tree.create(&super::publish::delete_open(&temp, share::ALL)).await?;
             let guard = TempGuard::new(self, tree, f.file_id, &temp);
             // publish retries a rename refused while the target is open and
             // explains what still fails.
@@ -538,9 +537,7 @@ impl Store {
             let r = self.publish(tree, f.file_id, &temp, target).await;
             match r {
                 Ok(()) => {
-                    let mut guard = guard;
-                    guard.armed = false;
-                    let _ = tree.close(f.file_id).await;
+                    guard.keep().await;
                 }
                 Err(e) => {
                     guard.discard().await;
@@ -846,9 +843,7 @@ impl Store {
         }
         match result {
             Ok(r) => {
-                let mut guard = guard;
-                guard.armed = false;
-                let closed = tree.close(created.file_id).await.ok();
+                let closed = guard.keep().await;
                 Ok((info, PutResult { last_modified: closed.map(|c| c.times.last_write), ..r }))
             }
             Err(e) => {

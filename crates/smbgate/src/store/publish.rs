@@ -131,17 +131,7 @@ impl Store {
     /// meets a sharing violation. Tells a rename refused because the target
     /// is open from one refused by permissions.
     async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
-        let probe = CreateRequest {
-            name: path,
-            oplock_level: 0,
-            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-            file_attributes: attributes::NORMAL,
-            share_access: 0,
-            disposition: Disposition::Open,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
-        match tree.create(&probe).await {
+        match tree.create(&delete_open(path, 0)).await {
             Ok(f) => {
                 let _ = tree.close(f.file_id).await;
                 false
@@ -180,6 +170,21 @@ impl Store {
     }
 }
 
+/// An open of the existing file `name` for DELETE (what a rename needs),
+/// sharing `share_access` with other handles (0: exclusive, as a probe).
+pub(crate) fn delete_open(name: &str, share_access: u32) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+        file_attributes: attributes::NORMAL,
+        share_access,
+        disposition: Disposition::Open,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    }
+}
+
 /// Statuses of a rename refused because a file is open somewhere.
 const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
 
@@ -187,16 +192,7 @@ const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SH
 /// compound on `tree`. Returns the first failing status.
 async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str) -> Result<(), smb_client::Error> {
     let name = smb_client::tree::smb_path(source);
-    let open = CreateRequest {
-        name: &name,
-        oplock_level: 0,
-        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-        file_attributes: attributes::NORMAL,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: options::NON_DIRECTORY_FILE,
-        contexts: &[],
-    };
+    let open = delete_open(&name, share::ALL);
     let t = smb_client::tree::smb_path(target);
     let rename =
         SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
