@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use crate::credits::CreditWindow;
 use crate::crypto::{Cipherer, Signer};
 use crate::error::{Error, Result};
+use crate::reaper::{Reaper, Ticket};
 use crate::recvbuf::RecvPool;
 
 /// Timeouts and limits of one connection.
@@ -50,15 +51,50 @@ impl Default for ConnectionOptions {
 
 /// A received message: its header and the whole message bytes (header
 /// first), sliced from the received frame without a copy.
-#[derive(Debug, Clone)]
+///
+/// The answer to a CREATE that its own chain does not close owns the
+/// handle it opened: dropping the answer without
+/// [`Response::into_create`] queues a CLOSE on the connection (see
+/// `reaper`), so a caller that goes away mid-request leaks nothing. It is
+/// therefore not `Clone`.
 pub struct Response {
     /// Decoded header.
     pub header: Header,
     /// The message, header included.
     pub msg: Bytes,
+    ticket: Option<Ticket>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response").field("header", &self.header).field("len", &self.msg.len()).finish()
+    }
+}
+
+impl Drop for Response {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            t.reap(self.header.status, &self.msg);
+        }
+    }
 }
 
 impl Response {
+    /// Decodes a CREATE answer and hands its handle to the caller, who must
+    /// now close it (or wrap it in a [`crate::file::Handle`]).
+    ///
+    /// Errors: the answer is not a successful CREATE ([`Error::Status`]),
+    /// or does not decode.
+    pub fn into_create(mut self) -> Result<smb_proto::create::CreateResponse> {
+        let s = self.header.status;
+        if s != NtStatus::STATUS_SUCCESS {
+            return Err(Error::Status { command: self.header.command, status: s });
+        }
+        let c = smb_proto::create::CreateResponse::decode(&self.msg)?;
+        self.ticket = None;
+        Ok(c)
+    }
+
     /// The NTSTATUS of the response.
     pub fn status(&self) -> NtStatus {
         self.header.status
@@ -102,6 +138,8 @@ pub(crate) struct Security {
 struct Pending {
     tx: oneshot::Sender<Result<Response>>,
     charge: u32,
+    /// For a CREATE whose chain leaves the handle open.
+    ticket: Option<Ticket>,
 }
 
 struct State {
@@ -126,6 +164,8 @@ pub(crate) struct Inner {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Sent frame buffers kept for reuse.
     free_bufs: Mutex<Vec<BytesMut>>,
+    /// Queue of handles to close that no caller will (failure class 26).
+    reaper: Reaper,
 }
 
 /// Bytes reserved at the start of a [`Connection::write_frame`] buffer for
@@ -144,7 +184,9 @@ const RECYCLE_MIN: usize = 256 << 10;
 #[derive(Clone)]
 pub struct Connection {
     pub(crate) inner: Arc<Inner>,
-    _guard: Arc<CloseOnDrop>,
+    /// `None` only for the connection's own reaper task, which must not
+    /// keep the connection open.
+    _guard: Option<Arc<CloseOnDrop>>,
 }
 
 struct CloseOnDrop(Arc<Inner>);
@@ -174,6 +216,7 @@ impl Connection {
             let _ = s.set_tcp_keepalive(&ka);
         }
         let (rd, wr) = stream.into_split();
+        let (reaper, reap_rx) = Reaper::new();
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 next_message_id: 0,
@@ -191,11 +234,33 @@ impl Connection {
             opts,
             tasks: Mutex::new(Vec::new()),
             free_bufs: Mutex::new(Vec::new()),
+            reaper: reaper.clone(),
         });
         let w = tokio::spawn(writer_task(inner.clone(), wr));
         let r = tokio::spawn(reader_task(inner.clone(), rd));
-        inner.tasks.lock().unwrap().extend([w, r]);
-        Ok(Connection { _guard: Arc::new(CloseOnDrop(inner.clone())), inner })
+        let c = tokio::spawn(crate::reaper::run(Arc::downgrade(&inner), reaper, reap_rx));
+        inner.tasks.lock().unwrap().extend([w, r, c]);
+        Ok(Connection { _guard: Some(Arc::new(CloseOnDrop(inner.clone()))), inner })
+    }
+
+    /// A handle that does not keep the connection open (for its reaper).
+    pub(crate) fn unguarded(inner: Arc<Inner>) -> Connection {
+        Connection { inner, _guard: None }
+    }
+
+    /// Queues a CLOSE of `file_id` on `tree_id`, sent by the connection's
+    /// reaper task; never blocks. Nothing is sent once the connection has
+    /// failed: the server closes the handles of a lost connection itself.
+    pub fn close_later(&self, tree_id: u32, file_id: smb_proto::create::FileId, encrypt: bool) {
+        if !self.is_poisoned() {
+            self.inner.reaper.queue(tree_id, file_id, encrypt);
+        }
+    }
+
+    /// Handles closed by the reaper (dropped [`crate::file::Handle`]s and
+    /// CREATE answers whose caller had gone), for tests and metrics.
+    pub fn handles_reaped(&self) -> u64 {
+        self.inner.reaper.closed()
     }
 
     /// True if both handles are on the same TCP connection.
@@ -296,7 +361,12 @@ impl Connection {
     /// if the window is spent), allocates their MessageIds and registers
     /// their waiters. Returns `(MessageId, CreditCharge, CreditRequest)` per
     /// message, in order, and the futures.
-    async fn reserve(&self, charges: &[u16]) -> Result<(Vec<(u64, u16, u16)>, Vec<ResponseFuture>)> {
+    /// `tickets` is empty or holds one entry per message.
+    async fn reserve(
+        &self,
+        charges: &[u16],
+        mut tickets: Vec<Option<Ticket>>,
+    ) -> Result<(Vec<(u64, u16, u16)>, Vec<ResponseFuture>)> {
         let total: u32 = charges.iter().map(|&c| c as u32).sum();
         let deadline = tokio::time::Instant::now() + self.inner.opts.request_timeout;
         loop {
@@ -310,10 +380,11 @@ impl Connection {
                     let mut id = st.next_message_id;
                     let mut reqs = Vec::with_capacity(charges.len());
                     let mut rxs = Vec::with_capacity(charges.len());
-                    for &c in charges {
+                    tickets.resize_with(charges.len(), || None);
+                    for (&c, ticket) in charges.iter().zip(tickets.drain(..)) {
                         reqs.push((id, c, st.credits.request_for(c)));
                         let (tx, rx) = oneshot::channel();
-                        st.pending.insert(id, Pending { tx, charge: c as u32 });
+                        st.pending.insert(id, Pending { tx, charge: c as u32, ticket });
                         rxs.push(rx);
                         id += c as u64;
                     }
@@ -388,7 +459,7 @@ impl Connection {
         if data_len + WRITE_HEADROOM > MAX_FRAME_LEN {
             return Err(Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit")));
         }
-        let (reqs, mut rxs) = self.reserve(&[smb_proto::header::credit_charge(data_len as u64)]).await?;
+        let (reqs, mut rxs) = self.reserve(&[smb_proto::header::credit_charge(data_len as u64)], Vec::new()).await?;
         let (message_id, charge, credits) = reqs[0];
         {
             let sec = self.inner.security.read().unwrap();
@@ -453,7 +524,21 @@ impl Connection {
             .flat_map(|c| c.iter())
             .map(|op| smb_proto::header::credit_charge(op.body.credit_bytes()))
             .collect();
-        let (all, rxs) = self.reserve(&charges).await?;
+        // A CREATE whose chain has no CLOSE after it leaves a handle open:
+        // its answer carries a ticket to close it if nobody claims it.
+        let mut tickets = Vec::with_capacity(charges.len());
+        for chain in chains {
+            for (i, op) in chain.iter().enumerate() {
+                let leaves_open = op.body.command() == Command::Create
+                    && !chain[i + 1..].iter().any(|o| o.body.command() == Command::Close);
+                tickets.push(leaves_open.then(|| Ticket {
+                    reaper: self.inner.reaper.clone(),
+                    tree_id: op.tree_id,
+                    encrypt,
+                }));
+            }
+        }
+        let (all, rxs) = self.reserve(&charges, tickets).await?;
         let buf = {
             let sec = self.inner.security.read().unwrap();
             let size_hint: usize = chains
@@ -605,7 +690,9 @@ impl Inner {
         drop(st);
         self.credit_wake.notify_waiters();
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let _ = p.tx.send(Ok(Response { header, msg }));
+        // If the waiter has gone, the answer is dropped here, and a CREATE
+        // answer's ticket closes the handle nobody will use.
+        let _ = p.tx.send(Ok(Response { header, msg, ticket: p.ticket }));
         Ok(())
     }
 

@@ -18,13 +18,16 @@ pub mod connection;
 pub mod credits;
 pub mod crypto;
 pub mod error;
+pub mod file;
 pub mod pipeline;
 pub mod pool;
+mod reaper;
 mod recvbuf;
 pub mod session;
 pub mod tree;
 
 pub use error::{Error, Result};
+pub use file::Handle;
 pub use pool::{Pool, PoolConfig};
 pub use session::{ClientConfig, Session};
 pub use tree::Tree;

@@ -20,6 +20,7 @@ use smb_proto::{Command, NtStatus, Request};
 
 use crate::connection::{Connection, Op, Response};
 use crate::error::{Error, Result};
+use crate::file::Handle;
 use crate::session::Session;
 
 /// Converts an S3-style path (`a/b/c`) to the share-relative SMB form
@@ -126,9 +127,19 @@ impl Tree {
     ///
     /// Errors: the NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND,
     /// STATUS_OBJECT_NAME_COLLISION, STATUS_SHARING_VIOLATION.
+    ///
+    /// The caller owns the returned FileId and must close it; prefer
+    /// [`Tree::open`], whose handle closes itself.
     pub async fn create(&self, req: &CreateRequest<'_>) -> Result<CreateResponse> {
-        let r = self.call(req).await?.ok_or_status(&[])?;
-        Ok(CreateResponse::decode(&r.msg)?)
+        self.call(req).await?.into_create()
+    }
+
+    /// CREATE (MS-SMB2 2.2.13) returning a [`Handle`] that closes itself
+    /// when dropped.
+    ///
+    /// Errors: as [`Tree::create`].
+    pub async fn open(&self, req: &CreateRequest<'_>) -> Result<Handle> {
+        Handle::from_response(self, self.call(req).await?)
     }
 
     /// Opens an existing file or directory for reading (share
@@ -265,8 +276,10 @@ impl Tree {
         };
         let rs = self.compound(&[&open, &q]).await?;
         let mut it = rs.into_iter();
-        let cr = it.next().expect("two responses").ok_or_status(&[])?;
-        let fid = CreateResponse::decode(&cr.msg)?.file_id;
+        // The handle closes itself if this future is dropped between pages
+        // (a look-ahead listing abandoned when a page fills).
+        let dir = Handle::from_response(self, it.next().expect("two responses"))?;
+        let fid = dir.id();
         let mut entries = Vec::new();
         let result: Result<()> = async {
             let mut page = it.next().expect("two responses");
@@ -285,7 +298,7 @@ impl Tree {
             }
         }
         .await;
-        let closed = self.close(fid).await;
+        let closed = dir.close().await;
         result?;
         closed?;
         Ok(entries)
@@ -351,14 +364,16 @@ impl Tree {
             ReadRequest { file_id: FileId::RELATED, length: max_len.min(self.max_read()), offset: 0, minimum_count: 0 };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let rs = self.compound(&[&open, &read, &close]).await?;
-        let cr = rs[0].clone().ok_or_status(&[])?;
-        let created = CreateResponse::decode(&cr.msg)?;
-        let data = if rs[1].status() == NtStatus::STATUS_END_OF_FILE {
+        let mut rs = rs.into_iter();
+        let (cr, rd, cl) = (rs.next(), rs.next(), rs.next());
+        let created = CreateResponse::decode(&cr.expect("three responses").ok_or_status(&[])?.msg)?;
+        let rd = rd.expect("three responses");
+        let data = if rd.status() == NtStatus::STATUS_END_OF_FILE {
             Bytes::new()
         } else {
-            ReadResponse::decode(&rs[1].clone().ok_or_status(&[])?.msg)?.data
+            ReadResponse::decode(&rd.ok_or_status(&[])?.msg)?.data
         };
-        rs[2].clone().ok_or_status(&[])?;
+        cl.expect("three responses").ok_or_status(&[])?;
         Ok((created, data))
     }
 

@@ -14,4 +14,3 @@ pub mod front;
 pub mod s3;
 pub mod server;
 pub mod store;
-pub mod stream;

@@ -41,6 +41,26 @@ impl Samba {
         PathBuf::from(self.get("SMB_SHARE_PATH"))
     }
 
+    /// Lines of `smbstatus -L` (files open on the server) that name `name`.
+    pub fn open_files(&self, name: &str) -> Vec<String> {
+        let conf = format!("{}/smb.conf", self.get("SMB_DIR"));
+        let out = Command::new("smbstatus").args(["-s", &conf, "-L"]).output().expect("run smbstatus");
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(name)).map(str::to_string).collect()
+    }
+
+    /// Waits up to 5 s for no file naming `name` to be open on the server;
+    /// returns the lines still open after that.
+    pub async fn wait_closed(&self, name: &str) -> Vec<String> {
+        for _ in 0..50 {
+            let open = self.open_files(name);
+            if open.is_empty() {
+                return open;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.open_files(name)
+    }
+
     /// Runs smbclient against the share with `cmd`; returns stdout.
     pub fn smbclient(&self, cmd: &str) -> String {
         let out = Command::new("smbclient")

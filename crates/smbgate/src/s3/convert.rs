@@ -6,20 +6,16 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use s3s::dto::*;
 
+use crate::store::checksum::Algorithm;
+use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::meta::ObjectMeta;
-use crate::store::object::{filetime_to_unix, ObjectInfo};
-use crate::store::StoreError;
+use crate::store::types::filetime_to_unix;
 
 /// FILETIME to an s3s timestamp.
 pub fn timestamp(ft: u64) -> Timestamp {
     let (secs, nanos) = filetime_to_unix(ft);
     let t = if secs >= 0 { UNIX_EPOCH + Duration::new(secs as u64, nanos) } else { UNIX_EPOCH };
     Timestamp::from(t)
-}
-
-/// Unix seconds of a FILETIME (HTTP dates have second precision).
-pub fn unix_secs(ft: u64) -> i64 {
-    filetime_to_unix(ft).0
 }
 
 /// Unix seconds of an s3s timestamp.
@@ -80,25 +76,27 @@ pub fn checksums_from(
     crc64nvme: Option<String>,
     sha1: Option<String>,
     sha256: Option<String>,
-) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    for (k, v) in [("CRC32", crc32), ("CRC32C", crc32c), ("CRC64NVME", crc64nvme), ("SHA1", sha1), ("SHA256", sha256)] {
-        if let Some(v) = v {
-            m.insert(k.to_string(), v);
-        }
-    }
-    m
+) -> BTreeMap<Algorithm, String> {
+    Algorithm::ALL
+        .into_iter()
+        .zip([crc32, crc32c, crc64nvme, sha1, sha256])
+        .filter_map(|(a, v)| Some((a, v?)))
+        .collect()
+}
+
+/// The checksum fields of a response, in [`Algorithm::ALL`] order.
+pub fn checksum_fields(c: &BTreeMap<Algorithm, String>) -> [Option<String>; 5] {
+    Algorithm::ALL.map(|a| c.get(&a).cloned())
 }
 
 /// Checksum values that arrived in an aws-chunked trailer.
-pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<String, String> {
+pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<Algorithm, String> {
     let mut m = BTreeMap::new();
     if let Some(h) = t.as_ref().and_then(|t| t.take()) {
         for (name, value) in h.iter() {
-            if let Some(alg) = name.as_str().strip_prefix("x-amz-checksum-") {
-                if let Ok(v) = value.to_str() {
-                    m.insert(alg.to_ascii_uppercase(), v.to_string());
-                }
+            let alg = name.as_str().strip_prefix("x-amz-checksum-").and_then(|a| Algorithm::parse(a).ok());
+            if let (Some(alg), Ok(v)) = (alg, value.to_str()) {
+                m.insert(alg, v.to_string());
             }
         }
     }
@@ -107,12 +105,12 @@ pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<String, S
 
 /// Algorithms the client asked us to compute: the SDK's declared
 /// algorithm and any announced in `x-amz-trailer`.
-pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::HeaderMap) -> Vec<String> {
-    let mut v: Vec<String> = alg.map(|a| a.as_str().to_ascii_uppercase()).into_iter().collect();
+pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::HeaderMap) -> Vec<Algorithm> {
+    let mut v: Vec<Algorithm> = alg.and_then(|a| Algorithm::parse(a.as_str()).ok()).into_iter().collect();
     if let Some(t) = headers.get("x-amz-trailer").and_then(|v| v.to_str().ok()) {
         for name in t.split(',') {
-            if let Some(a) = name.trim().strip_prefix("x-amz-checksum-") {
-                v.push(a.to_ascii_uppercase());
+            if let Some(a) = name.trim().strip_prefix("x-amz-checksum-").and_then(|a| Algorithm::parse(a).ok()) {
+                v.push(a);
             }
         }
     }
@@ -130,63 +128,26 @@ pub fn body_length(headers: &http::HeaderMap, content_length: Option<i64>) -> Op
     (!chunked).then_some(content_length).flatten().and_then(|l| u64::try_from(l).ok())
 }
 
-/// Conditional request headers (RFC 9110 13.2.2 order, as S3 applies it).
-pub struct Conditions<'a> {
-    /// If-Match.
-    pub if_match: Option<&'a ETagCondition>,
-    /// If-None-Match.
-    pub if_none_match: Option<&'a ETagCondition>,
-    /// If-Modified-Since.
-    pub if_modified_since: Option<&'a Timestamp>,
-    /// If-Unmodified-Since.
-    pub if_unmodified_since: Option<&'a Timestamp>,
-}
-
-impl<'a> Conditions<'a> {
-    /// The x-amz-copy-source-if-* conditions of CopyObject/UploadPartCopy.
-    pub fn copy_source(
-        if_match: Option<&'a ETagCondition>,
-        if_none_match: Option<&'a ETagCondition>,
-        if_modified_since: Option<&'a Timestamp>,
-        if_unmodified_since: Option<&'a Timestamp>,
-    ) -> Self {
-        Conditions { if_match, if_none_match, if_modified_since, if_unmodified_since }
+/// The conditional headers of a request (or the x-amz-copy-source-if-*
+/// ones), as the store evaluates them.
+pub fn conditions(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> Conditions {
+    Conditions {
+        if_match: if_match.map(etag_condition),
+        if_none_match: if_none_match.map(etag_condition),
+        if_modified_since: if_modified_since.map(ts_secs),
+        if_unmodified_since: if_unmodified_since.map(ts_secs),
     }
 }
 
-fn cond_matches(c: &ETagCondition, etag: &str) -> bool {
+fn etag_condition(c: &ETagCondition) -> EtagCondition {
     match c.as_etag() {
-        None => true, // "*"
-        Some(e) => e.value() == etag,
-    }
-}
-
-impl Conditions<'_> {
-    /// Evaluates the conditions against an object. `read` selects the
-    /// outcome of a failed If-None-Match / If-Modified-Since: 304 for
-    /// GET/HEAD, 412 for a copy source.
-    pub fn check(&self, info: &ObjectInfo, read: bool) -> Result<(), StoreError> {
-        let modified = unix_secs(info.last_modified);
-        if let Some(c) = self.if_match {
-            if !cond_matches(c, &info.etag) {
-                return Err(StoreError::PreconditionFailed);
-            }
-        } else if let Some(t) = self.if_unmodified_since {
-            if modified > ts_secs(t) {
-                return Err(StoreError::PreconditionFailed);
-            }
-        }
-        let not_modified = if read { StoreError::NotModified } else { StoreError::PreconditionFailed };
-        if let Some(c) = self.if_none_match {
-            if cond_matches(c, &info.etag) {
-                return Err(not_modified);
-            }
-        } else if let Some(t) = self.if_modified_since {
-            if modified <= ts_secs(t) {
-                return Err(not_modified);
-            }
-        }
-        Ok(())
+        None => EtagCondition::Any,
+        Some(e) => EtagCondition::Tags(vec![e.value().to_string()]),
     }
 }
 

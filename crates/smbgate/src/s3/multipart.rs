@@ -10,7 +10,8 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use super::convert::*;
 use super::object::copy_source;
 use super::{s3_error, Gateway};
-use crate::store::object::PutRequest;
+use crate::store::checksum::Algorithm;
+use crate::store::types::PutRequest;
 
 pub async fn create(
     gw: &Gateway,
@@ -59,14 +60,14 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         .upload_part(&i.bucket, &i.key, &i.upload_id, i.part_number, body, put, || trailer_checksums(&trailers))
         .await
         .map_err(s3_error)?;
-    let c = |k: &str| r.checksums.get(k).cloned();
+    let c = |a: Algorithm| r.checksums.get(&a).cloned();
     Ok(S3Response::new(UploadPartOutput {
         e_tag: Some(etag(&r.etag)),
-        checksum_crc32: c("CRC32"),
-        checksum_crc32c: c("CRC32C"),
-        checksum_crc64nvme: c("CRC64NVME"),
-        checksum_sha1: c("SHA1"),
-        checksum_sha256: c("SHA256"),
+        checksum_crc32: c(Algorithm::Crc32),
+        checksum_crc32c: c(Algorithm::Crc32c),
+        checksum_crc64nvme: c(Algorithm::Crc64nvme),
+        checksum_sha1: c(Algorithm::Sha1),
+        checksum_sha256: c(Algorithm::Sha256),
         ..Default::default()
     }))
 }
@@ -95,7 +96,7 @@ pub async fn upload_part_copy(
     let i = req.input;
     let (sb, sk) = copy_source(&i.copy_source)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
-    let cond = Conditions::copy_source(
+    let cond = conditions(
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
         i.copy_source_if_modified_since.as_ref(),
@@ -104,7 +105,7 @@ pub async fn upload_part_copy(
     let (info, r) = gw
         .store
         .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {
-            cond.check(info, false)
+            cond.check_copy_source(info)
         })
         .await
         .map_err(s3_error)?;
@@ -138,11 +139,11 @@ pub async fn complete(
     }
     // Validate before committing to a 200 with keep-alive whitespace, so
     // request errors get their own status code.
-    gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await.map_err(s3_error)?;
+    let plan = gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await.map_err(s3_error)?;
     let store = gw.store.clone();
-    let (bucket, key, id) = (i.bucket, i.key, i.upload_id);
+    let (bucket, key) = (i.bucket, i.key);
     let fut = async move {
-        let r = store.complete_upload(&bucket, &key, &id, &parts).await.map_err(s3_error)?;
+        let r = store.complete_upload(plan).await.map_err(s3_error)?;
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),
             key: Some(key.clone()),

@@ -7,8 +7,9 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use super::bucket::full_control;
 use super::convert::*;
 use super::{s3_error, Gateway};
+use crate::store::checksum::Algorithm;
 use crate::store::keys::map_key;
-use crate::store::object::{ObjectInfo, PutRequest, Target};
+use crate::store::types::{ObjectInfo, PutRequest, Target};
 use crate::store::StoreError;
 
 /// Bytes read together with the open of a GET.
@@ -18,8 +19,7 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     if !enabled {
         return Default::default();
     }
-    let c = &info.meta.checksums;
-    ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"].map(|k| c.get(k).cloned())
+    super::convert::checksum_fields(&info.meta.checksums)
 }
 
 /// Builds a GetObjectOutput or HeadObjectOutput: the headers both share
@@ -82,22 +82,21 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         ),
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
         content_length: body_length(&headers, i.content_length),
-        if_match: i.if_match.as_ref().map(|c| c.as_etag().map(|e| e.value().to_string()).unwrap_or_else(|| "*".into())),
-        if_none_match: i.if_none_match.is_some(),
+        conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
     };
     let body = i.body.unwrap_or_else(|| {
         s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
     });
     let r =
         gw.store.put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers)).await.map_err(s3_error)?;
-    let c = |k: &str| r.checksums.get(k).cloned();
+    let c = |a: Algorithm| r.checksums.get(&a).cloned();
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(etag(&r.etag)),
-        checksum_crc32: c("CRC32"),
-        checksum_crc32c: c("CRC32C"),
-        checksum_crc64nvme: c("CRC64NVME"),
-        checksum_sha1: c("SHA1"),
-        checksum_sha256: c("SHA256"),
+        checksum_crc32: c(Algorithm::Crc32),
+        checksum_crc32c: c(Algorithm::Crc32c),
+        checksum_crc64nvme: c(Algorithm::Crc64nvme),
+        checksum_sha1: c(Algorithm::Sha1),
+        checksum_sha256: c(Algorithm::Sha256),
         ..Default::default()
     }))
 }
@@ -154,25 +153,17 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         _ => None,
     };
     let (opened, info, head) = gw.store.open_object(&i.bucket, &i.key, read).await.map_err(s3_error)?;
-    let cond = Conditions {
-        if_match: i.if_match.as_ref(),
-        if_none_match: i.if_none_match.as_ref(),
-        if_modified_since: i.if_modified_since.as_ref(),
-        if_unmodified_since: i.if_unmodified_since.as_ref(),
-    };
-    if let Err(e) = cond.check(&info, true) {
-        opened.close().await;
-        return Err(not_modified_error(e, &info));
-    }
-    let (range, partial) = match resolve_range(&info, i.part_number, i.range.as_ref()) {
-        Ok(r) => r,
-        Err(e) => {
-            opened.close().await;
-            return Err(e);
-        }
-    };
+    let cond = conditions(
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+    );
+    // On an early return the handle closes itself.
+    cond.check_read(&info).map_err(|e| not_modified_error(e, &info))?;
+    let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
     let head = head.filter(|_| read.is_some_and(|(off, _)| off == range.start));
-    let body = gw.store.stream_object(opened, &info, range.clone(), head);
+    let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), head);
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),
     });
@@ -198,13 +189,13 @@ fn resolve_range(
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
-    let cond = Conditions {
-        if_match: i.if_match.as_ref(),
-        if_none_match: i.if_none_match.as_ref(),
-        if_modified_since: i.if_modified_since.as_ref(),
-        if_unmodified_since: i.if_unmodified_since.as_ref(),
-    };
-    cond.check(&info, true).map_err(|e| not_modified_error(e, &info))?;
+    let cond = conditions(
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+    );
+    cond.check_read(&info).map_err(|e| not_modified_error(e, &info))?;
     let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
     resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
@@ -216,15 +207,8 @@ pub async fn delete_object(
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
-    if let Some(c) = &i.if_match {
-        match gw.store.head_object(&i.bucket, &i.key).await {
-            Ok(info) if c.as_etag().is_none_or(|e| e.value() == info.etag) => {}
-            Ok(_) => return Err(s3_error(StoreError::PreconditionFailed)),
-            Err(StoreError::NoSuchKey) => return Err(s3_error(StoreError::NoSuchKey)),
-            Err(e) => return Err(s3_error(e)),
-        }
-    }
-    gw.store.delete_object(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let cond = conditions(i.if_match.as_ref(), None, None, None);
+    gw.store.delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -238,7 +222,7 @@ pub async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
-        match gw.store.delete_object(&i.bucket, &obj.key).await {
+        match gw.store.delete_object(&i.bucket, &obj.key, &Default::default()).await {
             Ok(()) => {
                 if !quiet {
                     deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
@@ -287,7 +271,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             i.metadata,
         )
     });
-    let cond = Conditions::copy_source(
+    let cond = conditions(
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
         i.copy_source_if_modified_since.as_ref(),
@@ -296,7 +280,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     let target = Target::Object { bucket: i.bucket.clone(), key: map_key(&i.key).map_err(|e| s3_error(e.into()))? };
     let (_, r) = gw
         .store
-        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check(info, false))
+        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info))
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(CopyObjectOutput {

@@ -20,7 +20,7 @@ impl Store {
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let tree = self.tree().await?;
         let mut out: Vec<BucketInfo> = tree
-            .list_dir(&self.path(""))
+            .list_dir(self.root())
             .await?
             .into_iter()
             .filter(|e| e.times.is_directory() && !e.name.eq_ignore_ascii_case(INTERNAL) && !e.name.starts_with('.'))

@@ -287,10 +287,12 @@ fn is_internal(component: &str) -> bool {
         || component.chars().flat_map(char::to_lowercase).eq(INTERNAL_DIR.chars())
 }
 
-/// The SMB path of a mapped key, relative to its bucket: the components joined
-/// with `\`. A directory marker has no trailing separator.
-pub fn smb_path(m: &MappedKey) -> String {
-    m.components.join("\\")
+impl MappedKey {
+    /// The S3 key this mapping came from.
+    pub fn original(&self) -> String {
+        let comps: Vec<&str> = self.components.iter().map(String::as_str).collect();
+        key_from_components(&comps, self.dir_marker)
+    }
 }
 
 /// The S3 key for encoded components found on the share: each is decoded,
@@ -306,6 +308,7 @@ pub fn key_from_components(components: &[&str], dir_marker: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::path::SharePath;
     use proptest::prelude::*;
 
     /// Maps `key`, checks that it round-trips, and returns the components.
@@ -457,12 +460,12 @@ mod tests {
     fn directory_markers() {
         let m = map_key("dir/").unwrap();
         assert_eq!(m, MappedKey { components: vec!["dir".into()], dir_marker: true });
-        assert_eq!(smb_path(&m), "dir");
+        assert_eq!(SharePath::default().join_key(&m).as_str(), "dir");
         assert_eq!(key_from_components(&["dir"], true), "dir/");
         let m = map_key("a/b:c/").unwrap();
         assert_eq!(m.components, ["a", "b\u{F022}c"]);
         assert!(m.dir_marker);
-        assert_eq!(smb_path(&m), "a\\b\u{F022}c");
+        assert_eq!(SharePath::default().join_key(&m).as_str(), "a\\b\u{F022}c");
         assert_eq!(key_from_components(&["a", "b\u{F022}c"], true), "a/b:c/");
         assert_eq!(map_key("dot./").unwrap().components, ["dot\u{F029}"]);
     }
@@ -470,7 +473,7 @@ mod tests {
     #[test]
     fn smb_paths_use_backslashes() {
         let m = map_key("a/b\\c/d").unwrap();
-        assert_eq!(smb_path(&m), "a\\b\u{F026}c\\d");
+        assert_eq!(SharePath::default().join_key(&m).as_str(), "a\\b\u{F026}c\\d");
     }
 
     #[test]

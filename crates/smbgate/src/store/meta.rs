@@ -43,10 +43,10 @@ pub struct ObjectMeta {
     /// `x-amz-meta-*` without the prefix.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user: BTreeMap<String, String>,
-    /// Checksums by algorithm name (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`,
-    /// `SHA256`), base64 as S3 returns them.
+    /// Checksums by algorithm (stored under S3's names: `CRC32`, `CRC32C`,
+    /// `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3 returns them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub checksums: BTreeMap<String, String>,
+    pub checksums: BTreeMap<super::checksum::Algorithm, String>,
     /// Part sizes of a multipart object, in bytes, for `partNumber` GETs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u64>,

@@ -8,34 +8,41 @@
 //! on its pooled connections, so a refused rename is tried again from each
 //! of the other pooled connections before it backs off (BUG-CLASSES 13).
 
-use smb_client::Tree;
-use smb_proto::create::{access, attributes, options, share, CloseRequest, CreateRequest, Disposition, FileId};
-use smb_proto::info::SetFileInfo;
-use smb_proto::query::SetInfoRequest;
+use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
 use super::error::{is_bad_path, is_not_found};
 use super::keys::MappedKey;
-use super::object::Target;
+use super::share::{self, TempFile};
+use super::types::Target;
 use super::{retry_busy, Store, StoreError, StoreResult};
 
 impl Store {
-    /// Renames the open temporary file `fid` (at share-relative `source`,
-    /// opened with share-delete) over `target`, creating parent
-    /// directories as needed.
+    /// Publishes a verified temp file at `target`; see [`Store::publish`].
+    /// Marks the temp file as being published first, so that a request
+    /// dropped mid-rename never deletes the object it just published.
+    pub(crate) async fn publish_temp(&self, temp: &TempFile, target: &Target) -> StoreResult<()> {
+        temp.publishing();
+        self.publish(temp.handle(), temp.path(), target).await
+    }
+
+    /// Renames the open file `file` (at share-relative `source`, opened
+    /// with share-delete) over `target`, creating parent directories as
+    /// needed.
     ///
     /// Errors: NoSuchBucket; Conflict (a prefix of the key is an object,
     /// or the key is a directory); NameTooLong / InvalidArgument (names the
     /// server cannot hold); NoSuchUpload (a part's upload is gone); Busy
     /// (503 SlowDown: the target stays open on every connection, or another
     /// upload of the part holds its record); SMB errors otherwise.
-    pub(crate) async fn publish(&self, tree: &Tree, fid: FileId, source: &str, target: &Target) -> StoreResult<()> {
+    pub(crate) async fn publish(&self, file: &Handle, source: &str, target: &Target) -> StoreResult<()> {
+        let tree = file.tree();
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),
             Target::Part(path) => {
                 // Not retried elsewhere: a part record is held open only by
                 // another upload of that part, which must win or lose whole.
-                return match retry_busy(|| tree.rename(fid, path, true)).await {
+                return match retry_busy(|| share::rename(file, path)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
                     Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => {
@@ -48,7 +55,7 @@ impl Store {
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
         let target = self.object_path(bucket, mapped);
-        match self.rename_over(tree, fid, source, &target).await {
+        match self.rename_over(file, source, &target).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
             Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
@@ -57,7 +64,7 @@ impl Store {
         // prefix.
         self.check_bucket(tree, bucket).await?;
         self.make_parents(tree, bucket, mapped).await?;
-        match self.rename_over(tree, fid, source, &target).await {
+        match self.rename_over(file, source, &target).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
         }
@@ -67,16 +74,17 @@ impl Store {
     /// through `fid` on its own connection, then, if that connection holds
     /// the target open, through a new handle on `source` from each other
     /// pooled connection.
-    async fn rename_over(&self, tree: &Tree, fid: FileId, source: &str, target: &str) -> Result<(), smb_client::Error> {
+    async fn rename_over(&self, file: &Handle, source: &str, target: &str) -> Result<(), smb_client::Error> {
+        let tree = file.tree();
         retry_busy(|| async {
-            let refused = match tree.rename(fid, target, true).await {
+            let refused = match share::rename(file, target).await {
                 Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => e,
                 r => return r,
             };
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
             let others = self.pool().spread(usize::MAX).into_iter().filter(|t| !t.conn().same_as(tree.conn()));
             for other in others {
-                match rename_through_new_handle(&other, source, target).await {
+                match share::rename_through_new_handle(&other, source, target).await {
                     Ok(()) => return Ok(()),
                     Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {}
                     Err(e) => {
@@ -131,9 +139,9 @@ impl Store {
     /// meets a sharing violation. Tells a rename refused because the target
     /// is open from one refused by permissions.
     async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
-        match tree.create(&delete_open(path, 0)).await {
+        match share::open_for_delete(tree, path, true).await {
             Ok(f) => {
-                let _ = tree.close(f.file_id).await;
+                let _ = f.close().await;
                 false
             }
             Err(e) => e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION),
@@ -146,17 +154,14 @@ impl Store {
     /// Errors: Conflict if a prefix of the key is an existing object.
     pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
         let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
-        let mut path = self.bucket_path(bucket);
-        for c in &mapped.components[..n] {
-            path.push('\\');
-            path.push_str(c);
+        for path in self.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
             match tree.mkdir(&path).await {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
                     if !tree.stat(&path).await?.is_directory() {
                         return Err(StoreError::Conflict(format!(
                             "a prefix of the key is an existing object ({}); an SMB share cannot hold both",
-                            path.rsplit('\\').next().unwrap_or("")
+                            super::keys::decode_component(path.leaf())
                         )));
                     }
                 }
@@ -170,34 +175,5 @@ impl Store {
     }
 }
 
-/// An open of the existing file `name` for DELETE (what a rename needs),
-/// sharing `share_access` with other handles (0: exclusive, as a probe).
-pub(crate) fn delete_open(name: &str, share_access: u32) -> CreateRequest<'_> {
-    CreateRequest {
-        name,
-        oplock_level: 0,
-        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-        file_attributes: attributes::NORMAL,
-        share_access,
-        disposition: Disposition::Open,
-        options: options::NON_DIRECTORY_FILE,
-        contexts: &[],
-    }
-}
-
 /// Statuses of a rename refused because a file is open somewhere.
 const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
-
-/// CREATE(`source`, DELETE) + SET_INFO(rename over `target`) + CLOSE in one
-/// compound on `tree`. Returns the first failing status.
-async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str) -> Result<(), smb_client::Error> {
-    let name = smb_client::tree::smb_path(source);
-    let open = delete_open(&name, share::ALL);
-    let t = smb_client::tree::smb_path(target);
-    let rename =
-        SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
-    let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
-    let rs = tree.compound(&[&open, &rename, &close]).await?;
-    // A failed CLOSE after the rename does not undo it.
-    smb_client::tree::first_error(&rs[..2])
-}

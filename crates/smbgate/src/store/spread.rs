@@ -9,17 +9,18 @@
 
 use smb_client::pipeline::PipelinedWriter;
 use smb_client::tree::Tree;
-use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition, FileId};
+use smb_client::Handle;
 
 use super::budget::Held;
-use super::{Store, StoreResult};
+use super::{share, Store, StoreResult};
 
 /// One connection's writer into the file.
 struct Lane {
     tree: Tree,
-    file_id: FileId,
-    /// Opened here (closed here); lane 0 belongs to the caller.
-    own: bool,
+    /// The lane's own handle, opened here; `None` for lane 0, the caller's.
+    /// Closes itself when the writer is dropped on an error path, so the
+    /// caller's cleanup (delete or retry) is not blocked by it.
+    own: Option<Handle>,
     writer: PipelinedWriter,
 }
 
@@ -43,18 +44,19 @@ pub(crate) struct SpreadWriter {
 const MIN_WRITE_BEHIND: u64 = 1 << 20;
 
 impl SpreadWriter {
-    /// A writer of body bytes to `path` (already open as `file_id` on
-    /// `tree`) starting at file offset `base`. Its bytes in flight come from
+    /// A writer of body bytes to `path` (already open as `file`) starting at
+    /// file offset `base`. Its bytes in flight come from
     /// the store's write-behind budget (at least [`MIN_WRITE_BEHIND`]), and
     /// it uses no more lanes than that budget fills with segments.
-    pub(crate) fn new(store: &Store, tree: &Tree, file_id: FileId, path: &str, base: u64) -> SpreadWriter {
+    pub(crate) fn new(store: &Store, file: &Handle, path: &str, base: u64) -> SpreadWriter {
+        let tree = file.tree();
         let opts = store.options();
         let segment = opts.segment_size.max(1 << 20);
         let (granted, held) = store.write_behind().take_up_to(store.in_flight() as u64);
         let in_flight = granted.max(MIN_WRITE_BEHIND);
         let want_lanes = opts.put_parallel.clamp(1, (in_flight / segment).max(1) as usize);
         let lane_budget = (in_flight as usize / want_lanes).max(MIN_WRITE_BEHIND as usize);
-        let first = Lane { tree: tree.clone(), file_id, own: false, writer: tree.writer(file_id, base, lane_budget) };
+        let first = Lane { tree: tree.clone(), own: None, writer: tree.writer(file.id(), base, lane_budget) };
         SpreadWriter {
             store: store.clone(),
             path: path.to_string(),
@@ -115,20 +117,10 @@ impl SpreadWriter {
             .spread(self.want_lanes)
             .into_iter()
             .find(|t| !self.lanes.iter().any(|l| l.tree.conn().same_as(t.conn())))?;
-        let req = CreateRequest {
-            name: &self.path,
-            oplock_level: 0,
-            desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
-            file_attributes: attributes::NORMAL,
-            share_access: share::ALL,
-            disposition: Disposition::Open,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
-        match tree.create(&req).await {
+        match share::open_lane(&tree, &self.path).await {
             Ok(f) => {
-                let writer = tree.writer(f.file_id, 0, self.lane_budget);
-                Some(Lane { tree, file_id: f.file_id, own: true, writer })
+                let writer = tree.writer(f.id(), 0, self.lane_budget);
+                Some(Lane { tree, own: Some(f), writer })
             }
             Err(e) => {
                 tracing::debug!(error = %e, "parallel PUT lane not opened; continuing with fewer lanes");
@@ -151,25 +143,13 @@ impl SpreadWriter {
                     first_err.get_or_insert(e);
                 }
             }
-            if lane.own {
-                let _ = lane.tree.close(lane.file_id).await;
+            if let Some(own) = lane.own {
+                let _ = own.close().await;
             }
         }
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(total),
-        }
-    }
-}
-
-impl Drop for SpreadWriter {
-    fn drop(&mut self) {
-        // Dropped on an error path: close the extra handles so the caller's
-        // cleanup (delete or retry) is not blocked by them.
-        for lane in self.lanes.drain(..).filter(|l| l.own) {
-            tokio::spawn(async move {
-                let _ = lane.tree.close(lane.file_id).await;
-            });
         }
     }
 }

@@ -1,23 +1,25 @@
-//! ListObjects over the share: an SMB [`DirSource`] for the S3-order walk
-//! in [`super::list`], and ETags for the returned objects fetched with
+//! ListObjects over the share: the SMB directory source for the S3-order
+//! walk in [`super::walk`], and ETags for the returned objects fetched with
 //! concurrent CREATE+QUERY_INFO+CLOSE compounds.
 
 use futures::stream::{self, StreamExt};
 use smb_client::Tree;
 
 use super::error::is_not_found;
-use super::keys::{decode_component, encode_component};
-use super::list::{list, DirItem, DirSource, ListRequest, ListResult, Listed};
+use super::keys::map_key;
+use super::keys::{self, decode_component, encode_component};
 use super::meta::derived_etag;
-use super::object::{object_info, read_create};
-use super::{open_with_meta, Store, StoreError, StoreResult};
+use super::path::SharePath;
+use super::types::ObjectInfo;
+use super::walk::{list, DirItem, DirSource, ListRequest, ListResult, Listed};
+use super::{share, Store, StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
 const ETAG_CONCURRENCY: usize = 64;
 
 struct SmbSource<'a> {
     tree: Tree,
-    bucket_path: String,
+    bucket_path: SharePath,
     cache: &'a DirCache,
     /// Continuation pages may reuse a recent listing of a directory.
     reuse: bool,
@@ -63,12 +65,7 @@ impl DirCache {
 
 impl SmbSource<'_> {
     fn dir_path(&self, path: &[String]) -> String {
-        let mut p = self.bucket_path.clone();
-        for c in path {
-            p.push('\\');
-            p.push_str(&encode_component(c));
-        }
-        p
+        path.iter().fold(self.bucket_path.clone(), |p, c| p.join(&encode_component(c))).to_string()
     }
 }
 
@@ -152,8 +149,9 @@ impl Store {
             if let Some((dirs, _)) =
                 req.prefix.rsplit_once('/').filter(|(d, _)| d.split('/').all(|c| !matches!(c, "" | "." | "..")))
             {
-                let comps: Vec<String> = dirs.split('/').map(encode_component).collect();
-                if self.case_mismatch(&tree, bucket, &comps).await?.is_some() {
+                let dir_key =
+                    keys::MappedKey { components: dirs.split('/').map(encode_component).collect(), dir_marker: true };
+                if self.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
                     return Ok(ListResult::default());
                 }
             }
@@ -161,7 +159,7 @@ impl Store {
         let src = SmbSource {
             tree: tree.clone(),
             bucket_path: self.bucket_path(bucket),
-            cache: &self.dir_cache,
+            cache: &self.inner.dir_cache,
             reuse: continuation,
         };
         let mut page = list(&src, req).await?;
@@ -183,16 +181,16 @@ impl Store {
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
                 let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
-                let path = key_path(&bucket_path, &key);
+                let path = map_key(&key).map(|m| bucket_path.join_key(&m));
                 async move {
-                    let r = open_with_meta(&tree, &read_create(&path), None, true).await;
-                    let v = match r {
-                        Ok((c, meta, _)) => {
+                    let Ok(path) = path else { return (i, Ok(None)) };
+                    let v = match share::stat_with_meta(&tree, &path).await {
+                        Ok((c, meta)) => {
                             let is_marker = key.ends_with('/');
                             if c.times.is_directory() && !(is_marker && meta.as_ref().is_some_and(|m| m.marker)) {
                                 Ok(None)
                             } else {
-                                let info = object_info(&c, meta, &path);
+                                let info = ObjectInfo::new(&c, meta, &path);
                                 Ok(Some((info.etag, info.size, info.last_modified)))
                             }
                         }
@@ -224,13 +222,4 @@ impl Store {
         }
         Ok(page)
     }
-}
-
-fn key_path(bucket_path: &str, key: &str) -> String {
-    let mut p = bucket_path.to_string();
-    for c in key.trim_end_matches('/').split('/') {
-        p.push('\\');
-        p.push_str(&encode_component(c));
-    }
-    p
 }

@@ -19,10 +19,11 @@ use futures::Stream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-use crate::store::object::{read_create, ObjectInfo};
-use crate::store::{Opened, Store};
-use smb_client::tree::Tree;
-use smb_proto::create::FileId;
+use smb_client::Handle;
+
+use super::share;
+use super::types::{ObjectInfo, Opened};
+use super::Store;
 
 /// The response body: bytes from the segment pipeline, in order.
 pub struct BodyStream {
@@ -41,6 +42,9 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
 }
 
 /// Starts streaming `range` of the opened object; see the module docs.
+/// `head`, if given, holds bytes already read from `range.start`. Every
+/// handle the stream opens or is given closes when the stream ends or is
+/// dropped.
 pub fn object_stream(
     store: Store,
     opened: Opened,
@@ -104,7 +108,7 @@ async fn run(
     let (granted, _ahead) = store.read_ahead().take_up_to(store.in_flight() as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window == 1 || len <= 2 * seg {
-        return stream_resuming(store, info, Some((opened.tree, opened.file_id)), range, in_flight, tx).await;
+        return stream_resuming(store, info, Some(opened.handle), range, in_flight, tx).await;
     }
     // The head segment streams from the open handle while up to W - 1
     // following ones are fetched on other connections. A segment is fetched
@@ -142,8 +146,8 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let r = read_segment(&o.tree, o.file_id, s.clone(), in_flight).await;
-                            tokio::spawn(o.close());
+                            let r = read_segment(&o.handle, s.clone(), in_flight).await;
+                            drop(o); // closed by its connection, without delaying the body
                             let data = match r {
                                 Ok((data, got)) if got == want => data,
                                 Ok((_, got)) => {
@@ -160,7 +164,7 @@ async fn run(
                                 return Ok(());
                             }
                         }
-                        Some(o) => stream_resuming(store, info, Some((o.tree, o.file_id)), s, in_flight, tx).await?,
+                        Some(o) => stream_resuming(store, info, Some(o.handle), s, in_flight, tx).await?,
                         None if whole => {
                             let data = fetch_segment(store.clone(), info.clone(), s).await?;
                             if !send_all(tx, data).await {
@@ -203,9 +207,7 @@ async fn run(
             }
         });
     }
-    if let Some(o) = own {
-        tokio::spawn(o.close());
-    }
+    drop(own);
     result
 }
 
@@ -221,7 +223,7 @@ async fn run(
 async fn stream_resuming(
     store: &Store,
     info: &ObjectInfo,
-    mut first: Option<(Tree, FileId)>,
+    mut first: Option<Handle>,
     range: Range<u64>,
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
@@ -231,7 +233,7 @@ async fn stream_resuming(
     loop {
         attempt += 1;
         let from = pos;
-        let (tree, file_id) = match first.take() {
+        let handle = match first.take() {
             Some(h) => h,
             None => match open_same(store, info).await {
                 Ok(h) => h,
@@ -243,11 +245,9 @@ async fn stream_resuming(
                 Err(e) => return Err(e.into_io()),
             },
         };
-        let r = stream_from(&tree, file_id, pos..range.end, in_flight, tx, &mut pos).await;
-        // Don't hold the end of the body for the CLOSE.
-        tokio::spawn(async move {
-            let _ = tree.close(file_id).await;
-        });
+        let r = stream_from(&handle, pos..range.end, in_flight, tx, &mut pos).await;
+        // Closed by its connection: the end of the body does not wait for it.
+        drop(handle);
         match r {
             Ok(()) if pos < range.end && !tx.is_closed() => {
                 let (got, want) = (pos - range.start, range.end - range.start);
@@ -272,14 +272,13 @@ async fn stream_resuming(
 /// `pos` past each chunk handed to the body. Returns early (Ok) if the
 /// client went away or the file ended.
 async fn stream_from(
-    tree: &Tree,
-    file_id: FileId,
+    handle: &Handle,
     range: Range<u64>,
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     pos: &mut u64,
 ) -> Result<(), smb_client::Error> {
-    let mut r = tree.reader(file_id, range.start, range.end - range.start, in_flight)?;
+    let mut r = handle.tree().reader(handle.id(), range.start, range.end - range.start, in_flight)?;
     while let Some(b) = r.next().await? {
         let n = b.len() as u64;
         if tx.send(Ok(b)).await.is_err() {
@@ -337,21 +336,21 @@ impl FetchError {
 /// Opens the object again on a pooled connection and checks it is the
 /// generation the GET started with: same size, LastWriteTime and on-disk
 /// file id (when the server reports one).
-async fn open_same(store: &Store, info: &ObjectInfo) -> Result<(Tree, FileId), FetchError> {
+async fn open_same(store: &Store, info: &ObjectInfo) -> Result<Handle, FetchError> {
     let tree = store.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
-    let f = tree.create(&read_create(&info.path)).await.map_err(|e| FetchError::Other(io_err(e)))?;
-    let other_file = matches!((info.disk_id, f.on_disk_id()), (Some(a), Some(b)) if a != b);
-    if f.times.end_of_file != info.size || f.times.last_write != info.last_modified || other_file {
-        let _ = tree.close(f.file_id).await;
+    let f = share::open_read(&tree, &info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
+    let c = f.info();
+    let other_file = matches!((info.disk_id, c.on_disk_id()), (Some(a), Some(b)) if a != b);
+    if c.times.end_of_file != info.size || c.times.last_write != info.last_modified || other_file {
         return Err(FetchError::Changed);
     }
-    Ok((tree, f.file_id))
+    Ok(f)
 }
 
 async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
-    let (tree, file_id) = open_same(store, info).await?;
-    let r = read_segment(&tree, file_id, seg.clone(), store.in_flight()).await;
-    let _ = tree.close(file_id).await;
+    let handle = open_same(store, info).await?;
+    let r = read_segment(&handle, seg.clone(), store.in_flight()).await;
+    drop(handle);
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {
         return Err(FetchError::Changed);
@@ -364,19 +363,20 @@ async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result
 ///
 /// Errors: a transport or NTSTATUS error.
 async fn read_segment(
-    tree: &Tree,
-    file_id: FileId,
+    handle: &Handle,
     seg: Range<u64>,
     in_flight: usize,
 ) -> Result<(Vec<Bytes>, u64), smb_client::Error> {
     let mut out = Vec::new();
     let mut got = 0u64;
-    tree.read_pipelined(file_id, seg.start, seg.end - seg.start, in_flight, |b| {
-        got += b.len() as u64;
-        out.push(b);
-        Ok(())
-    })
-    .await?;
+    handle
+        .tree()
+        .read_pipelined(handle.id(), seg.start, seg.end - seg.start, in_flight, |b| {
+            got += b.len() as u64;
+            out.push(b);
+            Ok(())
+        })
+        .await?;
     Ok((out, got))
 }
 

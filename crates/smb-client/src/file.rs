@@ -1,0 +1,84 @@
+//! An open file or directory that closes itself (failure class 26).
+//!
+//! A [`Handle`] owns one FileId on the connection that opened it. Close it
+//! with [`Handle::close`] to learn the CLOSE's answer. Otherwise dropping
+//! it (an early return, an error between two steps, a request future
+//! dropped because the client hung up) queues the CLOSE on the
+//! connection's reaper, without blocking.
+
+use smb_proto::create::{CloseResponse, CreateResponse, FileId};
+
+use crate::connection::Response;
+use crate::error::Result;
+use crate::tree::Tree;
+
+/// An open handle on one tree; closes itself on drop.
+pub struct Handle {
+    tree: Tree,
+    create: CreateResponse,
+    /// False once closed (or closed by a compound that held it).
+    open: bool,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("file_id", &self.create.file_id).field("open", &self.open).finish()
+    }
+}
+
+impl Handle {
+    /// Takes ownership of the handle a CREATE answer opened on `tree`.
+    ///
+    /// Errors: the CREATE failed ([`crate::Error::Status`] with its
+    /// NTSTATUS) or its answer does not decode.
+    pub fn from_response(tree: &Tree, r: Response) -> Result<Handle> {
+        let create = r.into_create()?;
+        Ok(Handle { tree: tree.clone(), create, open: true })
+    }
+
+    /// Takes ownership of a handle already opened (and claimed) on `tree`.
+    pub fn adopt(tree: &Tree, create: CreateResponse) -> Handle {
+        Handle { tree: tree.clone(), create, open: true }
+    }
+
+    /// The FileId, for requests on this handle.
+    pub fn id(&self) -> FileId {
+        self.create.file_id
+    }
+
+    /// What the CREATE answered: times, size, attributes, contexts.
+    pub fn info(&self) -> &CreateResponse {
+        &self.create
+    }
+
+    /// The tree, and so the connection, the handle lives on.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// CLOSE with post-query attributes (MS-SMB2 2.2.15), awaited. If this
+    /// future is dropped before the answer, the reaper closes the handle
+    /// again (a second CLOSE of a closed FileId only fails).
+    ///
+    /// Errors: the CLOSE's NTSTATUS, or a connection error (the server then
+    /// closes the handle with the session).
+    pub async fn close(mut self) -> Result<CloseResponse> {
+        let r = self.tree.close(self.create.file_id).await;
+        self.open = false;
+        r
+    }
+
+    /// The handle was closed by a compound that also held a CLOSE of it
+    /// (`FileId::RELATED`) or by the server: forget it without a CLOSE.
+    pub fn closed_elsewhere(mut self) {
+        self.open = false;
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.open {
+            self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Handles that close themselves, against a real smbd (failure class 26):
+//! a dropped [`Handle`], a CREATE whose caller went away before the answer,
+//! and a directory listing abandoned between pages leave nothing open on
+//! the server (`smbstatus -L`).
+
+mod common;
+
+use std::task::Poll;
+
+use common::Samba;
+use smb_client::Session;
+use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition};
+
+fn create_new(name: &str) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE,
+        file_attributes: attributes::NORMAL,
+        share_access: share::ALL,
+        disposition: Disposition::OverwriteIf,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_handle_is_closed_on_its_connection() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let h = t.open(&create_new("dropped.bin")).await.expect("open");
+    assert_eq!(smb.open_files("dropped.bin").len(), 1, "open while the handle lives");
+    drop(h);
+    assert_eq!(smb.wait_closed("dropped.bin").await, Vec::<String>::new());
+    assert_eq!(t.conn().handles_reaped(), 1);
+
+    // An explicit close is not closed twice.
+    let h = t.open(&create_new("closed.bin")).await.expect("open");
+    h.close().await.expect("close");
+    assert!(smb.open_files("closed.bin").is_empty());
+    assert_eq!(t.conn().handles_reaped(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_caller_went_away_is_closed_when_its_answer_arrives() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    for i in 0..8 {
+        let name = format!("orphan-{i}.bin");
+        let req = create_new(&name);
+        // One poll sends the CREATE; dropping the future before its answer
+        // is what a client hanging up mid-request does.
+        let mut fut = Box::pin(t.create(&req));
+        let first = futures::poll!(fut.as_mut());
+        assert!(matches!(first, Poll::Pending), "the answer cannot be here before one poll");
+        drop(fut);
+    }
+    // A compound whose caller stops between the answers (CREATE +
+    // QUERY_DIRECTORY, as a directory listing sends them).
+    smb.smbclient("mkdir listed");
+    for i in 0..4 {
+        let mut fut = Box::pin(t.list_dir("listed"));
+        let _ = futures::poll!(fut.as_mut());
+        drop(fut);
+        let _ = i;
+    }
+    assert_eq!(smb.wait_closed("orphan-").await, Vec::<String>::new());
+    assert_eq!(smb.wait_closed("listed").await, Vec::<String>::new());
+    assert!(t.conn().handles_reaped() >= 8, "reaped {}", t.conn().handles_reaped());
+    // The connection is still good.
+    t.stat("orphan-0.bin").await.expect("stat after reaping");
+}

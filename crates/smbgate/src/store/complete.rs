@@ -1,0 +1,197 @@
+//! CompleteMultipartUpload: check the requested parts once (a
+//! [`CompletePlan`]), then assemble the object: in place when the parts
+//! are 1..N of one size (a truncate and a rename of the upload's data
+//! file), else by server-side copies (COPYCHUNK) into a temp file.
+
+use std::collections::BTreeMap;
+
+use md5::{Digest, Md5};
+
+use super::keys::{map_key, MappedKey};
+use super::meta::ObjectMeta;
+use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
+use super::share::{self, TempFile};
+use super::types::{PutResult, Target};
+use super::{Store, StoreError, StoreResult};
+
+/// A checked CompleteMultipartUpload: what will be published.
+#[derive(Debug, Clone)]
+pub struct CompletePlan {
+    /// Target bucket.
+    pub bucket: String,
+    /// Target key, mapped.
+    pub key: MappedKey,
+    /// The UploadId.
+    pub upload_id: String,
+    /// The upload's record (metadata for the object).
+    pub record: UploadRecord,
+    /// The chosen parts, in order.
+    pub parts: Vec<PartInfo>,
+    /// The multipart ETag (`md5-of-part-md5s-N`), unquoted.
+    pub etag: String,
+}
+
+impl Store {
+    /// Checks a CompleteMultipartUpload request without changing anything.
+    /// `requested` is `(part number, ETag)` in request order.
+    ///
+    /// Errors: NoSuchUpload, InvalidPart, InvalidPartOrder, EntityTooSmall,
+    /// InvalidArgument (no parts), and conflicts with existing names
+    /// (found now, not after a 200 has started).
+    pub async fn plan_complete(
+        &self,
+        bucket: &str,
+        key: &str,
+        id: &str,
+        requested: &[(i32, String)],
+    ) -> StoreResult<CompletePlan> {
+        let record = self.check_upload(bucket, key, id).await?;
+        if requested.is_empty() {
+            return Err(StoreError::InvalidArgument("you must specify at least one part".into()));
+        }
+        if requested.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(StoreError::InvalidPartOrder);
+        }
+        let stored: BTreeMap<i32, PartInfo> =
+            self.list_parts(bucket, key, id).await?.into_iter().map(|p| (p.number, p)).collect();
+        let mut parts = Vec::with_capacity(requested.len());
+        for (i, (n, etag)) in requested.iter().enumerate() {
+            let Some(p) = stored.get(n) else {
+                return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
+            };
+            if etag.trim().trim_matches('"') != p.etag {
+                return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {etag}", p.etag)));
+            }
+            if i + 1 < requested.len() && p.size < MIN_PART_SIZE {
+                return Err(StoreError::EntityTooSmall);
+            }
+            parts.push(p.clone());
+        }
+        let mut md5 = Md5::new();
+        for p in &parts {
+            md5.update(hex::decode(&p.etag).unwrap_or_default());
+        }
+        let etag = format!("{}-{}", hex::encode(md5.finalize()), parts.len());
+        let mapped = map_key(key)?;
+        let tree = self.tree().await?;
+        self.preflight(&tree, bucket, &mapped).await?;
+        Ok(CompletePlan { bucket: bucket.into(), key: mapped, upload_id: id.into(), record, parts, etag })
+    }
+
+    /// Publishes a checked upload and removes it.
+    ///
+    /// Errors: publish errors; Busy if a part's copy came up short.
+    pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
+        let target = Target::Object { bucket: plan.bucket.clone(), key: plan.key.clone() };
+        // The completed object's record: the upload's metadata, the
+        // multipart ETag and the part sizes (for partNumber GETs).
+        let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
+            etag: plan.etag.clone(),
+            size,
+            disk_id,
+            parts: plan.parts.iter().map(|p| p.size).collect(),
+            key: Some(plan.key.original()),
+            checksums: BTreeMap::new(),
+            ..plan.record.meta.clone()
+        };
+        let stride = plan.parts[0].size;
+        let last = plan.parts.len() - 1;
+        let in_place = stride > 0
+            && plan.parts.iter().enumerate().all(|(i, p)| {
+                p.number == i as i32 + 1
+                    && (if i == last { p.size <= stride } else { p.size == stride })
+                    && p.data_offset.is_none_or(|o| o == i as u64 * stride)
+            });
+        let size: u64 = plan.parts.iter().map(|p| p.size).sum();
+        if in_place {
+            self.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
+        } else {
+            self.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
+        }
+        self.remove_upload(&plan.upload_id).await?;
+        Ok(PutResult { etag: plan.etag, checksums: BTreeMap::new(), size, last_modified: None })
+    }
+
+    /// Parts stored apart (e.g. a small last part that came first) are
+    /// copied into the data file at their offset; then the data file is cut
+    /// to size, gets the record and is renamed into place.
+    async fn complete_in_place(
+        &self,
+        plan: &CompletePlan,
+        stride: u64,
+        target: &Target,
+        mut meta: ObjectMeta,
+    ) -> StoreResult<()> {
+        let id = &plan.upload_id;
+        let tree = self.tree().await?;
+        let data_path = self.data_path(id);
+        let d = share::open_data_file(&tree, &data_path).await?;
+        for (i, p) in plan.parts.iter().enumerate() {
+            if p.data_offset.is_none() && p.size > 0 {
+                let f = share::open_read(&tree, &self.part_path(id, p.number)).await?;
+                let n = tree.copy_chunks(f.id(), 0, d.id(), i as u64 * stride, p.size).await?;
+                if n != p.size {
+                    return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
+                }
+            }
+        }
+        share::set_end_of_file(&d, meta.size).await?;
+        meta.disk_id = d.info().on_disk_id();
+        share::set_eas(&d, &[meta.to_ea()]).await?;
+        self.publish(&d, &data_path, target).await?;
+        let _ = d.close().await;
+        Ok(())
+    }
+
+    /// Joins the parts into a temp file with server-side copies, checks its
+    /// size and publishes it.
+    async fn complete_by_copy(
+        &self,
+        plan: &CompletePlan,
+        target: &Target,
+        meta: impl FnOnce(Option<u64>) -> ObjectMeta,
+    ) -> StoreResult<()> {
+        let id = &plan.upload_id;
+        let tree = self.tree().await?;
+        let temp = share::create_temp(self.pool(), &tree, &self.temp_path(), &[]).await?;
+        let result = async {
+            let mut off = 0u64;
+            for p in &plan.parts {
+                if p.size > 0 {
+                    let (src, src_off) = match p.data_offset {
+                        Some(o) => (self.data_path(id), o),
+                        None => (self.part_path(id, p.number), 0),
+                    };
+                    let f = share::open_read(&tree, &src).await?;
+                    let n = tree.copy_chunks(f.id(), src_off, temp.handle().id(), off, p.size).await?;
+                    if n != p.size {
+                        return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
+                    }
+                }
+                off += p.size;
+            }
+            let t = tree.query_times(temp.handle().id()).await?;
+            if t.end_of_file != off {
+                return Err(StoreError::Busy("assembled object has the wrong size".into()));
+            }
+            share::set_eas(temp.handle(), &[meta(temp.handle().info().on_disk_id()).to_ea()]).await?;
+            self.publish_temp(&temp, target).await
+        }
+        .await;
+        finish(temp, result).await
+    }
+}
+
+/// Keeps the temp file on success, deletes it on failure.
+async fn finish(temp: TempFile, result: StoreResult<()>) -> StoreResult<()> {
+    match result {
+        Ok(()) => {
+            temp.keep().await;
+            Ok(())
+        }
+        Err(e) => {
+            temp.discard().await;
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! CopyObject and UploadPartCopy: a server-side copy (FSCTL_SRV_COPYCHUNK)
+//! into a temporary file, checked for a source that changed meanwhile
+//! (failure class 15), then published like a PUT.
+
+use std::ops::Range;
+
+use md5::{Digest, Md5};
+
+use super::meta::ObjectMeta;
+use super::share;
+use super::types::{ObjectInfo, PutResult, Target};
+use super::{Store, StoreError, StoreResult};
+
+impl Store {
+    /// Copies `src` (or `src_range` of it) to `target`, with metadata from
+    /// the source (`replace` = None) or replaced. `check` sees the source
+    /// first (copy-source conditions).
+    ///
+    /// Errors: NoSuchKey for the source, PreconditionFailed from `check`,
+    /// InvalidRange, Busy (the source changed during the copy), and as
+    /// [`Store::put_object`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_object(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        target: Target,
+        replace: Option<ObjectMeta>,
+        src_range: Option<Range<u64>>,
+        check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
+    ) -> StoreResult<(ObjectInfo, PutResult)> {
+        if let Target::Object { key, .. } = &target {
+            if key.dir_marker {
+                return Err(StoreError::InvalidArgument("cannot copy onto a key ending in '/'".into()));
+            }
+        }
+        let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
+        check(&info)?;
+        if src.create().times.is_directory() {
+            return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
+        }
+        if src_range.as_ref().is_some_and(|r| r.start >= r.end || r.end > info.size) {
+            return Err(StoreError::InvalidRange);
+        }
+        let range = src_range.unwrap_or(0..info.size);
+        let tree = src.handle.tree().clone();
+        let temp = share::create_temp(self.pool(), &tree, &self.temp_path(), &[]).await?;
+        let result: StoreResult<PutResult> = async {
+            let len = range.end - range.start;
+            if len > 0 {
+                let n = tree.copy_chunks(src.handle.id(), range.start, temp.handle().id(), 0, len).await?;
+                if n != len {
+                    return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
+                }
+            }
+            let now = tree.query_times(src.handle.id()).await?;
+            if now.end_of_file != info.size || now.last_write != info.last_modified {
+                return Err(StoreError::Busy("the source changed during the copy; retry".into()));
+            }
+            let whole = range.start == 0 && range.end == info.size;
+            let mut meta = replace.unwrap_or_else(|| info.meta.clone());
+            meta.size = len;
+            meta.disk_id = temp.handle().info().on_disk_id();
+            meta.marker = false;
+            meta.parts.clear();
+            meta.key = target.key();
+            if whole && !info.etag.contains('-') {
+                meta.etag = info.etag.clone();
+                meta.checksums = info.meta.checksums.clone();
+            } else {
+                // Range copies and foreign/multipart sources: hash the copy.
+                let mut md5 = Md5::new();
+                tree.read_pipelined(temp.handle().id(), 0, len, self.in_flight(), |b| {
+                    md5.update(&b);
+                    Ok(())
+                })
+                .await?;
+                meta.etag = hex::encode(md5.finalize());
+                meta.checksums.clear();
+            }
+            share::set_eas(temp.handle(), &[meta.to_ea()]).await?;
+            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
+        }
+        .await;
+        // Close the source before publishing: a copy onto itself renames
+        // over it.
+        src.close().await;
+        let published = match result {
+            Ok(r) => self.publish_temp(&temp, &target).await.map(|()| r),
+            Err(e) => Err(e),
+        };
+        match published {
+            Ok(r) => {
+                let closed = temp.keep().await;
+                Ok((info, PutResult { last_modified: closed.map(|c| c.times.last_write), ..r }))
+            }
+            Err(e) => {
+                temp.discard().await;
+                Err(e)
+            }
+        }
+    }
+}

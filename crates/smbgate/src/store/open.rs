@@ -1,0 +1,89 @@
+//! Opening objects for GET and HEAD: one compound for the CREATE, our
+//! metadata record and (for GET) the first READ.
+
+use bytes::Bytes;
+
+use super::error::is_not_found;
+use super::keys::map_key;
+use super::meta::ObjectMeta;
+use super::types::{ObjectInfo, Opened};
+use super::{retry_sharing, share, Store, StoreError, StoreResult};
+
+/// Checks the record's key against the requested one: `Err(NoSuchKey)` if
+/// the open landed on a case-variant of the key (case-insensitive share),
+/// and drops a record written for another key (file renamed by someone
+/// else: treat it as foreign).
+pub(crate) fn check_record_key(meta: Option<ObjectMeta>, key: &str) -> StoreResult<Option<ObjectMeta>> {
+    match meta {
+        Some(m) => match m.key.as_deref() {
+            None => Ok(Some(m)),
+            Some(k) if k == key => Ok(Some(m)),
+            Some(k) if k.to_lowercase() == key.to_lowercase() => Err(StoreError::NoSuchKey),
+            Some(_) => Ok(None),
+        },
+        None => Ok(None),
+    }
+}
+
+/// NoSuchKey unless what opened is what the key names: a file for a plain
+/// key, a directory carrying a marker record for a key ending in `/`.
+fn check_kind(is_dir: bool, dir_marker: bool, info: &ObjectInfo) -> StoreResult<()> {
+    if is_dir != dir_marker || (is_dir && !info.meta.marker) {
+        return Err(StoreError::NoSuchKey);
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens `key` for reading: CREATE + metadata (+ the first READ of
+    /// `read = (offset, length)`) in one round trip, the handle left open
+    /// (it closes itself when dropped). A directory-marker key (`a/`) opens
+    /// the directory and requires its marker record.
+    ///
+    /// Errors: NoSuchKey (also for a key naming a plain directory),
+    /// NoSuchBucket, InvalidKey.
+    pub async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        read: Option<(u64, u32)>,
+    ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
+        let mapped = map_key(key)?;
+        let path = self.object_path(bucket, &mapped);
+        let tree = self.tree().await?;
+        let (handle, meta, data) = match retry_sharing(|| share::open_with_meta(&tree, &path, read)).await {
+            Ok(r) => r,
+            Err(e) if is_not_found(&e) => {
+                self.check_bucket(&tree, bucket).await?;
+                return Err(StoreError::NoSuchKey);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let meta = check_record_key(meta, key)?;
+        let info = ObjectInfo::new(handle.info(), meta.clone(), &path);
+        check_kind(handle.info().times.is_directory(), mapped.dir_marker, &info)?;
+        Ok((Opened { handle, meta }, info, data))
+    }
+
+    /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
+    /// trip.
+    ///
+    /// Errors: as [`Store::open_object`].
+    pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
+        let mapped = map_key(key)?;
+        let path = self.object_path(bucket, &mapped);
+        let tree = self.tree().await?;
+        match retry_sharing(|| share::stat_with_meta(&tree, &path)).await {
+            Ok((create, meta)) => {
+                let info = ObjectInfo::new(&create, check_record_key(meta, key)?, &path);
+                check_kind(create.times.is_directory(), mapped.dir_marker, &info)?;
+                Ok(info)
+            }
+            Err(e) if is_not_found(&e) => {
+                self.check_bucket(&tree, bucket).await?;
+                Err(StoreError::NoSuchKey)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

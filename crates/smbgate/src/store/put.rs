@@ -1,0 +1,303 @@
+//! PUT: stream the body into a temporary file, verify it, store the
+//! metadata record and publish it by rename. Small bodies are buffered,
+//! verified before any SMB I/O and written with two compounds; directory
+//! markers are directories with a record.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use smb_client::Tree;
+
+use super::checksum::{Algorithm, Checksums};
+use super::error::{is_bad_path, is_not_found};
+use super::keys::{map_key, MappedKey};
+use super::share::{self, TempFile};
+use super::spread::SpreadWriter;
+use super::types::{ObjectInfo, PutRequest, PutResult, Target};
+use super::verify::{hash_now, verified_meta, HashWorker};
+use super::{Store, StoreError, StoreResult};
+
+/// Bodies up to this size are buffered and written with one compound.
+const SMALL_PUT: usize = 1 << 20;
+
+impl Store {
+    /// PUT: streams `body` into a temporary file, verifies length, MD5 and
+    /// checksums, stores the metadata EA and renames over the target.
+    /// A failure at any step leaves the previous object untouched and
+    /// removes the temporary file.
+    ///
+    /// Errors: BadDigest, IncompleteBody, PreconditionFailed, NoSuchBucket,
+    /// NoSuchKey (If-Match on a missing key), Conflict, InvalidKey, Body.
+    pub async fn put_object<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let mapped = map_key(key)?;
+        let tree = self.tree().await?;
+        if mapped.dir_marker {
+            return self.put_marker(&tree, bucket, &mapped, body, req).await;
+        }
+        self.put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer).await
+    }
+
+    /// Streams `body` into a temporary file, verifies it and publishes it
+    /// at `target`; see [`Store::put_object`].
+    pub async fn put_to<S, E>(
+        &self,
+        tree: &Tree,
+        target: Target,
+        mut body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let mut prefix = Vec::new();
+        let mut buffered = 0usize;
+        let mut ended = false;
+        while buffered <= SMALL_PUT {
+            match body.next().await {
+                Some(c) => {
+                    let c = c.map_err(|e| StoreError::Body(e.to_string()))?;
+                    buffered += c.len();
+                    prefix.push(c);
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended && buffered <= tree.max_write() as usize {
+            return self.put_small(tree, &target, prefix, req, trailer).await;
+        }
+        // A large body: make sure it has somewhere to go before writing it
+        // out (publish checks again; this only spares a wasted upload).
+        if let Target::Object { bucket, .. } = &target {
+            self.check_bucket(tree, bucket).await?;
+        }
+        let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
+        let temp = share::create_temp(self.pool(), tree, &self.temp_path(), &[]).await?;
+        match self.fill_and_publish(&target, &temp, body, req, trailer).await {
+            Ok(r) => {
+                temp.keep().await;
+                Ok(r)
+            }
+            Err(e) => {
+                temp.discard().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Streams `body` into `writer` (an open file, from some offset, spread
+    /// over several connections once it passes one segment) while MD5 and
+    /// the requested checksums are computed on a second core.
+    /// Returns (MD5, checksums, bytes). A body longer than `limit` bytes
+    /// stops with IncompleteBody.
+    pub(crate) async fn stream_body<S, E>(
+        &self,
+        mut writer: SpreadWriter,
+        body: &mut S,
+        req: &PutRequest,
+        limit: Option<u64>,
+    ) -> StoreResult<([u8; 16], Checksums, u64)>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+            size += chunk.len() as u64;
+            if limit.is_some_and(|l| size > l) {
+                return Err(StoreError::IncompleteBody);
+            }
+            writer.write(&chunk).await?;
+            hasher.feed(chunk).await;
+        }
+        if writer.finish().await? != size {
+            return Err(StoreError::IncompleteBody);
+        }
+        let (md5, sums) = hasher.finish().await?;
+        Ok((md5, sums, size))
+    }
+
+    /// The small-object PUT: checks first, then CREATE(temp, metadata in an
+    /// EA context) + WRITE in one compound; the WRITE's count is checked
+    /// before SET_INFO(rename) + CLOSE publish it in a second.
+    async fn put_small(
+        &self,
+        tree: &Tree,
+        target: &Target,
+        chunks: Vec<Bytes>,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult> {
+        let data: Bytes = match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.into_iter().next().expect("one"),
+            _ => chunks.concat().into(),
+        };
+        let (md5, sums) = hash_now(&data, &req.algorithms());
+        let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
+        meta.key = target.key();
+        let target_path = match target {
+            Target::Object { bucket, key } => {
+                self.check_write_conditions(tree, bucket, key, &req).await?;
+                self.check_case(tree, bucket, key).await?;
+                self.forget_listing(bucket, key);
+                self.object_path(bucket, key).to_string()
+            }
+            Target::Part(p) => p.clone(),
+        };
+        let temp_path = self.temp_path();
+        let (temp, written) =
+            share::create_temp_and_write(self.pool(), tree, &temp_path, &[meta.to_ea()], &data).await?;
+        if written as usize != data.len() {
+            temp.discard().await;
+            return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
+        }
+        let result =
+            PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
+        match share::publish_and_close(temp, &target_path).await {
+            Ok(()) => Ok(result),
+            Err((err, temp)) => {
+                // Usually a missing parent directory: publish the slow way
+                // (creating parents), which also retries a rename refused
+                // while the target is open, and explains what still fails.
+                tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
+                let Some(temp) = temp else { return Err(err.into()) };
+                match self.publish_temp(&temp, target).await {
+                    Ok(()) => {
+                        temp.keep().await;
+                        Ok(result)
+                    }
+                    Err(e) => {
+                        temp.discard().await;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn fill_and_publish<S, E>(
+        &self,
+        target: &Target,
+        temp: &TempFile,
+        mut body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let writer = SpreadWriter::new(self, temp.handle(), temp.path(), 0);
+        let (md5, sums, size) = self.stream_body(writer, &mut body, &req, None).await?;
+        let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
+        meta.key = target.key();
+        meta.disk_id = temp.handle().info().on_disk_id();
+        share::set_eas(temp.handle(), &[meta.to_ea()]).await?;
+        if let Target::Object { bucket, key } = target {
+            self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
+        }
+        self.publish_temp(temp, target).await?;
+        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
+    }
+
+    /// If-Match / If-None-Match for writes, checked right before publish.
+    pub(crate) async fn check_write_conditions(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        req: &PutRequest,
+    ) -> StoreResult<()> {
+        if !req.conditions.needs_current() {
+            return Ok(());
+        }
+        let path = self.object_path(bucket, mapped);
+        let current = match share::stat_with_meta(tree, &path).await {
+            Ok((c, m)) if !c.times.is_directory() => Some(ObjectInfo::new(&c, m, &path)),
+            Ok(_) => None,
+            Err(e) if is_not_found(&e) => None,
+            Err(e) => return Err(e.into()),
+        };
+        req.conditions.check_write(current.as_ref())
+    }
+
+    /// Checks, without changing anything, that `mapped` could be published:
+    /// the bucket exists, no case-variant exists, no prefix of the key is a
+    /// file and the key itself is not a directory.
+    ///
+    /// Errors: NoSuchBucket, Conflict.
+    pub(crate) async fn preflight(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
+        self.check_bucket(tree, bucket).await?;
+        self.check_case(tree, bucket, mapped).await?;
+        let paths = self.bucket_path(bucket).ancestors_of(mapped);
+        for (i, path) in paths.iter().enumerate() {
+            let last = i + 1 == paths.len();
+            match tree.stat(path).await {
+                Ok(t) if !last && !t.is_directory() => {
+                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()))
+                }
+                Ok(t) if last && t.is_directory() && !mapped.dir_marker => {
+                    return Err(StoreError::Conflict(
+                        "the key is also a prefix of other keys (a directory on the share)".into(),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) || is_bad_path(&e) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn put_marker<S, E>(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        mut body: S,
+        req: PutRequest,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        while let Some(c) = body.next().await {
+            if !c.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
+                return Err(StoreError::InvalidArgument(
+                    "a key ending in '/' is a directory on the share and cannot hold data".into(),
+                ));
+            }
+        }
+        self.check_bucket(tree, bucket).await?;
+        self.check_case(tree, bucket, mapped).await?;
+        self.forget_listing(bucket, mapped);
+        self.make_parents(tree, bucket, mapped).await?;
+        let mut meta = req.meta.clone();
+        meta.etag = hex::encode(Md5::digest(b""));
+        meta.size = 0;
+        meta.marker = true;
+        meta.key = Some(mapped.original());
+        share::set_dir_ea(tree, &self.object_path(bucket, mapped), meta.to_ea()).await?;
+        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
+    }
+}

@@ -1,0 +1,564 @@
+//! The share layer: the only code in the gateway that builds SMB requests.
+//!
+//! Everything above it (the S3 rules in `store/`) works with typed
+//! operations and [`Handle`]s. Three rules hold here, so that no caller can
+//! leak a handle or publish unchecked data (failure class 26):
+//! - Every open returns a [`Handle`], which closes itself when dropped, also
+//!   when a request future is dropped mid-flight (see `smb_client::file`).
+//! - A temporary file is a [`TempFile`]: dropped unpublished, it deletes
+//!   its file.
+//! - A compound is one named function that returns typed results; a failure
+//!   of any step is an error of that step.
+
+use bytes::Bytes;
+use smb_client::connection::Response;
+use smb_client::{Error, Handle, Pool, Result, Tree};
+use smb_proto::create::{
+    access, attributes, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, CreateResponse,
+    Disposition, FileId,
+};
+use smb_proto::info::{class, decode_file_name_information, decode_full_ea, info_type, FullEa, SetFileInfo};
+use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
+use smb_proto::query::{OutputBuffer, QueryInfoRequest, SetInfoRequest};
+use smb_proto::{NtStatus, Request};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::meta::{ObjectMeta, META_EA};
+
+/// The QFid context: the CREATE answer carries the on-disk file id, which
+/// derived ETags and generation checks use.
+static QFID: [CreateContext<'static>; 1] = [CreateContext::QueryOnDiskId];
+
+/// An open for reading an existing file or directory. Shares read, write
+/// and delete, so renames and deletes by others never wait on a reader.
+fn read_req(name: &str) -> CreateRequest<'_> {
+    CreateRequest { contexts: &QFID, ..smb_client::tree::read_open(name, &[]) }
+}
+
+/// A new temporary file, read/write/delete, sharing everything: share-delete
+/// so that once renamed into place the still-open file does not block the
+/// next writer's rename over it; share-write so that a large body can be
+/// written over several connections (`store::spread`).
+fn temp_req<'a>(name: &'a str, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        file_attributes: attributes::NORMAL,
+        share_access: share::ALL,
+        disposition: Disposition::Create,
+        options: options::NON_DIRECTORY_FILE,
+        contexts,
+    }
+}
+
+/// An open of an existing file for DELETE (what a rename needs), sharing
+/// `share_access` (0: exclusive, as a probe of other opens).
+fn delete_req(name: &str, share_access: u32) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
+        file_attributes: attributes::NORMAL,
+        share_access,
+        disposition: Disposition::Open,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    }
+}
+
+/// A file in an upload's directory, read/write, sharing everything (parts
+/// are written over several connections).
+fn upload_file_req(name: &str, disposition: Disposition) -> CreateRequest<'_> {
+    CreateRequest {
+        name,
+        oplock_level: 0,
+        desired_access: access::GENERIC_WRITE | access::GENERIC_READ,
+        file_attributes: attributes::NORMAL,
+        share_access: share::ALL,
+        disposition,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    }
+}
+
+/// QUERY_INFO of our metadata EA on the related handle.
+fn meta_query<'a>(names: &'a [&'a str]) -> QueryInfoRequest<'a> {
+    QueryInfoRequest {
+        info_type: info_type::FILE,
+        class: class::FILE_FULL_EA_INFORMATION,
+        output_buffer_length: 65536,
+        ea_names: names,
+        additional_information: 0,
+        file_id: FileId::RELATED,
+    }
+}
+
+const CLOSE_RELATED: CloseRequest = CloseRequest { file_id: FileId::RELATED, post_query: false };
+
+/// Our record from a QUERY_INFO(EA) answer, if present, readable, and
+/// written for this very file (same size and on-disk id).
+fn decode_meta(r: &Response, created: &CreateResponse) -> Option<ObjectMeta> {
+    if r.status() != NtStatus::STATUS_SUCCESS {
+        return None;
+    }
+    let buf = OutputBuffer::decode(&r.msg).ok()?.0;
+    let meta = decode_full_ea(&buf).ok().and_then(|eas| ObjectMeta::from_eas(&eas))?;
+    meta.matches(created.times.end_of_file, created.on_disk_id()).then_some(meta)
+}
+
+/// The `n` responses of a compound, in order.
+fn take<const N: usize>(rs: Vec<Response>) -> Result<[Response; N]> {
+    rs.try_into().map_err(|v: Vec<Response>| Error::Protocol(format!("{} answers to a compound of {N}", v.len())))
+}
+
+/// Opens an existing file or directory for reading (QFid).
+///
+/// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
+pub async fn open_read(tree: &Tree, path: &str) -> Result<Handle> {
+    tree.open(&read_req(path)).await
+}
+
+/// Opens an existing file for DELETE, sharing everything (`exclusive`:
+/// sharing nothing, so another open makes it fail with
+/// STATUS_SHARING_VIOLATION).
+pub async fn open_for_delete(tree: &Tree, path: &str, exclusive: bool) -> Result<Handle> {
+    tree.open(&delete_req(path, if exclusive { 0 } else { share::ALL })).await
+}
+
+/// Opens an existing file for writing data only: another lane of a body
+/// spread over several connections (`store::spread`).
+pub async fn open_lane(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
+        ..upload_file_req(path, Disposition::Open)
+    };
+    tree.open(&req).await
+}
+
+/// Opens (`create`: or creates) a file in an upload's directory for
+/// reading and writing, shared with every other open.
+pub async fn open_upload_file(tree: &Tree, path: &str, create: bool) -> Result<Handle> {
+    tree.open(&upload_file_req(path, if create { Disposition::OpenIf } else { Disposition::Open })).await
+}
+
+/// Creates a multipart part's claim record: a new empty file, read/write/
+/// delete, that others may read or delete but not write.
+///
+/// Errors: STATUS_OBJECT_NAME_COLLISION if the part already has a record.
+pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        share_access: share::READ | share::DELETE,
+        ..upload_file_req(path, Disposition::Create)
+    };
+    tree.open(&req).await
+}
+
+/// Opens (or creates) an upload's data file to complete it in place:
+/// read/write/delete (it is renamed into place), QFid, shared with readers
+/// and deleters but not writers.
+pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        share_access: share::READ | share::DELETE,
+        disposition: Disposition::OpenIf,
+        ..temp_req(path, &QFID)
+    };
+    tree.open(&req).await
+}
+
+/// Creates a directory with `eas` set by the CREATE itself: CREATE + CLOSE.
+///
+/// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND.
+pub async fn create_dir_with_eas(tree: &Tree, path: &str, eas: &[FullEa]) -> Result<()> {
+    let ctx = [CreateContext::EaBuffer(eas)];
+    let req = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE,
+        file_attributes: attributes::DIRECTORY,
+        share_access: share::ALL,
+        disposition: Disposition::Create,
+        options: options::DIRECTORY_FILE,
+        contexts: &ctx,
+    };
+    let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
+    created.ok_or_status(&[])?;
+    Ok(())
+}
+
+/// CREATE(read) + QUERY_INFO(our EA) [+ READ of `read = (offset, length)`],
+/// the handle left open. Returns the handle, our record if it matches the
+/// file, and the first bytes (empty at end of file).
+///
+/// Errors: the CREATE's NTSTATUS; a failing READ.
+pub async fn open_with_meta(
+    tree: &Tree,
+    path: &str,
+    read: Option<(u64, u32)>,
+) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>)> {
+    let create = read_req(path);
+    let names = [META_EA];
+    let q = meta_query(&names);
+    let r = read.map(|(offset, length)| ReadRequest {
+        file_id: FileId::RELATED,
+        length: length.min(tree.max_read()),
+        offset,
+        minimum_count: 0,
+    });
+    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    if let Some(r) = &r {
+        chain.push(r);
+    }
+    let mut rs = tree.compound(&chain).await?.into_iter();
+    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+    let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    let data = match rs.next() {
+        None => None,
+        Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
+        Some(resp) => Some(ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data),
+    };
+    Ok((handle, meta, data))
+}
+
+/// CREATE(read) + QUERY_INFO(our EA) + CLOSE: what the CREATE said and our
+/// record if it matches the file.
+///
+/// Errors: the CREATE's NTSTATUS.
+pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, Option<ObjectMeta>)> {
+    let create = read_req(path);
+    let names = [META_EA];
+    let [created, meta, _closed] = take(tree.compound(&[&create, &meta_query(&names), &CLOSE_RELATED]).await?)?;
+    let created = CreateResponse::decode(&created.ok_or_status(&[])?.msg)?;
+    let meta = decode_meta(&meta, &created);
+    Ok((created, meta))
+}
+
+/// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
+/// EA), the handle left open: a delete that must first check whose file it
+/// is (case-insensitive shares).
+///
+/// Errors: the CREATE's NTSTATUS, e.g. STATUS_FILE_IS_A_DIRECTORY.
+pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
+    let create = CreateRequest {
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
+        options: options::NON_DIRECTORY_FILE,
+        ..read_req(path)
+    };
+    let names = [META_EA];
+    let [created, meta] = take(tree.compound(&[&create, &meta_query(&names)]).await?)?;
+    let handle = Handle::from_response(tree, created)?;
+    let meta = decode_meta(&meta, handle.info());
+    Ok((handle, meta))
+}
+
+/// Creates the temporary file `path` (QFid), with `eas` set by the CREATE.
+///
+/// Errors: the CREATE's NTSTATUS.
+pub async fn create_temp(pool: &Pool, tree: &Tree, path: &str, eas: &[FullEa]) -> Result<TempFile> {
+    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
+    let ctx = if eas.is_empty() { &ctx[1..] } else { &ctx[..] };
+    let handle = tree.open(&temp_req(path, ctx)).await?;
+    Ok(TempFile::new(pool, handle, path))
+}
+
+/// CREATE(temp `path`, `eas` in the CREATE) + WRITE(`data` at 0), the
+/// handle left open, in one round trip. Returns the temp file and the byte
+/// count the server reports written, to be checked before anything is
+/// published. With empty `data` no WRITE is sent.
+///
+/// Errors: the CREATE's NTSTATUS (nothing created), or the WRITE's (the
+/// temp file is deleted as the returned error drops it).
+pub async fn create_temp_and_write(
+    pool: &Pool,
+    tree: &Tree,
+    path: &str,
+    eas: &[FullEa],
+    data: &[u8],
+) -> Result<(TempFile, u32)> {
+    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
+    let create = temp_req(path, &ctx);
+    if data.is_empty() {
+        let handle = tree.open(&create).await?;
+        return Ok((TempFile::new(pool, handle, path), 0));
+    }
+    let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
+    let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
+    let temp = TempFile::new(pool, Handle::from_response(tree, created)?, path);
+    let n = WriteResponse::decode(&written.ok_or_status(&[])?.msg)?.count;
+    Ok((temp, n))
+}
+
+/// SET_INFO(rename over `target`, replacing) + CLOSE on the temp file's
+/// handle, in one round trip. On failure the rename's error comes back
+/// with the temp file, still open, for a slower publish; a server that ran
+/// the CLOSE anyway gets the file re-opened by name, and `None` comes back
+/// only if that fails too (the file is then deleted by name).
+pub async fn publish_and_close(temp: TempFile, target: &str) -> std::result::Result<(), (Error, Option<TempFile>)> {
+    temp.publishing.store(true, Ordering::Release);
+    let (tree, id) = (temp.handle().tree().clone(), temp.handle().id());
+    let t = smb_client::tree::smb_path(target);
+    let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
+    let close = CloseRequest { file_id: id, post_query: false };
+    let [renamed, closed] = match tree.compound(&[&rename, &close]).await.and_then(take::<2>) {
+        Ok(rs) => rs,
+        Err(e) => return Err((e, None)), // dropped: deleted by name, if it was not renamed
+    };
+    let closed = closed.status() == NtStatus::STATUS_SUCCESS;
+    match renamed.ok_or_status(&[]) {
+        Ok(_) => {
+            temp.kept(closed);
+            Ok(())
+        }
+        Err(e) if !closed => {
+            temp.publishing.store(false, Ordering::Release);
+            Err((e, Some(temp)))
+        }
+        Err(e) => {
+            let path = temp.path.clone();
+            let pool = temp.pool.clone();
+            temp.kept(true);
+            match open_for_delete(&tree, &path, false).await {
+                Ok(h) => Err((e, Some(TempFile::new(&pool, h, &path)))),
+                Err(_) => {
+                    tokio::spawn(delete_by_name(path, pool));
+                    Err((e, None))
+                }
+            }
+        }
+    }
+}
+
+/// CREATE(`source`, DELETE) + SET_INFO(rename over `target`, replacing) +
+/// CLOSE in one round trip: a rename through a handle of this connection.
+///
+/// Errors: the first failing step's NTSTATUS (a failed CLOSE after the
+/// rename does not undo it and is not an error).
+pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str) -> Result<()> {
+    let name = smb_client::tree::smb_path(source);
+    let open = delete_req(&name, share::ALL);
+    let t = smb_client::tree::smb_path(target);
+    let rename =
+        SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
+    let [created, renamed, _closed] = take(tree.compound(&[&open, &rename, &CLOSE_RELATED]).await?)?;
+    created.ok_or_status(&[])?;
+    renamed.ok_or_status(&[])?;
+    Ok(())
+}
+
+/// CREATE(directory, write EA) + SET_INFO(`ea`) + CLOSE: sets (or, with an
+/// empty value, removes) one EA on a directory.
+///
+/// Errors: the first failing step's NTSTATUS.
+pub async fn set_dir_ea(tree: &Tree, path: &str, ea: FullEa) -> Result<()> {
+    let open = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
+        file_attributes: 0,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: options::DIRECTORY_FILE,
+        contexts: &[],
+    };
+    let eas = [ea];
+    let set = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::FullEa(&eas) };
+    let [created, set, _closed] = take(tree.compound(&[&open, &set, &CLOSE_RELATED]).await?)?;
+    created.ok_or_status(&[])?;
+    set.ok_or_status(&[])?;
+    Ok(())
+}
+
+/// For each path, CREATE(read attributes) + QUERY_INFO(normalized name) +
+/// CLOSE, all in one batch: the name as the server stores it
+/// (share-relative, on-disk case, no leading `\`), or `None` where the path
+/// does not open. An existing name costs a lookup, not a directory scan.
+///
+/// Errors: a transport error, or an answer that does not decode.
+pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Option<String>>> {
+    let opens: Vec<CreateRequest<'_>> = paths
+        .iter()
+        .map(|path| CreateRequest {
+            name: path,
+            oplock_level: 0,
+            desired_access: access::FILE_READ_ATTRIBUTES,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: 0,
+            contexts: &[],
+        })
+        .collect();
+    let query = QueryInfoRequest {
+        info_type: info_type::FILE,
+        class: class::FILE_NORMALIZED_NAME_INFORMATION,
+        output_buffer_length: 4096,
+        ea_names: &[],
+        additional_information: 0,
+        file_id: FileId::RELATED,
+    };
+    let chains: Vec<[&dyn Request; 3]> = opens.iter().map(|o| [o as &dyn Request, &query, &CLOSE_RELATED]).collect();
+    let refs: Vec<&[&dyn Request]> = chains.iter().map(|c| &c[..]).collect();
+    let mut out = Vec::with_capacity(paths.len());
+    for chain in tree.compounds(&refs).await? {
+        let [created, name, _closed] = take(chain)?;
+        if created.status() != NtStatus::STATUS_SUCCESS || name.status() != NtStatus::STATUS_SUCCESS {
+            out.push(None);
+            continue;
+        }
+        let buf = OutputBuffer::decode(&name.msg)?.0;
+        out.push(Some(decode_file_name_information(&buf)?.trim_start_matches('\\').to_string()));
+    }
+    Ok(out)
+}
+
+/// CREATE(new file, fails if it exists) + WRITE(`data`) + CLOSE: a small
+/// file written once by whoever creates it first. Returns false if the file
+/// already existed.
+///
+/// Errors: the CREATE's NTSTATUS other than a collision; a short or failed
+/// WRITE.
+pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
+    let create = upload_file_req(path, Disposition::Create);
+    let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
+    let [created, written, _closed] = take(tree.compound(&[&create, &write, &CLOSE_RELATED]).await?)?;
+    if created.status() == NtStatus::STATUS_OBJECT_NAME_COLLISION {
+        return Ok(false);
+    }
+    created.ok_or_status(&[])?;
+    let n = WriteResponse::decode(&written.ok_or_status(&[])?.msg)?.count;
+    if n as usize != data.len() {
+        return Err(Error::InvalidArgument(format!("short write: {n} of {} bytes", data.len())));
+    }
+    Ok(true)
+}
+
+/// Renames the open `handle` over `target` (replacing).
+pub async fn rename(handle: &Handle, target: &str) -> Result<()> {
+    handle.tree().rename(handle.id(), target, true).await
+}
+
+/// Sets (or, with empty values, removes) EAs on the open `handle`.
+pub async fn set_eas(handle: &Handle, eas: &[FullEa]) -> Result<()> {
+    handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await
+}
+
+/// Marks the open `handle` delete-on-close.
+pub async fn delete_on_close(handle: &Handle) -> Result<()> {
+    handle.tree().set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await
+}
+
+/// Truncates or extends the open `handle` to `size` bytes.
+pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
+    handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await
+}
+
+/// A temporary file under `.smbgate\tmp`, open on one connection. Dropped
+/// before [`TempFile::keep`], it deletes its file: through its handle, or,
+/// if that handle's connection has died (the likeliest reason the request
+/// failed), by name over another pooled connection. Once a publish of it
+/// has been sent ([`TempFile::publishing`]) it is deleted by name only: a
+/// temp file already renamed into place is never touched.
+pub struct TempFile {
+    handle: Option<Handle>,
+    path: String,
+    pool: Pool,
+    publishing: AtomicBool,
+}
+
+impl TempFile {
+    /// Takes charge of the temp file at `path`, open as `handle`.
+    pub fn new(pool: &Pool, handle: Handle, path: &str) -> TempFile {
+        TempFile {
+            handle: Some(handle),
+            path: path.to_string(),
+            pool: pool.clone(),
+            publishing: AtomicBool::new(false),
+        }
+    }
+
+    /// The open handle.
+    pub fn handle(&self) -> &Handle {
+        self.handle.as_ref().expect("present until keep or discard")
+    }
+
+    /// The share-relative path the file was created at.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Says that a rename of this file into place is being sent: from now
+    /// on a discard deletes it by its temp name, never through the handle,
+    /// which may by then name the published object.
+    pub fn publishing(&self) {
+        self.publishing.store(true, Ordering::Release);
+    }
+
+    /// The file was published (or is to stay): closes the handle, leaving
+    /// the file. Returns the CLOSE's post-query, if it succeeded.
+    pub async fn keep(mut self) -> Option<CloseResponse> {
+        self.handle.take().expect("present until keep or discard").close().await.ok()
+    }
+
+    /// The file was published; `handle_closed`: by a compound that also
+    /// closed its handle.
+    fn kept(mut self, handle_closed: bool) {
+        let h = self.handle.take().expect("present until keep or discard");
+        if handle_closed {
+            h.closed_elsewhere();
+        }
+    }
+
+    /// Deletes the file now.
+    pub async fn discard(mut self) {
+        let handle = self.handle.take().expect("present until keep or discard");
+        let by_name = self.publishing.load(Ordering::Acquire);
+        discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name).await;
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            let by_name = self.publishing.load(Ordering::Acquire);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name));
+            }
+        }
+    }
+}
+
+/// Deletes a temp file: marks it delete-on-close through `handle` and
+/// closes it, unless `by_name`; by name over a pooled connection when asked
+/// to, or when the handle's connection is gone.
+async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
+    if !by_name {
+        let r = delete_on_close(&handle).await;
+        let _ = handle.close().await;
+        if !matches!(&r, Err(e) if e.is_connection_error()) {
+            return;
+        }
+    } else {
+        drop(handle); // closed by its connection's reaper
+    }
+    delete_by_name(path, pool).await;
+}
+
+/// Deletes `path` over a pooled connection; a missing file is fine (it was
+/// renamed into place, or never written).
+async fn delete_by_name(path: String, pool: Pool) {
+    let deleted = match pool.get().await {
+        Ok(t) => t.delete(&path, false).await,
+        Err(e) => Err(e),
+    };
+    match deleted {
+        Ok(()) => {}
+        Err(e)
+            if e.status().is_some_and(|s| {
+                matches!(s, NtStatus::STATUS_OBJECT_NAME_NOT_FOUND | NtStatus::STATUS_OBJECT_PATH_NOT_FOUND)
+            }) => {}
+        Err(e) => tracing::debug!(error = %e, "temp file not deleted; the sweep will remove it"),
+    }
+}
