@@ -54,6 +54,13 @@ def put_on_share(samba, bucket, name, data):
     return d / name
 
 
+def open_handles(samba, name):
+    """Lines of `smbstatus -L` (files open on the server) that name `name`."""
+    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
+    out = subprocess.run(["smbstatus", "-s", conf, "-L"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if name in line]
+
+
 class Samba:
     def __init__(self, *args):
         out = subprocess.run(

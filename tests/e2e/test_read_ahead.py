@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Gateway, put_on_share
+from conftest import Gateway, open_handles, put_on_share
 
 MIB = 1 << 20
 
@@ -210,13 +210,6 @@ def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_
         assert held.read_bytes() == old
     finally:
         gw.stop()
-
-
-def open_handles(samba, name):
-    """Lines of `smbstatus -L` (open files) that name `name`."""
-    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
-    out = subprocess.run(["smbstatus", "-s", conf, "-L"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if name in line]
 
 
 def test_clients_hanging_up_mid_get_leave_no_handle_open(rsamba):
