@@ -162,7 +162,7 @@ def test_root_unsigned_get_is_403(gateway):
 
 
 def test_root_head_is_a_health_probe(gateway):
-    # Load balancers probe HEAD / (BUG-CLASSES 22): 200 while SMB is reachable.
+    # Load balancers probe HEAD / (failure class 22): 200 while SMB is reachable.
     st, headers, body = raw(gateway.endpoint, "HEAD", "/")
     assert st == 200, (st, body)
 

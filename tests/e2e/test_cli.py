@@ -5,7 +5,7 @@ that goes multipart, and 50 empty files). Every round trip is verified byte
 for byte locally, by an exact boto3 listing, on the share's file system, and
 through smbclient.
 
-The 50 empty files guard BUG-CLASSES 23: aws-cli 1.x sends
+The 50 empty files guard failure class 23: aws-cli 1.x sends
 `Expect: 100-continue` on every PUT, even a 0-byte one; a server that answers
 without an interim 100 makes the client misparse the next response and stall
 ~60 s per file."""
@@ -355,7 +355,7 @@ def _read_response(sock, buf):
 
 
 def test_expect_100_continue_empty_put_on_the_wire(gateway, bucket):
-    """BUG-CLASSES 23 at the protocol level: a 0-byte PUT with
+    """failure class 23 at the protocol level: a 0-byte PUT with
     `Expect: 100-continue` gets either `100 Continue` then its final answer, or
     its final answer and then the connection closes; and a second request on a
     kept-alive connection gets exactly its own answer."""

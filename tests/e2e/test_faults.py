@@ -1,4 +1,4 @@
-"""Faults and races (issue 3 "Keys and safety", BUG-CLASSES 12-16, 21):
+"""Faults and races (issue 3 "Keys and safety", failure class 12-16, 21):
 a client that disconnects mid-PUT leaves no partial object and no temp file;
 concurrent PUTs to one key give readers exactly one complete version; internal
 files never show up; SIGTERM/SIGINT drain in-flight requests and exit 0.
@@ -158,7 +158,7 @@ def test_disconnect_before_any_body_byte(fgw, fs3, fbucket, fsamba):
 @pytest.mark.parametrize("total", [200_000, 3 * MIB], ids=["buffered", "streamed"])
 def test_short_body_then_close_is_not_published(fgw, fs3, fbucket, fsamba, total):
     """All but the last byte, then a clean FIN: the gateway must not publish a
-    truncated object (BUG-CLASSES 15), whether the body was small enough to be
+    truncated object (failure class 15), whether the body was small enough to be
     buffered or streamed to a temp file."""
     body = random.Random(2).randbytes(total)
     sock = _raw_put_start(fgw, fs3, fbucket, "short.bin", total)
@@ -455,7 +455,7 @@ def test_sigterm_with_idle_keepalive_connection_exits_promptly(fsamba):
         gw.stop()
 
 
-# --- a server that resets connections under load (BUG-CLASSES 7) ---
+# --- a server that resets connections under load (failure class 7) ---
 
 def smbd_children(samba):
     out = subprocess.run(["pgrep", "-P", samba.env["SMB_PID"]], capture_output=True, text=True).stdout

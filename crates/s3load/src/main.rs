@@ -359,7 +359,7 @@ async fn small(s3: S3Opts, op: SmallOp, workers: usize, count: usize, size: u64,
     }
     let secs = t0.elapsed().as_secs_f64();
     let classes = Arc::try_unwrap(classes).unwrap().into_inner().unwrap();
-    // Every operation here, HEAD included, succeeds only with 200 (BUG-CLASSES 21).
+    // Every operation here, HEAD included, succeeds only with 200 (failure class 21).
     let ok = classes.get("200").copied().unwrap_or(0);
     let errors = count - ok;
     let name = match op {

@@ -1,5 +1,5 @@
 //! The pool's in-flight byte budget per stream, backed off when the server
-//! drops connections under load (BUG-CLASSES 7): some NAS advertise large
+//! drops connections under load (failure class 7): some NAS advertise large
 //! I/O sizes and then reset connections that keep many megabytes
 //! outstanding. Multiplicative decrease on such a loss, additive increase
 //! over time, and no increase while a lost connection is still being

@@ -283,14 +283,14 @@ impl Connection {
     /// returned once; 0 for a healthy connection, an orderly close, an
     /// integrity or decode fault, or a second call. Lets the pool tell a
     /// server dropping connections under load from an idle drop
-    /// (BUG-CLASSES 7 and 10).
+    /// (failure classes 7 and 10).
     pub fn take_lost_in_flight(&self) -> usize {
         self.inner.lost_in_flight.swap(0, Ordering::AcqRel)
     }
 
     /// The credit window the server has granted: credits available plus
     /// those charged to outstanding requests. No single request may charge
-    /// more than this (BUG-CLASSES 2).
+    /// more than this (failure class 2).
     pub fn credit_window(&self) -> u32 {
         let st = self.inner.state.lock().unwrap();
         st.credits.available + st.credits.in_flight

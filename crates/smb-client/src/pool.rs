@@ -167,7 +167,7 @@ impl Pool {
     /// until a connection is lost with more than 4 MiB outstanding, then
     /// halved per loss (at most once a second, down to
     /// [`PoolConfig::min_in_flight`]) and regained at a sixteenth of the
-    /// maximum per second once every connection is back (BUG-CLASSES 7).
+    /// maximum per second once every connection is back (failure class 7).
     pub fn in_flight_budget(&self) -> usize {
         let now = Instant::now();
         self.note_losses(now);

@@ -1,5 +1,5 @@
 //! Fault injection against a scripted fake SMB2 server (tests/fake): the
-//! wire and connection faults of BUG-CLASSES.md that a real Samba cannot be
+//! wire and connection faults of docs/failure-classes.md that a real Samba cannot be
 //! made to produce. Every test is bounded by a timeout and checks exact
 //! values: data, errors, MessageIds, credit windows.
 
@@ -245,7 +245,7 @@ async fn pipelined_read_stays_inside_a_one_credit_per_reply_window() {
     .await;
 }
 
-/// BUG-CLASSES 2, "split oversized I/O": the server's whole window (8
+/// failure class 2, "split oversized I/O": the server's whole window (8
 /// credits = 512 KiB) is smaller than one MaxReadSize READ (1 MiB = 16
 /// credits). The client must split the READ to fit the window instead of
 /// waiting for credits that can never come.
@@ -443,7 +443,7 @@ async fn close_mid_frame(rst: bool, len: u32, cut: fn(usize) -> usize) -> Error 
     assert!(matches!(e1, Error::ConnectionLost(_)), "{e1:?}");
     assert!(e1.is_connection_error());
     assert_dead(&t, &e1.to_string()).await;
-    // The pool backs off on losses with requests outstanding (BUG-CLASSES
+    // The pool backs off on losses with requests outstanding (failure class
     // 7): two READs were, whatever their charge.
     let charge = smb_proto::header::credit_charge(len as u64) as usize;
     assert_eq!(t.conn().take_lost_in_flight(), 2 * charge * 65536, "READ of {len}");
@@ -489,7 +489,7 @@ async fn rst_inside_a_frame_fails_pending_calls_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_lost_idle_or_closed_in_order_report_nothing_in_flight() {
     bounded(async {
-        // The server drops an idle connection (BUG-CLASSES 10, not 7).
+        // The server drops an idle connection (failure class 10, not 7).
         let (addr, fake) = fake::start(Opts::default(), |fc: FakeConn| async move { drop(fc) }).await;
         let (s, t) = connect(&addr, TIMEOUT).await;
         fake::join(fake).await;

@@ -223,9 +223,9 @@ async fn wait_until(what: &str, f: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_halves_its_in_flight_budget_when_smbd_dies_under_load() {
-    // BUG-CLASSES 7: a server that resets connections carrying megabytes of
+    // failure class 7: a server that resets connections carrying megabytes of
     // READs gets half the bytes in flight per stream; one that drops idle
-    // connections (BUG-CLASSES 10) does not.
+    // connections (failure class 10) does not.
     let smb = Samba::start(&[]);
     let mut cfg = PoolConfig::new(smb.config(), "share", 2);
     cfg.acquire_timeout = Duration::from_secs(20);

@@ -69,7 +69,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let is_head = req.method() == http::Method::HEAD;
         // An empty body with Expect: 100-continue is never read, so hyper
         // sends no 100; some clients then misread the next response on the
-        // connection (BUG-CLASSES 23). Close it after this answer instead.
+        // connection (failure class 23). Close it after this answer instead.
         let expects_continue =
             req.headers().get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         let empty_body = req

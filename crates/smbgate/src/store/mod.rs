@@ -238,7 +238,7 @@ impl Store {
 }
 
 /// Retries `f` while the server reports a sharing violation, with backoff
-/// (BUG-CLASSES 12): another client's open blocks ours only briefly.
+/// (failure class 12): another client's open blocks ours only briefly.
 pub async fn retry_sharing<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
@@ -250,7 +250,7 @@ where
 
 /// Like [`retry_sharing`], for a rename over a file that another handle
 /// holds open: Samba refuses it with STATUS_ACCESS_DENIED while a
-/// concurrent writer or reader has it open (BUG-CLASSES 13), so that is
+/// concurrent writer or reader has it open (failure class 13), so that is
 /// retried too, with bounded backoff (about 1.5 s in all).
 pub async fn retry_busy<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where

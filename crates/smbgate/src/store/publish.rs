@@ -6,7 +6,7 @@
 //! connection; handles on other connections do not block the rename (the
 //! holder keeps reading the old version). A gateway's own GETs hold handles
 //! on its pooled connections, so a refused rename is tried again from each
-//! of the other pooled connections before it backs off (BUG-CLASSES 13).
+//! of the other pooled connections before it backs off (failure class 13).
 
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;

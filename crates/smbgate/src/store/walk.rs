@@ -13,7 +13,7 @@
 //! of S3 (proptest) without a share.
 //!
 //! Two deliberate choices:
-//! - An error from any directory the walk needs fails the whole listing (BUG-CLASSES 18). A
+//! - An error from any directory the walk needs fails the whole listing (failure class 18). A
 //!   directory the walk never reaches (the page filled up first) cannot fail it.
 //! - A directory that becomes a common prefix is not walked, so an empty directory (no files, no
 //!   marker) still shows as a common prefix, like a folder. Without a delimiter it yields nothing.
@@ -55,7 +55,7 @@ pub trait DirSource: Send + Sync {
 
     /// Lists the directory at `path` (components relative to the bucket root, empty = root), in
     /// any order. Returns `Ok(None)` if the directory does not exist. An unreadable directory must
-    /// be an error: it fails the whole listing (BUG-CLASSES 18). The future may be dropped before
+    /// be an error: it fails the whole listing (failure class 18). The future may be dropped before
     /// it completes (a prefetch the page no longer needs), so it must be cancel-safe.
     fn list(&self, path: &[String]) -> impl Future<Output = Result<Option<Vec<DirItem>>, Self::Error>> + Send;
 
