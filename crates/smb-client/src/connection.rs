@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::credits::CreditWindow;
 use crate::crypto::{Cipherer, Signer};
 use crate::error::{Error, Result};
-use crate::reaper::{Reaper, Ticket};
+use crate::reaper::{Orphan, Reaper, Ticket};
 use crate::recvbuf::RecvPool;
 
 /// Timeouts and limits of one connection.
@@ -238,7 +238,7 @@ impl Connection {
         });
         let w = tokio::spawn(writer_task(inner.clone(), wr));
         let r = tokio::spawn(reader_task(inner.clone(), rd));
-        let c = tokio::spawn(crate::reaper::run(Arc::downgrade(&inner), reaper, reap_rx));
+        let c = tokio::spawn(reaper_task(Arc::downgrade(&inner), reaper, reap_rx));
         inner.tasks.lock().unwrap().extend([w, r, c]);
         Ok(Connection { _guard: Some(Arc::new(CloseOnDrop(inner.clone()))), inner })
     }
@@ -837,6 +837,58 @@ async fn write_all_vectored(wr: &mut OwnedWriteHalf, bufs: &[Bytes]) -> std::io:
         }
     }
     wr.flush().await
+}
+
+/// Most CLOSEs the reaper sends in one batch (one buffer, one write).
+const REAP_BATCH: usize = 64;
+
+/// The reaper task of one connection: sends queued CLOSEs until the
+/// connection is gone.
+async fn reaper_task(
+    weak: std::sync::Weak<Inner>,
+    reaper: Reaper,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Orphan>,
+) {
+    while let Some(first) = rx.recv().await {
+        let Some(inner) = weak.upgrade() else { return };
+        let conn = Connection::unguarded(inner);
+        if conn.is_poisoned() {
+            continue; // the server dropped these handles with the connection
+        }
+        // Never ask for more credits than the window holds (failure class 2).
+        let most = (conn.credit_window() as usize).clamp(1, REAP_BATCH);
+        let mut batch = vec![first];
+        while batch.len() < most {
+            match rx.try_recv() {
+                Ok(o) => batch.push(o),
+                Err(_) => break,
+            }
+        }
+        for encrypt in [false, true] {
+            let closes: Vec<(u32, smb_proto::create::CloseRequest)> = batch
+                .iter()
+                .filter(|o| o.encrypt == encrypt)
+                .map(|o| (o.tree_id, smb_proto::create::CloseRequest { file_id: o.file_id, post_query: false }))
+                .collect();
+            if closes.is_empty() {
+                continue;
+            }
+            let ops: Vec<[Op<'_>; 1]> = closes.iter().map(|(t, c)| [Op { body: c, tree_id: *t }]).collect();
+            let chains: Vec<&[Op<'_>]> = ops.iter().map(|o| &o[..]).collect();
+            let rxs = match conn.send_batch(&chains, encrypt).await {
+                Ok(rxs) => rxs,
+                Err(e) => {
+                    tracing::debug!(error = %e, "reaper: connection gone; the server closes its handles");
+                    break;
+                }
+            };
+            for r in rxs {
+                if conn.wait(r).await.is_ok() {
+                    reaper.count_closed();
+                }
+            }
+        }
+    }
 }
 
 /// Frames longer than this (READ responses) are read into a buffer of

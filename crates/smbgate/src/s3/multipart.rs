@@ -105,7 +105,7 @@ pub async fn upload_part_copy(
     let (info, r) = gw
         .store
         .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {
-            cond.check_copy_source(info)
+            cond.check_copy_source(info.current())
         })
         .await
         .map_err(s3_error)?;

@@ -160,7 +160,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         i.if_unmodified_since.as_ref(),
     );
     // On an early return the handle closes itself.
-    cond.check_read(&info).map_err(|e| not_modified_error(e, &info))?;
+    cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
     let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
     let head = head.filter(|_| read.is_some_and(|(off, _)| off == range.start));
     let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), head);
@@ -195,7 +195,7 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         i.if_modified_since.as_ref(),
         i.if_unmodified_since.as_ref(),
     );
-    cond.check_read(&info).map_err(|e| not_modified_error(e, &info))?;
+    cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
     let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
     resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
@@ -280,7 +280,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     let target = Target::Object { bucket: i.bucket.clone(), key: map_key(&i.key).map_err(|e| s3_error(e.into()))? };
     let (_, r) = gw
         .store
-        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info))
+        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info.current()))
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(CopyObjectOutput {

@@ -4,8 +4,17 @@
 //! The order is RFC 9110 13.2.2 as S3 applies it: If-Match, else
 //! If-Unmodified-Since; then If-None-Match, else If-Modified-Since.
 
-use super::types::ObjectInfo;
 use super::StoreError;
+
+/// What the conditions are evaluated against: the current object's ETag
+/// (unquoted) and LastWriteTime (FILETIME).
+#[derive(Debug, Clone, Copy)]
+pub struct Current<'a> {
+    /// ETag value, unquoted.
+    pub etag: &'a str,
+    /// LastWriteTime (FILETIME).
+    pub last_modified: u64,
+}
 
 /// An If-Match / If-None-Match value: `*`, or a list of entity tags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,17 +78,17 @@ impl Conditions {
     /// GET/HEAD: a failed If-Match / If-Unmodified-Since is 412
     /// PreconditionFailed, a failed If-None-Match / If-Modified-Since 304
     /// NotModified.
-    pub fn check_read(&self, info: &ObjectInfo) -> Result<(), StoreError> {
+    pub fn check_read(&self, info: Current<'_>) -> Result<(), StoreError> {
         self.check(info, StoreError::NotModified)
     }
 
     /// A copy source (x-amz-copy-source-if-*): every failure is 412.
-    pub fn check_copy_source(&self, info: &ObjectInfo) -> Result<(), StoreError> {
+    pub fn check_copy_source(&self, info: Current<'_>) -> Result<(), StoreError> {
         self.check(info, StoreError::PreconditionFailed)
     }
 
-    fn check(&self, info: &ObjectInfo, not_modified: StoreError) -> Result<(), StoreError> {
-        let modified = super::types::filetime_to_unix(info.last_modified).0;
+    fn check(&self, info: Current<'_>, not_modified: StoreError) -> Result<(), StoreError> {
+        let modified = super::meta::filetime_to_unix(info.last_modified).0;
         if let Some(c) = &self.if_match {
             if !c.matches(&info.etag) {
                 return Err(StoreError::PreconditionFailed);
@@ -101,7 +110,7 @@ impl Conditions {
     /// not exist): If-None-Match `*` fails on an existing object;
     /// If-Match fails with NoSuchKey on a missing one and with
     /// PreconditionFailed on another ETag.
-    pub fn check_write(&self, current: Option<&ObjectInfo>) -> Result<(), StoreError> {
+    pub fn check_write(&self, current: Option<Current<'_>>) -> Result<(), StoreError> {
         if let (Some(c), Some(cur)) = (&self.if_none_match, current) {
             if c.matches(&cur.etag) {
                 return Err(StoreError::PreconditionFailed);
@@ -137,21 +146,14 @@ mod tests {
 
     #[test]
     fn write_conditions() {
-        let info = ObjectInfo {
-            size: 1,
-            last_modified: 0,
-            etag: "e1".into(),
-            meta: Default::default(),
-            path: String::new(),
-            disk_id: None,
-        };
+        let info = Current { etag: "e1", last_modified: 0 };
         let none_star = Conditions { if_none_match: Some(EtagCondition::Any), ..Default::default() };
-        assert!(matches!(none_star.check_write(Some(&info)), Err(StoreError::PreconditionFailed)));
+        assert!(matches!(none_star.check_write(Some(info)), Err(StoreError::PreconditionFailed)));
         assert!(none_star.check_write(None).is_ok());
         let if_match = Conditions { if_match: Some(EtagCondition::parse("\"e2\"")), ..Default::default() };
-        assert!(matches!(if_match.check_write(Some(&info)), Err(StoreError::PreconditionFailed)));
+        assert!(matches!(if_match.check_write(Some(info)), Err(StoreError::PreconditionFailed)));
         assert!(matches!(if_match.check_write(None), Err(StoreError::NoSuchKey)));
         let ok = Conditions { if_match: Some(EtagCondition::parse("e1")), ..Default::default() };
-        assert!(ok.check_write(Some(&info)).is_ok());
+        assert!(ok.check_write(Some(info)).is_ok());
     }
 }

@@ -32,7 +32,7 @@ impl Store {
                     StoreError::NoSuchKey => Ok(None),
                     e => Err(e),
                 })?;
-                conditions.check_write(current.as_ref())?;
+                conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
             }
             // Drop the marker record; remove the directory if it is empty.
             match tree.delete(&path, true).await {
@@ -63,7 +63,7 @@ impl Store {
                     Err(_) => return Ok(Ok(false)), // only a case-variant exists
                 };
                 let info = ObjectInfo::new(handle.info(), meta, &path);
-                if let Err(e) = conditions.check_write(Some(&info)) {
+                if let Err(e) = conditions.check_write(Some(info.current())) {
                     return Ok(Err(e));
                 }
                 let r = share::delete_on_close(&handle).await;

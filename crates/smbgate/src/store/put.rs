@@ -238,7 +238,7 @@ impl Store {
             Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(e.into()),
         };
-        req.conditions.check_write(current.as_ref())
+        req.conditions.check_write(current.as_ref().map(ObjectInfo::current))
     }
 
     /// Checks, without changing anything, that `mapped` could be published:

@@ -193,7 +193,7 @@ pub async fn create_dir_with_eas(tree: &Tree, path: &str, eas: &[FullEa]) -> Res
 /// the handle left open. Returns the handle, our record if it matches the
 /// file, and the first bytes (empty at end of file).
 ///
-/// Errors: the CREATE's NTSTATUS; a failing READ.
+/// Errors: the CREATE's NTSTATUS (a failing READ only brings no data).
 pub async fn open_with_meta(
     tree: &Tree,
     path: &str,
@@ -215,10 +215,12 @@ pub async fn open_with_meta(
     let mut rs = tree.compound(&chain).await?.into_iter();
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
     let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
+    // just brings no data: the caller decides what the open means.
     let data = match rs.next() {
-        None => None,
+        Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => Some(ReadResponse::decode(&resp.msg)?.data),
         Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
-        Some(resp) => Some(ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data),
+        _ => None,
     };
     Ok((handle, meta, data))
 }

@@ -95,6 +95,11 @@ pub struct ObjectInfo {
 }
 
 impl ObjectInfo {
+    /// What conditional requests are evaluated against.
+    pub fn current(&self) -> super::conditions::Current<'_> {
+        super::conditions::Current { etag: &self.etag, last_modified: self.last_modified }
+    }
+
     /// The visible info from a CREATE answer and a matching record of ours
     /// (`None`: a file someone else put on the share, with a derived ETag).
     pub fn new(create: &CreateResponse, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
@@ -134,10 +139,4 @@ impl Opened {
     }
 }
 
-/// Converts a FILETIME (100 ns since 1601) to Unix seconds and nanoseconds.
-pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
-    let t = ft as i128 - 116_444_736_000_000_000;
-    let secs = t.div_euclid(10_000_000) as i64;
-    let nanos = (t.rem_euclid(10_000_000) * 100) as u32;
-    (secs, nanos)
-}
+pub use super::meta::filetime_to_unix;

@@ -1,0 +1,301 @@
+//! Tests of `keys.rs`.
+use super::*;
+use crate::store::path::SharePath;
+use proptest::prelude::*;
+
+/// Maps `key`, checks that it round-trips, and returns the components.
+fn ok(key: &str) -> Vec<String> {
+    let m = map_key(key).unwrap_or_else(|e| panic!("{key:?} refused: {e}"));
+    let parts: Vec<&str> = m.components.iter().map(String::as_str).collect();
+    assert_eq!(key_from_components(&parts, m.dir_marker), key, "round trip of {key:?}");
+    assert!(!m.dir_marker, "{key:?} is not a directory marker");
+    m.components
+}
+
+fn err(key: &str) -> KeyError {
+    match map_key(key) {
+        Ok(m) => panic!("{key:?} accepted as {m:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn plain_and_percent_keys_are_unchanged() {
+    assert_eq!(ok("a b"), ["a b"]);
+    assert_eq!(ok("a+b"), ["a+b"]);
+    assert_eq!(ok("100%"), ["100%"]);
+    assert_eq!(ok("ü/é"), ["ü", "é"]);
+    assert_eq!(ok("a/b/c.txt"), ["a", "b", "c.txt"]);
+}
+
+#[test]
+fn forbidden_characters_map_to_private_use() {
+    assert_eq!(ok("x:y"), ["x\u{F022}y"]);
+    assert_eq!(ok("q?"), ["q\u{F025}"]);
+    assert_eq!(ok("ctl\u{1}x"), ["ctl\u{F001}x"]);
+    assert_eq!(ok("\u{1f}"), ["\u{F01F}"]);
+    assert_eq!(ok("\"*:<>?\\|"), ["\u{F020}\u{F021}\u{F022}\u{F023}\u{F024}\u{F025}\u{F026}\u{F027}"]);
+    // Characters NTFS allows are kept, even where they look odd.
+    assert_eq!(ok("\u{7f}~#"), ["\u{7f}~#"]);
+}
+
+#[test]
+fn only_the_last_space_or_period_is_mapped() {
+    assert_eq!(ok("dot."), ["dot\u{F029}"]);
+    assert_eq!(ok("trail "), ["trail\u{F028}"]);
+    assert_eq!(ok("a. "), ["a.\u{F028}"]);
+    assert_eq!(ok("a .."), ["a .\u{F029}"]);
+    assert_eq!(ok(".hidden"), [".hidden"]);
+    assert_eq!(ok("..."), ["..\u{F029}"]);
+    assert_eq!(ok(" "), ["\u{F028}"]);
+    assert_eq!(ok("d./e. /f"), ["d\u{F029}", "e.\u{F028}", "f"]);
+}
+
+#[test]
+fn every_table_entry_round_trips() {
+    for b in 0x01u8..0x80 {
+        let c = char::from(b);
+        let enc = encode_component(&format!("{c}x"));
+        assert_eq!(decode_component(&enc), format!("{c}x"));
+        let expected = match b {
+            0x01..=0x1f => char::from_u32(0xF000 + u32::from(b)).unwrap(),
+            b'"' => '\u{F020}',
+            b'*' => '\u{F021}',
+            b':' => '\u{F022}',
+            b'<' => '\u{F023}',
+            b'>' => '\u{F024}',
+            b'?' => '\u{F025}',
+            b'\\' => '\u{F026}',
+            b'|' => '\u{F027}',
+            _ => c,
+        };
+        assert_eq!(enc.chars().next(), Some(expected), "byte {b:#04x}");
+    }
+}
+
+#[test]
+fn names_from_macs_decode_anywhere() {
+    assert_eq!(decode_component("a\u{F028}b"), "a b");
+    assert_eq!(decode_component("\u{F029}x"), ".x");
+    assert_eq!(decode_component("\u{F001}\u{F026}"), "\u{1}\\");
+    // Just outside the range: kept.
+    assert_eq!(decode_component("\u{F000}\u{F02A}"), "\u{F000}\u{F02A}");
+}
+
+#[test]
+fn unmappable_keys_are_refused() {
+    assert_eq!(err(""), KeyError::Empty);
+    assert_eq!(err(".."), KeyError::DotComponent);
+    assert_eq!(err("."), KeyError::DotComponent);
+    assert_eq!(err("a/./b"), KeyError::DotComponent);
+    assert_eq!(err("a/../b"), KeyError::DotComponent);
+    assert_eq!(err("a/.."), KeyError::DotComponent);
+    assert_eq!(err("../"), KeyError::DotComponent);
+    assert_eq!(err("a//b"), KeyError::EmptyComponent);
+    assert_eq!(err("/a"), KeyError::EmptyComponent);
+    assert_eq!(err("/"), KeyError::EmptyComponent);
+    assert_eq!(err("//"), KeyError::EmptyComponent);
+    assert_eq!(err("a//"), KeyError::EmptyComponent);
+    assert_eq!(err("a\0b"), KeyError::NulChar);
+    assert_eq!(err("a\u{F022}b"), KeyError::ReservedChar);
+    assert_eq!(err("\u{F001}"), KeyError::ReservedChar);
+    assert_eq!(err("x\u{F029}"), KeyError::ReservedChar);
+    assert_eq!(ok("\u{F000}\u{F02A}"), ["\u{F000}\u{F02A}"]);
+}
+
+#[test]
+fn key_length_is_limited_to_1024_bytes() {
+    let long = "a".repeat(1025);
+    assert_eq!(err(&long), KeyError::TooLong);
+    // 4 × 255 + 3 separators + a trailing '/' = 1024 bytes.
+    let c = "b".repeat(255);
+    let max = format!("{c}/{c}/{c}/{c}/");
+    assert_eq!(max.len(), 1024);
+    let m = map_key(&max).unwrap();
+    assert_eq!(m.components.len(), 4);
+    assert!(m.dir_marker);
+    // Bytes, not chars: 684 chars, but 'é' takes two bytes, so 1026 bytes.
+    assert_eq!(err(&"é/".repeat(342)), KeyError::TooLong);
+}
+
+#[test]
+fn component_length_is_limited_to_255_utf16_units() {
+    let c255 = "c".repeat(255);
+    assert_eq!(ok(&c255), [c255]);
+    let c256 = "c".repeat(256);
+    assert_eq!(err(&c256), KeyError::ComponentTooLong { component: c256.clone() });
+    assert_eq!(err(&format!("ok/{c256}/ok")), KeyError::ComponentTooLong { component: c256 });
+    // Mapping does not change the length: 254 chars plus a trailing '.'.
+    let dotted = format!("{}.", "d".repeat(254));
+    assert_eq!(ok(&dotted).concat().encode_utf16().count(), 255);
+    // Outside the BMP each char is two units: 127 × '😀' = 254, 128 = 256.
+    assert_eq!(ok(&"😀".repeat(127)), ["😀".repeat(127)]);
+    let smileys = "😀".repeat(128);
+    assert_eq!(err(&smileys), KeyError::ComponentTooLong { component: smileys.clone() });
+    assert_eq!(err(&smileys).s3_code(), "KeyTooLongError");
+}
+
+#[test]
+fn internal_dir_is_refused_case_insensitively() {
+    assert_eq!(err(".smbgate/x"), KeyError::Internal);
+    assert_eq!(err(".SMBGATE/x"), KeyError::Internal);
+    assert_eq!(err(".SmbGate"), KeyError::Internal);
+    assert_eq!(err(".smbgate/"), KeyError::Internal);
+    assert_eq!(err(".\u{17f}mbgate/x"), KeyError::Internal);
+    // Only the first component, and only the exact name.
+    assert_eq!(ok("x/.smbgate"), ["x", ".smbgate"]);
+    assert_eq!(ok(".smbgate2/x"), [".smbgate2", "x"]);
+    assert_eq!(ok(".smbgate./x"), [".smbgate\u{F029}", "x"]);
+}
+
+#[test]
+fn directory_markers() {
+    let m = map_key("dir/").unwrap();
+    assert_eq!(m, MappedKey { components: vec!["dir".into()], dir_marker: true });
+    assert_eq!(SharePath::default().join_key(&m).as_str(), "dir");
+    assert_eq!(key_from_components(&["dir"], true), "dir/");
+    let m = map_key("a/b:c/").unwrap();
+    assert_eq!(m.components, ["a", "b\u{F022}c"]);
+    assert!(m.dir_marker);
+    assert_eq!(SharePath::default().join_key(&m).as_str(), "a\\b\u{F022}c");
+    assert_eq!(key_from_components(&["a", "b\u{F022}c"], true), "a/b:c/");
+    assert_eq!(map_key("dot./").unwrap().components, ["dot\u{F029}"]);
+}
+
+#[test]
+fn smb_paths_use_backslashes() {
+    let m = map_key("a/b\\c/d").unwrap();
+    assert_eq!(SharePath::default().join_key(&m).as_str(), "a\\b\u{F026}c\\d");
+}
+
+#[test]
+fn errors_have_s3_codes_and_messages() {
+    let all = [
+        KeyError::Empty,
+        KeyError::TooLong,
+        KeyError::ComponentTooLong { component: "x".into() },
+        KeyError::DotComponent,
+        KeyError::EmptyComponent,
+        KeyError::Internal,
+        KeyError::ReservedChar,
+        KeyError::NulChar,
+    ];
+    for e in &all {
+        let expected = match e {
+            KeyError::TooLong | KeyError::ComponentTooLong { .. } => "KeyTooLongError",
+            _ => "InvalidArgument",
+        };
+        assert_eq!(e.s3_code(), expected);
+        assert!(!e.to_string().is_empty());
+    }
+    let e = KeyError::ComponentTooLong { component: "a\u{1}b".into() };
+    assert!(e.to_string().contains("\"a\\u{1}b\""), "{e}");
+}
+
+/// True when `name` is safe to send as one SMB name component.
+fn is_smb_safe(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.chars().any(|c| c < '\u{20}' || "\"*:<>?\\|/".contains(c))
+        && !name.ends_with(['.', ' '])
+        && name.encode_utf16().count() <= MAX_COMPONENT_UTF16
+}
+
+/// Characters that exercise the mapping, mixed with arbitrary ones.
+fn component_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        3 => any::<char>(),
+        2 => prop::sample::select(vec!['a', 'Z', '.', ' ', '"', '*', ':', '<', '>', '?', '\\', '|', '%', '+', '~']),
+        1 => (1u32..0x20).prop_map(|b| char::from_u32(b).unwrap()),
+        1 => prop::sample::select(vec!['é', 'ß', '\u{7f}', '\u{F000}', '\u{F02A}', '\u{FFFD}', '😀']),
+    ]
+    .prop_filter("not a separator, NUL or reserved", |c| *c != '/' && *c != '\0' && !RESERVED.contains(c))
+}
+
+fn component() -> impl Strategy<Value = String> {
+    prop::collection::vec(component_char(), 1..12)
+        .prop_map(|cs| cs.into_iter().collect::<String>())
+        .prop_filter("not a dot component", |c| c != "." && c != "..")
+}
+
+/// Keys that must be accepted: valid components, optionally a marker.
+fn valid_key() -> impl Strategy<Value = String> {
+    (prop::collection::vec(component(), 1..8), any::<bool>())
+        .prop_filter("first component is not internal", |(cs, _)| !is_internal(&cs[0]))
+        .prop_map(|(cs, marker)| {
+            let mut key = cs.join("/");
+            if marker {
+                key.push('/');
+            }
+            key
+        })
+}
+
+/// Any string, biased toward separators, dots and reserved characters.
+fn any_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        prop::collection::vec(
+            prop_oneof![
+                prop::sample::select(vec!['/', '.', ' ', ':', '\0', '\u{1}', '\u{F022}', '\u{F029}', 'S', 's']),
+                any::<char>(),
+            ],
+            0..24
+        )
+        .prop_map(|cs| cs.into_iter().collect()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn valid_keys_map_and_round_trip(key in valid_key()) {
+        let m = map_key(&key).map_err(|e| TestCaseError::fail(format!("{key:?}: {e}")))?;
+        prop_assert_eq!(m.dir_marker, key.ends_with('/'));
+        let parts: Vec<&str> = m.components.iter().map(String::as_str).collect();
+        prop_assert_eq!(key_from_components(&parts, m.dir_marker), key);
+        for c in &m.components {
+            prop_assert!(is_smb_safe(c), "unsafe component {:?}", c);
+        }
+    }
+
+    #[test]
+    fn any_key_is_refused_or_safe_and_reversible(key in any_key()) {
+        if let Ok(m) = map_key(&key) {
+            let parts: Vec<&str> = m.components.iter().map(String::as_str).collect();
+            prop_assert_eq!(key_from_components(&parts, m.dir_marker), key.clone());
+            prop_assert!(!is_internal(&decode_component(parts[0])));
+            let path = key.strip_suffix('/').unwrap_or(&key);
+            for part in path.split('/') {
+                prop_assert!(!part.is_empty() && part != "." && part != "..", "{:?} accepted", key);
+            }
+            for c in &m.components {
+                prop_assert!(is_smb_safe(c), "unsafe component {:?} from {:?}", c, key);
+            }
+        }
+    }
+
+    #[test]
+    fn encode_is_injective(a in component(), b in component()) {
+        prop_assert_eq!(decode_component(&encode_component(&a)), a.clone());
+        if a != b {
+            prop_assert_ne!(encode_component(&a), encode_component(&b));
+        }
+    }
+
+    #[test]
+    fn encode_is_injective_on_a_small_alphabet(
+        a in "[a. :?\u{1}\\\\]{0,4}",
+        b in "[a. :?\u{1}\\\\]{0,4}",
+    ) {
+        prop_assert_eq!(decode_component(&encode_component(&a)), a.clone());
+        prop_assert_eq!(encode_component(&a) == encode_component(&b), a == b);
+    }
+
+    #[test]
+    fn encoding_keeps_utf16_length(a in component()) {
+        prop_assert_eq!(encode_component(&a).encode_utf16().count(), a.encode_utf16().count());
+    }
+}

@@ -1,0 +1,104 @@
+//! The store's own logic against a real smbd: publish, the temp file of a
+//! PUT whose request is dropped mid-body, and an opened object that is
+//! dropped. What is open on the server is read with `smbstatus -L`.
+
+#[path = "../../smb-client/tests/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::Samba;
+use futures::StreamExt;
+use smb_client::{Pool, PoolConfig};
+use smbgate::store::types::PutRequest;
+use smbgate::store::{Store, StoreOptions};
+
+async fn store(smb: &Samba) -> Store {
+    let pool = Pool::connect(PoolConfig::new(smb.config(), smb.get("SMB_SHARE"), 2)).await.expect("pool");
+    Store::open(pool, "", StoreOptions::default()).await.expect("store")
+}
+
+fn tmp_files(smb: &Samba) -> Vec<String> {
+    std::fs::read_dir(smb.share_path().join(".smbgate/tmp"))
+        .expect("tmp dir")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+async fn wait_no_tmp(smb: &Samba) -> Vec<String> {
+    for _ in 0..50 {
+        if tmp_files(smb).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tmp_files(smb)
+}
+
+fn body(chunks: Vec<Vec<u8>>) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    futures::stream::iter(chunks.into_iter().map(|c| Ok(Bytes::from(c))))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_publishes_exactly_the_body_and_leaves_no_temp_file() {
+    let smb = Samba::start(&[]);
+    let st = store(&smb).await;
+    st.create_bucket("pub").await.expect("bucket");
+    let small = b"hello".to_vec();
+    let large: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
+    for (key, data) in [("a/small", small), ("b/c/large", large)] {
+        let r = st
+            .put_object("pub", key, body(vec![data.clone()]), PutRequest::default(), Default::default)
+            .await
+            .expect("put");
+        assert_eq!(r.etag, hex::encode(<md5::Md5 as md5::Digest>::digest(&data)));
+        assert_eq!(std::fs::read(smb.share_path().join("pub").join(key)).unwrap(), data);
+        assert_eq!(st.head_object("pub", key).await.expect("head").etag, r.etag);
+    }
+    assert_eq!(wait_no_tmp(&smb).await, Vec::<String>::new());
+    assert_eq!(smb.wait_closed("pub").await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_dropped_mid_body_deletes_its_temp_file_and_leaves_nothing_open() {
+    let smb = Samba::start(&[]);
+    let st = store(&smb).await;
+    st.create_bucket("drop").await.expect("bucket");
+    // 2 MiB arrive, then the client stalls; the request is dropped.
+    let first = futures::stream::iter([Ok::<Bytes, std::io::Error>(Bytes::from(vec![7u8; 2 << 20]))]);
+    let stalled = first.chain(futures::stream::pending());
+    let put = {
+        let st = st.clone();
+        tokio::spawn(async move {
+            st.put_object("drop", "k", Box::pin(stalled), PutRequest::default(), Default::default).await
+        })
+    };
+    for _ in 0..50 {
+        if !tmp_files(&smb).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(tmp_files(&smb).len(), 1, "the body is being written to a temp file");
+    put.abort();
+    assert!(put.await.unwrap_err().is_cancelled());
+    assert_eq!(wait_no_tmp(&smb).await, Vec::<String>::new());
+    assert_eq!(smb.wait_closed(".smbgate").await, Vec::<String>::new());
+    assert!(!smb.share_path().join("drop/k").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_object_dropped_unread_is_closed() {
+    let smb = Samba::start(&[]);
+    let st = store(&smb).await;
+    st.create_bucket("open").await.expect("bucket");
+    st.put_object("open", "obj", body(vec![b"data".to_vec()]), PutRequest::default(), Default::default)
+        .await
+        .expect("put");
+    let (opened, info, head) = st.open_object("open", "obj", Some((0, 64))).await.expect("open");
+    assert_eq!((info.size, head.as_deref()), (4, Some(&b"data"[..])));
+    assert_eq!(smb.open_files("obj").len(), 1);
+    drop(opened);
+    assert_eq!(smb.wait_closed("obj").await, Vec::<String>::new());
+}
