@@ -92,14 +92,14 @@ impl Store {
     fn remove_empty_tree<'a>(
         &'a self,
         tree: &'a smb_client::Tree,
-        dir: &'a str,
+        dir: &'a super::path::SharePath,
     ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {
             for e in tree.list_dir(dir).await? {
                 if !e.times.is_directory() || e.ea_size > 0 {
                     return Ok(false);
                 }
-                let sub = format!("{dir}\\{}", e.name);
+                let sub = dir.join(&e.name);
                 if !self.remove_empty_tree(tree, &sub).await? {
                     return Ok(false);
                 }
