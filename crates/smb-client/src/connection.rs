@@ -63,6 +63,8 @@ pub struct Response {
     /// The message, header included.
     pub msg: Bytes,
     ticket: Option<Ticket>,
+    /// The connection it came on, poisoned if its body does not decode.
+    conn: std::sync::Weak<Inner>,
 }
 
 impl std::fmt::Debug for Response {
@@ -80,6 +82,21 @@ impl Drop for Response {
 }
 
 impl Response {
+    /// Decodes the body with `f`. A body that does not decode means the
+    /// stream or the server cannot be trusted: the connection is poisoned
+    /// (failure class 4) and the error returned.
+    ///
+    /// Errors: [`Error::Decode`].
+    pub fn body<T>(&self, f: impl FnOnce(&Bytes) -> std::result::Result<T, smb_proto::DecodeError>) -> Result<T> {
+        f(&self.msg).map_err(|e| {
+            let e = Error::Decode(e);
+            if let Some(inner) = self.conn.upgrade() {
+                inner.poison(e.clone());
+            }
+            e
+        })
+    }
+
     /// Decodes a CREATE answer and hands its handle to the caller, who must
     /// now close it (or wrap it in a [`crate::file::Handle`]).
     ///
@@ -90,7 +107,7 @@ impl Response {
         if s != NtStatus::STATUS_SUCCESS {
             return Err(Error::Status { command: self.header.command, status: s });
         }
-        let c = smb_proto::create::CreateResponse::decode(&self.msg)?;
+        let c = self.body(smb_proto::create::CreateResponse::decode)?;
         self.ticket = None;
         Ok(c)
     }
@@ -120,8 +137,28 @@ pub struct Op<'a> {
     pub tree_id: u32,
 }
 
-/// A response on its way.
-pub type ResponseFuture = oneshot::Receiver<Result<Response>>;
+/// A response on its way; await it with [`Connection::wait`].
+pub struct ResponseFuture {
+    rx: oneshot::Receiver<Result<Response>>,
+    /// Set when the server sent an interim STATUS_PENDING for it: the
+    /// deadline then extends, up to [`MAX_PENDING`].
+    pending: Arc<AtomicBool>,
+}
+
+/// Longest a request answered with an interim STATUS_PENDING may take
+/// (MS-SMB2 3.2.5.1.5: the final answer may come much later).
+pub const MAX_PENDING: Duration = Duration::from_secs(300);
+
+/// What a response must match to answer a request (failure class 24).
+#[derive(Debug, Clone, Copy)]
+struct Bind {
+    command: Command,
+    /// SessionId the request was sent with (0 before SESSION_SETUP).
+    session_id: u64,
+    tree_id: u32,
+    /// The request went out encrypted, so its answer must come back so.
+    encrypted: bool,
+}
 
 /// Security state installed after SESSION_SETUP.
 #[derive(Default)]
@@ -140,6 +177,10 @@ struct Pending {
     charge: u32,
     /// For a CREATE whose chain leaves the handle open.
     ticket: Option<Ticket>,
+    bind: Bind,
+    /// AsyncId from an interim STATUS_PENDING; the final answer must carry it.
+    async_id: Option<u64>,
+    pending: Arc<AtomicBool>,
 }
 
 struct State {
@@ -166,6 +207,8 @@ pub(crate) struct Inner {
     free_bufs: Mutex<Vec<BytesMut>>,
     /// Queue of handles to close that no caller will (failure class 26).
     reaper: Reaper,
+    /// This connection, for the answers it hands out.
+    me: std::sync::Weak<Inner>,
 }
 
 /// Bytes reserved at the start of a [`Connection::write_frame`] buffer for
@@ -217,7 +260,7 @@ impl Connection {
         }
         let (rd, wr) = stream.into_split();
         let (reaper, reap_rx) = Reaper::new();
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|me| Inner {
             state: Mutex::new(State {
                 next_message_id: 0,
                 pending: HashMap::new(),
@@ -235,6 +278,7 @@ impl Connection {
             tasks: Mutex::new(Vec::new()),
             free_bufs: Mutex::new(Vec::new()),
             reaper: reaper.clone(),
+            me: me.clone(),
         });
         let w = tokio::spawn(writer_task(inner.clone(), wr));
         let r = tokio::spawn(reader_task(inner.clone(), rd));
@@ -345,14 +389,26 @@ impl Connection {
 
     /// Awaits a response with the request timeout; a timeout poisons the
     /// connection (its stream may be desynchronised).
+    ///
+    /// An interim STATUS_PENDING extends the deadline by the request timeout
+    /// at a time, up to [`MAX_PENDING`] in all.
     pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
-        match tokio::time::timeout(self.inner.opts.request_timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(self.inner.poison_error()),
-            Err(_) => {
-                let e = Error::Timeout("no response from server");
-                self.poison(e.clone());
-                Err(e)
+        let ResponseFuture { mut rx, pending } = rx;
+        let start = tokio::time::Instant::now();
+        let step = self.inner.opts.request_timeout;
+        let mut deadline = start + step;
+        loop {
+            match tokio::time::timeout_at(deadline, &mut rx).await {
+                Ok(Ok(r)) => return r,
+                Ok(Err(_)) => return Err(self.inner.poison_error()),
+                Err(_) if pending.load(Ordering::Acquire) && deadline < start + MAX_PENDING => {
+                    deadline = (deadline + step).min(start + MAX_PENDING);
+                }
+                Err(_) => {
+                    let e = Error::Timeout("no response from server");
+                    self.poison(e.clone());
+                    return Err(e);
+                }
             }
         }
     }
@@ -361,11 +417,13 @@ impl Connection {
     /// if the window is spent), allocates their MessageIds and registers
     /// their waiters. Returns `(MessageId, CreditCharge, CreditRequest)` per
     /// message, in order, and the futures.
-    /// `tickets` is empty or holds one entry per message.
+    /// `tickets` is empty or holds one entry per message; `binds` holds one
+    /// per message.
     async fn reserve(
         &self,
         charges: &[u16],
         mut tickets: Vec<Option<Ticket>>,
+        binds: &[Bind],
     ) -> Result<(Vec<(u64, u16, u16)>, Vec<ResponseFuture>)> {
         let total: u32 = charges.iter().map(|&c| c as u32).sum();
         let deadline = tokio::time::Instant::now() + self.inner.opts.request_timeout;
@@ -381,11 +439,14 @@ impl Connection {
                     let mut reqs = Vec::with_capacity(charges.len());
                     let mut rxs = Vec::with_capacity(charges.len());
                     tickets.resize_with(charges.len(), || None);
-                    for (&c, ticket) in charges.iter().zip(tickets.drain(..)) {
+                    for ((&c, ticket), &bind) in charges.iter().zip(tickets.drain(..)).zip(binds) {
                         reqs.push((id, c, st.credits.request_for(c)));
                         let (tx, rx) = oneshot::channel();
-                        st.pending.insert(id, Pending { tx, charge: c as u32, ticket });
-                        rxs.push(rx);
+                        let pending = Arc::new(AtomicBool::new(false));
+                        let p =
+                            Pending { tx, charge: c as u32, ticket, bind, async_id: None, pending: pending.clone() };
+                        st.pending.insert(id, p);
+                        rxs.push(ResponseFuture { rx, pending });
                         id += c as u64;
                     }
                     st.next_message_id = id;
@@ -400,6 +461,14 @@ impl Connection {
                 return Err(e);
             }
         }
+    }
+
+    /// What the answer to a `command` on `tree_id` must match; `encrypt`:
+    /// the caller asked for encryption (the session may require it anyway).
+    fn bind(&self, command: Command, tree_id: u32, encrypt: bool) -> Bind {
+        let sec = self.inner.security.read().unwrap();
+        let encrypted = (encrypt || sec.encrypt_all) && sec.cipher.is_some();
+        Bind { command, session_id: sec.session_id, tree_id, encrypted }
     }
 
     /// A buffer for building frames, reused from earlier sends when one is
@@ -459,7 +528,9 @@ impl Connection {
         if data_len + WRITE_HEADROOM > MAX_FRAME_LEN {
             return Err(Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit")));
         }
-        let (reqs, mut rxs) = self.reserve(&[smb_proto::header::credit_charge(data_len as u64)], Vec::new()).await?;
+        let bind = self.bind(Command::Write, tree_id, encrypt);
+        let (reqs, mut rxs) =
+            self.reserve(&[smb_proto::header::credit_charge(data_len as u64)], Vec::new(), &[bind]).await?;
         let (message_id, charge, credits) = reqs[0];
         {
             let sec = self.inner.security.read().unwrap();
@@ -538,7 +609,9 @@ impl Connection {
                 }));
             }
         }
-        let (all, rxs) = self.reserve(&charges, tickets).await?;
+        let binds: Vec<Bind> =
+            chains.iter().flat_map(|c| c.iter()).map(|op| self.bind(op.body.command(), op.tree_id, encrypt)).collect();
+        let (all, rxs) = self.reserve(&charges, tickets, &binds).await?;
         let buf = {
             let sec = self.inner.security.read().unwrap();
             let size_hint: usize = chains
@@ -667,17 +740,27 @@ impl Inner {
         }
     }
 
-    /// Handles one decoded (and verified) message.
-    fn dispatch(&self, header: Header, msg: Bytes) -> Result<()> {
+    /// Handles one decoded (and verified) message; `encrypted` says whether
+    /// its frame was. A response must answer its request exactly (failure
+    /// class 24): the same command, SessionId and TreeId, the AsyncId of its
+    /// interim answer, and encrypted if the request was. Anything else is an
+    /// integrity error, which poisons the connection.
+    fn dispatch(&self, header: Header, msg: Bytes, encrypted: bool) -> Result<()> {
         let mut st = self.state.lock().unwrap();
         if header.message_id == u64::MAX && header.command == Command::OplockBreak {
             return Ok(()); // unsolicited break notification; we hold no oplocks
         }
-        let interim = header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
+        let is_async = header.flags & flags::ASYNC_COMMAND != 0;
+        let interim = header.status == NtStatus::STATUS_PENDING && is_async;
         if interim {
-            if !st.pending.contains_key(&header.message_id) {
+            let Some(p) = st.pending.get_mut(&header.message_id) else {
                 return Err(Error::Protocol(format!("interim response for unknown MessageId {}", header.message_id)));
+            };
+            if header.command != p.bind.command || p.async_id.is_some_and(|a| Some(a) != header.async_id) {
+                return Err(Error::Integrity("interim response does not match its request"));
             }
+            p.async_id = header.async_id;
+            p.pending.store(true, Ordering::Release);
             st.credits.on_response(header.credits, 0);
             drop(st);
             self.credit_wake.notify_waiters();
@@ -686,14 +769,36 @@ impl Inner {
         let Some(p) = st.pending.remove(&header.message_id) else {
             return Err(Error::Protocol(format!("response for unknown MessageId {}", header.message_id)));
         };
+        if let Err(e) = check_bound(&p, &header, encrypted) {
+            // Poisoned first, then its waiter hears why (not just that the
+            // connection closed).
+            drop(st);
+            self.poison(e.clone());
+            let _ = p.tx.send(Err(e.clone()));
+            return Err(e);
+        }
         st.credits.on_response(header.credits, p.charge);
         drop(st);
         self.credit_wake.notify_waiters();
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // The server has ended the session or the tree: the answer goes to
+        // its waiter (a connection error there), and the connection is
+        // replaced rather than kept answering this forever.
+        let ended = matches!(
+            header.status,
+            NtStatus::STATUS_USER_SESSION_DELETED
+                | NtStatus::STATUS_NETWORK_SESSION_EXPIRED
+                | NtStatus::STATUS_NETWORK_NAME_DELETED
+        );
+        let status = header.status;
+        let ended = ended.then(|| Error::ConnectionLost(format!("the server ended the session: {status}")));
+        if let Some(e) = &ended {
+            self.poison(e.clone());
+        }
         // If the waiter has gone, the answer is dropped here, and a CREATE
         // answer's ticket closes the handle nobody will use.
-        let _ = p.tx.send(Ok(Response { header, msg, ticket: p.ticket }));
-        Ok(())
+        let _ = p.tx.send(Ok(Response { header, msg, ticket: p.ticket, conn: self.me.clone() }));
+        ended.map_or(Ok(()), Err)
     }
 
     /// Checks one received frame in place: decrypts it or verifies each
@@ -734,11 +839,13 @@ impl Inner {
             if !encrypted {
                 let interim = header.status == NtStatus::STATUS_PENDING && header.flags & flags::ASYNC_COMMAND != 0;
                 let unsolicited = header.message_id == u64::MAX;
-                if sec.encrypt_all && !interim && !unsolicited && header.command != Command::SessionSetup {
+                if sec.encrypt_all && !interim && !unsolicited {
                     return Err(Error::Integrity("unencrypted response on an encrypted session"));
                 }
+                // Once the session has a key, every final answer is checked,
+                // SESSION_SETUP included; before it, nothing can be.
                 if let Some(signer) = &sec.signer {
-                    if header.command != Command::SessionSetup && !interim && !unsolicited {
+                    if !interim && !unsolicited {
                         if header.flags & flags::SIGNED != 0 {
                             if !signer.verify(&mut frame[off..off + len]) {
                                 return Err(Error::Integrity("bad signature"));
@@ -760,12 +867,36 @@ impl Inner {
 
     /// Dispatches the messages of a checked frame.
     fn dispatch_frame(&self, frame: Bytes, layout: FrameLayout) -> Result<()> {
+        let encrypted = layout.start > 0;
         let frame = frame.slice(layout.start..);
         for (off, len, header) in layout.messages {
-            self.dispatch(header, frame.slice(off..off + len))?;
+            self.dispatch(header, frame.slice(off..off + len), encrypted)?;
         }
         Ok(())
     }
+}
+
+/// Checks that a final answer fits the request it claims to answer.
+fn check_bound(p: &Pending, h: &Header, encrypted: bool) -> Result<()> {
+    let b = &p.bind;
+    if h.command != b.command {
+        return Err(Error::Integrity("response command does not match its request"));
+    }
+    if b.encrypted && !encrypted {
+        return Err(Error::Integrity("unencrypted response to an encrypted request"));
+    }
+    // SESSION_SETUP answers carry the SessionId being set up.
+    if !matches!(b.command, Command::Negotiate | Command::SessionSetup) && h.session_id != b.session_id {
+        return Err(Error::Integrity("response SessionId does not match its request"));
+    }
+    if h.flags & flags::ASYNC_COMMAND != 0 {
+        if p.async_id.is_none() || h.async_id != p.async_id {
+            return Err(Error::Integrity("async response without the AsyncId of its interim answer"));
+        }
+    } else if b.command != Command::TreeConnect && h.tree_id != b.tree_id {
+        return Err(Error::Integrity("response TreeId does not match its request"));
+    }
+    Ok(())
 }
 
 /// Where the messages of a received frame are, after its checks.

@@ -1,6 +1,10 @@
 //! Credit accounting (MS-SMB2 3.2.4.1.5, 3.2.5.1.4) as plain data: how many
 //! credits to ask for so the window grows toward the pipeline depth.
 
+/// Most credits the window holds (available plus in flight): what 16-bit
+/// CreditCharges over a 64-bit MessageId space can ever use in one window.
+pub const MAX_CREDITS: u32 = u16::MAX as u32;
+
 /// Tracks the client's credit window. `available` credits may be spent now;
 /// `in_flight` are charged to requests still awaiting their final response.
 #[derive(Debug, Clone)]
@@ -40,9 +44,12 @@ impl CreditWindow {
 
     /// Records a response granting `granted` credits; `final_charge` is the
     /// charge of the request it completes (0 for an interim response).
+    /// Grants saturate: the window never holds more than [`MAX_CREDITS`],
+    /// whatever a server sends.
     pub fn on_response(&mut self, granted: u16, final_charge: u32) {
-        self.available += granted as u32;
         self.in_flight = self.in_flight.saturating_sub(final_charge);
+        let room = MAX_CREDITS.saturating_sub(self.in_flight);
+        self.available = self.available.saturating_add(granted as u32).min(room);
     }
 }
 
@@ -65,5 +72,17 @@ mod tests {
         assert_eq!(w.in_flight, 128);
         w.on_response(600, 128);
         assert_eq!(w.request_for(1), 1, "at target: ask only for the charge");
+    }
+
+    #[test]
+    fn grants_saturate_at_the_cap() {
+        let mut w = CreditWindow::new(512);
+        for _ in 0..10 {
+            w.on_response(u16::MAX, 0);
+        }
+        assert_eq!(w.available, MAX_CREDITS);
+        assert!(w.try_spend(100));
+        w.on_response(u16::MAX, 0);
+        assert_eq!(w.available + w.in_flight, MAX_CREDITS);
     }
 }

@@ -183,7 +183,7 @@ impl PipelinedWriter {
         let Some((off, len, rx, sent)) = self.queue.pop_front() else { return Ok(()) };
         self.in_flight -= len;
         let resp = self.tree.conn().wait(rx).await?.ok_or_status(&[])?;
-        let mut done = WriteResponse::decode(&resp.msg)?.count as usize;
+        let mut done = resp.body(WriteResponse::decode)?.count as usize;
         if done > len {
             return Err(Error::Protocol(format!("WRITE reported {done} bytes for {len} sent")));
         }
@@ -264,7 +264,7 @@ impl PipelinedReader {
             self.finish_early();
             return Ok(None);
         }
-        let data = ReadResponse::decode(&resp.ok_or_status(&[])?.msg)?.data;
+        let data = resp.ok_or_status(&[])?.body(ReadResponse::decode)?.data;
         let got = data.len() as u64;
         if got > len as u64 {
             return Err(Error::Protocol(format!("READ returned {got} bytes for {len} asked")));

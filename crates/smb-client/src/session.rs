@@ -13,6 +13,9 @@ use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupRespons
 use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
 use smb_proto::{Command, NtStatus};
 
+use smb_proto::create::FileId;
+use smb_proto::ioctl::{IoctlRequest, IoctlResponse, FSCTL_VALIDATE_NEGOTIATE_INFO};
+
 use crate::connection::{Connection, ConnectionOptions, Op};
 use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
@@ -112,6 +115,22 @@ pub struct Session {
     /// Negotiated parameters.
     pub negotiated: Negotiated,
     config: std::sync::Arc<ClientConfig>,
+    /// What NEGOTIATE said both ways, for FSCTL_VALIDATE_NEGOTIATE_INFO on
+    /// 3.0 and 3.0.2 (`None` on 3.1.1, whose preauth hash covers it).
+    validate: Option<std::sync::Arc<ValidateNegotiate>>,
+}
+
+/// Both sides of a NEGOTIATE, as FSCTL_VALIDATE_NEGOTIATE_INFO compares
+/// them (MS-SMB2 2.2.31.4, 2.2.32.6).
+struct ValidateNegotiate {
+    /// What we sent: Capabilities, ClientGuid, SecurityMode, Dialects.
+    capabilities: u32,
+    guid: [u8; 16],
+    security_mode: u16,
+    dialects: Vec<u16>,
+    /// What the server answered: Capabilities, ServerGuid, SecurityMode,
+    /// DialectRevision.
+    server: (u32, [u8; 16], u16, u16),
 }
 
 impl Session {
@@ -137,18 +156,20 @@ impl Session {
         if config.require_signing {
             sec_mode |= security_mode::SIGNING_REQUIRED;
         }
+        let client_caps = capabilities::LARGE_MTU | capabilities::ENCRYPTION;
+        let client_guid: [u8; 16] = rand::random();
         let req = NegotiateRequest {
             dialects: config.dialects.clone(),
             security_mode: sec_mode,
-            capabilities: capabilities::LARGE_MTU | capabilities::ENCRYPTION,
-            client_guid: rand::random(),
+            capabilities: client_caps,
+            client_guid,
             salt: rand::random(),
             ciphers: vec![Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm],
             signing: vec![SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256],
         };
         let (resp, sent) = conn.call_captured(Op { body: &req, tree_id: 0 }).await?;
         let resp = resp.ok_or_status(&[])?;
-        let neg = NegotiateResponse::decode(&resp.msg)?;
+        let neg = resp.body(NegotiateResponse::decode)?;
         if !config.dialects.contains(&neg.dialect) {
             return Err(Error::Protocol(format!("server chose dialect {:#06x}, which we did not offer", neg.dialect)));
         }
@@ -175,7 +196,11 @@ impl Session {
         } else {
             None
         };
-        let sign_all = config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
+        // 3.0 and 3.0.2 have no preauth hash: their NEGOTIATE is checked
+        // afterwards with a signed FSCTL_VALIDATE_NEGOTIATE_INFO, so they
+        // always sign (MS-SMB2 3.2.5.14.12).
+        let sign_required = config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
+        let sign_all = sign_required || !is_311;
 
         // SESSION_SETUP rounds.
         let creds = if config.user.is_empty() && config.password.is_empty() {
@@ -206,18 +231,29 @@ impl Session {
                     preauth.update(&resp.msg);
                 }
                 session_id = resp.header.session_id;
-                let ss = SessionSetupResponse::decode(&resp.msg)?;
+                let ss = resp.body(SessionSetupResponse::decode)?;
                 token = ntlm.step(&ss.token)?;
                 continue;
             }
             let resp = resp.ok_or_status(&[])?;
-            let ss = SessionSetupResponse::decode(&resp.msg)?;
+            let ss = resp.body(SessionSetupResponse::decode)?;
             ntlm.finish(&ss.token)?;
             break (resp, ss.session_flags);
         };
         session_id = final_resp.header.session_id;
         let is_guest = final_flags & session_flags::IS_GUEST != 0;
         let is_anonymous = final_flags & session_flags::IS_NULL != 0 || ntlm.is_anonymous();
+        let has_credentials = !(config.user.is_empty() && config.password.is_empty());
+        if has_credentials && (is_guest || is_anonymous) {
+            // A server that maps a bad password to guest, or an answer whose
+            // flags were flipped on the way: either way there is no key to
+            // sign with, and not the identity asked for.
+            tracing::warn!(
+                user = %config.user,
+                "the SMB server answered with a guest or anonymous session although credentials were given; refusing it"
+            );
+            return Err(Error::Status { command: Command::SessionSetup, status: NtStatus::STATUS_LOGON_FAILURE });
+        }
         let encrypt_all = final_flags & session_flags::ENCRYPT_DATA != 0 || config.require_encryption;
 
         let mut sec = crate::connection::Security { session_id, ..Default::default() };
@@ -227,10 +263,15 @@ impl Session {
                 let keys = derive_keys(&key, neg.dialect, &preauth, cipher);
                 let signer = Signer::new(signing_alg, &keys.signing);
                 // The final SESSION_SETUP response is signed with the new key
-                // (3.1.1 always; 3.0.x when signing is in use).
+                // (3.1.1 always; 3.0.x when either side requires signing). An
+                // unsigned one is then refused, not skipped; otherwise on 3.0.x
+                // the signed VALIDATE_NEGOTIATE_INFO checks the key.
                 let mut msg = final_resp.msg.to_vec();
                 let signed = final_resp.header.flags & smb_proto::header::flags::SIGNED != 0;
-                if (is_311 || signed) && !signer.verify(&mut msg) {
+                if !signed && (is_311 || sign_required) {
+                    return Err(Error::Integrity("final SESSION_SETUP response is not signed"));
+                }
+                if signed && !signer.verify(&mut msg) {
                     return Err(Error::Integrity("SESSION_SETUP response signature (key derivation mismatch?)"));
                 }
                 sec.signer = Some(signer);
@@ -264,7 +305,63 @@ impl Session {
         };
         *conn.inner.security.write().unwrap() = sec;
         tracing::debug!(?negotiated, "SMB session established");
-        Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()) })
+        let validate = (!is_311 && signing.is_some()).then(|| {
+            std::sync::Arc::new(ValidateNegotiate {
+                capabilities: client_caps,
+                guid: client_guid,
+                security_mode: sec_mode,
+                dialects: config.dialects.clone(),
+                server: (neg.capabilities, neg.server_guid, neg.security_mode, neg.dialect),
+            })
+        });
+        Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()), validate })
+    }
+
+    /// FSCTL_VALIDATE_NEGOTIATE_INFO on `tree_id` (MS-SMB2 3.2.5.14.12):
+    /// the server repeats what it negotiated, in a signed answer, so a
+    /// NEGOTIATE altered on the way (a downgrade) is found. With `encrypt`
+    /// the request and so its answer are encrypted, which authenticates the
+    /// answer instead of a signature. Fails closed: any error, an
+    /// unauthenticated answer or a difference poisons the connection.
+    async fn validate_negotiate(&self, tree_id: u32, encrypt: bool, v: &ValidateNegotiate) -> Result<()> {
+        let mut input = Vec::with_capacity(24 + 2 * v.dialects.len());
+        input.extend_from_slice(&v.capabilities.to_le_bytes());
+        input.extend_from_slice(&v.guid);
+        input.extend_from_slice(&v.security_mode.to_le_bytes());
+        input.extend_from_slice(&(v.dialects.len() as u16).to_le_bytes());
+        for d in &v.dialects {
+            input.extend_from_slice(&d.to_le_bytes());
+        }
+        let req = IoctlRequest {
+            ctl_code: FSCTL_VALIDATE_NEGOTIATE_INFO,
+            file_id: FileId { persistent: u64::MAX, volatile: u64::MAX },
+            input: &input,
+            max_output: 24,
+        };
+        let fail = |why: &'static str| {
+            let e = Error::Integrity(why);
+            self.conn.poison(e.clone());
+            e
+        };
+        let r = self.conn.call(Op { body: &req, tree_id }, encrypt).await?;
+        if !encrypt && r.header.flags & smb_proto::header::flags::SIGNED == 0 {
+            return Err(fail("VALIDATE_NEGOTIATE_INFO answer is not signed"));
+        }
+        if r.status() != NtStatus::STATUS_SUCCESS {
+            return Err(fail("VALIDATE_NEGOTIATE_INFO failed"));
+        }
+        let out = r.body(IoctlResponse::decode)?.output;
+        if out.len() < 24 {
+            return Err(fail("VALIDATE_NEGOTIATE_INFO answer is short"));
+        }
+        let caps = u32::from_le_bytes(out[0..4].try_into().expect("4 bytes"));
+        let guid: [u8; 16] = out[4..20].try_into().expect("16 bytes");
+        let mode = u16::from_le_bytes([out[20], out[21]]);
+        let dialect = u16::from_le_bytes([out[22], out[23]]);
+        if (caps, guid, mode, dialect) != v.server {
+            return Err(fail("VALIDATE_NEGOTIATE_INFO does not match the NEGOTIATE answer (downgrade?)"));
+        }
+        Ok(())
     }
 
     /// TREE_CONNECT to `share` (a share name, e.g. `data`).
@@ -276,10 +373,13 @@ impl Session {
         let path = format!("\\\\{}\\{}", self.config.server_name, share);
         let req = TreeConnectRequest { path: &path };
         let resp = self.conn.call(Op { body: &req, tree_id: 0 }, false).await?.ok_or_status(&[])?;
-        let tc = TreeConnectResponse::decode(&resp.msg)?;
+        let tc = resp.body(TreeConnectResponse::decode)?;
         let encrypt = tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
         if encrypt && self.negotiated.cipher.is_none() {
             return Err(Error::Protocol(format!("share {share} requires encryption, which this session cannot do")));
+        }
+        if let Some(v) = &self.validate {
+            self.validate_negotiate(resp.header.tree_id, encrypt, v).await?;
         }
         Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, share.to_string()))
     }

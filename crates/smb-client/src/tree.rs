@@ -152,7 +152,7 @@ impl Tree {
     /// CLOSE with post-query attributes (MS-SMB2 2.2.15).
     pub async fn close(&self, file_id: FileId) -> Result<CloseResponse> {
         let r = self.call(&CloseRequest { file_id, post_query: true }).await?.ok_or_status(&[])?;
-        Ok(CloseResponse::decode(&r.msg)?)
+        Ok(r.body(CloseResponse::decode)?)
     }
 
     /// One READ of up to `length` bytes (at most the negotiated max) at
@@ -165,8 +165,9 @@ impl Tree {
         if r.status() == NtStatus::STATUS_END_OF_FILE {
             return Ok(Bytes::new());
         }
-        let r = r.ok_or_status(&[])?;
-        Ok(ReadResponse::decode(&r.msg)?.data)
+        let data = r.ok_or_status(&[])?.body(ReadResponse::decode)?.data;
+        check_read_len(data.len(), length)?;
+        Ok(data)
     }
 
     /// One WRITE of `data` (at most the negotiated max) at `offset`.
@@ -176,7 +177,7 @@ impl Tree {
             return Err(Error::InvalidArgument(format!("write of {} bytes exceeds MaxWriteSize", data.len())));
         }
         let r = self.call(&WriteRequest { file_id, offset, data }).await?.ok_or_status(&[])?;
-        Ok(WriteResponse::decode(&r.msg)?.count)
+        Ok(r.body(WriteResponse::decode)?.count)
     }
 
     /// FLUSH (MS-SMB2 2.2.17).
@@ -196,7 +197,7 @@ impl Tree {
             file_id,
         };
         let r = self.call(&req).await?.ok_or_status(&[])?;
-        Ok(OutputBuffer::decode(&r.msg)?.0)
+        Ok(r.body(OutputBuffer::decode)?.0)
     }
 
     /// FileNetworkOpenInformation of an open file.
@@ -232,7 +233,7 @@ impl Tree {
             return Ok(Vec::new());
         }
         let r = r.ok_or_status(&[])?;
-        let eas = decode_full_ea(&OutputBuffer::decode(&r.msg)?.0)?;
+        let eas = r.body(|m| decode_full_ea(&OutputBuffer::decode(m)?.0))?;
         // Samba answers a query for a missing name with an empty value.
         Ok(eas.into_iter().filter(|e| !e.value.is_empty()).collect())
     }
@@ -288,10 +289,12 @@ impl Tree {
                     return Ok(());
                 }
                 let page_ok = page.ok_or_status(&[])?;
-                decode_dir_entries(&OutputBuffer::decode(&page_ok.msg)?.0, |e| {
-                    if e.name != "." && e.name != ".." {
-                        entries.push(e);
-                    }
+                page_ok.body(|m| {
+                    decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| {
+                        if e.name != "." && e.name != ".." {
+                            entries.push(e);
+                        }
+                    })
                 })?;
                 let next = QueryDirectoryRequest { file_id: fid, ..q };
                 page = self.call(&next).await?;
@@ -325,7 +328,7 @@ impl Tree {
         }
         let r = r.ok_or_status(&[])?;
         let mut v = Vec::new();
-        decode_dir_entries(&OutputBuffer::decode(&r.msg)?.0, |e| v.push(e))?;
+        r.body(|m| decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| v.push(e)))?;
         Ok(Some(v))
     }
 
@@ -351,7 +354,7 @@ impl Tree {
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let rs = self.compound(&[&open, &q, &close]).await?;
         first_error(&rs)?;
-        Ok(FileTimes::decode_network_open(&OutputBuffer::decode(&rs[1].msg)?.0)?)
+        rs[1].body(|m| FileTimes::decode_network_open(&OutputBuffer::decode(m)?.0))
     }
 
     /// CREATE+READ+CLOSE: reads up to `max_len` bytes (at most one READ) of
@@ -366,12 +369,14 @@ impl Tree {
         let rs = self.compound(&[&open, &read, &close]).await?;
         let mut rs = rs.into_iter();
         let (cr, rd, cl) = (rs.next(), rs.next(), rs.next());
-        let created = CreateResponse::decode(&cr.expect("three responses").ok_or_status(&[])?.msg)?;
+        let created = cr.expect("three responses").ok_or_status(&[])?.body(CreateResponse::decode)?;
         let rd = rd.expect("three responses");
         let data = if rd.status() == NtStatus::STATUS_END_OF_FILE {
             Bytes::new()
         } else {
-            ReadResponse::decode(&rd.ok_or_status(&[])?.msg)?.data
+            let data = rd.ok_or_status(&[])?.body(ReadResponse::decode)?.data;
+            check_read_len(data.len(), read.length)?;
+            data
         };
         cl.expect("three responses").ok_or_status(&[])?;
         Ok((created, data))
@@ -405,12 +410,12 @@ impl Tree {
         };
         first_error(&rs)?;
         if !data.is_empty() {
-            let n = WriteResponse::decode(&rs[1].msg)?.count;
+            let n = rs[1].body(WriteResponse::decode)?.count;
             if n as usize != data.len() {
                 return Err(Error::Protocol(format!("short write: {n} of {} bytes", data.len())));
             }
         }
-        Ok(CloseResponse::decode(&rs[rs.len() - 1].msg)?)
+        Ok(rs[rs.len() - 1].body(CloseResponse::decode)?)
     }
 
     /// Creates a directory (CREATE with FILE_DIRECTORY_FILE, disposition
@@ -472,10 +477,13 @@ impl Tree {
     ) -> Result<u64> {
         let key_req = IoctlRequest { ctl_code: FSCTL_SRV_REQUEST_RESUME_KEY, file_id: src, input: &[], max_output: 32 };
         let r = self.call(&key_req).await?.ok_or_status(&[])?;
-        let key = decode_resume_key(&IoctlResponse::decode(&r.msg)?.output)?;
+        let key = r.body(|m| decode_resume_key(&IoctlResponse::decode(m)?.output))?;
         // Conservative defaults (MS-SMB2 3.3.3: 16 chunks of 1 MiB, 16 MiB
-        // total); adopt the server's limits if it rejects them.
+        // total); adopt the server's limits if it rejects them, within
+        // COPYCHUNK_BOUNDS, and only a few times: a server cannot make us send
+        // billions of tiny chunks or loop forever.
         let (mut max_chunks, mut max_chunk, mut max_total) = (16u32, 1u32 << 20, 16u32 << 20);
+        let mut renegotiated = 0;
         let mut done = 0u64;
         let mut input = BytesMut::new();
         while done < length {
@@ -496,24 +504,34 @@ impl Tree {
             let r = self.call(&req).await?;
             if r.status() == NtStatus::STATUS_INVALID_PARAMETER {
                 let limits = IoctlResponse::decode(&r.msg).ok().and_then(|i| CopyChunkResponse::decode(&i.output).ok());
+                let (min_chunk, most_chunks, most_total) = COPYCHUNK_BOUNDS;
                 match limits {
                     Some(l)
-                        if l.chunks_written > 0
-                            && l.chunk_bytes_written > 0
+                        if renegotiated < 4
+                            && l.chunks_written > 0
+                            && l.chunk_bytes_written >= min_chunk
                             && (l.chunks_written, l.chunk_bytes_written, l.total_bytes_written)
                                 != (max_chunks, max_chunk, max_total) =>
                     {
-                        (max_chunks, max_chunk, max_total) =
-                            (l.chunks_written, l.chunk_bytes_written, l.total_bytes_written.max(l.chunk_bytes_written));
+                        renegotiated += 1;
+                        max_chunks = l.chunks_written.min(most_chunks);
+                        max_chunk = l.chunk_bytes_written.min(most_total);
+                        max_total = l.total_bytes_written.max(max_chunk).min(most_total);
                         continue;
                     }
                     _ => return Err(Error::Status { command: Command::Ioctl, status: r.status() }),
                 }
             }
             let r = r.ok_or_status(&[])?;
-            let out = CopyChunkResponse::decode(&IoctlResponse::decode(&r.msg)?.output)?;
+            let out = r.body(|m| CopyChunkResponse::decode(&IoctlResponse::decode(m)?.output))?;
             if out.total_bytes_written == 0 {
                 return Err(Error::Protocol("COPYCHUNK made no progress".into()));
+            }
+            if out.total_bytes_written as u64 > batch {
+                return Err(Error::Protocol(format!(
+                    "COPYCHUNK reported {} bytes written for {batch} asked",
+                    out.total_bytes_written
+                )));
             }
             done += out.total_bytes_written as u64;
         }
@@ -525,6 +543,22 @@ impl Tree {
         self.call(&Empty(Command::TreeDisconnect)).await?.ok_or_status(&[])?;
         Ok(())
     }
+}
+
+/// Limits a server may set for COPYCHUNK (MS-SMB2 3.3.3 gives 256 chunks of
+/// 1 MiB, 16 MiB in all, as server defaults): the smallest chunk in bytes we
+/// accept, the most chunks per request, the most bytes per request.
+const COPYCHUNK_BOUNDS: (u32, u32, u32) = (64 << 10, 256, 256 << 20);
+
+/// A READ answer longer than the READ asked for is a server fault: its extra
+/// bytes would land past where the caller wanted them.
+///
+/// Errors: [`Error::Protocol`].
+pub fn check_read_len(got: usize, asked: u32) -> Result<()> {
+    if got > asked as usize {
+        return Err(Error::Protocol(format!("READ returned {got} bytes for {asked} asked")));
+    }
+    Ok(())
 }
 
 /// A CREATE that opens an existing file or directory for reading with share

@@ -39,7 +39,16 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 }
 
 async fn connect(addr: &str, request_timeout: Duration) -> (Session, Tree) {
-    let s = Session::connect(&fake::config(addr, request_timeout)).await.expect("session setup with the fake");
+    connect_with(fake::config(addr, request_timeout)).await
+}
+
+/// As the fake's user, for its signed (`Auth::User`) sessions.
+async fn connect_user(addr: &str, request_timeout: Duration) -> (Session, Tree) {
+    connect_with(fake::user_config(addr, request_timeout)).await
+}
+
+async fn connect_with(cfg: smb_client::ClientConfig) -> (Session, Tree) {
+    let s = Session::connect(&cfg).await.expect("session setup with the fake");
     let t = s.tree_connect("share").await.expect("tree connect");
     assert_eq!(t.tree_id(), fake::TREE_ID);
     (s, t)
@@ -922,7 +931,7 @@ async fn flipped_bit_in_a_signed_response_is_an_integrity_error() {
                     fc.expect_eof().await;
                 })
                 .await;
-                let (s, t) = connect(&addr, TIMEOUT).await;
+                let (s, t) = connect_user(&addr, TIMEOUT).await;
                 assert_eq!(s.negotiated.dialect, d);
                 assert!(s.negotiated.sign_all);
                 assert_eq!(s.negotiated.signing, Some(alg));
@@ -952,11 +961,146 @@ async fn unsigned_response_on_a_signed_session_is_an_integrity_error() {
                 fc.expect_eof().await;
             })
             .await;
-        let (s, t) = connect(&addr, TIMEOUT).await;
+        let (s, t) = connect_user(&addr, TIMEOUT).await;
         let e = t.read(FILE_ID, 0, 100).await.expect_err("unsigned READ");
         let want = "response failed its integrity check: unsigned response on a signed session";
         assert_eq!(e.to_string(), want);
         assert_dead(&t, want).await;
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+// ------------------------------------------------- responses bound to requests
+
+/// The fake answers the first READ with a header altered by `alter`; the
+/// client must refuse it with `want` and poison the connection.
+async fn refuses_altered_read_answer(alter: fn(&mut Header), want: &'static str) {
+    bounded(async move {
+        let (addr, fake) = fake::start(Opts::default(), move |mut fc: FakeConn| async move {
+            let r = fc.expect(Command::Read).await;
+            let mut h = fc.header(&r, OK);
+            alter(&mut h);
+            fc.send_one(build(&h, &read_body(b"forged"))).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.read(FILE_ID, 0, 100).await.expect_err("a response that answers another request");
+        assert_eq!(e.to_string(), format!("response failed its integrity check: {want}"));
+        assert_dead(&t, &e.to_string()).await;
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_with_another_command_is_refused() {
+    refuses_altered_read_answer(|h| h.command = Command::Write, "response command does not match its request").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_for_another_tree_is_refused() {
+    refuses_altered_read_answer(|h| h.tree_id += 1, "response TreeId does not match its request").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_for_another_session_is_refused() {
+    refuses_altered_read_answer(|h| h.session_id ^= 1, "response SessionId does not match its request").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_answer_without_an_interim_is_refused() {
+    refuses_altered_read_answer(
+        |h| h.async_id = Some(0x55),
+        "async response without the AsyncId of its interim answer",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interim_answer_extends_the_deadline() {
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            let r = fc.expect(Command::Read).await;
+            let interim = fc.interim(&r, 0x31, 1);
+            fc.send_one(interim).await;
+            // Longer than the 1 s request timeout, well within MAX_PENDING.
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            let mut h = fc.header(&r, OK);
+            h.async_id = Some(0x31);
+            fc.send_one(build(&h, &read_body(b"late but whole"))).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, Duration::from_secs(1)).await;
+        let got = t.read(FILE_ID, 0, 100).await.expect("a slow answer after STATUS_PENDING");
+        assert_eq!(&got[..], b"late but whole");
+        assert!(!t.conn().is_poisoned());
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_session_poisons_the_connection_so_the_pool_replaces_it() {
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            let r = fc.expect(Command::Read).await;
+            let m = fc.reply(&r, NtStatus::STATUS_USER_SESSION_DELETED, &error_body());
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.read(FILE_ID, 0, 100).await.expect_err("session deleted");
+        assert_eq!(e.status(), Some(NtStatus::STATUS_USER_SESSION_DELETED));
+        assert!(e.is_connection_error());
+        assert_dead(&t, "connection lost: the server ended the session: STATUS_USER_SESSION_DELETED (0xc0000203)")
+            .await;
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answer_longer_than_asked_is_refused() {
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            let r = fc.expect(Command::Read).await;
+            let m = fc.reply(&r, OK, &read_body(&[7u8; 150]));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.read(FILE_ID, 0, 100).await.expect_err("150 bytes for 100 asked");
+        assert_eq!(e.to_string(), "protocol: READ returned 150 bytes for 100 asked");
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_decode_poisons_the_connection() {
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            let r = fc.expect(Command::Read).await;
+            // DataOffset points past the end of the message.
+            let m = fc.reply(&r, OK, &read_body_raw(0xF0, 10, b"0123456789"));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.read(FILE_ID, 0, 100).await.expect_err("malformed READ answer");
+        assert!(matches!(e, Error::Decode(_)), "{e:?}");
+        assert!(t.conn().is_poisoned(), "a malformed body poisons the connection");
         drop((t, s));
         fake::join(fake).await;
     })

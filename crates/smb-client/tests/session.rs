@@ -138,3 +138,13 @@ async fn guest_server_allows_anonymous() {
     let t = s.tree_connect("share").await.expect("tree");
     t.write_small("anon.txt", b"x", &[]).await.expect("write");
 }
+
+#[tokio::test]
+async fn credentials_mapped_to_guest_are_a_logon_failure_not_a_silent_guest_session() {
+    // "map to guest = Bad User": an unknown user gets a guest session, with
+    // no key to sign with. A client that gave credentials must refuse it.
+    let smb = Samba::start(&["--guest"]);
+    let cfg = smb_client::ClientConfig::new(&smb.addr(), "nosuchuser", "whatever");
+    let err = Session::connect(&cfg).await.err().expect("must fail");
+    assert_eq!(err.status(), Some(NtStatus::STATUS_LOGON_FAILURE), "{err}");
+}

@@ -65,8 +65,11 @@ pub struct ServeArgs {
     /// Largest SMB READ/WRITE in bytes (clamped to what the server allows).
     #[arg(long, env = "SMBGATE_IO_SIZE", default_value_t = 8 << 20)]
     pub io_size: u32,
-    /// Sign every SMB message even if the server does not require it.
-    #[arg(long, env = "SMBGATE_SMB_SIGN", default_value_t = false)]
+    /// Sign every SMB message and require signed answers (`on`, the
+    /// default), or sign only when the server requires it (`off`). SMB 3.0
+    /// and 3.0.2 sessions always sign.
+    #[arg(long, env = "SMBGATE_SMB_SIGN", default_value = "on", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
     pub smb_sign: bool,
     /// Encrypt every SMB message.
     #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value_t = false)]
@@ -106,6 +109,24 @@ impl std::fmt::Debug for ServeArgs {
             .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }
+}
+
+/// `on`/`off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
+///
+/// Errors: any other value, with the accepted ones named.
+pub fn parse_on_off(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("{other:?} is not on or off")),
+    }
+}
+
+/// True if the SMB password was given as `--smb-password` on the command
+/// line (`args`, the program's arguments), where any user on the machine
+/// can read it in `ps`.
+pub fn password_on_command_line(args: impl IntoIterator<Item = String>) -> bool {
+    args.into_iter().any(|a| a == "--smb-password" || a.starts_with("--smb-password="))
 }
 
 /// A parsed `smb://HOST[:PORT]/SHARE[/PATH]`.

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use smb_client::session::ClientConfig;
 
+pub mod forge;
+
 /// A running smbd; stopped on drop.
 pub struct Samba {
     pub env: HashMap<String, String>,

@@ -578,17 +578,38 @@ impl FakeConn {
         h.tree_id = TREE_ID;
         let resp = build(&h, &tree_connect_body());
         self.send_one(resp).await;
+
+        // 3.0.x with a key: the client validates the NEGOTIATE with a signed
+        // FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.2.5.14.12).
+        if !is_311 && self.signer.is_some() {
+            let v = self.expect(Command::Ioctl).await;
+            assert!(v.hdr.flags & flags::SIGNED != 0, "VALIDATE_NEGOTIATE_INFO must be signed");
+            let mut out = Vec::new();
+            out.extend_from_slice(&capabilities::LARGE_MTU.to_le_bytes());
+            out.extend_from_slice(&[0x5a; 16]);
+            out.extend_from_slice(&self.negotiate_security_mode().to_le_bytes());
+            out.extend_from_slice(&self.opts.dialect.to_le_bytes());
+            let was = self.sign;
+            self.sign = true;
+            let resp = self.reply(&v, NtStatus::STATUS_SUCCESS, &ioctl_body(&out));
+            self.send_one(resp).await;
+            self.sign = was;
+        }
+    }
+
+    fn negotiate_security_mode(&self) -> u16 {
+        let mut sec = security_mode::SIGNING_ENABLED;
+        if self.opts.signing_required {
+            sec |= security_mode::SIGNING_REQUIRED;
+        }
+        sec
     }
 
     fn negotiate_body(&self) -> Vec<u8> {
         let is_311 = self.opts.dialect == dialect::SMB311;
         let mut b = vec![];
         b.extend_from_slice(&65u16.to_le_bytes());
-        let mut sec = security_mode::SIGNING_ENABLED;
-        if self.opts.signing_required {
-            sec |= security_mode::SIGNING_REQUIRED;
-        }
-        b.extend_from_slice(&sec.to_le_bytes());
+        b.extend_from_slice(&self.negotiate_security_mode().to_le_bytes());
         b.extend_from_slice(&self.opts.dialect.to_le_bytes());
         b.extend_from_slice(&(if is_311 { 2u16 } else { 0 }).to_le_bytes());
         b.extend_from_slice(&[0x5a; 16]); // ServerGuid
@@ -621,6 +642,23 @@ impl FakeConn {
         }
         b
     }
+}
+
+/// An IOCTL response body (MS-SMB2 2.2.32) carrying `output`.
+pub fn ioctl_body(output: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&49u16.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&smb_proto::ioctl::FSCTL_VALIDATE_NEGOTIATE_INFO.to_le_bytes());
+    b.extend_from_slice(&[0xff; 16]); // FileId
+    b.extend_from_slice(&((HEADER_LEN + 48) as u32).to_le_bytes()); // InputOffset
+    b.extend_from_slice(&0u32.to_le_bytes()); // InputCount
+    b.extend_from_slice(&((HEADER_LEN + 48) as u32).to_le_bytes()); // OutputOffset
+    b.extend_from_slice(&(output.len() as u32).to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes()); // Flags
+    b.extend_from_slice(&0u32.to_le_bytes()); // Reserved2
+    b.extend_from_slice(output);
+    b
 }
 
 /// Recomputes the client's NTLMv2 session key from its SESSION_SETUP token:
@@ -685,10 +723,17 @@ pub async fn join<T>(h: JoinHandle<T>) -> T {
     }
 }
 
-/// A client config for the fake at `addr` with `request_timeout`.
+/// An anonymous client config for the fake at `addr` with
+/// `request_timeout` (the fake's [`Auth::Guest`] sessions: a client that
+/// gave credentials refuses a guest session).
 pub fn config(addr: &str, request_timeout: Duration) -> ClientConfig {
-    let mut c = ClientConfig::new(addr, USER, PASSWORD);
+    let mut c = ClientConfig::new(addr, "", "");
     c.connection.connect_timeout = Duration::from_secs(2);
     c.connection.request_timeout = request_timeout;
     c
+}
+
+/// Like [`config`], as [`USER`] (the fake's [`Auth::User`] sessions).
+pub fn user_config(addr: &str, request_timeout: Duration) -> ClientConfig {
+    ClientConfig { user: USER.into(), password: PASSWORD.into(), ..config(addr, request_timeout) }
 }

@@ -103,6 +103,8 @@ fn decode_meta(r: &Response, created: &CreateResponse) -> Option<ObjectMeta> {
     if r.status() != NtStatus::STATUS_SUCCESS {
         return None;
     }
+    // An unreadable record only makes the file foreign; the ETag is then
+    // derived, so it is not a reason to drop the connection.
     let buf = OutputBuffer::decode(&r.msg).ok()?.0;
     let meta = decode_full_ea(&buf).ok().and_then(|eas| ObjectMeta::from_eas(&eas))?;
     meta.matches(created.times.end_of_file, created.on_disk_id()).then_some(meta)
@@ -218,7 +220,11 @@ pub async fn open_with_meta(
     // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
     // just brings no data: the caller decides what the open means.
     let data = match rs.next() {
-        Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => Some(ReadResponse::decode(&resp.msg)?.data),
+        Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => {
+            let data = resp.body(ReadResponse::decode)?.data;
+            smb_client::tree::check_read_len(data.len(), r.as_ref().map_or(0, |r| r.length))?;
+            Some(data)
+        }
         Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
         _ => None,
     };
@@ -233,7 +239,7 @@ pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, 
     let create = read_req(path);
     let names = [META_EA];
     let [created, meta, _closed] = take(tree.compound(&[&create, &meta_query(&names), &CLOSE_RELATED]).await?)?;
-    let created = CreateResponse::decode(&created.ok_or_status(&[])?.msg)?;
+    let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
     let meta = decode_meta(&meta, &created);
     Ok((created, meta))
 }
@@ -289,7 +295,7 @@ pub async fn create_temp_and_write(
     let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
     let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
     let temp = TempFile::new(pool, Handle::from_response(tree, created)?, path);
-    let n = WriteResponse::decode(&written.ok_or_status(&[])?.msg)?.count;
+    let n = written.ok_or_status(&[])?.body(WriteResponse::decode)?.count;
     Ok((temp, n))
 }
 
@@ -410,8 +416,8 @@ pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Optio
             out.push(None);
             continue;
         }
-        let buf = OutputBuffer::decode(&name.msg)?.0;
-        out.push(Some(decode_file_name_information(&buf)?.trim_start_matches('\\').to_string()));
+        let on_disk = name.body(|m| decode_file_name_information(&OutputBuffer::decode(m)?.0))?;
+        out.push(Some(on_disk.trim_start_matches('\\').to_string()));
     }
     Ok(out)
 }
@@ -430,7 +436,7 @@ pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
         return Ok(false);
     }
     created.ok_or_status(&[])?;
-    let n = WriteResponse::decode(&written.ok_or_status(&[])?.msg)?.count;
+    let n = written.ok_or_status(&[])?.body(WriteResponse::decode)?.count;
     if n as usize != data.len() {
         return Err(Error::InvalidArgument(format!("short write: {n} of {} bytes", data.len())));
     }
