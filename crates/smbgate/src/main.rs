@@ -12,16 +12,17 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    if smbgate::config::password_on_command_line(std::env::args()) {
-        tracing::warn!(
-            "--smb-password on the command line is visible to every user of this machine (ps); \
-             use --smb-password-file or SMBGATE_SMB_PASSWORD instead"
-        );
-    }
     let code = rt.block_on(async {
         match cli.command {
             Command::Serve(args) => match smbgate::server::prepare(&args).await {
                 Ok(p) => {
+                    // Once up, so that a startup failure stays one line.
+                    if smbgate::config::password_on_command_line(std::env::args()) {
+                        tracing::warn!(
+                            "--smb-password on the command line is visible to every user of this machine (ps); \
+                             use --smb-password-file or SMBGATE_SMB_PASSWORD instead"
+                        );
+                    }
                     match p.local_addr() {
                         Ok(a) => tracing::info!(listen = %a, share = %args.share, "smbgate ready"),
                         Err(_) => tracing::info!("smbgate ready"),
