@@ -152,7 +152,7 @@ impl Tree {
     /// CLOSE with post-query attributes (MS-SMB2 2.2.15).
     pub async fn close(&self, file_id: FileId) -> Result<CloseResponse> {
         let r = self.call(&CloseRequest { file_id, post_query: true }).await?.ok_or_status(&[])?;
-        Ok(r.body(CloseResponse::decode)?)
+        r.body(CloseResponse::decode)
     }
 
     /// One READ of up to `length` bytes (at most the negotiated max) at
@@ -415,7 +415,7 @@ impl Tree {
                 return Err(Error::Protocol(format!("short write: {n} of {} bytes", data.len())));
             }
         }
-        Ok(rs[rs.len() - 1].body(CloseResponse::decode)?)
+        rs[rs.len() - 1].body(CloseResponse::decode)
     }
 
     /// Creates a directory (CREATE with FILE_DIRECTORY_FILE, disposition

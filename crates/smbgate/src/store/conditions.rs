@@ -90,14 +90,14 @@ impl Conditions {
     fn check(&self, info: Current<'_>, not_modified: StoreError) -> Result<(), StoreError> {
         let modified = super::meta::filetime_to_unix(info.last_modified).0;
         if let Some(c) = &self.if_match {
-            if !c.matches(&info.etag) {
+            if !c.matches(info.etag) {
                 return Err(StoreError::PreconditionFailed);
             }
         } else if self.if_unmodified_since.is_some_and(|t| modified > t) {
             return Err(StoreError::PreconditionFailed);
         }
         if let Some(c) = &self.if_none_match {
-            if c.matches(&info.etag) {
+            if c.matches(info.etag) {
                 return Err(not_modified);
             }
         } else if self.if_modified_since.is_some_and(|t| modified <= t) {
@@ -112,14 +112,14 @@ impl Conditions {
     /// PreconditionFailed on another ETag.
     pub fn check_write(&self, current: Option<Current<'_>>) -> Result<(), StoreError> {
         if let (Some(c), Some(cur)) = (&self.if_none_match, current) {
-            if c.matches(&cur.etag) {
+            if c.matches(cur.etag) {
                 return Err(StoreError::PreconditionFailed);
             }
         }
         if let Some(c) = &self.if_match {
             match current {
                 None => return Err(StoreError::NoSuchKey),
-                Some(cur) if !c.matches(&cur.etag) => return Err(StoreError::PreconditionFailed),
+                Some(cur) if !c.matches(cur.etag) => return Err(StoreError::PreconditionFailed),
                 Some(_) => {}
             }
         }

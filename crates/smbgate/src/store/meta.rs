@@ -95,6 +95,14 @@ pub fn derived_etag(size: u64, last_write: u64, file_id: u64) -> String {
     format!("{}-1", hex::encode(h.finalize()))
 }
 
+/// Converts a FILETIME (100 ns since 1601) to Unix seconds and nanoseconds.
+pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
+    let t = ft as i128 - 116_444_736_000_000_000;
+    let secs = t.div_euclid(10_000_000) as i64;
+    let nanos = (t.rem_euclid(10_000_000) * 100) as u32;
+    (secs, nanos)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,12 +128,4 @@ mod tests {
         assert!(a.ends_with("-1"));
         assert_eq!(a.len(), 34);
     }
-}
-
-/// Converts a FILETIME (100 ns since 1601) to Unix seconds and nanoseconds.
-pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
-    let t = ft as i128 - 116_444_736_000_000_000;
-    let secs = t.div_euclid(10_000_000) as i64;
-    let nanos = (t.rem_euclid(10_000_000) * 100) as u32;
-    (secs, nanos)
 }
