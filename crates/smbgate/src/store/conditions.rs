@@ -126,6 +126,13 @@ impl Conditions {
         Ok(())
     }
 
+    /// True for `If-None-Match: *`: the write may not replace any object.
+    /// Its publish then renames without ReplaceIfExists, so the share itself
+    /// decides between racing writers (failure class 25).
+    pub fn forbids_existing(&self) -> bool {
+        self.if_none_match == Some(EtagCondition::Any)
+    }
+
     /// True if the write depends on the current object.
     pub fn needs_current(&self) -> bool {
         self.if_match.is_some() || self.if_none_match.is_some()

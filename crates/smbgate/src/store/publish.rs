@@ -22,8 +22,16 @@ impl Store {
     /// Marks the temp file as being published first, so that a request
     /// dropped mid-rename never deletes the object it just published.
     pub(crate) async fn publish_temp(&self, temp: &TempFile, target: &Target) -> StoreResult<()> {
+        self.publish_temp_if(temp, target, true).await
+    }
+
+    /// Like [`Store::publish_temp`]; without `replace` an existing object is
+    /// never replaced: the server's rename fails and the answer is 412
+    /// PreconditionFailed (`If-None-Match: *`, decided atomically on the
+    /// share, failure class 25).
+    pub(crate) async fn publish_temp_if(&self, temp: &TempFile, target: &Target, replace: bool) -> StoreResult<()> {
         temp.publishing();
-        self.publish(temp.handle(), temp.path(), target).await
+        self.publish_if(temp.handle(), temp.path(), target, replace).await
     }
 
     /// Renames the open file `file` (at share-relative `source`, opened
@@ -36,13 +44,18 @@ impl Store {
     /// (503 SlowDown: the target stays open on every connection, or another
     /// upload of the part holds its record); SMB errors otherwise.
     pub(crate) async fn publish(&self, file: &Handle, source: &str, target: &Target) -> StoreResult<()> {
+        self.publish_if(file, source, target, true).await
+    }
+
+    /// [`Store::publish`], replacing an existing object only if `replace`.
+    async fn publish_if(&self, file: &Handle, source: &str, target: &Target, replace: bool) -> StoreResult<()> {
         let tree = file.tree();
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),
             Target::Part(path) => {
                 // Not retried elsewhere: a part record is held open only by
                 // another upload of that part, which must win or lose whole.
-                return match retry_busy(|| share::rename(file, path)).await {
+                return match retry_busy(|| share::rename(file, path, true)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
                     Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => {
@@ -55,7 +68,7 @@ impl Store {
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
         let target = self.object_path(bucket, mapped);
-        match self.rename_over(file, source, &target).await {
+        match self.rename_over(file, source, &target, replace).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
             Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
@@ -64,7 +77,7 @@ impl Store {
         // prefix.
         self.check_bucket(tree, bucket).await?;
         self.make_parents(tree, bucket, mapped).await?;
-        match self.rename_over(file, source, &target).await {
+        match self.rename_over(file, source, &target, replace).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
         }
@@ -74,17 +87,23 @@ impl Store {
     /// through `fid` on its own connection, then, if that connection holds
     /// the target open, through a new handle on `source` from each other
     /// pooled connection.
-    async fn rename_over(&self, file: &Handle, source: &str, target: &str) -> Result<(), smb_client::Error> {
+    async fn rename_over(
+        &self,
+        file: &Handle,
+        source: &str,
+        target: &str,
+        replace: bool,
+    ) -> Result<(), smb_client::Error> {
         let tree = file.tree();
         retry_busy(|| async {
-            let refused = match share::rename(file, target).await {
+            let refused = match share::rename(file, target, replace).await {
                 Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => e,
                 r => return r,
             };
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
             let others = self.pool().spread(usize::MAX).into_iter().filter(|t| !t.conn().same_as(tree.conn()));
             for other in others {
-                match share::rename_through_new_handle(&other, source, target).await {
+                match share::rename_through_new_handle(&other, source, target, replace).await {
                     Ok(()) => return Ok(()),
                     Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {}
                     Err(e) => {
@@ -119,6 +138,11 @@ impl Store {
             };
         }
         if let Ok(t) = tree.stat(target).await {
+            if !t.is_directory() && e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) {
+                // A rename that may not replace: the object exists (it may
+                // have just been created by a racing writer).
+                return StoreError::PreconditionFailed;
+            }
             if t.is_directory() {
                 return StoreError::Conflict(
                     "the key is also a prefix of other keys (a directory on the share); an SMB share cannot hold both"

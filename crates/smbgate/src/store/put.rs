@@ -173,7 +173,8 @@ impl Store {
         }
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
-        match share::publish_and_close(temp, &target_path).await {
+        let replace = !req.conditions.forbids_existing();
+        match share::publish_and_close(temp, &target_path, replace).await {
             Ok(()) => Ok(result),
             Err((err, temp)) => {
                 // Usually a missing parent directory: publish the slow way
@@ -181,7 +182,7 @@ impl Store {
                 // while the target is open, and explains what still fails.
                 tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
                 let Some(temp) = temp else { return Err(err.into()) };
-                match self.publish_temp(&temp, target).await {
+                match self.publish_temp_if(&temp, target, replace).await {
                     Ok(()) => {
                         temp.keep().await;
                         Ok(result)
@@ -216,7 +217,7 @@ impl Store {
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
         }
-        self.publish_temp(temp, target).await?;
+        self.publish_temp_if(temp, target, !req.conditions.forbids_existing()).await?;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
     }
 

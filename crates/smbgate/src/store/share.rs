@@ -299,16 +299,23 @@ pub async fn create_temp_and_write(
     Ok((temp, n))
 }
 
-/// SET_INFO(rename over `target`, replacing) + CLOSE on the temp file's
-/// handle, in one round trip. On failure the rename's error comes back
+/// SET_INFO(rename to `target`; over an existing file only if `replace`) +
+/// CLOSE on the temp file's handle, in one round trip. Without `replace`
+/// the server alone decides whether the name is free (an existing target
+/// fails with STATUS_OBJECT_NAME_COLLISION), so racing creators cannot both
+/// win. On failure the rename's error comes back
 /// with the temp file, still open, for a slower publish; a server that ran
 /// the CLOSE anyway gets the file re-opened by name, and `None` comes back
 /// only if that fails too (the file is then deleted by name).
-pub async fn publish_and_close(temp: TempFile, target: &str) -> std::result::Result<(), (Error, Option<TempFile>)> {
+pub async fn publish_and_close(
+    temp: TempFile,
+    target: &str,
+    replace: bool,
+) -> std::result::Result<(), (Error, Option<TempFile>)> {
     temp.publishing.store(true, Ordering::Release);
     let (tree, id) = (temp.handle().tree().clone(), temp.handle().id());
     let t = smb_client::tree::smb_path(target);
-    let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
+    let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: replace } };
     let close = CloseRequest { file_id: id, post_query: false };
     let [renamed, closed] = match tree.compound(&[&rename, &close]).await.and_then(take::<2>) {
         Ok(rs) => rs,
@@ -339,17 +346,20 @@ pub async fn publish_and_close(temp: TempFile, target: &str) -> std::result::Res
     }
 }
 
-/// CREATE(`source`, DELETE) + SET_INFO(rename over `target`, replacing) +
-/// CLOSE in one round trip: a rename through a handle of this connection.
+/// CREATE(`source`, DELETE) + SET_INFO(rename to `target`, over an existing
+/// file only if `replace`) + CLOSE in one round trip: a rename through a
+/// handle of this connection.
 ///
 /// Errors: the first failing step's NTSTATUS (a failed CLOSE after the
 /// rename does not undo it and is not an error).
-pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str) -> Result<()> {
+pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, replace: bool) -> Result<()> {
     let name = smb_client::tree::smb_path(source);
     let open = delete_req(&name, share::ALL);
     let t = smb_client::tree::smb_path(target);
-    let rename =
-        SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Rename { target: &t, replace_if_exists: true } };
+    let rename = SetInfoRequest {
+        file_id: FileId::RELATED,
+        info: SetFileInfo::Rename { target: &t, replace_if_exists: replace },
+    };
     let [created, renamed, _closed] = take(tree.compound(&[&open, &rename, &CLOSE_RELATED]).await?)?;
     created.ok_or_status(&[])?;
     renamed.ok_or_status(&[])?;
@@ -443,9 +453,10 @@ pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
     Ok(true)
 }
 
-/// Renames the open `handle` over `target` (replacing).
-pub async fn rename(handle: &Handle, target: &str) -> Result<()> {
-    handle.tree().rename(handle.id(), target, true).await
+/// Renames the open `handle` to `target`, over an existing file only if
+/// `replace` (else STATUS_OBJECT_NAME_COLLISION).
+pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> {
+    handle.tree().rename(handle.id(), target, replace).await
 }
 
 /// Sets (or, with empty values, removes) EAs on the open `handle`.
