@@ -6,4 +6,6 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| smb_client::connection::fuzz::receive(data));
+fuzz_target!(|data: &[u8]| {
+    smb_client::connection::fuzz::receive(data);
+});

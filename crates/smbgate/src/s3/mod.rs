@@ -56,6 +56,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::InvalidPart(_) => C::InvalidPart,
         StoreError::InvalidPartOrder => C::InvalidPartOrder,
         StoreError::EntityTooSmall => C::EntityTooSmall,
+        StoreError::EntityTooLarge => C::EntityTooLarge,
         StoreError::InvalidArgument(_) => C::InvalidArgument,
         StoreError::AccessDenied => C::AccessDenied,
         StoreError::Busy(_) => C::SlowDown,

@@ -86,7 +86,9 @@ fn copy_range(r: &str) -> S3Result<std::ops::Range<u64>> {
     if last < first {
         return Err(bad());
     }
-    Ok(first..last + 1)
+    // u64::MAX as `last` would wrap; no object is that large anyway.
+    let end = last.checked_add(1).ok_or_else(bad)?;
+    Ok(first..end)
 }
 
 pub async fn upload_part_copy(

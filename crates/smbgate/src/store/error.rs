@@ -59,6 +59,9 @@ pub enum StoreError {
     /// Parts in CompleteMultipartUpload are not in ascending order.
     #[error("the list of parts was not in ascending order")]
     InvalidPartOrder,
+    /// A PUT body or part over 5 GiB, S3's limit for one request.
+    #[error("your proposed upload exceeds the maximum allowed size")]
+    EntityTooLarge,
     /// A part other than the last is smaller than 5 MiB.
     #[error("your proposed upload is smaller than the minimum allowed object size")]
     EntityTooSmall,

@@ -35,6 +35,10 @@ use super::{Store, StoreError, StoreResult};
 pub const MIN_PART_SIZE: u64 = 5 << 20;
 /// Highest part number S3 allows.
 pub const MAX_PART_NUMBER: i32 = 10_000;
+/// Largest part (and single PUT) S3 allows, in bytes: 5 GiB. With at most
+/// [`MAX_PART_NUMBER`] parts, every offset in the data file fits in a u64
+/// many times over.
+pub const MAX_PART_SIZE: u64 = 5 << 30;
 
 /// The upload record stored on the upload directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -181,9 +185,14 @@ impl Store {
         }
         self.check_upload(bucket, key, id).await?;
         let tree = self.tree().await?;
+        if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
+            return Err(StoreError::EntityTooLarge);
+        }
         if let Some(len) = req.content_length.filter(|&l| l > 0) {
             if let Some(stride) = self.stride(&tree, id, len).await? {
-                if len <= stride {
+                // A stride over the part limit (a damaged or foreign stride
+                // file) is never used for offsets.
+                if len <= stride && stride <= MAX_PART_SIZE {
                     if let Some(claim) = self.claim_part(&tree, id, n).await? {
                         return self.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
                     }
@@ -269,7 +278,12 @@ impl Store {
                 return Err(if is_not_found(&e) { StoreError::NoSuchUpload } else { e.into() });
             }
         };
-        let offset = (n as u64 - 1) * stride;
+        // Bounded by MAX_PART_NUMBER x MAX_PART_SIZE; checked all the same,
+        // since a wrapped offset would land on another part's bytes.
+        let Some(offset) = (n as u64 - 1).checked_mul(stride).filter(|o| o.checked_add(len).is_some()) else {
+            claim.discard().await;
+            return Err(StoreError::InvalidArgument(format!("part {n} of {len} bytes does not fit the upload")));
+        };
         let result: StoreResult<(PutResult, PartRecord)> = async {
             let writer = SpreadWriter::new(self, &f, &data_path, offset);
             let (md5, sums, size) = self.stream_body(writer, &mut body, &req, Some(len)).await?;

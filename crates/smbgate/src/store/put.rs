@@ -64,6 +64,10 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
+        // Refused from the declared length, before a byte is read.
+        if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
+            return Err(StoreError::EntityTooLarge);
+        }
         let mut prefix = Vec::new();
         let mut buffered = 0usize;
         let mut ended = false;
@@ -125,6 +129,9 @@ impl Store {
             size += chunk.len() as u64;
             if limit.is_some_and(|l| size > l) {
                 return Err(StoreError::IncompleteBody);
+            }
+            if size > super::multipart::MAX_PART_SIZE {
+                return Err(StoreError::EntityTooLarge);
             }
             writer.write(&chunk).await?;
             hasher.feed(chunk).await;
