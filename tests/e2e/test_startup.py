@@ -87,7 +87,8 @@ def test_share_url_without_share_name(samba):
 
 def test_missing_share_subpath(samba):
     r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}/nope"), *KEYS])
-    _assert_one_line_failure(r, "nope", any_of=("not exist", "no such", "not found"))
+    line = _assert_one_line_failure(r, "nope", any_of=("not exist", "no such", "not found"))
+    assert line == 'smbgate: share path "nope" does not exist', line
 
 
 @pytest.mark.parametrize("keys", [[], ["--access-key", ACCESS_KEY], ["--secret-key", SECRET_KEY]],

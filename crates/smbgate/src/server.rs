@@ -96,6 +96,18 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     }
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    // Once startup has succeeded, so that a failure stays one line.
+    if let Ok(t) = pool.get().await {
+        let n = &t.session().negotiated;
+        tracing::info!(
+            dialect = format_args!("{:#06x}", n.dialect),
+            signing = ?n.signing,
+            every_message_signed = n.sign_all,
+            cipher = ?n.cipher,
+            every_message_encrypted = n.encrypt_all || t.is_encrypted(),
+            "SMB session"
+        );
+    }
     Ok(Prepared { listener, service: crate::front::Front::new(builder.build(), pool) })
 }
 

@@ -118,13 +118,13 @@ impl Store {
         let tree = pool.get().await?;
         let root_times = tree.stat(&root).await.map_err(|e| {
             if error::is_not_found(&e) {
-                StoreError::InvalidArgument(format!("share path {root:?} does not exist"))
+                StoreError::InvalidArgument(format!("share path {:?} does not exist", root.as_str()))
             } else {
                 e.into()
             }
         })?;
         if !root_times.is_directory() {
-            return Err(StoreError::InvalidArgument(format!("share path {root:?} is not a directory")));
+            return Err(StoreError::InvalidArgument(format!("share path {:?} is not a directory", root.as_str())));
         }
         let internal = root.join(INTERNAL);
         for d in [internal.clone(), internal.join("tmp"), internal.join("uploads")] {
