@@ -522,6 +522,16 @@ def test_delete_objects_quiet(s3, bucket):
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
 
 
+def test_delete_objects_over_1000_keys_is_malformed_xml_and_deletes_nothing(s3, bucket, samba):
+    s3.put_object(Bucket=bucket, Key="keep", Body=b"x")
+    keys = [{"Key": "keep"}] + [{"Key": f"k{i}"} for i in range(1000)]
+    expect_error(400, "MalformedXML", s3.delete_objects, Bucket=bucket, Delete={"Objects": keys})
+    assert (samba.share_path / bucket / "keep").read_bytes() == b"x"
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": keys[:1000]})
+    assert len(r["Deleted"]) == 1000
+    assert not (samba.share_path / bucket / "keep").exists()
+
+
 def test_delete_objects_missing_bucket(s3):
     expect_error(404, "NoSuchBucket", s3.delete_objects, Bucket="no-such-bucket-xyz",
                  Delete={"Objects": [{"Key": "a"}]})

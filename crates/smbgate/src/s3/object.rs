@@ -12,6 +12,9 @@ use crate::store::keys::map_key;
 use crate::store::types::{ObjectInfo, PutRequest, Target};
 use crate::store::StoreError;
 
+/// Most keys one DeleteObjects request may name.
+const MAX_DELETE_KEYS: usize = 1000;
+
 /// Bytes read together with the open of a GET.
 const SMALL_READ: u32 = 1 << 20;
 
@@ -217,6 +220,14 @@ pub async fn delete_objects(
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
     let i = req.input;
+    // S3 takes at most 1,000 keys per request and answers MalformedXML
+    // beyond that, before deleting any.
+    if i.delete.objects.len() > MAX_DELETE_KEYS {
+        return Err(S3Error::with_message(
+            S3ErrorCode::MalformedXML,
+            "The XML you provided was not well-formed or did not validate against our published schema",
+        ));
+    }
     gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
     let quiet = i.delete.quiet.unwrap_or(false);
     let mut deleted = Vec::new();
