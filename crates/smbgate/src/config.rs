@@ -95,6 +95,16 @@ pub struct ServeArgs {
     /// connection with 1 MiB in flight.
     #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value_t = 512 << 20)]
     pub write_behind_budget: u64,
+    /// HTTP connections served at once; further clients wait in the
+    /// listen backlog until one closes.
+    #[arg(long, env = "SMBGATE_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Seconds a client may take to send a request's headers (also how long
+    /// an idle kept-alive HTTP/1 connection waits for the next request).
+    #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value_t = 30,
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
+    pub header_read_timeout: u64,
 }
 
 impl std::fmt::Debug for ServeArgs {

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
 use smb_client::{ClientConfig, Pool, PoolConfig};
@@ -23,6 +23,14 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Prepared {
     listener: TcpListener,
     service: crate::front::Front,
+    limits: HttpLimits,
+}
+
+/// Limits on the HTTP side (see `ServeArgs`).
+#[derive(Debug, Clone, Copy)]
+struct HttpLimits {
+    max_connections: usize,
+    header_read_timeout: Duration,
 }
 
 impl Prepared {
@@ -108,16 +116,29 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
             "SMB session"
         );
     }
-    Ok(Prepared { listener, service: crate::front::Front::new(builder.build(), pool) })
+    let limits = HttpLimits {
+        max_connections: args.max_connections,
+        header_read_timeout: Duration::from_secs(args.header_read_timeout),
+    };
+    Ok(Prepared { listener, service: crate::front::Front::new(builder.build(), pool), limits })
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits (up to
 /// 30 s) for in-flight requests.
 pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let builder = ConnBuilder::new(TokioExecutor::new());
+    let mut builder = ConnBuilder::new(TokioExecutor::new());
+    // hyper's header-read timeout needs a timer; without one it is off.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(p.limits.header_read_timeout);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(p.limits.max_connections));
     tokio::pin!(shutdown);
     loop {
+        // A free connection slot first: past the cap, clients wait in the
+        // kernel's listen backlog instead of costing memory here.
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s.expect("never closed"),
+            _ = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = p.listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -135,6 +156,7 @@ pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
                     if let Err(e) = conn.await {
                         tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             _ = &mut shutdown => break,
