@@ -590,8 +590,13 @@ impl Connection {
                 }));
             }
         }
-        let binds: Vec<Bind> =
-            chains.iter().flat_map(|c| c.iter()).map(|op| self.bind(op.body.command(), op.tree_id, encrypt)).collect();
+        // One look at the session's security state for the whole batch.
+        let proto = self.bind(Command::Echo, 0, encrypt);
+        let binds: Vec<Bind> = chains
+            .iter()
+            .flat_map(|c| c.iter())
+            .map(|op| Bind { command: op.body.command(), tree_id: op.tree_id, ..proto })
+            .collect();
         let (all, rxs) = self.reserve(&charges, tickets, &binds).await?;
         let buf = {
             let sec = self.inner.security.read().unwrap();
