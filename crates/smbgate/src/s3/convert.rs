@@ -89,6 +89,12 @@ pub fn checksum_fields(c: &BTreeMap<Algorithm, String>) -> [Option<String>; 5] {
     Algorithm::ALL.map(|a| c.get(&a).cloned())
 }
 
+/// Content-MD5 as sent: s3s drops an empty header, which S3 answers with
+/// InvalidDigest, so a present but empty header comes back as `Some("")`.
+pub fn content_md5(parsed: Option<String>, headers: &http::HeaderMap) -> Option<String> {
+    parsed.or_else(|| headers.get("content-md5").map(|v| v.to_str().unwrap_or("").to_string()))
+}
+
 /// Checksum values that arrived in an aws-chunked trailer.
 pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<Algorithm, String> {
     let mut m = BTreeMap::new();

@@ -41,7 +41,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     let headers = req.headers.clone();
     let i = req.input;
     let put = PutRequest {
-        content_md5: i.content_md5,
+        content_md5: content_md5(i.content_md5, &headers),
         checksums: checksums_from(
             i.checksum_crc32,
             i.checksum_crc32c,

@@ -75,7 +75,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
             i.expires,
             i.metadata,
         ),
-        content_md5: i.content_md5,
+        content_md5: content_md5(i.content_md5, &headers),
         checksums: checksums_from(
             i.checksum_crc32,
             i.checksum_crc32c,

@@ -64,10 +64,11 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        // Refused from the declared length, before a byte is read.
+        // Refused from the declared length and digest, before a byte is read.
         if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
+        super::verify::check_content_md5(&req)?;
         let mut prefix = Vec::new();
         let mut buffered = 0usize;
         let mut ended = false;

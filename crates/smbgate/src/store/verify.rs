@@ -49,6 +49,20 @@ impl HashWorker {
     }
 }
 
+/// A Content-MD5 that is not 16 bytes of base64 (empty included) is
+/// InvalidDigest, found before any byte of the body is stored.
+pub(crate) fn check_content_md5(req: &PutRequest) -> StoreResult<()> {
+    use base64::Engine as _;
+    match &req.content_md5 {
+        Some(want)
+            if base64::engine::general_purpose::STANDARD.decode(want.trim()).ok().is_none_or(|d| d.len() != 16) =>
+        {
+            Err(StoreError::InvalidDigest("The Content-MD5 you specified was invalid.".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// MD5 and checksums of a body held in memory.
 pub(crate) fn hash_now(data: &[u8], algs: &[Algorithm]) -> ([u8; 16], Checksums) {
     let mut sums = Checksums::new(algs);
@@ -74,11 +88,9 @@ pub(crate) fn verified_meta(
     if req.content_length.is_some_and(|l| l != size) {
         return Err(StoreError::IncompleteBody);
     }
+    check_content_md5(req)?;
     if let Some(want) = &req.content_md5 {
         let b64 = base64::engine::general_purpose::STANDARD;
-        if b64.decode(want.trim()).ok().is_none_or(|d| d.len() != 16) {
-            return Err(StoreError::InvalidDigest("The Content-MD5 you specified was invalid.".into()));
-        }
         if want.trim() != b64.encode(md5) {
             return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));
         }
