@@ -1,0 +1,50 @@
+"""./scripts/quickstart as a newcomer runs it: it serves S3 with the secret
+SMBGATE_QUICKSTART_SECRET fixes, and a SIGTERM to the script (not only
+Ctrl-C to its process group) stops smbgate and removes the share."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import boto3
+from botocore.config import Config
+
+from conftest import ROOT, _free_port, smbgate_bin
+
+
+def test_sigterm_to_the_quickstart_stops_smbgate_and_removes_the_share():
+    port = _free_port()
+    env = dict(os.environ, SMBGATE_BIN=str(smbgate_bin()), SMBGATE_QUICKSTART_SECRET="fixedsecret123")
+    p = subprocess.Popen([str(ROOT / "scripts/quickstart"), "--listen", f"127.0.0.1:{port}"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out = ""
+        deadline = time.monotonic() + 60
+        while "stops smbgate" not in out and time.monotonic() < deadline:
+            out += p.stdout.readline()
+        assert "AWS_SECRET_ACCESS_KEY=fixedsecret123" in out, out
+        share = next(w for w in out.split() if w.startswith("/") and w.endswith("/share)")).rstrip(")")
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                          aws_access_key_id="smbgate-quickstart", aws_secret_access_key="fixedsecret123",
+                          config=Config(s3={"addressing_style": "path"}))
+        s3.create_bucket(Bucket="demo")
+        s3.put_object(Bucket="demo", Key="hello.txt", Body=b"hello\n")
+        assert s3.get_object(Bucket="demo", Key="hello.txt")["Body"].read() == b"hello\n"
+
+        p.send_signal(signal.SIGTERM)  # the script only, as `kill <pid>` does
+        rest, _ = p.communicate(timeout=60)
+        assert "smbgate stopped; the throwaway share is removed." in rest, rest
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "smbgate still listening"
+        assert not os.path.exists(share), share
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
