@@ -398,8 +398,8 @@ impl Connection {
     /// if the window is spent), allocates their MessageIds and registers
     /// their waiters. Returns `(MessageId, CreditCharge, CreditRequest)` per
     /// message, in order, and the futures.
-    /// `tickets` is empty or holds one entry per message; `binds` holds one
-    /// per message.
+    /// `tickets` is empty (no message needs one) or holds one entry per
+    /// message; `binds` holds one per message.
     async fn reserve(
         &self,
         charges: &[u16],
@@ -419,8 +419,8 @@ impl Connection {
                     let mut id = st.next_message_id;
                     let mut reqs = Vec::with_capacity(charges.len());
                     let mut rxs = Vec::with_capacity(charges.len());
-                    tickets.resize_with(charges.len(), || None);
-                    for ((&c, ticket), &bind) in charges.iter().zip(tickets.drain(..)).zip(binds) {
+                    for (i, (&c, &bind)) in charges.iter().zip(binds).enumerate() {
+                        let ticket = tickets.get_mut(i).and_then(Option::take);
                         reqs.push((id, c, st.credits.request_for(c)));
                         let (tx, rx) = oneshot::channel();
                         let pending = Arc::new(AtomicBool::new(false));
@@ -578,16 +578,19 @@ impl Connection {
             .collect();
         // A CREATE whose chain has no CLOSE after it leaves a handle open:
         // its answer carries a ticket to close it if nobody claims it.
-        let mut tickets = Vec::with_capacity(charges.len());
-        for chain in chains {
-            for (i, op) in chain.iter().enumerate() {
-                let leaves_open = op.body.command() == Command::Create
-                    && !chain[i + 1..].iter().any(|o| o.body.command() == Command::Close);
-                tickets.push(leaves_open.then(|| Ticket {
-                    reaper: self.inner.reaper.clone(),
-                    tree_id: op.tree_id,
-                    encrypt,
-                }));
+        // Batches without a CREATE (pipelined READs and WRITEs) build none.
+        let mut tickets = Vec::new();
+        if chains.iter().flat_map(|c| c.iter()).any(|op| op.body.command() == Command::Create) {
+            for chain in chains {
+                for (i, op) in chain.iter().enumerate() {
+                    let leaves_open = op.body.command() == Command::Create
+                        && !chain[i + 1..].iter().any(|o| o.body.command() == Command::Close);
+                    tickets.push(leaves_open.then(|| Ticket {
+                        reaper: self.inner.reaper.clone(),
+                        tree_id: op.tree_id,
+                        encrypt,
+                    }));
+                }
             }
         }
         // One look at the session's security state for the whole batch.

@@ -36,11 +36,6 @@ impl Handle {
         Ok(Handle { tree: tree.clone(), create, open: true })
     }
 
-    /// Takes ownership of a handle already opened (and claimed) on `tree`.
-    pub fn adopt(tree: &Tree, create: CreateResponse) -> Handle {
-        Handle { tree: tree.clone(), create, open: true }
-    }
-
     /// The FileId, for requests on this handle.
     pub fn id(&self) -> FileId {
         self.create.file_id

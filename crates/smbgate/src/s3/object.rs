@@ -25,6 +25,18 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     super::convert::checksum_fields(&info.meta.checksums)
 }
 
+/// The If-* headers of a GetObject or HeadObject input.
+macro_rules! read_conditions {
+    ($i:expr) => {
+        conditions(
+            $i.if_match.as_ref(),
+            $i.if_none_match.as_ref(),
+            $i.if_modified_since.as_ref(),
+            $i.if_unmodified_since.as_ref(),
+        )
+    };
+}
+
 /// Builds a GetObjectOutput or HeadObjectOutput: the headers both share
 /// (length, range, ETag, times, Content-* with response-* overrides, user
 /// metadata, parts count, checksums when asked for and whole), plus extras.
@@ -156,12 +168,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         _ => None,
     };
     let (opened, info, head) = gw.store.open_object(&i.bucket, &i.key, read).await.map_err(s3_error)?;
-    let cond = conditions(
-        i.if_match.as_ref(),
-        i.if_none_match.as_ref(),
-        i.if_modified_since.as_ref(),
-        i.if_unmodified_since.as_ref(),
-    );
+    let cond = read_conditions!(i);
     // On an early return the handle closes itself.
     cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
     let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
@@ -192,12 +199,7 @@ fn resolve_range(
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
-    let cond = conditions(
-        i.if_match.as_ref(),
-        i.if_none_match.as_ref(),
-        i.if_modified_since.as_ref(),
-        i.if_unmodified_since.as_ref(),
-    );
+    let cond = read_conditions!(i);
     cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
     let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));

@@ -272,7 +272,7 @@ impl Store {
         E: std::fmt::Display,
     {
         let data_path = self.data_path(id);
-        let f = match share::open_upload_file(tree, &data_path, true).await {
+        let f = match share::open_upload_file(tree, &data_path).await {
             Ok(f) => f,
             Err(e) => {
                 claim.discard().await;

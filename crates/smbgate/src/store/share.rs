@@ -139,10 +139,10 @@ pub async fn open_lane(tree: &Tree, path: &str) -> Result<Handle> {
     tree.open(&req).await
 }
 
-/// Opens (`create`: or creates) a file in an upload's directory for
-/// reading and writing, shared with every other open.
-pub async fn open_upload_file(tree: &Tree, path: &str, create: bool) -> Result<Handle> {
-    tree.open(&upload_file_req(path, if create { Disposition::OpenIf } else { Disposition::Open })).await
+/// Opens, or creates, a file in an upload's directory for reading and
+/// writing, shared with every other open.
+pub async fn open_upload_file(tree: &Tree, path: &str) -> Result<Handle> {
+    tree.open(&upload_file_req(path, Disposition::OpenIf)).await
 }
 
 /// Creates a multipart part's claim record: a new empty file, read/write/
