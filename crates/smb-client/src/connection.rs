@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use smb_proto::compound::ChainBuilder;
+use smb_proto::create::CloseRequest;
 use smb_proto::frame::{frame_len, FRAME_HEADER_LEN, MAX_FRAME_LEN};
 use smb_proto::header::{flags, Header, HEADER_LEN};
+use smb_proto::info::SetFileInfo;
+use smb_proto::query::SetInfoRequest;
 use smb_proto::transform::{is_transform, TransformHeader, TRANSFORM_HEADER_LEN};
 use smb_proto::{Command, NtStatus, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -589,6 +592,7 @@ impl Connection {
                         reaper: self.inner.reaper.clone(),
                         tree_id: op.tree_id,
                         encrypt,
+                        delete: op.body.as_create().is_some_and(crate::reaper::undo_if_abandoned),
                     }));
                 }
             }
@@ -1009,15 +1013,30 @@ async fn reaper_task(
             }
         }
         for encrypt in [false, true] {
-            let closes: Vec<(u32, smb_proto::create::CloseRequest)> = batch
-                .iter()
-                .filter(|o| o.encrypt == encrypt)
-                .map(|o| (o.tree_id, smb_proto::create::CloseRequest { file_id: o.file_id, post_query: false }))
-                .collect();
-            if closes.is_empty() {
+            let mine: Vec<&Orphan> = batch.iter().filter(|o| o.encrypt == encrypt).collect();
+            if mine.is_empty() {
                 continue;
             }
-            let ops: Vec<[Op<'_>; 1]> = closes.iter().map(|(t, c)| [Op { body: c, tree_id: *t }]).collect();
+            // A file to undo is marked delete-pending, then closed, in one
+            // chain: the CLOSE runs even if the mark fails.
+            let marks: Vec<SetInfoRequest<'_>> = mine
+                .iter()
+                .map(|o| SetInfoRequest { file_id: o.file_id, info: SetFileInfo::Disposition { delete_pending: true } })
+                .collect();
+            let closes: Vec<CloseRequest> =
+                mine.iter().map(|o| CloseRequest { file_id: o.file_id, post_query: false }).collect();
+            let ops: Vec<Vec<Op<'_>>> = mine
+                .iter()
+                .zip(marks.iter().zip(&closes))
+                .map(|(o, (mark, close))| {
+                    let close = Op { body: close, tree_id: o.tree_id };
+                    if o.delete {
+                        vec![Op { body: mark, tree_id: o.tree_id }, close]
+                    } else {
+                        vec![close]
+                    }
+                })
+                .collect();
             let chains: Vec<&[Op<'_>]> = ops.iter().map(|o| &o[..]).collect();
             let rxs = match conn.send_batch(&chains, encrypt).await {
                 Ok(rxs) => rxs,
@@ -1026,8 +1045,14 @@ async fn reaper_task(
                     break;
                 }
             };
-            for r in rxs {
-                if conn.wait(r).await.is_ok() {
+            let mut rxs = rxs.into_iter();
+            for chain in &ops {
+                let mut closed = false;
+                for op in chain {
+                    let r = conn.wait(rxs.next().expect("one future per message")).await;
+                    closed = op.body.command() == Command::Close && r.is_ok();
+                }
+                if closed {
                     reaper.count_closed();
                 }
             }

@@ -10,11 +10,18 @@
 //! same connection. The queue never
 //! blocks. If the connection dies first, the server closes the handles
 //! with the session (MS-SMB2 3.3.7.1), so nothing is left behind.
+//!
+//! A CREATE that made a new file (FILE_CREATE, a non-directory, opened
+//! with DELETE access) and whose answer nobody claimed is undone: the
+//! reaper marks the file delete-pending before closing it. The caller that
+//! asked for the file never learned it exists, so a cancelled call leaves
+//! nothing behind, as a temporary file's creator expects. Files opened any
+//! other way are only closed, never deleted: someone else may use them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use smb_proto::create::{CreateResponse, FileId};
+use smb_proto::create::{access, options, CreateRequest, CreateResponse, Disposition, FileId};
 use smb_proto::NtStatus;
 use tokio::sync::mpsc;
 
@@ -23,6 +30,17 @@ pub(crate) struct Orphan {
     pub(crate) tree_id: u32,
     pub(crate) file_id: FileId,
     pub(crate) encrypt: bool,
+    /// Mark the file delete-pending before the CLOSE: its CREATE made it
+    /// and nobody claimed it.
+    pub(crate) delete: bool,
+}
+
+/// Whether an unclaimed answer to `req` made a file that is to be deleted
+/// (see the module docs): FILE_CREATE of a non-directory with DELETE access.
+pub(crate) fn undo_if_abandoned(req: &CreateRequest<'_>) -> bool {
+    req.disposition == Disposition::Create
+        && req.options & options::NON_DIRECTORY_FILE != 0
+        && req.desired_access & (access::DELETE | access::GENERIC_ALL) != 0
 }
 
 /// The sending side of a connection's reaper queue; cheap to clone.
@@ -42,7 +60,7 @@ impl Reaper {
 
     /// Queues a CLOSE of `file_id` on `tree_id`; never blocks.
     pub(crate) fn queue(&self, tree_id: u32, file_id: FileId, encrypt: bool) {
-        let _ = self.tx.send(Orphan { tree_id, file_id, encrypt });
+        let _ = self.tx.send(Orphan { tree_id, file_id, encrypt, delete: false });
     }
 
     /// Handles the reaper has closed (CLOSE answered, whatever its status).
@@ -64,6 +82,9 @@ pub(crate) struct Ticket {
     pub(crate) reaper: Reaper,
     pub(crate) tree_id: u32,
     pub(crate) encrypt: bool,
+    /// The CREATE made a new file to delete if unclaimed
+    /// ([`undo_if_abandoned`]).
+    pub(crate) delete: bool,
 }
 
 impl Ticket {
@@ -73,8 +94,11 @@ impl Ticket {
             return;
         }
         if let Ok(c) = CreateResponse::decode(msg) {
-            tracing::debug!(file_id = ?c.file_id, "closing a handle whose opener has gone");
-            self.reaper.queue(self.tree_id, c.file_id, self.encrypt);
+            // Delete only what this CREATE made (CreateAction FILE_CREATED).
+            let delete = self.delete && c.create_action == smb_proto::create::create_action::CREATED;
+            tracing::debug!(file_id = ?c.file_id, delete, "closing a handle whose opener has gone");
+            let o = Orphan { tree_id: self.tree_id, file_id: c.file_id, encrypt: self.encrypt, delete };
+            let _ = self.reaper.tx.send(o);
         }
     }
 }

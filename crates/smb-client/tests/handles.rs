@@ -83,3 +83,49 @@ async fn a_create_whose_caller_went_away_is_closed_when_its_answer_arrives() {
     // The connection is still good.
     t.stat("orphan-0.bin").await.expect("stat after reaping");
 }
+
+// A CREATE that made a new file (FILE_CREATE, DELETE access) and whose
+// caller went away is undone: the file is deleted, not only closed. The
+// same CREATE without DELETE access, and a file that existed before, are
+// only closed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_new_file_whose_creator_went_away_is_deleted() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let scratch = |name| CreateRequest {
+        disposition: Disposition::Create,
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        ..create_new(name)
+    };
+    let kept = CreateRequest { disposition: Disposition::Create, ..create_new("kept.bin") };
+    smb.smbclient("put /etc/hostname existing.bin");
+    let reopened = CreateRequest {
+        desired_access: access::GENERIC_READ | access::DELETE,
+        disposition: Disposition::OpenIf,
+        ..create_new("existing.bin")
+    };
+    let names: Vec<String> = (0..4).map(|i| format!("scratch-{i}.bin")).collect();
+    let mut reqs: Vec<CreateRequest<'_>> = names.iter().map(|n| scratch(n)).collect();
+    reqs.push(kept);
+    reqs.push(reopened);
+    for req in &reqs {
+        let mut fut = Box::pin(t.create(req));
+        let first = futures::poll!(fut.as_mut());
+        assert!(matches!(first, Poll::Pending), "the answer cannot be here before one poll: {first:?}");
+        drop(fut);
+    }
+    for _ in 0..100 {
+        if t.conn().handles_reaped() >= 6 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(t.conn().handles_reaped(), 6);
+    assert_eq!(smb.wait_closed(".bin").await, Vec::<String>::new());
+    for n in &names {
+        assert!(!smb.share_path().join(n).exists(), "{n} was made by an abandoned CREATE and is deleted");
+    }
+    assert!(smb.share_path().join("kept.bin").exists(), "no DELETE access: only closed");
+    assert!(smb.share_path().join("existing.bin").exists(), "not made by the CREATE: only closed");
+}

@@ -175,6 +175,9 @@ impl Request for CreateRequest<'_> {
     fn command(&self) -> Command {
         Command::Create
     }
+    fn as_create(&self) -> Option<&CreateRequest<'_>> {
+        Some(self)
+    }
     fn encode_body(&self, out: &mut BytesMut, hdr: usize) {
         put_u16(out, 57);
         out.extend_from_slice(&[0, self.oplock_level]);

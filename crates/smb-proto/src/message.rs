@@ -17,6 +17,12 @@ pub trait Request: Send + Sync {
     fn credit_bytes(&self) -> u64 {
         0
     }
+    /// This body as a CREATE, if it is one, so that a client can see what
+    /// a CREATE asked for (its disposition, access, options) without
+    /// downcasting.
+    fn as_create(&self) -> Option<&crate::create::CreateRequest<'_>> {
+        None
+    }
 }
 
 /// Appends `v` little-endian.
