@@ -551,14 +551,16 @@ impl Drop for TempFile {
 
 /// Deletes a temp file: marks it delete-on-close through `handle` and
 /// closes it, unless `by_name`; by name over a pooled connection when asked
-/// to, or when the handle's connection is gone.
+/// to, or when the mark failed (the handle's connection is gone).
 async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
     if !by_name {
         let r = delete_on_close(&handle).await;
         let _ = handle.close().await;
-        if !matches!(&r, Err(e) if e.is_connection_error()) {
+        if r.is_ok() {
             return;
         }
+        // Its connection died, or the mark was refused: the file still has
+        // its temp name (nothing was published), so delete it by that.
     } else {
         drop(handle); // closed by its connection's reaper
     }
