@@ -25,9 +25,21 @@ pub enum Command {
 /// `smbgate serve` settings; each flag falls back to an SMBGATE_* variable.
 #[derive(Args, Clone)]
 pub struct ServeArgs {
-    /// Address to listen on.
+    /// Address to listen on (HTTPS when --tls-cert and --tls-key are
+    /// given, else plain HTTP).
     #[arg(long, env = "SMBGATE_LISTEN", default_value = "127.0.0.1:9000")]
     pub listen: SocketAddr,
+    /// TLS certificate chain (PEM, the server's certificate first). Read
+    /// again on SIGHUP.
+    #[arg(long, env = "SMBGATE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
+    #[arg(long, env = "SMBGATE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A second address serving plain HTTP next to the TLS listener (for
+    /// clients on a trusted network, or a local health checker).
+    #[arg(long, env = "SMBGATE_LISTEN_PLAIN", requires = "tls_cert")]
+    pub listen_plain: Option<SocketAddr>,
     /// Share root: smb://HOST[:PORT]/SHARE[/PATH]. Each top-level directory
     /// under it is a bucket.
     #[arg(long, env = "SMBGATE_SHARE")]
@@ -111,6 +123,8 @@ impl std::fmt::Debug for ServeArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeArgs")
             .field("listen", &self.listen)
+            .field("tls_cert", &self.tls_cert)
+            .field("listen_plain", &self.listen_plain)
             .field("share", &self.share)
             .field("smb_user", &self.smb_user)
             .field("access_key", &self.access_key)

@@ -3,9 +3,10 @@
 //!
 //! - [`s3`]: the s3s adapter (HTTP, SigV4, XML, S3 errors) over the store.
 //! - [`store`]: S3 semantics on the share (keys, metadata, atomic publish,
-//!   multipart, listing).
-//! - [`stream`]: split streaming for large GETs.
+//!   multipart, listing, split streaming of large GETs).
 //! - [`front`]: health probes and request clean-up before s3s.
+//! - [`server`]: listeners, connection limits, drain and reload signals.
+//! - [`tls`]: certificates for the HTTPS listener.
 //! - [`config`]: flags and environment.
 #![warn(missing_docs)]
 
@@ -14,3 +15,4 @@ pub mod front;
 pub mod s3;
 pub mod server;
 pub mod store;
+pub mod tls;

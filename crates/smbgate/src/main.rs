@@ -23,9 +23,16 @@ fn main() {
                              use --smb-password-file or SMBGATE_SMB_PASSWORD instead"
                         );
                     }
-                    match p.local_addr() {
-                        Ok(a) => tracing::info!(listen = %a, share = %args.share, "smbgate ready"),
-                        Err(_) => tracing::info!("smbgate ready"),
+                    let scheme = if p.is_tls() { "https" } else { "http" };
+                    match (p.local_addr(), p.plain_addr()) {
+                        (Ok(a), Some(plain)) => tracing::info!(
+                            listen = %format_args!("{scheme}://{a}"), listen_plain = %format_args!("http://{plain}"),
+                            share = %args.share, "smbgate ready"
+                        ),
+                        (Ok(a), None) => {
+                            tracing::info!(listen = %format_args!("{scheme}://{a}"), share = %args.share, "smbgate ready")
+                        }
+                        (Err(_), _) => tracing::info!("smbgate ready"),
                     }
                     smbgate::server::run(p, smbgate::server::shutdown_signal()).await;
                     0

@@ -1,8 +1,10 @@
 //! `smbgate serve`: connects the SMB pool, opens the store, and serves the
-//! S3 API over HTTP/1.1 and HTTP/2 until SIGINT or SIGTERM, then drains
-//! in-flight requests.
+//! S3 API over HTTP/1.1 and HTTP/2 (HTTPS with `--tls-cert`, optionally
+//! with a plain-HTTP listener beside it) until SIGINT or SIGTERM, then
+//! drains in-flight requests. SIGHUP reloads the TLS certificate.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -10,11 +12,13 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
 use smb_client::{ClientConfig, Pool, PoolConfig};
 use smb_proto::NtStatus;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 
 use crate::config::{secret, ServeArgs, ShareUrl};
 use crate::s3::Gateway;
 use crate::store::{Store, StoreError, StoreOptions};
+use crate::tls::Certificates;
 
 /// How long in-flight requests may run after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,6 +26,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Everything `serve` needs, resolved and connected; built by [`prepare`].
 pub struct Prepared {
     listener: TcpListener,
+    /// The plain-HTTP listener next to a TLS one (`--listen-plain`).
+    plain: Option<TcpListener>,
+    /// Set when `listener` serves HTTPS.
+    tls: Option<(Arc<Certificates>, TlsAcceptor)>,
     service: crate::front::Front,
     limits: HttpLimits,
 }
@@ -37,6 +45,16 @@ impl Prepared {
     /// The bound address.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// True if the main listener serves HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The plain-HTTP listener's address, if one was asked for next to TLS.
+    pub fn plain_addr(&self) -> Option<std::net::SocketAddr> {
+        self.plain.as_ref().and_then(|l| l.local_addr().ok())
     }
 }
 
@@ -98,12 +116,25 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
+    // Before anything listens, so that a bad file is one line at startup.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let certs = Certificates::load(cert, key)?;
+            let acceptor = certs.acceptor()?;
+            Some((certs, acceptor))
+        }
+        _ => None,
+    };
     let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
     if let Some((ak, sk)) = auth {
         builder.set_auth(crate::front::SingleKey::new(ak, sk));
     }
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let plain = match args.listen_plain {
+        Some(a) => Some(TcpListener::bind(a).await.map_err(|e| format!("cannot listen on {a}: {e}"))?),
+        None => None,
+    };
     // Once startup has succeeded, so that a failure stays one line.
     if let Ok(t) = pool.get().await {
         let n = &t.session().negotiated;
@@ -120,17 +151,19 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: Duration::from_secs(args.header_read_timeout),
     };
-    Ok(Prepared { listener, service: crate::front::Front::new(builder.build(), pool), limits })
+    Ok(Prepared { listener, plain, tls, service: crate::front::Front::new(builder.build(), pool), limits })
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits (up to
-/// 30 s) for in-flight requests.
+/// 30 s) for in-flight requests. SIGHUP meanwhile reloads the TLS
+/// certificate and key.
 pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let mut builder = ConnBuilder::new(TokioExecutor::new());
     // hyper's header-read timeout needs a timer; without one it is off.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(p.limits.header_read_timeout);
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(p.limits.max_connections));
+    let slots = Arc::new(tokio::sync::Semaphore::new(p.limits.max_connections));
+    let mut reload = reload_signal();
     tokio::pin!(shutdown);
     loop {
         // A free connection slot first: past the cap, clients wait in the
@@ -139,34 +172,122 @@ pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
             s = slots.clone().acquire_owned() => s.expect("never closed"),
             _ = &mut shutdown => break,
         };
-        tokio::select! {
-            accepted = p.listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let conn = builder.serve_connection(TokioIo::new(stream), p.service.clone()).into_owned();
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
-                    }
+        let (accepted, tls) = loop {
+            tokio::select! {
+                a = p.listener.accept() => break (a, p.tls.as_ref().map(|(_, acc)| acc.clone())),
+                a = accept_plain(&p.plain) => break (a, None),
+                _ = reload.recv() => reload_certificates(&p.tls),
+                _ = &mut shutdown => {
                     drop(slot);
-                });
+                    return drain(p, graceful).await;
+                }
             }
-            _ = &mut shutdown => break,
-        }
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (builder, service, watcher) = (builder.clone(), p.service.clone(), graceful.watcher());
+        let handshake_timeout = p.limits.header_read_timeout;
+        tokio::spawn(async move {
+            serve_one(stream, peer, tls, handshake_timeout, builder, service, watcher).await;
+            drop(slot);
+        });
     }
-    drop(p.listener); // refuse new connections while draining
+    drain(p, graceful).await
+}
+
+/// Serves one accepted connection: the TLS handshake first (bounded by
+/// `handshake_timeout`, like a slow request header) when `tls` is set.
+async fn serve_one(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<TlsAcceptor>,
+    handshake_timeout: Duration,
+    builder: ConnBuilder<TokioExecutor>,
+    service: crate::front::Front,
+    watcher: hyper_util::server::graceful::Watcher,
+) {
+    let result = match tls {
+        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+        Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => watcher.watch(builder.serve_connection(TokioIo::new(s), service).into_owned()).await,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        },
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+    }
+}
+
+/// Accepts on the plain-HTTP listener beside TLS; never resolves without one.
+async fn accept_plain(l: &Option<TcpListener>) -> std::io::Result<(TcpStream, std::net::SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Refuses new connections, then waits (up to 30 s) for in-flight requests.
+async fn drain(p: Prepared, graceful: GracefulShutdown) {
+    drop(p.listener);
+    drop(p.plain);
     tracing::info!("shutting down: draining in-flight requests");
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("drain timed out; exiting with requests still open");
     }
+}
+
+/// SIGHUP: reads the TLS files again. A bad file is logged and the
+/// certificate in force stays.
+fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) {
+    match tls {
+        Some((certs, _)) => match certs.reload() {
+            Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+            Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
+        },
+        None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
+    }
+}
+
+/// SIGHUP as a stream of reload requests (never fires off Unix).
+struct ReloadSignal(#[cfg(unix)] Option<tokio::signal::unix::Signal>);
+
+impl ReloadSignal {
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(s) = &mut self.0 {
+            if s.recv().await.is_some() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await
+    }
+}
+
+fn reload_signal() -> ReloadSignal {
+    #[cfg(unix)]
+    {
+        let s = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+        if let Err(e) = &s {
+            tracing::warn!(error = %e, "no SIGHUP handler; certificates cannot be reloaded");
+        }
+        ReloadSignal(s.ok())
+    }
+    #[cfg(not(unix))]
+    ReloadSignal()
 }
 
 /// Resolves on SIGINT or SIGTERM.
