@@ -15,7 +15,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, _free_port, smbgate_bin
 
 # A startup error must come back well before this; a hang is a failure.
 STARTUP_TIMEOUT = 30
@@ -146,3 +146,25 @@ def test_keys_configured_refuse_unsigned(gateway):
     with pytest.raises(ClientError) as ei:
         s3.list_buckets()
     assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
+    """--anonymous next to keys: unsigned requests are served, signed ones
+    must still carry a valid signature (before, unsigned ones got 403)."""
+    g = Gateway(samba, "--anonymous")
+    try:
+        unsigned = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
+                                config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                              retries={"max_attempts": 1}))
+        b = f"anonk-{uuid.uuid4().hex[:10]}"
+        unsigned.create_bucket(Bucket=b)
+        unsigned.put_object(Bucket=b, Key="k", Body=b"open")
+        assert g.client().get_object(Bucket=b, Key="k")["Body"].read() == b"open"
+        forged = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                              aws_secret_access_key="not-the-secret",
+                              config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        with pytest.raises(ClientError) as ei:
+            forged.get_object(Bucket=b, Key="k")
+        assert ei.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    finally:
+        g.stop()

@@ -28,6 +28,6 @@ pub mod tree;
 
 pub use error::{Error, Result};
 pub use file::Handle;
-pub use pool::{Pool, PoolConfig};
+pub use pool::{Pool, PoolConfig, PoolStats};
 pub use session::{ClientConfig, Session};
 pub use tree::Tree;

@@ -62,6 +62,21 @@ struct PoolInner {
     cfg: PoolConfig,
     slots: Vec<Slot>,
     aimd: Mutex<Aimd>,
+    /// Connections replaced after a loss, since the pool opened.
+    reconnects: std::sync::atomic::AtomicU64,
+}
+
+/// What a pool's connections are doing now, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Slots in the pool ([`PoolConfig`]'s size).
+    pub size: usize,
+    /// Connections up and usable.
+    pub healthy: usize,
+    /// Slots whose connection is down and being re-established.
+    pub reconnecting: usize,
+    /// Connections replaced after a loss, since the pool opened.
+    pub reconnects: u64,
 }
 
 /// A pool of authenticated tree connections. Clone to share.
@@ -87,7 +102,7 @@ impl Pool {
             slots.push(Slot { tree: RwLock::new(t.ok()), reconnecting: AtomicBool::new(false) });
         }
         let aimd = Mutex::new(Aimd::new(cfg.max_in_flight, cfg.min_in_flight, Instant::now()));
-        let inner = Arc::new(PoolInner { cfg, slots, aimd });
+        let inner = Arc::new(PoolInner { cfg, slots, aimd, reconnects: Default::default() });
         tokio::spawn(maintain(Arc::downgrade(&inner)));
         Ok(Pool { inner })
     }
@@ -161,6 +176,16 @@ impl Pool {
             .iter()
             .filter(|s| s.tree.read().unwrap().as_ref().is_some_and(|t| !t.conn().is_poisoned()))
             .count()
+    }
+
+    /// Healthy, reconnecting and replaced connections (a snapshot).
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            size: self.inner.slots.len(),
+            healthy: self.healthy(),
+            reconnecting: self.inner.slots.iter().filter(|s| s.reconnecting.load(Ordering::Acquire)).count(),
+            reconnects: self.inner.reconnects.load(Ordering::Relaxed),
+        }
     }
 
     /// Bytes one stream may keep in flight now: [`PoolConfig::max_in_flight`]
@@ -258,6 +283,7 @@ async fn reconnect(pool: Weak<PoolInner>, i: usize) {
             Ok(t) => {
                 *p.slots[i].tree.write().unwrap() = Some(t);
                 p.slots[i].reconnecting.store(false, Ordering::Release);
+                p.reconnects.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(slot = i, "SMB connection replaced");
                 return;
             }

@@ -40,6 +40,16 @@ pub struct ServeArgs {
     /// clients on a trusted network, or a local health checker).
     #[arg(long, env = "SMBGATE_LISTEN_PLAIN", requires = "tls_cert")]
     pub listen_plain: Option<SocketAddr>,
+    /// Address of the operations listener: `/metrics` (Prometheus),
+    /// `/health/live`, `/health/ready`. Off unless given.
+    #[arg(long, env = "SMBGATE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Bearer token `/metrics` requires.
+    #[arg(long, env = "SMBGATE_METRICS_TOKEN", hide_env_values = true, requires = "metrics_listen")]
+    pub metrics_token: Option<String>,
+    /// File holding the bearer token `/metrics` requires (first line).
+    #[arg(long, env = "SMBGATE_METRICS_TOKEN_FILE", requires = "metrics_listen")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Share root: smb://HOST[:PORT]/SHARE[/PATH]. Each top-level directory
     /// under it is a bucket.
     #[arg(long, env = "SMBGATE_SHARE")]
@@ -125,6 +135,7 @@ impl std::fmt::Debug for ServeArgs {
             .field("listen", &self.listen)
             .field("tls_cert", &self.tls_cert)
             .field("listen_plain", &self.listen_plain)
+            .field("metrics_listen", &self.metrics_listen)
             .field("share", &self.share)
             .field("smb_user", &self.smb_user)
             .field("access_key", &self.access_key)

@@ -1,15 +1,20 @@
 //! The HTTP front door in front of the s3s service: answers load-balancer
-//! probes (`HEAD /`), gives a ranged HEAD its 206, and checks access keys
-//! so an unknown key gets S3's InvalidAccessKeyId.
+//! probes (`HEAD /`), gives a ranged HEAD its 206, checks access keys so an
+//! unknown key gets S3's InvalidAccessKeyId, and records each request's
+//! metrics under the operation s3s resolved.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 
 use hyper::body::Incoming;
+use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
 use smb_client::Pool;
+
+use crate::metrics::{Metrics, UNKNOWN_OPERATION};
 
 /// SigV4 credentials: one access key and its secret.
 pub struct SingleKey {
@@ -38,18 +43,56 @@ impl S3Auth for SingleKey {
     }
 }
 
+/// Where s3s's access check leaves the name of the operation it resolved
+/// (a request extension the front reads back for metrics).
+#[derive(Clone, Default)]
+struct OperationSlot(Arc<OnceLock<&'static str>>);
+
+/// The access check s3s runs for every request once credentials are
+/// configured: notes the operation, then refuses unsigned requests unless
+/// anonymous access was switched on.
+pub struct Access {
+    /// `--anonymous`: unsigned requests are served.
+    pub anonymous: bool,
+}
+
+#[async_trait::async_trait]
+impl S3Access for Access {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let name = crate::metrics::operation_name(cx.s3_op().name());
+        if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {
+            let _ = slot.0.set(name);
+        }
+        if cx.credentials().is_none() && !self.anonymous {
+            return Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
+        }
+        Ok(())
+    }
+}
+
 /// The service hyper runs for each connection.
 #[derive(Clone)]
 pub struct Front {
     s3: S3Service,
     pool: Pool,
+    metrics: Arc<Metrics>,
 }
 
 impl Front {
-    /// Wraps the s3s service; `pool` answers health probes.
-    pub fn new(s3: S3Service, pool: Pool) -> Front {
-        Front { s3, pool }
+    /// Wraps the s3s service; `pool` answers health probes, `metrics`
+    /// counts every request.
+    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>) -> Front {
+        Front { s3, pool, metrics }
     }
+}
+
+/// A Content-Length header's value in bytes (0 when absent or malformed).
+fn content_length(headers: &http::HeaderMap) -> u64 {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for Front {
@@ -57,7 +100,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
     type Error = HttpError;
     type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
 
-    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         if req.method() == http::Method::HEAD && req.uri().path() == "/" {
             // Health probe: 200 while an SMB connection is up, else 503.
             let status =
@@ -78,6 +121,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             .is_none_or(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(0));
         let close_after = expects_continue && empty_body;
         let s3 = self.s3.clone();
+        let slot = OperationSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        let in_flight = self.metrics.start(content_length(req.headers()));
         Box::pin(async move {
             let mut resp = hyper::service::Service::call(&s3, req).await?;
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
@@ -93,6 +139,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if close_after {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
+            let operation = slot.0.get().copied().unwrap_or(UNKNOWN_OPERATION);
+            in_flight.finish(operation, resp.status(), if is_head { 0 } else { content_length(resp.headers()) });
             Ok(resp)
         })
     }

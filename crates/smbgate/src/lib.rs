@@ -5,13 +5,17 @@
 //! - [`store`]: S3 semantics on the share (keys, metadata, atomic publish,
 //!   multipart, listing, split streaming of large GETs).
 //! - [`front`]: health probes and request clean-up before s3s.
+//! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
+//!   and the health endpoints.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`config`]: flags and environment.
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod config;
 pub mod front;
+pub mod metrics;
 pub mod s3;
 pub mod server;
 pub mod store;

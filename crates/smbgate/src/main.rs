@@ -34,6 +34,9 @@ fn main() {
                         }
                         (Err(_), _) => tracing::info!("smbgate ready"),
                     }
+                    if let Some(a) = p.metrics_addr() {
+                        tracing::info!(listen = %format_args!("http://{a}"), "metrics at /metrics, health at /health/live and /health/ready");
+                    }
                     smbgate::server::run(p, smbgate::server::shutdown_signal()).await;
                     0
                 }

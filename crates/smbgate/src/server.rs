@@ -26,6 +26,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Everything `serve` needs, resolved and connected; built by [`prepare`].
 pub struct Prepared {
     listener: TcpListener,
+    /// The operations listener and what it serves (`--metrics-listen`).
+    admin: Option<(TcpListener, crate::admin::Admin)>,
     /// The plain-HTTP listener next to a TLS one (`--listen-plain`).
     plain: Option<TcpListener>,
     /// Set when `listener` serves HTTPS.
@@ -50,6 +52,11 @@ impl Prepared {
     /// True if the main listener serves HTTPS.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// The operations listener's address, if one was asked for.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 
     /// The plain-HTTP listener's address, if one was asked for next to TLS.
@@ -125,12 +132,22 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         }
         _ => None,
     };
+    let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
+    let metrics = Arc::new(crate::metrics::Metrics::new(store.clone()));
     let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
     if let Some((ak, sk)) = auth {
         builder.set_auth(crate::front::SingleKey::new(ak, sk));
+        builder.set_access(crate::front::Access { anonymous: args.anonymous });
     }
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let admin = match args.metrics_listen {
+        Some(a) => {
+            let l = TcpListener::bind(a).await.map_err(|e| format!("cannot listen on {a}: {e}"))?;
+            Some((l, crate::admin::Admin::new(metrics.clone(), pool.clone(), metrics_token)))
+        }
+        None => None,
+    };
     let plain = match args.listen_plain {
         Some(a) => Some(TcpListener::bind(a).await.map_err(|e| format!("cannot listen on {a}: {e}"))?),
         None => None,
@@ -151,19 +168,23 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: Duration::from_secs(args.header_read_timeout),
     };
-    Ok(Prepared { listener, plain, tls, service: crate::front::Front::new(builder.build(), pool), limits })
+    let service = crate::front::Front::new(builder.build(), pool, metrics);
+    Ok(Prepared { listener, admin, plain, tls, service, limits })
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits (up to
 /// 30 s) for in-flight requests. SIGHUP meanwhile reloads the TLS
 /// certificate and key.
-pub async fn run(p: Prepared, shutdown: impl Future<Output = ()>) {
+pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let mut builder = ConnBuilder::new(TokioExecutor::new());
     // hyper's header-read timeout needs a timer; without one it is off.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(p.limits.header_read_timeout);
     let slots = Arc::new(tokio::sync::Semaphore::new(p.limits.max_connections));
     let mut reload = reload_signal();
+    if let Some((listener, admin)) = p.admin.take() {
+        tokio::spawn(serve_admin(listener, admin, builder.clone()));
+    }
     tokio::pin!(shutdown);
     loop {
         // A free connection slot first: past the cap, clients wait in the
@@ -229,6 +250,29 @@ async fn serve_one(
     };
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+    }
+}
+
+/// Serves the operations listener until the process exits (it is not
+/// drained: a scrape in progress at shutdown is simply cut). At most 64
+/// connections at once; scrapers and probes need few.
+async fn serve_admin(listener: TcpListener, admin: crate::admin::Admin, builder: ConnBuilder<TokioExecutor>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(64));
+    loop {
+        let slot = slots.clone().acquire_owned().await.expect("never closed");
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let conn = builder.serve_connection(TokioIo::new(stream), admin.clone()).into_owned();
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
     }
 }
 

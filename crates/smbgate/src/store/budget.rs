@@ -16,6 +16,8 @@ pub const UNIT: u64 = 64 << 10;
 #[derive(Clone)]
 pub struct Budget {
     units: Arc<Semaphore>,
+    /// Units in all, taken or free.
+    total: usize,
 }
 
 /// Budget held by one request; returned when dropped.
@@ -25,7 +27,17 @@ impl Budget {
     /// A budget of `bytes` (rounded down to [`UNIT`]).
     pub fn new(bytes: u64) -> Budget {
         let units = (bytes / UNIT).min(Semaphore::MAX_PERMITS as u64) as usize;
-        Budget { units: Arc::new(Semaphore::new(units)) }
+        Budget { units: Arc::new(Semaphore::new(units)), total: units }
+    }
+
+    /// The whole budget, in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.total as u64 * UNIT
+    }
+
+    /// Bytes taken now by running requests.
+    pub fn in_use(&self) -> u64 {
+        self.total.saturating_sub(self.units.available_permits()) as u64 * UNIT
     }
 
     /// Takes `bytes` (rounded up to [`UNIT`]) if that much is free now.
@@ -61,9 +73,12 @@ mod tests {
         assert_eq!(rest, 6 * UNIT);
         assert_eq!(b.take_up_to(UNIT).0, 0);
         assert!(b.try_take(1).is_none());
+        assert_eq!((b.capacity(), b.in_use()), (10 * UNIT, 10 * UNIT));
         drop(held);
+        assert_eq!(b.in_use(), 6 * UNIT);
         assert!(b.try_take(4 * UNIT).is_some());
         drop(held2);
+        assert_eq!(b.in_use(), 0);
         assert_eq!(b.take_up_to(100 * UNIT).0, 10 * UNIT);
     }
 

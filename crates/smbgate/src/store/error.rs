@@ -84,6 +84,7 @@ pub enum StoreError {
 
 impl From<SmbError> for StoreError {
     fn from(e: SmbError) -> Self {
+        crate::metrics::count_smb_error(&e);
         match e.status() {
             Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
                 // The S3 answer names no SMB command; the log does.

@@ -1,0 +1,207 @@
+//! Prometheus metrics (prometheus-client, OpenMetrics text format), served
+//! on the metrics listener (`--metrics-listen`) as `/metrics`.
+//!
+//! S3 side: requests by operation (the S3 API name, e.g. `GetObject`) and
+//! status class, request duration, body bytes in and out as declared by
+//! Content-Length, requests in flight. SMB side, read at each scrape:
+//! connections by state, reconnects, the per-stream in-flight budget, the
+//! read-ahead and write-behind budgets, and SMB errors by NTSTATUS name.
+
+use std::sync::{Arc, LazyLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::store::Store;
+
+/// The operation label of a request s3s refused before naming its
+/// operation (a bad signature, an unknown route), or of every request when
+/// no credentials are configured (`--anonymous` without keys).
+pub const UNKNOWN_OPERATION: &str = "unknown";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    operation: &'static str,
+    /// `2xx`, `3xx`, `4xx` or `5xx`.
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    /// The NTSTATUS name (`STATUS_DISK_FULL`), its hex value when it has
+    /// no name, or `connection` for a lost or poisoned connection.
+    status: String,
+}
+
+/// `name` (an S3 operation name from s3s) as a `&'static str` label. Each
+/// distinct name is kept once for the life of the process; s3s knows about
+/// a hundred.
+pub fn operation_name(name: &str) -> &'static str {
+    static NAMES: LazyLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> = LazyLock::new(Default::default);
+    let mut names = NAMES.lock().unwrap();
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(n);
+    n
+}
+
+/// SMB errors by status, counted wherever the store turns an SMB error
+/// into one of its own (process-wide: the store has no handle on
+/// [`Metrics`]).
+static SMB_ERRORS: LazyLock<Family<StatusLabels, Counter>> = LazyLock::new(Family::default);
+
+/// Counts one SMB error that reached the store's error mapping.
+pub fn count_smb_error(e: &smb_client::Error) {
+    let status = match e.status() {
+        Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
+        None if e.is_connection_error() => "connection".to_string(),
+        None => "other".to_string(),
+    };
+    SMB_ERRORS.get_or_create(&StatusLabels { status }).inc();
+}
+
+/// The S3-side instruments and the registry they are exposed from.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<OperationLabels, Histogram>,
+    received: Counter,
+    sent: Counter,
+    in_flight: Gauge,
+}
+
+impl Metrics {
+    /// The registry, with the SMB-side figures of `store` read at each
+    /// scrape.
+    pub fn new(store: Store) -> Metrics {
+        let mut registry = Registry::with_prefix("smbgate");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("s3_requests", "S3 requests answered, by operation and status class", requests.clone());
+        let duration = Family::<OperationLabels, Histogram>::new_with_constructor(|| {
+            // 1 ms to about 65 s.
+            Histogram::new(exponential_buckets(0.001, 2.0, 17))
+        });
+        registry.register(
+            "s3_request_duration_seconds",
+            "Time to the response's headers, by operation",
+            duration.clone(),
+        );
+        let received = Counter::default();
+        registry.register("s3_received_bytes", "Request body bytes, as declared by Content-Length", received.clone());
+        let sent = Counter::default();
+        registry.register("s3_sent_bytes", "Response body bytes, as declared by Content-Length", sent.clone());
+        let in_flight = Gauge::default();
+        registry.register("s3_requests_in_flight", "S3 requests being served", in_flight.clone());
+        registry.register("smb_errors", "SMB errors that reached an S3 request, by NTSTATUS", SMB_ERRORS.clone());
+        registry.register_collector(Box::new(SmbGauges { store }));
+        Metrics { registry, requests, duration, received, sent, in_flight }
+    }
+
+    /// Marks a request as started; the returned guard records it when
+    /// [`InFlight::finish`] is called, or as in flight until dropped.
+    pub fn start(self: &Arc<Self>, request_bytes: u64) -> InFlight {
+        self.in_flight.inc();
+        self.received.inc_by(request_bytes);
+        InFlight { metrics: self.clone(), started: std::time::Instant::now() }
+    }
+
+    /// Every metric in the OpenMetrics text format (families with no
+    /// sample yet are left out).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// One request being served; see [`Metrics::start`].
+pub struct InFlight {
+    metrics: Arc<Metrics>,
+    started: std::time::Instant,
+}
+
+impl InFlight {
+    /// Records the answer: `operation` (an S3 API name, or
+    /// [`UNKNOWN_OPERATION`]), its HTTP status and its body length in bytes.
+    pub fn finish(self, operation: &'static str, status: http::StatusCode, response_bytes: u64) {
+        let class = match status.as_u16() {
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        let m = &self.metrics;
+        m.requests.get_or_create(&RequestLabels { operation, status: class }).inc();
+        m.duration.get_or_create(&OperationLabels { operation }).observe(self.started.elapsed().as_secs_f64());
+        m.sent.inc_by(response_bytes);
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.metrics.in_flight.dec();
+    }
+}
+
+/// The SMB-side figures, read from the pool and the store at each scrape.
+struct SmbGauges {
+    store: Store,
+}
+
+impl std::fmt::Debug for SmbGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmbGauges").finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConnLabels {
+    state: &'static str,
+}
+
+impl Collector for SmbGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // Names get the registry's `smbgate_` prefix, counters `_total`.
+        let st = self.store.pool().stats();
+        let conns = Family::<ConnLabels, Gauge>::default();
+        let broken = st.size.saturating_sub(st.healthy);
+        for (state, n) in [("healthy", st.healthy), ("broken", broken), ("reconnecting", st.reconnecting)] {
+            conns.get_or_create(&ConnLabels { state }).set(n as i64);
+        }
+        let help = "Pooled SMB connections by state (reconnecting ones are also counted as broken)";
+        conns.encode(encoder.encode_descriptor("smb_connections", help, None, conns.metric_type())?)?;
+        let reconnects = ConstCounter::new(st.reconnects);
+        let help = "SMB connections replaced after a loss";
+        reconnects.encode(encoder.encode_descriptor("smb_reconnects", help, None, reconnects.metric_type())?)?;
+        let (ra, wb) = (self.store.read_ahead(), self.store.write_behind());
+        let gauges = [
+            (
+                "smb_stream_in_flight_budget_bytes",
+                "Bytes one transfer may keep in flight (halved after connection losses under load)",
+                self.store.pool().in_flight_budget() as u64,
+            ),
+            ("read_ahead_budget_bytes", "GET read-ahead budget", ra.capacity()),
+            ("read_ahead_in_use_bytes", "GET read-ahead held by running GETs", ra.in_use()),
+            ("write_behind_budget_bytes", "PUT write-behind budget", wb.capacity()),
+            ("write_behind_in_use_bytes", "PUT write-behind held by running PUTs", wb.in_use()),
+        ];
+        for (name, help, v) in gauges {
+            let g = ConstGauge::new(v as i64);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
