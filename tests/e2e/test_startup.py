@@ -168,3 +168,21 @@ def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
         assert ei.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
     finally:
         g.stop()
+
+
+def test_size_settings_take_units(samba):
+    """--io-size 1MiB and SMBGATE_SEGMENT_SIZE="2 MiB" are sizes (before,
+    only plain bytes parsed); a word is refused with an example."""
+    r, _ = _run([*_smb_args(samba), *KEYS, "--io-size", "eight"])
+    assert r.returncode == 2 and "8MiB" in r.stderr, r.stderr
+    g = Gateway(samba, "--io-size", "1MiB", env={"SMBGATE_SEGMENT_SIZE": "2 MiB",
+                                                 "SMBGATE_READ_AHEAD_BUDGET": "64MiB"})
+    try:
+        s3 = g.client()
+        b = f"units-{uuid.uuid4().hex[:10]}"
+        s3.create_bucket(Bucket=b)
+        body = os.urandom(5 << 20)
+        s3.put_object(Bucket=b, Key="k", Body=body)
+        assert s3.get_object(Bucket=b, Key="k")["Body"].read() == body
+    finally:
+        g.stop()

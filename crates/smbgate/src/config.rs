@@ -84,8 +84,9 @@ pub struct ServeArgs {
     /// SMB connections in the pool.
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8)]
     pub pool_size: usize,
-    /// Largest SMB READ/WRITE in bytes (clamped to what the server allows).
-    #[arg(long, env = "SMBGATE_IO_SIZE", default_value_t = 8 << 20)]
+    /// Largest SMB READ/WRITE (clamped to what the server allows). Sizes
+    /// take plain bytes or units: `8MiB`, `512 KiB`, `1GiB`, `4MB`.
+    #[arg(long, env = "SMBGATE_IO_SIZE", default_value = "8MiB", value_parser = parse_bytes_u32)]
     pub io_size: u32,
     /// Sign every SMB message and require signed answers (`on`, the
     /// default), or sign only when the server requires it (`off`). SMB 3.0
@@ -98,7 +99,7 @@ pub struct ServeArgs {
     pub smb_encrypt: bool,
     /// Segment size in bytes for split streaming (large GETs) and for
     /// spreading large PUT and UploadPart bodies over connections.
-    #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value_t = 8 << 20)]
+    #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value = "8MiB", value_parser = parse_bytes)]
     pub segment_size: u64,
     /// Segments fetched ahead (each on its own connection) for large GETs.
     #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4)]
@@ -110,12 +111,12 @@ pub struct ServeArgs {
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight and segments fetched ahead). When it is spent, GETs read with
     /// at most one READ ahead and fetch no segments early.
-    #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value_t = 512 << 20)]
+    #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value = "512MiB", value_parser = parse_bytes)]
     pub read_ahead_budget: u64,
     /// Bytes all PUT and UploadPart bodies together may have in flight to
     /// the SMB server. When it is spent, a body is written over one
     /// connection with 1 MiB in flight.
-    #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value_t = 512 << 20)]
+    #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value = "512MiB", value_parser = parse_bytes)]
     pub write_behind_budget: u64,
     /// HTTP connections served at once; further clients wait in the
     /// listen backlog until one closes.
@@ -144,6 +145,24 @@ impl std::fmt::Debug for ServeArgs {
             .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }
+}
+
+/// A size: plain bytes (`8388608`) or with a unit, binary (`8MiB`,
+/// `8 MiB`, `512KiB`) or decimal (`4MB`, `4M` = 4,000,000), as IEC units
+/// and the parse-size crate have them.
+///
+/// Errors: anything else, with an example of what is accepted.
+pub fn parse_bytes(v: &str) -> Result<u64, String> {
+    parse_size::parse_size(v.trim())
+        .map_err(|e| format!("{v:?} is not a size ({e}); write e.g. 8388608, 8MiB or 512KiB"))
+}
+
+/// [`parse_bytes`] for a value that must fit in 32 bits.
+///
+/// Errors: as [`parse_bytes`], or a size of 4 GiB or more.
+pub fn parse_bytes_u32(v: &str) -> Result<u32, String> {
+    let n = parse_bytes(v)?;
+    u32::try_from(n).map_err(|_| format!("{v:?} is too large (at most 4GiB - 1)"))
 }
 
 /// `on`/`off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
@@ -217,6 +236,21 @@ pub fn secret(value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_take_units() {
+        assert_eq!(parse_bytes("8388608"), Ok(8 << 20));
+        assert_eq!(parse_bytes("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_bytes("8 MiB"), Ok(8 << 20));
+        assert_eq!(parse_bytes("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("8M"), Ok(8_000_000));
+        assert_eq!(parse_bytes("4MB"), Ok(4_000_000));
+        assert!(parse_bytes("eight").unwrap_err().contains("8MiB"));
+        assert!(parse_bytes("-1").is_err());
+        assert_eq!(parse_bytes_u32("8MiB"), Ok(8 << 20));
+        assert!(parse_bytes_u32("4GiB").is_err());
+    }
 
     #[test]
     fn share_urls() {
