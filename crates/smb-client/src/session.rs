@@ -287,7 +287,11 @@ impl Session {
             }
         }
         if encrypt_all && sec.cipher.is_none() {
-            return Err(Error::Protocol("encryption required but no cipher or session key".into()));
+            return Err(Error::Protocol(
+                "encryption is required (require_encryption, or the server's session flag) but the server \
+                 offers no SMB encryption cipher (or gave no session key)"
+                    .into(),
+            ));
         }
         sec.sign_all = sign_all && sec.signer.is_some();
         sec.encrypt_all = encrypt_all;

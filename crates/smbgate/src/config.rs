@@ -78,8 +78,10 @@ pub struct ServeArgs {
     /// Region reported to clients and used in SigV4 scope.
     #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1")]
     pub region: String,
-    /// Allow unsigned (anonymous) requests. Off unless given explicitly.
-    #[arg(long, env = "SMBGATE_ANONYMOUS", default_value_t = false)]
+    /// Allow unsigned (anonymous) requests. Off unless given explicitly
+    /// (`--anonymous`, `--anonymous on`, SMBGATE_ANONYMOUS=on).
+    #[arg(long, env = "SMBGATE_ANONYMOUS", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
     pub anonymous: bool,
     /// SMB connections in the pool.
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8)]
@@ -94,8 +96,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_SMB_SIGN", default_value = "on", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
     pub smb_sign: bool,
-    /// Encrypt every SMB message.
-    #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value_t = false)]
+    /// Encrypt every SMB message (`--smb-encrypt`, `--smb-encrypt on`,
+    /// SMBGATE_SMB_ENCRYPT=on); a share or server may require it anyway.
+    #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
     pub smb_encrypt: bool,
     /// Segment size in bytes for split streaming (large GETs) and for
     /// spreading large PUT and UploadPart bodies over connections.
