@@ -134,6 +134,16 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         }
+        let probe = internal.join("tmp").join(&format!("ea-probe-{:016x}", rand::random::<u64>()));
+        if !share::probe_ea_support(&tree, probe.as_str()).await? {
+            // Every PUT stores its metadata record in an EA (failure class
+            // 27): refuse to start rather than fail each write.
+            return Err(StoreError::InvalidArgument(
+                "the share does not store extended attributes (STATUS_EAS_NOT_SUPPORTED), where smbgate keeps \
+                 object metadata; enable them on the server (Samba: ea support = yes)"
+                    .into(),
+            ));
+        }
         let case_insensitive = case::probe_case_insensitive(&tree, &internal.join("tmp")).await?;
         tracing::info!(case_insensitive, "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));

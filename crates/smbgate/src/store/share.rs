@@ -389,6 +389,26 @@ pub async fn set_dir_ea(tree: &Tree, path: &str, ea: FullEa) -> Result<()> {
     Ok(())
 }
 
+/// Whether the share stores EAs, asked the way a PUT uses them: CREATE of
+/// a new file `path` carrying an EA (EaBuffer context), delete-on-close,
+/// then CLOSE, in one round trip. Returns false if the server answers
+/// STATUS_EAS_NOT_SUPPORTED (Samba with `ea support = no`, Azure Files,
+/// some NAS).
+///
+/// Errors: any other failing status.
+pub async fn probe_ea_support(tree: &Tree, path: &str) -> Result<bool> {
+    let eas = [FullEa { name: "smbgate.probe".into(), value: b"1".to_vec() }];
+    let ctx = [CreateContext::EaBuffer(&eas)];
+    let create =
+        CreateRequest { options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE, ..temp_req(path, &ctx) };
+    let [created, _closed] = take(tree.compound(&[&create, &CLOSE_RELATED]).await?)?;
+    match created.ok_or_status(&[]) {
+        Ok(_) => Ok(true),
+        Err(e) if e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// For each path, CREATE(read attributes) + QUERY_INFO(normalized name) +
 /// CLOSE, all in one batch: the name as the server stores it
 /// (share-relative, on-disk case, no leading `\`), or `None` where the path
