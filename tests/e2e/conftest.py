@@ -105,8 +105,11 @@ class Gateway:
             "SMBGATE_POOL_SIZE": "4",
             "SMBGATE_LOG": "warn",
         })
-        if env:
-            e.update(env)
+        for k, v in (env or {}).items():
+            if v is None:
+                e.pop(k, None)  # unset: the binary's default
+            else:
+                e[k] = v
         self.log = open(samba.share_path.parent / f"smbgate-{self.port}.log", "w")
         self.proc = subprocess.Popen([smbgate_bin(), "serve", *extra], env=e, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20

@@ -1,6 +1,9 @@
 //! The HTTP front door in front of the s3s service: answers load-balancer
 //! probes (`HEAD /`), gives a ranged HEAD its 206, checks access keys so an
-//! unknown key gets S3's InvalidAccessKeyId, and records each request's
+//! unknown key gets S3's InvalidAccessKeyId, gives every request an ID
+//! (`x-amz-request-id`, `x-amz-id-2`, `<RequestId>` and `<HostId>` in error
+//! bodies, and a field of every log line about it), logs each answer once
+//! (server faults at ERROR, client errors at DEBUG), and records its
 //! metrics under the operation s3s resolved.
 
 use std::future::Future;
@@ -13,6 +16,7 @@ use s3s::auth::{S3Auth, SecretKey};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
 use smb_client::Pool;
+use tracing::Instrument;
 
 use crate::metrics::{Metrics, UNKNOWN_OPERATION};
 
@@ -60,6 +64,7 @@ pub struct Access {
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let name = crate::metrics::operation_name(cx.s3_op().name());
+        tracing::Span::current().record("operation", tracing::field::display(name));
         if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {
             let _ = slot.0.set(name);
         }
@@ -124,7 +129,11 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let slot = OperationSlot::default();
         req.extensions_mut().insert(slot.clone());
         let in_flight = self.metrics.start(content_length(req.headers()));
-        Box::pin(async move {
+        let ids = RequestIds::new();
+        let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let fut = async move {
             let mut resp = hyper::service::Service::call(&s3, req).await?;
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
             if is_head
@@ -133,35 +142,91 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             {
                 *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
             }
-            if resp.status() == http::StatusCode::FORBIDDEN {
-                resp = with_server_time(resp).await;
+            let operation = slot.0.get().copied().unwrap_or(UNKNOWN_OPERATION);
+            if resp.status().is_client_error() || resp.status().is_server_error() {
+                resp = error_with_ids(resp, &ids, &method, &path).await;
             }
+            ids.set_headers(resp.headers_mut());
             if close_after {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
-            let operation = slot.0.get().copied().unwrap_or(UNKNOWN_OPERATION);
             in_flight.finish(operation, resp.status(), if is_head { 0 } else { content_length(resp.headers()) });
             Ok(resp)
-        })
+        };
+        Box::pin(fut.instrument(span))
     }
 }
 
-/// S3 tells a client whose clock is off what time the server has
-/// (`<ServerTime>` in RequestTimeTooSkewed); s3s leaves it out, so it is
-/// added here. Other 403 bodies pass through unchanged.
-async fn with_server_time(resp: HttpResponse) -> HttpResponse {
+/// The IDs of one request: `x-amz-request-id` (16 hex digits, as AWS
+/// writes it) and `x-amz-id-2` (the "host ID", base64).
+struct RequestIds {
+    request_id: String,
+    host_id: String,
+}
+
+impl RequestIds {
+    fn new() -> RequestIds {
+        use base64::Engine;
+        let host: [u8; 24] = rand::random();
+        RequestIds {
+            request_id: format!("{:016X}", rand::random::<u64>()),
+            host_id: base64::engine::general_purpose::STANDARD.encode(host),
+        }
+    }
+
+    fn set_headers(&self, h: &mut http::HeaderMap) {
+        for (name, v) in [("x-amz-request-id", &self.request_id), ("x-amz-id-2", &self.host_id)] {
+            if let Ok(v) = http::HeaderValue::from_str(v) {
+                h.insert(name, v);
+            }
+        }
+    }
+}
+
+/// Largest error body rewritten (S3 error documents are a few hundred
+/// bytes; anything larger passes through untouched).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// An error answer as S3 writes it, and its one log line: `<RequestId>` and
+/// `<HostId>` equal to the headers (s3s leaves them out), `<ServerTime>`
+/// for RequestTimeTooSkewed (so a client with a wrong clock learns the
+/// server's). Server faults (5xx) are logged at ERROR, client errors at
+/// DEBUG, each once, inside the request's span.
+async fn error_with_ids(resp: HttpResponse, ids: &RequestIds, method: &http::Method, path: &str) -> HttpResponse {
     use http_body_util::BodyExt;
     let (mut parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => bytes::Bytes::new(),
+    let bytes = match body.bytes() {
+        Some(b) if b.len() <= MAX_ERROR_BODY => b,
+        Some(_) => return http::Response::from_parts(parts, body),
+        None => match body.collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(_) => bytes::Bytes::new(),
+        },
     };
     let text = String::from_utf8_lossy(&bytes);
-    let body = if text.contains("<Code>RequestTimeTooSkewed</Code>") && text.contains("</Error>") {
-        let now =
-            time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    let field = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find(&format!("</{name}>"))? + start;
+        Some(text[start..end].to_string())
+    };
+    let (code, message) = (field("Code").unwrap_or_default(), field("Message").unwrap_or_default());
+    let status = parts.status.as_u16();
+    if parts.status.is_server_error() {
+        tracing::error!(status, code, error = message, %method, path, "request failed");
+    } else {
+        tracing::debug!(status, code, error = message, %method, path, "client error");
+    }
+    let body = if text.contains("</Error>") && !text.contains("<RequestId>") {
+        let mut extra = format!("<RequestId>{}</RequestId><HostId>{}</HostId>", ids.request_id, ids.host_id);
+        if code == "RequestTimeTooSkewed" && !text.contains("<ServerTime>") {
+            let now = time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            extra.push_str(&format!("<ServerTime>{now}</ServerTime>"));
+        }
         parts.headers.remove(http::header::CONTENT_LENGTH);
-        bytes::Bytes::from(text.replace("</Error>", &format!("<ServerTime>{now}</ServerTime></Error>")))
+        bytes::Bytes::from(text.replacen("</Error>", &format!("{extra}</Error>"), 1))
     } else {
         bytes
     };

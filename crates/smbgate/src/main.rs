@@ -7,7 +7,9 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("SMBGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        // s3s logs every client error at ERROR; the front logs each answer
+        // once instead (SMBGATE_LOG=info,s3s=debug brings s3s's back).
+        .with_env_filter(EnvFilter::try_from_env("SMBGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info,s3s=off")))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

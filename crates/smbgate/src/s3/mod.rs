@@ -64,10 +64,9 @@ pub fn s3_error(e: StoreError) -> S3Error {
         // stream error; it is a signature failure to the client.
         StoreError::Body(m) if m.contains("SignatureMismatch") => C::SignatureDoesNotMatch,
         StoreError::Body(_) => C::IncompleteBody,
-        StoreError::Smb(_) => {
-            tracing::error!(error = %msg, "SMB error");
-            C::InternalError
-        }
+        // Logged once, at ERROR, by the front with the request's ID and
+        // operation (the message names the SMB command and NTSTATUS).
+        StoreError::Smb(_) => C::InternalError,
     };
     S3Error::with_message(code, msg)
 }
