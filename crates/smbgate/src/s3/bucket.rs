@@ -2,18 +2,64 @@
 //! GetBucketLocation, GetBucketVersioning, and the bucket ACL stubs.
 
 use s3s::dto::*;
-use s3s::{S3Request, S3Response, S3Result};
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::convert::{owner, timestamp};
 use super::{s3_error, Gateway};
 
-pub async fn list_buckets(gw: &Gateway, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-    let buckets = gw.store.list_buckets().await.map_err(s3_error)?;
-    let list = buckets
+/// Most buckets one ListBuckets page may ask for (`max-buckets`).
+const MAX_BUCKETS: i32 = 10_000;
+
+/// ListBuckets, in name order, with `prefix`, `max-buckets` and an opaque
+/// `continuation-token` (the last name of the previous page); the last
+/// page carries no ContinuationToken.
+pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    use base64::Engine as _;
+    let i = req.input;
+    let max = match i.max_buckets {
+        None => usize::MAX,
+        Some(n) if (1..=MAX_BUCKETS).contains(&n) => n as usize,
+        Some(_) => {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                format!("max-buckets must be between 1 and {MAX_BUCKETS}"),
+            ))
+        }
+    };
+    let after = match i.continuation_token.as_deref().filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => Some(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(t)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| {
+                    S3Error::with_message(S3ErrorCode::InvalidArgument, "The continuation token provided is incorrect")
+                })?,
+        ),
+    };
+    let mut buckets = gw.store.list_buckets().await.map_err(s3_error)?;
+    buckets.sort_by(|a, b| a.name.cmp(&b.name));
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let mut page: Vec<_> = buckets
+        .into_iter()
+        .filter(|b| b.name.starts_with(&prefix) && after.as_ref().is_none_or(|a| b.name > *a))
+        .take(max.saturating_add(1))
+        .collect();
+    let more = page.len() > max;
+    page.truncate(max);
+    let next =
+        more.then(|| page.last().map(|b| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&b.name))).flatten();
+    let list = page
         .into_iter()
         .map(|b| Bucket { name: Some(b.name), creation_date: Some(timestamp(b.created)), bucket_region: None })
         .collect();
-    Ok(S3Response::new(ListBucketsOutput { buckets: Some(list), owner: Some(owner()), ..Default::default() }))
+    Ok(S3Response::new(ListBucketsOutput {
+        buckets: Some(list),
+        owner: Some(owner()),
+        continuation_token: next,
+        prefix: i.prefix,
+    }))
 }
 
 pub async fn create_bucket(

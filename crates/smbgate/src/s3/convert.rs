@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Result};
 
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::{Conditions, EtagCondition};
@@ -46,7 +47,16 @@ pub fn parse_http_date(s: &str) -> Option<Timestamp> {
     Timestamp::parse(TimestampFormat::HttpDate, s).ok()
 }
 
+/// Most bytes of user metadata an object may carry: names (without
+/// `x-amz-meta-`) plus values, in UTF-8, as S3 counts them.
+pub const MAX_USER_METADATA: usize = 2048;
+
 /// Content-* headers and user metadata from a request, as stored metadata.
+/// `aws-chunked` in Content-Encoding says how the body was sent and is
+/// never stored (`gzip, aws-chunked` is stored as `gzip`).
+///
+/// Errors: MetadataTooLarge for more than [`MAX_USER_METADATA`] bytes of
+/// user metadata.
 #[allow(clippy::too_many_arguments)]
 pub fn meta_from(
     content_type: Option<String>,
@@ -56,17 +66,37 @@ pub fn meta_from(
     cache_control: Option<String>,
     expires: Option<Timestamp>,
     metadata: Option<Metadata>,
-) -> ObjectMeta {
-    ObjectMeta {
+) -> S3Result<ObjectMeta> {
+    let user: BTreeMap<String, String> =
+        metadata.map(|m| m.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect()).unwrap_or_default();
+    let size: usize = user.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_USER_METADATA {
+        return Err(S3Error::with_message(
+            S3ErrorCode::MetadataTooLarge,
+            format!(
+                "Your metadata headers exceed the maximum allowed metadata size ({size} bytes; at most \
+                 {MAX_USER_METADATA})"
+            ),
+        ));
+    }
+    Ok(ObjectMeta {
         content_type,
-        content_encoding,
+        content_encoding: content_encoding.and_then(|e| without_aws_chunked(&e)),
         content_disposition,
         content_language,
         cache_control,
         expires: expires.as_ref().and_then(http_date),
-        user: metadata.map(|m| m.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect()).unwrap_or_default(),
+        user,
         ..Default::default()
-    }
+    })
+}
+
+/// A Content-Encoding list without its `aws-chunked` entries; None if
+/// nothing else is left.
+pub fn without_aws_chunked(e: &str) -> Option<String> {
+    let kept: Vec<&str> =
+        e.split(',').map(str::trim).filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("aws-chunked")).collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
 }
 
 /// Expected checksums from the x-amz-checksum-* request fields.

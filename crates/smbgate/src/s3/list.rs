@@ -72,17 +72,22 @@ pub async fn list_objects_v2(
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
     let i = req.input;
     let encode = wants_url(&i.encoding_type)?;
-    let start_after = match &i.continuation_token {
+    // An empty token (`continuation-token=`) starts from the beginning, as
+    // if absent, and is echoed back empty.
+    let token = i.continuation_token.as_deref().filter(|t| !t.is_empty());
+    let start_after = match token {
         Some(t) => Some(decode_token(t)?),
         None => i.start_after.clone().filter(|s| !s.is_empty()),
     };
+    // An empty `delimiter=` is no delimiter, and no Delimiter element.
+    let delimiter = i.delimiter.clone().filter(|d| !d.is_empty());
     let lr = ListRequest {
         prefix: i.prefix.clone().unwrap_or_default(),
-        delimiter: i.delimiter.clone().filter(|d| !d.is_empty()),
+        delimiter: delimiter.clone(),
         start_after,
         max_keys: max_keys(i.max_keys)?,
     };
-    let page = gw.store.list_objects(&i.bucket, &lr, i.continuation_token.is_some()).await.map_err(s3_error)?;
+    let page = gw.store.list_objects(&i.bucket, &lr, token.is_some()).await.map_err(s3_error)?;
     let truncated = page.is_truncated;
     let next = page.next_marker.clone().filter(|_| truncated).map(|k| encode_token(&k));
     let (contents, prefixes) = split(page, encode, i.fetch_owner.unwrap_or(false));
@@ -90,7 +95,7 @@ pub async fn list_objects_v2(
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(i.bucket),
         prefix: Some(enc(i.prefix).unwrap_or_default()),
-        delimiter: enc(i.delimiter),
+        delimiter: enc(delimiter),
         start_after: enc(i.start_after),
         max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),
         key_count: Some((contents.len() + prefixes.len()) as i32),
@@ -107,9 +112,10 @@ pub async fn list_objects_v2(
 pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
     let i = req.input;
     let encode = wants_url(&i.encoding_type)?;
+    let delimiter = i.delimiter.clone().filter(|d| !d.is_empty());
     let lr = ListRequest {
         prefix: i.prefix.clone().unwrap_or_default(),
-        delimiter: i.delimiter.clone().filter(|d| !d.is_empty()),
+        delimiter: delimiter.clone(),
         start_after: i.marker.clone().filter(|m| !m.is_empty()),
         max_keys: max_keys(i.max_keys)?,
     };
@@ -119,13 +125,13 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
         .await
         .map_err(s3_error)?;
     let truncated = page.is_truncated;
-    let next = page.next_marker.clone().filter(|_| truncated && i.delimiter.is_some());
+    let next = page.next_marker.clone().filter(|_| truncated && delimiter.is_some());
     let (contents, prefixes) = split(page, encode, true);
     let enc = |s: Option<String>| if encode { s.map(|s| url_encode(&s)) } else { s };
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(i.bucket),
         prefix: Some(enc(i.prefix).unwrap_or_default()),
-        delimiter: enc(i.delimiter),
+        delimiter: enc(delimiter),
         marker: Some(enc(i.marker).unwrap_or_default()),
         next_marker: enc(next),
         max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),

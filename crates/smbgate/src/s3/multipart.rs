@@ -26,7 +26,7 @@ pub async fn create(
         i.cache_control,
         i.expires,
         i.metadata,
-    );
+    )?;
     let id = gw.store.create_upload(&i.bucket, &i.key, meta).await.map_err(s3_error)?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),

@@ -80,13 +80,13 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     let put = PutRequest {
         meta: meta_from(
             i.content_type,
-            i.content_encoding.filter(|e| e != "aws-chunked"),
+            i.content_encoding,
             i.content_disposition,
             i.content_language,
             i.cache_control,
             i.expires,
             i.metadata,
-        ),
+        )?,
         content_md5: content_md5(i.content_md5, &headers),
         checksums: checksums_from(
             i.checksum_crc32,
@@ -273,8 +273,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
         ));
     }
-    let new_meta = replace.then(|| {
-        meta_from(
+    let new_meta = match replace {
+        true => Some(meta_from(
             i.content_type,
             i.content_encoding,
             i.content_disposition,
@@ -282,8 +282,9 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             i.cache_control,
             i.expires,
             i.metadata,
-        )
-    });
+        )?),
+        false => None,
+    };
     let cond = conditions(
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),

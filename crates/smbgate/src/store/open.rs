@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::error::is_not_found;
-use super::keys::map_key;
+use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::types::{ObjectInfo, Opened};
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
@@ -48,9 +48,9 @@ impl Store {
         key: &str,
         read: Option<(u64, u32)>,
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
-        let mapped = map_key(key)?;
-        let path = self.object_path(bucket, &mapped);
         let tree = self.tree().await?;
+        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
+        let path = self.object_path(bucket, &mapped);
         let (handle, meta, data) =
             self.open_existing(&tree, bucket, || share::open_with_meta(&tree, &path, read)).await?;
         let meta = check_record_key(meta, key)?;
@@ -64,13 +64,28 @@ impl Store {
     ///
     /// Errors: as [`Store::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        let mapped = map_key(key)?;
-        let path = self.object_path(bucket, &mapped);
         let tree = self.tree().await?;
+        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
+        let path = self.object_path(bucket, &mapped);
         let (create, meta) = self.open_existing(&tree, bucket, || share::stat_with_meta(&tree, &path)).await?;
         let info = ObjectInfo::new(&create, check_record_key(meta, key)?, &path);
         check_kind(create.times.is_directory(), mapped.dir_marker, &info)?;
         Ok(info)
+    }
+
+    /// Maps `key` for a GET or HEAD. A key that no object on the share can
+    /// have (a component too long for the share, `a//b`, `..`) is simply
+    /// not there: NoSuchKey (or NoSuchBucket), where a PUT of it is a 400.
+    /// An empty key or one over 1024 bytes stays the S3 error it is.
+    async fn map_key_to_read(&self, tree: &smb_client::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
+        match map_key(key) {
+            Ok(m) => Ok(m),
+            Err(e @ (KeyError::Empty | KeyError::TooLong)) => Err(StoreError::InvalidKey(e)),
+            Err(_) => {
+                self.check_bucket(tree, bucket).await?;
+                Err(StoreError::NoSuchKey)
+            }
+        }
     }
 
     /// Runs `open` (a GET's or HEAD's open of a key); if it finds nothing,
@@ -90,6 +105,12 @@ impl Store {
         match retry_sharing(&mut open).await {
             Ok(r) => return Ok(r),
             Err(e) if is_not_found(&e) => {}
+            // A name the server cannot hold (over its name length, say) is
+            // no object of its.
+            Err(e) if is_unholdable_name(&e) => {
+                self.check_bucket(tree, bucket).await?;
+                return Err(StoreError::NoSuchKey);
+            }
             Err(e) => return Err(e.into()),
         }
         let (again, in_bucket) = tokio::join!(retry_sharing(&mut open), self.check_bucket(tree, bucket));
@@ -103,4 +124,13 @@ impl Store {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// True if the server refused the name itself: too long for it, or a
+/// character it cannot store.
+fn is_unholdable_name(e: &smb_client::Error) -> bool {
+    matches!(
+        e.status(),
+        Some(smb_proto::NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(smb_proto::NtStatus::STATUS_NAME_TOO_LONG)
+    )
 }

@@ -1,0 +1,92 @@
+"""Answers that must be AWS's, item by item (issue 11, items 8, 9, 15, 17,
+18, 19). Each test failed on 09faeff."""
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from s3util import expect_error
+
+
+# Item 8: aws-chunked is a transfer detail, never stored.
+@pytest.mark.parametrize("sent,stored", [
+    ("gzip, aws-chunked", "gzip"), ("aws-chunked, gzip", "gzip"), ("aws-chunked", None),
+    ("aws-chunked,aws-chunked", None), ("gzip", "gzip"), ("br, gzip", "br, gzip"),
+])
+def test_content_encoding_drops_aws_chunked(s3, bucket, sent, stored):
+    s3.put_object(Bucket=bucket, Key="ce", Body=b"x", ContentEncoding=sent)
+    h = s3.head_object(Bucket=bucket, Key="ce")
+    assert h.get("ContentEncoding") == stored
+    s3.create_multipart_upload(Bucket=bucket, Key="ce-mp", ContentEncoding=sent)
+
+
+# Item 9: at most 2 KiB of user metadata, names plus values.
+def test_user_metadata_over_2_kib_is_metadata_too_large(s3, bucket):
+    ok = {"a": "x" * 2047}  # 1 + 2047 = 2048 bytes
+    s3.put_object(Bucket=bucket, Key="meta-ok", Body=b"1", Metadata=ok)
+    assert s3.head_object(Bucket=bucket, Key="meta-ok")["Metadata"] == ok
+    big = {"a": "x" * 2048}
+    expect_error(400, "MetadataTooLarge", s3.put_object, Bucket=bucket, Key="meta-big", Body=b"1", Metadata=big)
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="meta-big")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    expect_error(400, "MetadataTooLarge", s3.create_multipart_upload, Bucket=bucket, Key="mp", Metadata=big)
+    expect_error(400, "MetadataTooLarge", s3.copy_object, Bucket=bucket, Key="copy",
+                 CopySource={"Bucket": bucket, "Key": "meta-ok"}, MetadataDirective="REPLACE", Metadata=big)
+
+
+# Item 15: a key that cannot exist on the share is absent, not malformed.
+@pytest.mark.parametrize("key", ["x" * 300, "d/" + "y" * 256, "\u00e9" * 200, "a//b", "a/../b"])
+def test_get_and_head_of_a_key_the_share_cannot_hold_are_no_such_key(s3, bucket, key):
+    expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key=key)
+    with pytest.raises(ClientError) as e:  # HEAD: no body, the status says it
+        s3.head_object(Bucket=bucket, Key=key)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    expect_error(404, "NoSuchBucket", s3.get_object, Bucket="no-such-" + uuid.uuid4().hex[:8], Key=key)
+
+
+def test_put_of_such_a_key_keeps_its_clear_400(s3, bucket):
+    expect_error(400, "KeyTooLongError", s3.put_object, Bucket=bucket, Key="x" * 300, Body=b"1")
+
+
+# Item 17: ListBuckets pages.
+def test_list_buckets_pages_with_max_buckets_and_continuation_token(s3):
+    tag = uuid.uuid4().hex[:8]
+    names = [f"lb-{tag}-{i}" for i in range(5)]
+    for n in names:
+        s3.create_bucket(Bucket=n)
+    got, token, pages = [], None, 0
+    while True:
+        kw = {"MaxBuckets": 2, "Prefix": f"lb-{tag}-"}
+        if token:
+            kw["ContinuationToken"] = token
+        r = s3.list_buckets(**kw)
+        pages += 1
+        got += [b["Name"] for b in r["Buckets"]]
+        assert r["Prefix"] == f"lb-{tag}-"
+        token = r.get("ContinuationToken")
+        if not token:
+            break
+    assert (got, pages) == (names, 3)
+    assert [b["Name"] for b in s3.list_buckets(Prefix=f"lb-{tag}-")["Buckets"]] == names
+    for n in names:
+        s3.delete_bucket(Bucket=n)
+
+
+# Items 18 and 19: empty delimiter and empty continuation token.
+def test_an_empty_delimiter_is_no_delimiter(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="d/k", Body=b"1")
+    for call in (s3.list_objects_v2, s3.list_objects):
+        r = call(Bucket=bucket, Delimiter="")
+        assert [o["Key"] for o in r["Contents"]] == ["d/k"]
+        assert "CommonPrefixes" not in r
+        assert "Delimiter" not in r, r.get("Delimiter")
+
+
+def test_an_empty_continuation_token_starts_from_the_beginning(s3, bucket):
+    for k in ("a", "b"):
+        s3.put_object(Bucket=bucket, Key=k, Body=b"1")
+    r = s3.list_objects_v2(Bucket=bucket, ContinuationToken="")
+    assert [o["Key"] for o in r["Contents"]] == ["a", "b"]
+    assert r["ContinuationToken"] == ""
