@@ -78,6 +78,12 @@ pub struct ServeArgs {
     /// Region reported to clients and used in SigV4 scope.
     #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1")]
     pub region: String,
+    /// Accept AWS Signature Version 2 (header-signed within 15 minutes of
+    /// the server's clock, or presigned), as aws-cli 1.x and boto3 still
+    /// presign by default (`on`), or only SigV4 (`off`).
+    #[arg(long, env = "SMBGATE_SIGV2", default_value = "on", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
+    pub sigv2: bool,
     /// Allow unsigned (anonymous) requests. Off unless given explicitly
     /// (`--anonymous`, `--anonymous on`, SMBGATE_ANONYMOUS=on).
     #[arg(long, env = "SMBGATE_ANONYMOUS", default_value = "off", num_args = 0..=1,

@@ -81,13 +81,15 @@ pub struct Front {
     s3: S3Service,
     pool: Pool,
     metrics: Arc<Metrics>,
+    rules: Arc<crate::request_auth::Rules>,
 }
 
 impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
-    /// counts every request.
-    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>) -> Front {
-        Front { s3, pool, metrics }
+    /// counts every request, `rules` are checked before s3s verifies a
+    /// signature.
+    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>, rules: crate::request_auth::Rules) -> Front {
+        Front { s3, pool, metrics, rules: Arc::new(rules) }
     }
 }
 
@@ -133,8 +135,12 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let method = req.method().clone();
         let path = req.uri().path().to_string();
+        let refused = self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err();
         let fut = async move {
-            let mut resp = hyper::service::Service::call(&s3, req).await?;
+            let mut resp = match refused {
+                Some(r) => r.to_response(),
+                None => hyper::service::Service::call(&s3, req).await?,
+            };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
             if is_head
                 && resp.status() == http::StatusCode::OK
@@ -218,7 +224,13 @@ async fn error_with_ids(resp: HttpResponse, ids: &RequestIds, method: &http::Met
         tracing::debug!(status, code, error = message, %method, path, "client error");
     }
     let body = if text.contains("</Error>") && !text.contains("<RequestId>") {
-        let mut extra = format!("<RequestId>{}</RequestId><HostId>{}</HostId>", ids.request_id, ids.host_id);
+        let mut extra = String::new();
+        if message.is_empty() {
+            if let Some(m) = aws_message(&code) {
+                extra.push_str(&format!("<Message>{m}</Message>"));
+            }
+        }
+        extra.push_str(&format!("<RequestId>{}</RequestId><HostId>{}</HostId>", ids.request_id, ids.host_id));
         if code == "RequestTimeTooSkewed" && !text.contains("<ServerTime>") {
             let now = time::OffsetDateTime::now_utc()
                 .format(&time::format_description::well_known::Rfc3339)
@@ -231,4 +243,27 @@ async fn error_with_ids(resp: HttpResponse, ids: &RequestIds, method: &http::Met
         bytes
     };
     http::Response::from_parts(parts, s3s::Body::from(body))
+}
+
+/// AWS's message for an error code s3s sends without one (clients print
+/// the message; without it aws-cli says "Unknown").
+fn aws_message(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "SignatureDoesNotMatch" => {
+            "The request signature we calculated does not match the signature you provided. Check your key and \
+             signing method."
+        }
+        "InvalidBucketName" => {
+            "The specified bucket is not valid. Bucket names are 3 to 63 characters of lowercase letters, digits, \
+             dots and hyphens, begin and end with a letter or digit, and are not formatted as an IP address."
+        }
+        "InvalidAccessKeyId" => "The AWS Access Key Id you provided does not exist in our records.",
+        "AccessDenied" => "Access Denied",
+        "MissingContentLength" => "You must provide the Content-Length HTTP header.",
+        "NoSuchBucket" => "The specified bucket does not exist",
+        "NoSuchKey" => "The specified key does not exist.",
+        "MethodNotAllowed" => "The specified method is not allowed against this resource.",
+        "NotImplemented" => "A header you provided implies functionality that is not implemented.",
+        _ => return None,
+    })
 }

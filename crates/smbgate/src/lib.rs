@@ -7,6 +7,7 @@
 //! - [`front`]: health probes and request clean-up before s3s.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
+//! - [`request_auth`]: signature-parameter rules checked before s3s.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`config`]: flags and environment.
@@ -16,6 +17,7 @@ pub mod admin;
 pub mod config;
 pub mod front;
 pub mod metrics;
+pub mod request_auth;
 pub mod s3;
 pub mod server;
 pub mod store;

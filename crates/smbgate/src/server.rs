@@ -168,7 +168,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: Duration::from_secs(args.header_read_timeout),
     };
-    let service = crate::front::Front::new(builder.build(), pool, metrics);
+    let rules = crate::request_auth::Rules { region: args.region.clone(), sigv2: args.sigv2 };
+    let service = crate::front::Front::new(builder.build(), pool, metrics, rules);
     Ok(Prepared { listener, admin, plain, tls, service, limits })
 }
 

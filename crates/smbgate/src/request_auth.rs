@@ -1,0 +1,291 @@
+//! Rules on a request's signature parameters that s3s leaves to us, checked
+//! before s3s verifies the signature itself:
+//!
+//! - the SigV4 credential scope must name this gateway's region
+//!   (AuthorizationHeaderMalformed, or AuthorizationQueryParametersError
+//!   for a presigned URL, naming the expected region);
+//! - a SigV4 presigned URL lives at most 604800 s (7 days), never a
+//!   negative time, and not past its expiry (403, as AWS answers);
+//! - a SigV4 request dated only by `Date` (what SDKs send when a caller set
+//!   that header) is dated by it: s3s reads only `x-amz-date`;
+//! - SigV2 can be switched off (`--sigv2 off`), and a header-signed SigV2
+//!   request must be dated within 15 minutes of the server's clock, as
+//!   SigV4 is, so a captured request cannot be replayed forever.
+
+use time::format_description::well_known::Rfc2822;
+use time::{Duration, OffsetDateTime, PrimitiveDateTime};
+
+/// Longest lifetime of a SigV4 presigned URL, in seconds.
+pub const MAX_PRESIGNED_EXPIRES: i64 = 604_800;
+
+/// How far a request's date may be from the server's clock (SigV2 and
+/// SigV4 alike), in seconds.
+pub const MAX_SKEW: i64 = 15 * 60;
+
+/// A request refused before its signature is verified: the HTTP status and
+/// the S3 error code and message to answer with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// HTTP status.
+    pub status: http::StatusCode,
+    /// S3 error code.
+    pub code: &'static str,
+    /// AWS's message for it.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(status: http::StatusCode, code: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal { status, code, message: message.into() }
+    }
+
+    /// The S3 error document (the front adds RequestId and HostId).
+    pub fn to_response(&self) -> s3s::HttpResponse {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{}</Code><Message>{}</Message></Error>",
+            self.code,
+            xml_escape(&self.message)
+        );
+        let mut r = http::Response::new(s3s::Body::from(body));
+        *r.status_mut() = self.status;
+        r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
+        r
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// What the rules need to know about this gateway.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// The region SigV4 scopes must name.
+    pub region: String,
+    /// Whether SigV2 (header or presigned) is accepted.
+    pub sigv2: bool,
+}
+
+impl Rules {
+    /// Checks `req` at `now`; may add `x-amz-date` from `Date` (see the
+    /// module docs).
+    ///
+    /// Errors: the [`Refusal`] to answer with.
+    pub fn check<B>(&self, req: &mut http::Request<B>, now: OffsetDateTime) -> Result<(), Refusal> {
+        let auth = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let query: Vec<(String, String)> =
+            req.uri().query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
+        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        if let Some(a) = auth.as_deref() {
+            if let Some(rest) = a.strip_prefix("AWS4-HMAC-SHA256 ") {
+                return self.check_sigv4_header(req, rest);
+            }
+            if a.starts_with("AWS ") {
+                return self.check_sigv2_header(req.headers(), now);
+            }
+            return Ok(());
+        }
+        if param("X-Amz-Algorithm") == Some("AWS4-HMAC-SHA256") {
+            return self.check_sigv4_query(&param, now);
+        }
+        if param("AWSAccessKeyId").is_some() && param("Signature").is_some() && !self.sigv2 {
+            return Err(sigv2_off());
+        }
+        Ok(())
+    }
+
+    fn check_sigv4_header<B>(&self, req: &mut http::Request<B>, fields: &str) -> Result<(), Refusal> {
+        let credential = fields
+            .split(',')
+            .map(str::trim)
+            .find_map(|f| f.strip_prefix("Credential="))
+            .ok_or_else(|| malformed("the Credential field is missing"))?;
+        if let Some(region) = credential.split('/').nth(2) {
+            if region != self.region {
+                return Err(malformed(&format!("the region '{region}' is wrong; expecting '{}'", self.region)));
+            }
+        }
+        let h = req.headers_mut();
+        if !h.contains_key("x-amz-date") {
+            let date = h.get(http::header::DATE).and_then(|v| v.to_str().ok()).and_then(parse_http_date);
+            if let Some(d) = date {
+                if let Ok(v) = http::HeaderValue::from_str(&amz_date(d)) {
+                    h.insert("x-amz-date", v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_sigv4_query<'q>(
+        &self,
+        param: &impl Fn(&str) -> Option<&'q str>,
+        now: OffsetDateTime,
+    ) -> Result<(), Refusal> {
+        let forbidden = http::StatusCode::FORBIDDEN;
+        let query_error = |m: String| Refusal::new(forbidden, "AuthorizationQueryParametersError", m);
+        if let Some(region) = param("X-Amz-Credential").and_then(|c| c.split('/').nth(2)) {
+            if region != self.region {
+                return Err(query_error(format!(
+                    "Error parsing the X-Amz-Credential parameter; the region '{region}' is wrong; expecting '{}'",
+                    self.region
+                )));
+            }
+        }
+        let Some(expires) = param("X-Amz-Expires") else { return Ok(()) };
+        let expires: i64 = expires.parse().map_err(|_| query_error("X-Amz-Expires should be a number".to_string()))?;
+        if expires < 0 {
+            return Err(query_error("X-Amz-Expires must be non-negative".to_string()));
+        }
+        if expires > MAX_PRESIGNED_EXPIRES {
+            return Err(query_error(format!(
+                "X-Amz-Expires must be less than a week (in seconds) that is {MAX_PRESIGNED_EXPIRES}"
+            )));
+        }
+        if let Some(signed_at) = param("X-Amz-Date").and_then(parse_amz_date) {
+            if now > signed_at + Duration::seconds(expires) {
+                return Err(Refusal::new(forbidden, "AccessDenied", "Request has expired"));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_sigv2_header(&self, h: &http::HeaderMap, now: OffsetDateTime) -> Result<(), Refusal> {
+        if !self.sigv2 {
+            return Err(sigv2_off());
+        }
+        // x-amz-date wins over Date in SigV2, as in AWS.
+        let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
+        let date = text("x-amz-date").or_else(|| text("date")).and_then(parse_http_date);
+        match date {
+            Some(d) if (now - d).whole_seconds().abs() <= MAX_SKEW => Ok(()),
+            Some(_) => Err(Refusal::new(
+                http::StatusCode::FORBIDDEN,
+                "RequestTimeTooSkewed",
+                "The difference between the request time and the current time is too large.",
+            )),
+            None => Err(Refusal::new(
+                http::StatusCode::FORBIDDEN,
+                "AccessDenied",
+                "AWS authentication requires a valid Date or x-amz-date header",
+            )),
+        }
+    }
+}
+
+fn malformed(detail: &str) -> Refusal {
+    Refusal::new(
+        http::StatusCode::BAD_REQUEST,
+        "AuthorizationHeaderMalformed",
+        format!("The authorization header is malformed; {detail}"),
+    )
+}
+
+fn sigv2_off() -> Refusal {
+    Refusal::new(
+        http::StatusCode::BAD_REQUEST,
+        "InvalidRequest",
+        "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.",
+    )
+}
+
+/// An HTTP date (`Tue, 01 Dec 2026 10:00:00 GMT`, RFC 7231's IMF-fixdate,
+/// which RFC 2822 parsing reads).
+fn parse_http_date(s: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(s.trim(), &Rfc2822).ok()
+}
+
+/// `20261201T100000Z`, SigV4's date format.
+fn parse_amz_date(s: &str) -> Option<OffsetDateTime> {
+    let f = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    PrimitiveDateTime::parse(s, &f).ok().map(PrimitiveDateTime::assume_utc)
+}
+
+fn amz_date(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{:04}{:02}{:02}T{:02}{:02}{:02}Z", t.year(), t.month() as u8, t.day(), t.hour(), t.minute(), t.second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> Rules {
+        Rules { region: "us-east-1".into(), sigv2: true }
+    }
+
+    fn at(s: &str) -> OffsetDateTime {
+        parse_amz_date(s).unwrap()
+    }
+
+    fn get(uri: &str, headers: &[(&str, &str)]) -> http::Request<()> {
+        let mut b = http::Request::builder().uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    const V4: &str =
+        "AWS4-HMAC-SHA256 Credential=AK/20261201/us-east-1/s3/aws4_request, SignedHeaders=host;date, Signature=00";
+
+    #[test]
+    fn sigv4_scope_must_name_the_region() {
+        let wrong = V4.replace("us-east-1", "eu-west-1");
+        let e = rules().check(&mut get("/b", &[("authorization", &wrong)]), at("20261201T100000Z")).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (400, "AuthorizationHeaderMalformed"));
+        assert_eq!(
+            e.message,
+            "The authorization header is malformed; the region 'eu-west-1' is wrong; expecting 'us-east-1'"
+        );
+        assert!(rules().check(&mut get("/b", &[("authorization", V4)]), at("20261201T100000Z")).is_ok());
+    }
+
+    #[test]
+    fn a_sigv4_request_dated_by_date_gets_x_amz_date() {
+        let mut r = get("/b", &[("authorization", V4), ("date", "Tue, 01 Dec 2026 10:00:00 GMT")]);
+        rules().check(&mut r, at("20261201T100000Z")).unwrap();
+        assert_eq!(r.headers()["x-amz-date"], "20261201T100000Z");
+        let mut r = get("/b", &[("authorization", V4), ("x-amz-date", "20261201T090000Z"), ("date", "")]);
+        rules().check(&mut r, at("20261201T100000Z")).unwrap();
+        assert_eq!(r.headers()["x-amz-date"], "20261201T090000Z", "an existing x-amz-date is kept");
+    }
+
+    #[test]
+    fn presigned_lifetimes() {
+        let url = |exp: &str| {
+            format!("/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20261201%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261201T100000Z&X-Amz-Expires={exp}&X-Amz-Signature=00")
+        };
+        let now = at("20261201T100500Z");
+        assert!(rules().check(&mut get(&url("3600"), &[]), now).is_ok());
+        assert!(rules().check(&mut get(&url("604800"), &[]), now).is_ok());
+        for (exp, code, msg) in [
+            (
+                "604801",
+                "AuthorizationQueryParametersError",
+                "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+            ),
+            ("-1", "AuthorizationQueryParametersError", "X-Amz-Expires must be non-negative"),
+            ("60", "AccessDenied", "Request has expired"),
+        ] {
+            let e = rules().check(&mut get(&url(exp), &[]), now).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code, e.message.as_str()), (403, code, msg), "{exp}");
+        }
+        let wrong = url("60").replace("us-east-1", "ap-south-1");
+        assert_eq!(rules().check(&mut get(&wrong, &[]), now).unwrap_err().code, "AuthorizationQueryParametersError");
+    }
+
+    #[test]
+    fn sigv2_needs_a_fresh_date_and_can_be_switched_off() {
+        let now = at("20261201T100000Z");
+        let v2 = |date: &str| get("/b", &[("authorization", "AWS AK:c2ln"), ("date", date)]);
+        assert!(rules().check(&mut v2("Tue, 01 Dec 2026 10:14:00 GMT"), now).is_ok());
+        let e = rules().check(&mut v2("Tue, 01 Dec 2026 09:40:00 GMT"), now).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (403, "RequestTimeTooSkewed"));
+        let off = Rules { sigv2: false, ..rules() };
+        assert_eq!(off.check(&mut v2("Tue, 01 Dec 2026 10:00:00 GMT"), now).unwrap_err().code, "InvalidRequest");
+        let presigned = "/b/k?AWSAccessKeyId=AK&Expires=1796119200&Signature=c2ln";
+        assert!(rules().check(&mut get(presigned, &[]), now).is_ok());
+        assert_eq!(off.check(&mut get(presigned, &[]), now).unwrap_err().code, "InvalidRequest");
+    }
+}

@@ -1,0 +1,123 @@
+"""Signature parameters AWS checks and s3s leaves to us (issue 11, items 3,
+4 and 5): the SigV4 scope names the region, presigned URLs live at most 7
+days and die when they expire, SigV4 dated by `Date` alone is accepted,
+header-signed SigV2 must be fresh, and `--sigv2 off` turns SigV2 away."""
+
+import base64
+import email.utils
+import hashlib
+import hmac
+import time
+import urllib.parse
+import uuid
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway
+from s3util import raw
+
+
+def client(gw, **kw):
+    cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **kw.pop("config", {}))
+    return boto3.client("s3", endpoint_url=gw.endpoint, region_name=kw.pop("region", REGION),
+                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, config=cfg, **kw)
+
+
+def fetch(gw, url):
+    u = urllib.parse.urlparse(url)
+    return raw(gw.endpoint, "GET", u.path + "?" + u.query)
+
+
+@pytest.fixture(scope="module")
+def obj(gateway):
+    s3 = client(gateway)
+    b = f"sig-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=b)
+    s3.put_object(Bucket=b, Key="k", Body=b"payload")
+    return b
+
+
+def test_a_scope_for_another_region_is_refused_naming_ours(gateway, obj):
+    with pytest.raises(ClientError) as e:
+        client(gateway, region="eu-west-1").get_object(Bucket=obj, Key="k")
+    err = e.value.response["Error"]
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert err["Code"] == "AuthorizationHeaderMalformed"
+    assert err["Message"] == ("The authorization header is malformed; the region 'eu-west-1' is wrong; "
+                              "expecting 'us-east-1'")
+
+
+def test_presigned_url_lifetimes(gateway, obj):
+    s3 = client(gateway, config={"signature_version": "s3v4"})
+    ok = s3.generate_presigned_url("get_object", Params={"Bucket": obj, "Key": "k"}, ExpiresIn=3600)
+    assert fetch(gateway, ok)[::2] == (200, b"payload")
+    week = s3.generate_presigned_url("get_object", Params={"Bucket": obj, "Key": "k"}, ExpiresIn=604800)
+    assert fetch(gateway, week)[0] == 200
+    eight_days = s3.generate_presigned_url("get_object", Params={"Bucket": obj, "Key": "k"}, ExpiresIn=8 * 86400)
+    st, _, body = fetch(gateway, eight_days)
+    assert st == 403 and b"<Code>AuthorizationQueryParametersError</Code>" in body, body
+    assert b"X-Amz-Expires must be less than a week (in seconds) that is 604800" in body
+    negative = ok.replace("X-Amz-Expires=3600", "X-Amz-Expires=-5")
+    st, _, body = fetch(gateway, negative)
+    assert st == 403 and b"<Code>AuthorizationQueryParametersError</Code>" in body, body
+    short = s3.generate_presigned_url("get_object", Params={"Bucket": obj, "Key": "k"}, ExpiresIn=1)
+    time.sleep(2.5)
+    st, _, body = fetch(gateway, short)
+    assert st == 403 and b"<Code>AccessDenied</Code><Message>Request has expired</Message>" in body, body
+
+
+def test_sigv4_dated_by_date_alone_is_accepted(gateway, obj):
+    s3 = client(gateway)
+
+    def add_date(request, **_):
+        request.headers["Date"] = email.utils.formatdate(usegmt=True)
+
+    s3.meta.events.register_first("before-sign.s3.GetObject", add_date)
+    r = s3.get_object(Bucket=obj, Key="k")
+    assert r["Body"].read() == b"payload"
+
+
+def sigv2_get(gw, path, date):
+    to_sign = f"GET\n\n\n{date}\n{path}"
+    sig = base64.b64encode(hmac.new(SECRET_KEY.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
+    return raw(gw.endpoint, "GET", path, headers={"Date": date, "Authorization": f"AWS {ACCESS_KEY}:{sig}"})
+
+
+def test_header_signed_sigv2_must_be_fresh(gateway, obj):
+    now = email.utils.formatdate(usegmt=True)
+    assert sigv2_get(gateway, f"/{obj}/k", now)[::2] == (200, b"payload")
+    stale = email.utils.formatdate(time.time() - 20 * 60, usegmt=True)
+    st, _, body = sigv2_get(gateway, f"/{obj}/k", stale)
+    assert st == 403 and b"<Code>RequestTimeTooSkewed</Code>" in body, body
+
+
+def test_sigv2_can_be_switched_off(samba, obj):
+    g = Gateway(samba, "--sigv2", "off")
+    try:
+        st, _, body = sigv2_get(g, f"/{obj}/k", email.utils.formatdate(usegmt=True))
+        assert st == 400 and b"<Code>InvalidRequest</Code>" in body, body
+        assert b"Please use AWS4-HMAC-SHA256." in body
+        v2 = client(g, config={"signature_version": "s3"}).generate_presigned_url(
+            "get_object", Params={"Bucket": obj, "Key": "k"})
+        assert "Signature=" in v2 and fetch(g, v2)[0] == 400
+        assert client(g).get_object(Bucket=obj, Key="k")["Body"].read() == b"payload"
+    finally:
+        g.stop()
+
+
+def test_errors_carry_aws_messages(gateway):
+    bad = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                       aws_secret_access_key="wrong", config=Config(s3={"addressing_style": "path"},
+                                                                    retries={"max_attempts": 1}))
+    with pytest.raises(ClientError) as e:
+        bad.list_buckets()
+    assert e.value.response["Error"]["Message"] == (
+        "The request signature we calculated does not match the signature you provided. "
+        "Check your key and signing method.")
+    with pytest.raises(ClientError) as e:
+        client(gateway).create_bucket(Bucket="Bad_Name")
+    assert e.value.response["Error"]["Code"] == "InvalidBucketName"
+    assert e.value.response["Error"]["Message"].startswith("The specified bucket is not valid. Bucket names are 3 to 63")
