@@ -90,3 +90,20 @@ def test_an_empty_continuation_token_starts_from_the_beginning(s3, bucket):
     r = s3.list_objects_v2(Bucket=bucket, ContinuationToken="")
     assert [o["Key"] for o in r["Contents"]] == ["a", "b"]
     assert r["ContinuationToken"] == ""
+
+
+# Item 1 (first half): a PUT that says nothing of its body's length.
+def test_a_put_without_content_length_or_chunking_is_411(gateway, s3, bucket):
+    import http.client
+    import urllib.parse
+    url = urllib.parse.urlparse(s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "nocl"}))
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.putrequest("PUT", url.path + "?" + url.query, skip_accept_encoding=True)
+    conn.endheaders()
+    r = conn.getresponse()
+    body = r.read()
+    assert r.status == 411 and b"<Code>MissingContentLength</Code>" in body, body
+    expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="nocl")
+    # An empty object with Content-Length: 0 is fine.
+    s3.put_object(Bucket=bucket, Key="empty", Body=b"")
+    assert s3.get_object(Bucket=bucket, Key="empty")["Body"].read() == b""

@@ -93,6 +93,20 @@ impl Front {
     }
 }
 
+/// True for an HTTP/1 PUT of an object or part that says neither how long
+/// its body is nor that it is chunked: HTTP reads that as an empty body,
+/// S3 answers 411 MissingContentLength rather than store an empty object.
+/// (HTTP/2 frames its body itself; a copy has no body.)
+fn missing_content_length<B>(req: &http::Request<B>) -> bool {
+    let h = req.headers();
+    req.method() == http::Method::PUT
+        && req.version() < http::Version::HTTP_2
+        && !h.contains_key(http::header::CONTENT_LENGTH)
+        && !h.contains_key(http::header::TRANSFER_ENCODING)
+        && !h.contains_key("x-amz-copy-source")
+        && req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
+}
+
 /// A Content-Length header's value in bytes (0 when absent or malformed).
 fn content_length(headers: &http::HeaderMap) -> u64 {
     headers
@@ -135,7 +149,10 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let refused = self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err();
+        let refused = match missing_content_length(&req) {
+            true => Some(crate::request_auth::Refusal::missing_content_length()),
+            false => self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err(),
+        };
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => r.to_response(),

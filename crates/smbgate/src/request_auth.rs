@@ -39,6 +39,15 @@ impl Refusal {
         Refusal { status, code, message: message.into() }
     }
 
+    /// 411 MissingContentLength.
+    pub fn missing_content_length() -> Refusal {
+        Refusal::new(
+            http::StatusCode::LENGTH_REQUIRED,
+            "MissingContentLength",
+            "You must provide the Content-Length HTTP header.",
+        )
+    }
+
     /// The S3 error document (the front adds RequestId and HostId).
     pub fn to_response(&self) -> s3s::HttpResponse {
         let body = format!(
