@@ -107,3 +107,20 @@ def test_a_put_without_content_length_or_chunking_is_411(gateway, s3, bucket):
     # An empty object with Content-Length: 0 is fine.
     s3.put_object(Bucket=bucket, Key="empty", Body=b"")
     assert s3.get_object(Bucket=bucket, Key="empty")["Body"].read() == b""
+
+
+# Item 21: a CompleteMultipartUpload repeated after it succeeded.
+def test_a_repeated_complete_answers_the_same_etag(s3, bucket):
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp-again")["UploadId"]
+    p = s3.upload_part(Bucket=bucket, Key="mp-again", UploadId=up, PartNumber=1, Body=b"only part")
+    parts = {"Parts": [{"PartNumber": 1, "ETag": p["ETag"]}]}
+    first = s3.complete_multipart_upload(Bucket=bucket, Key="mp-again", UploadId=up, MultipartUpload=parts)
+    again = s3.complete_multipart_upload(Bucket=bucket, Key="mp-again", UploadId=up, MultipartUpload=parts)
+    assert again["ETag"] == first["ETag"]
+    assert s3.get_object(Bucket=bucket, Key="mp-again")["Body"].read() == b"only part"
+    # Once the key holds something else, the old upload is gone for good.
+    s3.put_object(Bucket=bucket, Key="mp-again", Body=b"replaced")
+    expect_error(404, "NoSuchUpload", s3.complete_multipart_upload, Bucket=bucket, Key="mp-again", UploadId=up,
+                 MultipartUpload=parts)
+    expect_error(404, "NoSuchUpload", s3.complete_multipart_upload, Bucket=bucket, Key="mp-again",
+                 UploadId="never-was", MultipartUpload=parts)

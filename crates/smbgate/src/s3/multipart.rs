@@ -12,6 +12,7 @@ use super::object::copy_source;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::types::PutRequest;
+use crate::store::StoreError;
 
 pub async fn create(
     gw: &Gateway,
@@ -141,7 +142,24 @@ pub async fn complete(
     }
     // Validate before committing to a 200 with keep-alive whitespace, so
     // request errors get their own status code.
-    let plan = gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await.map_err(s3_error)?;
+    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await {
+        Ok(p) => p,
+        // Completed already: S3 answers the same again.
+        Err(StoreError::NoSuchUpload) => match gw.store.completed_from(&i.bucket, &i.key, &i.upload_id).await {
+            Ok(Some(e)) => {
+                return Ok(S3Response::new(CompleteMultipartUploadOutput {
+                    location: Some(format!("/{}/{}", i.bucket, i.key)),
+                    bucket: Some(i.bucket),
+                    key: Some(i.key),
+                    e_tag: Some(etag(&e)),
+                    ..Default::default()
+                }))
+            }
+            Ok(None) => return Err(s3_error(StoreError::NoSuchUpload)),
+            Err(e) => return Err(s3_error(e)),
+        },
+        Err(e) => return Err(s3_error(e)),
+    };
     let store = gw.store.clone();
     let (bucket, key) = (i.bucket, i.key);
     let fut = async move {

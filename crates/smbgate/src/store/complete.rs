@@ -78,6 +78,20 @@ impl Store {
         Ok(CompletePlan { bucket: bucket.into(), key: mapped, upload_id: id.into(), record, parts, etag })
     }
 
+    /// The ETag of `key` if it is the object upload `id` completed (and
+    /// nothing has replaced it since): what a repeated
+    /// CompleteMultipartUpload answers, as S3 does, once the upload itself
+    /// is gone.
+    ///
+    /// Errors: NoSuchBucket; SMB errors.
+    pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<String>> {
+        match self.head_object(bucket, key).await {
+            Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.etag)),
+            Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Publishes a checked upload and removes it.
     ///
     /// Errors: publish errors; Busy if a part's copy came up short.
@@ -91,6 +105,7 @@ impl Store {
             disk_id,
             parts: plan.parts.iter().map(|p| p.size).collect(),
             key: Some(plan.key.original()),
+            upload_id: Some(plan.upload_id.clone()),
             checksums: BTreeMap::new(),
             ..plan.record.meta.clone()
         };

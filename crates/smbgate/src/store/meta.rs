@@ -54,6 +54,10 @@ pub struct ObjectMeta {
     /// an open of `mixed` may land on `Mixed`; the key tells them apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The multipart upload this object was completed from: a repeated
+    /// CompleteMultipartUpload of that upload answers this object's ETag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_id: Option<String>,
     /// True on a directory that is also a directory-marker object (`a/b/`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub marker: bool,
