@@ -4,6 +4,10 @@ import uuid
 
 import pytest
 
+import boto3
+from botocore.config import Config
+
+from conftest import ACCESS_KEY, SECRET_KEY, Gateway
 from s3util import expect_error, raw, status
 
 
@@ -27,12 +31,33 @@ def test_list_buckets_includes_ours_not_internal(s3, bucket, samba):
 
 
 def test_create_bucket_twice(s3):
+    # AWS: in us-east-1 (the gateway's default region) creating a bucket
+    # you already own is 200 and leaves it as it was (issue 11, item 16).
     name = new_name()
     r = s3.create_bucket(Bucket=name)
     assert status(r) == 200
     assert r["Location"] == f"/{name}"
-    expect_error(409, "BucketAlreadyOwnedByYou", s3.create_bucket, Bucket=name)
+    s3.put_object(Bucket=name, Key="kept", Body=b"still here")
+    again = s3.create_bucket(Bucket=name)
+    assert status(again) == 200 and again["Location"] == f"/{name}"
+    assert s3.get_object(Bucket=name, Key="kept")["Body"].read() == b"still here"
+    s3.delete_object(Bucket=name, Key="kept")
     s3.delete_bucket(Bucket=name)
+
+
+def test_create_bucket_twice_in_another_region_is_409(samba):
+    g = Gateway(samba, "--region", "eu-west-1")
+    try:
+        s3 = boto3.client("s3", endpoint_url=g.endpoint, region_name="eu-west-1", aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key=SECRET_KEY,
+                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        name = new_name()
+        cfg = {"LocationConstraint": "eu-west-1"}
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration=cfg)
+        expect_error(409, "BucketAlreadyOwnedByYou", s3.create_bucket, Bucket=name, CreateBucketConfiguration=cfg)
+        s3.delete_bucket(Bucket=name)
+    finally:
+        g.stop()
 
 
 def test_create_bucket_on_disk(s3, samba):

@@ -124,3 +124,23 @@ def test_a_repeated_complete_answers_the_same_etag(s3, bucket):
                  MultipartUpload=parts)
     expect_error(404, "NoSuchUpload", s3.complete_multipart_upload, Bucket=bucket, Key="mp-again",
                  UploadId="never-was", MultipartUpload=parts)
+
+
+# Item 12: DeleteObjects must carry Content-MD5 or a checksum.
+def test_delete_objects_without_an_integrity_header_is_refused(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="keep", Body=b"1")
+
+    def strip(request, **_):
+        for h in list(request.headers.keys()):
+            if h.lower() == "content-md5" or h.lower().startswith("x-amz-checksum-") \
+                    or h.lower() in ("x-amz-sdk-checksum-algorithm", "x-amz-trailer"):
+                del request.headers[h]
+
+    s3.meta.events.register_first("before-sign.s3.DeleteObjects", strip)
+    try:
+        expect_error(400, "InvalidRequest", s3.delete_objects, Bucket=bucket, Delete={"Objects": [{"Key": "keep"}]})
+    finally:
+        s3.meta.events.unregister("before-sign.s3.DeleteObjects", strip)
+    assert s3.get_object(Bucket=bucket, Key="keep")["Body"].read() == b"1"
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "keep"}]})
+    assert [d["Key"] for d in r["Deleted"]] == ["keep"]

@@ -6,6 +6,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::convert::{owner, timestamp};
 use super::{s3_error, Gateway};
+use crate::store::StoreError;
 
 /// Most buckets one ListBuckets page may ask for (`max-buckets`).
 const MAX_BUCKETS: i32 = 10_000;
@@ -67,7 +68,13 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let bucket = req.input.bucket;
-    gw.store.create_bucket(&bucket).await.map_err(s3_error)?;
+    match gw.store.create_bucket(&bucket).await {
+        Ok(()) => {}
+        // S3's legacy rule: in us-east-1, creating a bucket you already own
+        // succeeds (and leaves its contents alone); elsewhere it is 409.
+        Err(StoreError::BucketAlreadyOwnedByYou) if gw.region == "us-east-1" => {}
+        Err(e) => return Err(s3_error(e)),
+    }
     Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) }))
 }
 

@@ -221,6 +221,18 @@ pub async fn delete_objects(
     gw: &Gateway,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    // S3 requires an integrity header on DeleteObjects (Content-MD5 or an
+    // x-amz-checksum-*), so a corrupted key list never deletes the wrong
+    // objects.
+    let has_digest = req.headers.contains_key("content-md5")
+        || req.headers.keys().any(|k| k.as_str().starts_with("x-amz-checksum-") && k != "x-amz-checksum-type")
+        || req.headers.contains_key("x-amz-sdk-checksum-algorithm") && req.headers.contains_key("x-amz-trailer");
+    if !has_digest {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "Missing required header for this request: Content-MD5 (or an x-amz-checksum-* header)",
+        ));
+    }
     let i = req.input;
     // S3 takes at most 1,000 keys per request and answers MalformedXML
     // beyond that, before deleting any.
