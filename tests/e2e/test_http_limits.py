@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import Gateway
+from s3util import raw
 
 
 def connect(gw):
@@ -54,3 +55,66 @@ def test_past_the_connection_cap_a_client_waits_for_a_free_slot(gw):
     held.pop().close()
     got = answered_within(waiting, 5)
     assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+
+
+def test_post_form_uploads_are_refused_before_their_body_is_read(gateway, bucket):
+    """POST Object (an HTML form) is not built: 501 NotImplemented at once,
+    though the client has sent only the headers of a large form."""
+    import socket
+    host, port = gateway.endpoint.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall((f"POST /{bucket} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                   "Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 104857600\r\n\r\n").encode())
+        got = s.recv(65536).decode(errors="replace")
+    assert got.startswith("HTTP/1.1 501"), got
+    assert "<Code>NotImplemented</Code>" in got
+
+
+def test_xml_bodies_are_bounded(s3, bucket, gateway):
+    """A CompleteMultipartUpload body over 4 MiB is refused with 400, not
+    read whole; the body is drained, so the client reads the answer and the
+    connection serves the next request."""
+    import http.client
+    import urllib.parse
+    up = s3.create_multipart_upload(Bucket=bucket, Key="big-xml")["UploadId"]
+    url = urllib.parse.urlparse(s3.generate_presigned_url(
+        "complete_multipart_upload", Params={"Bucket": bucket, "Key": "big-xml", "UploadId": up}))
+    body = b"<CompleteMultipartUpload>" + b"<Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>" * 90000 + \
+        b"</CompleteMultipartUpload>"
+    assert len(body) > 4 << 20
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.request("POST", url.path + "?" + url.query, body=body)
+    r = conn.getresponse()
+    resp = r.read()
+    assert r.status == 400 and b"<Code>MaxMessageLengthExceeded</Code>" in resp, (r.status, resp[:300])
+    conn.request("HEAD", "/")
+    assert conn.getresponse().status == 200, "the same connection answers the next request"
+    conn.close()
+    assert s3.list_parts(Bucket=bucket, Key="big-xml", UploadId=up)["UploadId"] == up  # untouched
+
+
+@pytest.mark.parametrize("target", ["bucket", "upload"])
+def test_expect_continue_into_a_missing_bucket_gets_its_status_without_100(s3, bucket, gateway, target):
+    """Issue 11, item 13: the request fails before its body is needed, so
+    the answer is the final 404, no 100 Continue, and the connection is
+    closed cleanly (the client never sent the body)."""
+    import urllib.parse
+    if target == "bucket":
+        params, op, code = {"Bucket": "no-such-bucket-expect", "Key": "k"}, "put_object", "NoSuchBucket"
+    else:
+        params = {"Bucket": bucket, "Key": "k", "UploadId": "no-such-upload", "PartNumber": 1}
+        op, code = "upload_part", "NoSuchUpload"
+    url = urllib.parse.urlparse(s3.generate_presigned_url(op, Params=params))
+    with socket.create_connection((url.hostname, url.port), timeout=10) as s:
+        s.sendall((f"PUT {url.path}?{url.query} HTTP/1.1\r\nHost: {url.hostname}:{url.port}\r\n"
+                   "Content-Length: 3000000\r\nExpect: 100-continue\r\n\r\n").encode())
+        got = b""
+        while True:
+            chunk = s.recv(65536)  # a reset would raise here, a hang time out
+            if not chunk:
+                break
+            got += chunk
+    text = got.decode(errors="replace")
+    assert text.startswith("HTTP/1.1 404"), text[:200]
+    assert "100 Continue" not in text
+    assert f"<Code>{code}</Code>" in text

@@ -81,14 +81,14 @@ pub struct Front {
     s3: S3Service,
     pool: Pool,
     metrics: Arc<Metrics>,
-    rules: Arc<crate::request_auth::Rules>,
+    rules: Arc<crate::precheck::Rules>,
 }
 
 impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
     /// counts every request, `rules` are checked before s3s verifies a
     /// signature.
-    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>, rules: crate::request_auth::Rules) -> Front {
+    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>, rules: crate::precheck::Rules) -> Front {
         Front { s3, pool, metrics, rules: Arc::new(rules) }
     }
 }
@@ -105,6 +105,37 @@ fn missing_content_length<B>(req: &http::Request<B>) -> bool {
         && !h.contains_key(http::header::TRANSFER_ENCODING)
         && !h.contains_key("x-amz-copy-source")
         && req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
+}
+
+/// Most bytes of a refused request's body read and dropped.
+const DRAIN_MAX: u64 = 8 << 20;
+/// Longest time spent reading a refused request's body.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and drops `body`, up to [`DRAIN_MAX`] bytes or [`DRAIN_TIME`].
+async fn drain_body(mut body: Incoming) {
+    use http_body_util::BodyExt;
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        let mut seen = 0u64;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if seen > DRAIN_MAX {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// True for a browser form upload (POST Object, `multipart/form-data`),
+/// which is not built: refused before anything reads its body.
+fn is_post_form<B>(req: &http::Request<B>) -> bool {
+    req.method() == http::Method::POST
+        && req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
 /// A Content-Length header's value in bytes (0 when absent or malformed).
@@ -149,13 +180,31 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let refused = match missing_content_length(&req) {
-            true => Some(crate::request_auth::Refusal::missing_content_length()),
-            false => self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err(),
+        let refused = if missing_content_length(&req) {
+            Some(crate::precheck::Refusal::missing_content_length())
+        } else if is_post_form(&req) {
+            Some(crate::precheck::Refusal::post_object_not_implemented())
+        } else if req.method() == http::Method::POST
+            && content_length(req.headers()) > crate::server::MAX_XML_BODY as u64
+        {
+            // Every POST S3 has here carries an XML body read whole.
+            Some(crate::precheck::Refusal::too_big())
+        } else {
+            self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err()
         };
         let fut = async move {
             let mut resp = match refused {
-                Some(r) => r.to_response(),
+                Some(r) => {
+                    // Read what the client sends anyway (up to a bound), so
+                    // that it is not reset mid-send before it reads the
+                    // answer, and the connection stays usable. A client
+                    // waiting for 100 Continue sends nothing more; hyper
+                    // closes that connection instead.
+                    if !expects_continue {
+                        tokio::spawn(drain_body(req.into_body()));
+                    }
+                    r.to_response()
+                }
                 None => hyper::service::Service::call(&s3, req).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
@@ -170,7 +219,11 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 resp = error_with_ids(resp, &ids, &method, &path).await;
             }
             ids.set_headers(resp.headers_mut());
-            if close_after {
+            // An Expect: 100-continue request refused before its body was
+            // wanted: the client never sends the body, so the connection
+            // cannot carry another request (its next bytes might be taken
+            // for this body). Close it after the answer.
+            if close_after || (expects_continue && !resp.status().is_success()) {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
             in_flight.finish(operation, resp.status(), if is_head { 0 } else { content_length(resp.headers()) });

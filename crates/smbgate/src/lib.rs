@@ -7,7 +7,8 @@
 //! - [`front`]: health probes and request clean-up before s3s.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
-//! - [`request_auth`]: signature-parameter rules checked before s3s.
+//! - [`precheck`]: requests refused before s3s reads them, and signature
+//!   rules s3s leaves to us.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`config`]: flags and environment.
@@ -17,7 +18,7 @@ pub mod admin;
 pub mod config;
 pub mod front;
 pub mod metrics;
-pub mod request_auth;
+pub mod precheck;
 pub mod s3;
 pub mod server;
 pub mod store;

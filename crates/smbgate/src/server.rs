@@ -20,6 +20,9 @@ use crate::s3::Gateway;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::tls::Certificates;
 
+/// Largest XML request body read into memory, in bytes.
+pub const MAX_XML_BODY: usize = 4 << 20;
+
 /// How long in-flight requests may run after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -135,6 +138,13 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
     let metrics = Arc::new(crate::metrics::Metrics::new(store.clone()));
     let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
+    // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
+    // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
+    // spare, where s3s's default of 20 MB per request adds up fast over
+    // --max-connections requests.
+    let mut s3_config = s3s::config::S3Config::default();
+    s3_config.xml_max_body_size = MAX_XML_BODY;
+    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
     if let Some((ak, sk)) = auth {
         builder.set_auth(crate::front::SingleKey::new(ak, sk));
         builder.set_access(crate::front::Access { anonymous: args.anonymous });
@@ -168,7 +178,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: Duration::from_secs(args.header_read_timeout),
     };
-    let rules = crate::request_auth::Rules { region: args.region.clone(), sigv2: args.sigv2 };
+    let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules);
     Ok(Prepared { listener, admin, plain, tls, service, limits })
 }

@@ -41,6 +41,10 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
     let i = req.input;
+    // As for PutObject: a missing upload is told before the body is sent.
+    if super::object::expects_continue(&headers) {
+        gw.store.upload_exists(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    }
     let put = PutRequest {
         content_md5: content_md5(i.content_md5, &headers),
         checksums: checksums_from(

@@ -153,6 +153,12 @@ impl Store {
             .ok_or(StoreError::NoSuchUpload)
     }
 
+    /// Fails with NoSuchUpload (or NoSuchBucket) unless upload `id` of
+    /// `key` exists; changes nothing.
+    pub async fn upload_exists(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
+        self.check_upload(bucket, key, id).await.map(|_| ())
+    }
+
     /// Checks that `id` is an upload for `bucket`/`key`.
     pub(crate) async fn check_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<UploadRecord> {
         let rec = self.upload_record(id).await?;

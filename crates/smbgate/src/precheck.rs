@@ -1,5 +1,7 @@
-//! Rules on a request's signature parameters that s3s leaves to us, checked
-//! before s3s verifies the signature itself:
+//! Checks made on a request before s3s reads it: requests refused outright
+//! (an HTTP/1 PUT that declares no body length, a POST Object form), and the
+//! rules on signature parameters that s3s leaves to us, checked before s3s
+//! verifies the signature itself:
 //!
 //! - the SigV4 credential scope must name this gateway's region
 //!   (AuthorizationHeaderMalformed, or AuthorizationQueryParametersError
@@ -45,6 +47,20 @@ impl Refusal {
             http::StatusCode::LENGTH_REQUIRED,
             "MissingContentLength",
             "You must provide the Content-Length HTTP header.",
+        )
+    }
+
+    /// 400 MaxMessageLengthExceeded: an XML body over the limit.
+    pub fn too_big() -> Refusal {
+        Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
+    }
+
+    /// 501 NotImplemented for a POST Object form upload.
+    pub fn post_object_not_implemented() -> Refusal {
+        Refusal::new(
+            http::StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "POST Object (browser form uploads) is not implemented; use PUT, or a presigned PUT URL",
         )
     }
 
