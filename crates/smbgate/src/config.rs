@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// smbgate: an S3-compatible gateway in front of an SMB share.
 #[derive(Debug, Parser)]
-#[command(name = "smbgate", version, about)]
+#[command(name = "smbgate", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SMBGATE_GIT_COMMIT"), ")"), about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

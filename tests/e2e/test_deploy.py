@@ -1,0 +1,42 @@
+"""Deployment files (issue 12, point 5): the systemd unit passes
+`systemd-analyze verify`, its settings file names only real settings, and
+`smbgate --version` names the commit it was built from."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, smbgate_bin
+
+
+def test_version_names_the_commit():
+    out = subprocess.run([smbgate_bin(), "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    m = re.fullmatch(r"smbgate (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}|unknown)(-modified)?\)", out)
+    assert m, out
+    if head:
+        assert m.group(2) == head, (out, head)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_the_systemd_unit_verifies(tmp_path):
+    unit = (ROOT / "deploy" / "smbgate.service").read_text()
+    assert "ExecStart=/usr/local/bin/smbgate serve" in unit
+    # The unit as installed, pointing at the binary under test.
+    (tmp_path / "smbgate.service").write_text(unit.replace("/usr/local/bin/smbgate", os.path.abspath(smbgate_bin())))
+    r = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "smbgate.service")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr
+
+
+def test_the_example_environment_names_real_settings():
+    help_text = subprocess.run([smbgate_bin(), "serve", "--help"], capture_output=True, text=True).stdout
+    for line in (ROOT / "deploy" / "smbgate.env").read_text().splitlines():
+        line = line.strip().lstrip("#")
+        if line.startswith("SMBGATE_") and "=" in line:
+            name = line.split("=", 1)[0]
+            assert f"[env: {name}=" in help_text or name == "SMBGATE_LOG", f"{name} is no setting of smbgate serve"
