@@ -128,6 +128,14 @@ pub struct ServeArgs {
     /// connection with 1 MiB in flight.
     #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value = "512MiB", value_parser = parse_bytes)]
     pub write_behind_budget: u64,
+    /// Age at which a multipart upload that was neither completed nor
+    /// aborted is removed, by the server's clock (`7d`, `12h`, `30m`).
+    #[arg(long, env = "SMBGATE_MULTIPART_EXPIRY", default_value = "7d", value_parser = parse_duration)]
+    pub multipart_expiry: std::time::Duration,
+    /// Time between sweeps for dead writers' temp files and expired
+    /// multipart uploads (one also runs at startup).
+    #[arg(long, env = "SMBGATE_SWEEP_INTERVAL", default_value = "1h", value_parser = parse_duration)]
+    pub sweep_interval: std::time::Duration,
     /// HTTP connections served at once; further clients wait in the
     /// listen backlog until one closes.
     #[arg(long, env = "SMBGATE_MAX_CONNECTIONS", default_value_t = 1024,
@@ -165,6 +173,17 @@ impl std::fmt::Debug for ServeArgs {
 pub fn parse_bytes(v: &str) -> Result<u64, String> {
     parse_size::parse_size(v.trim())
         .map_err(|e| format!("{v:?} is not a size ({e}); write e.g. 8388608, 8MiB or 512KiB"))
+}
+
+/// A duration as humantime reads it: `7d`, `12h`, `30m`, `2s`, `1h 30m`.
+///
+/// Errors: anything else, or zero.
+pub fn parse_duration(v: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(v.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("{v:?}: the duration must be more than zero")),
+        Err(e) => Err(format!("{v:?} is not a duration ({e}); write e.g. 7d, 12h or 30m")),
+    }
 }
 
 /// [`parse_bytes`] for a value that must fit in 32 bits.
@@ -260,6 +279,14 @@ mod tests {
         assert!(parse_bytes("-1").is_err());
         assert_eq!(parse_bytes_u32("8MiB"), Ok(8 << 20));
         assert!(parse_bytes_u32("4GiB").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("7d"), Ok(std::time::Duration::from_secs(7 * 86400)));
+        assert_eq!(parse_duration("1h 30m"), Ok(std::time::Duration::from_secs(5400)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").unwrap_err().contains("7d"));
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         put_parallel: args.put_parallel,
         read_ahead_budget: args.read_ahead_budget,
         write_behind_budget: args.write_behind_budget,
+        multipart_expiry: args.multipart_expiry,
+        sweep_interval: args.sweep_interval,
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {

@@ -32,7 +32,7 @@ mod put;
 pub mod share;
 mod spread;
 pub mod stream;
-mod temp;
+mod sweep;
 pub mod types;
 mod verify;
 pub mod walk;
@@ -65,6 +65,11 @@ pub struct StoreOptions {
     /// Bytes all PUT and UploadPart bodies together may have in flight to
     /// the server (WRITEs sent, not yet acknowledged).
     pub write_behind_budget: u64,
+    /// Age (by the server's clock) at which a multipart upload that was
+    /// neither completed nor aborted is removed.
+    pub multipart_expiry: Duration,
+    /// Time between two sweeps of temp files and expired uploads.
+    pub sweep_interval: Duration,
 }
 
 impl Default for StoreOptions {
@@ -76,6 +81,8 @@ impl Default for StoreOptions {
             put_parallel: 4,
             read_ahead_budget: 512 << 20,
             write_behind_budget: 512 << 20,
+            multipart_expiry: Duration::from_secs(7 * 24 * 3600),
+            sweep_interval: Duration::from_secs(3600),
         }
     }
 }
@@ -158,7 +165,7 @@ impl Store {
                 write_behind,
             }),
         };
-        tokio::spawn(temp::sweep_loop(store.clone()));
+        tokio::spawn(sweep::sweep_loop(store.clone()));
         Ok(store)
     }
 

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use smb_client::Tree;
 use smb_proto::info::FullEa;
@@ -88,7 +88,7 @@ pub(crate) struct PartRecord {
     pub(crate) offset: u64,
 }
 
-fn valid_upload_id(id: &str) -> bool {
+pub(crate) fn valid_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -415,14 +415,28 @@ impl Store {
     pub async fn list_uploads(&self, bucket: &str, prefix: &str) -> StoreResult<Vec<UploadInfo>> {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
+        // The records are read 32 at a time (they are spread over the
+        // pool), not one by one.
+        let ids: Vec<String> = tree
+            .list_dir(&self.internal("uploads"))
+            .await?
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| valid_upload_id(n))
+            .collect();
+        let records: Vec<(String, StoreResult<UploadRecord>)> = futures::stream::iter(ids)
+            .map(|id| async move {
+                let r = self.upload_record(&id).await;
+                (id, r)
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
         let mut out = Vec::new();
-        for e in tree.list_dir(&self.internal("uploads")).await? {
-            if !valid_upload_id(&e.name) {
-                continue;
-            }
-            match self.upload_record(&e.name).await {
+        for (id, r) in records {
+            match r {
                 Ok(rec) if rec.bucket == bucket && rec.key.starts_with(prefix) => {
-                    out.push(UploadInfo { upload_id: e.name, record: rec })
+                    out.push(UploadInfo { upload_id: id, record: rec })
                 }
                 _ => {}
             }
