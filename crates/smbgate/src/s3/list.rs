@@ -56,7 +56,8 @@ fn split(page: ListResult, encode: bool, fetch_owner: bool) -> (Vec<Object>, Vec
     (objects, prefixes)
 }
 
-fn wants_url(e: &Option<EncodingType>) -> S3Result<bool> {
+/// True for `encoding-type=url`; InvalidArgument for another type.
+pub(crate) fn wants_url(e: &Option<EncodingType>) -> S3Result<bool> {
     match e {
         None => Ok(false),
         Some(e) if e.as_str() == EncodingType::URL => Ok(true),

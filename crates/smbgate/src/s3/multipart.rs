@@ -226,6 +226,9 @@ pub async fn list_uploads(
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let i = req.input;
+    // encoding-type=url encodes every key-like field exactly once.
+    let encode = super::list::wants_url(&i.encoding_type)?;
+    let enc = |s: Option<String>| if encode { s.map(|s| url_encode(&s)) } else { s };
     let prefix = i.prefix.clone().unwrap_or_default();
     let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
     let mut all = gw.store.list_uploads(&i.bucket, &prefix).await.map_err(s3_error)?;
@@ -244,7 +247,7 @@ pub async fn list_uploads(
     let uploads = all
         .into_iter()
         .map(|u| MultipartUpload {
-            key: Some(u.record.key),
+            key: enc(Some(u.record.key)),
             upload_id: Some(u.upload_id),
             initiated: Some(Timestamp::from(UNIX_EPOCH + Duration::from_secs(u.record.initiated.max(0) as u64))),
             owner: Some(owner()),
@@ -255,14 +258,15 @@ pub async fn list_uploads(
         .collect();
     Ok(S3Response::new(ListMultipartUploadsOutput {
         bucket: Some(i.bucket),
-        prefix: i.prefix,
-        key_marker: i.key_marker,
+        prefix: enc(i.prefix),
+        key_marker: enc(i.key_marker),
         upload_id_marker: i.upload_id_marker,
-        next_key_marker: nk,
+        next_key_marker: enc(nk),
         next_upload_id_marker: nu,
         max_uploads: Some(max as i32),
         is_truncated: Some(truncated),
         uploads: Some(uploads),
+        encoding_type: i.encoding_type,
         ..Default::default()
     }))
 }
