@@ -354,7 +354,19 @@ impl Connection {
     /// Returns one [`ResponseFuture`] per message, chain by chain.
     /// Errors: the connection is poisoned, or credits did not arrive in time.
     pub async fn send_batch(&self, chains: &[&[Op<'_>]], encrypt: bool) -> Result<Vec<ResponseFuture>> {
-        self.send_inner(chains, encrypt, true).await.map(|(rx, _)| rx)
+        self.send_inner(chains, encrypt, true, true).await.map(|(rx, _)| rx)
+    }
+
+    /// Sends `chain` as one *unrelated* compound (MS-SMB2 3.2.4.1.4): the
+    /// server runs its messages in order, each on the FileId it names
+    /// (a related chain would apply the first message's FileId to the
+    /// rest, whatever they name). For steps on different handles that must
+    /// run back to back in this order.
+    ///
+    /// Returns one [`ResponseFuture`] per message. Errors: as
+    /// [`Connection::send_batch`].
+    pub async fn send_unrelated(&self, chain: &[Op<'_>], encrypt: bool) -> Result<Vec<ResponseFuture>> {
+        self.send_inner(&[chain], encrypt, true, false).await.map(|(rx, _)| rx)
     }
 
     /// Sends one message and waits for its final response.
@@ -366,7 +378,7 @@ impl Connection {
     /// Sends one unsigned, unencrypted message and returns its exact bytes
     /// too, for the SMB 3.1.1 preauth hash.
     pub(crate) async fn call_captured(&self, op: Op<'_>) -> Result<(Response, Bytes)> {
-        let (mut rx, sent) = self.send_inner(&[&[op]], false, false).await?;
+        let (mut rx, sent) = self.send_inner(&[&[op]], false, false, true).await?;
         let resp = self.wait(rx.pop().expect("one receiver")).await?;
         Ok((resp, sent))
     }
@@ -573,6 +585,7 @@ impl Connection {
         chains: &[&[Op<'_>]],
         encrypt: bool,
         sign: bool,
+        related: bool,
     ) -> Result<(Vec<ResponseFuture>, Bytes)> {
         let charges: Vec<u16> = chains
             .iter()
@@ -618,7 +631,7 @@ impl Connection {
             for chain in chains {
                 let reqs = &all[at..at + chain.len()];
                 at += chain.len();
-                if let Err(e) = encode_chain(&mut buf, &sec, chain, reqs, encrypt, sign) {
+                if let Err(e) = encode_chain(&mut buf, &sec, chain, reqs, encrypt, sign, related) {
                     drop(sec);
                     self.poison(e.clone());
                     return Err(e);
@@ -639,6 +652,7 @@ fn encode_chain(
     reqs: &[(u64, u16, u16)],
     encrypt: bool,
     sign: bool,
+    related: bool,
 ) -> Result<()> {
     let encrypt = (encrypt || sec.encrypt_all) && sec.cipher.is_some();
     let start = buf.len();
@@ -655,7 +669,7 @@ fn encode_chain(
         h.message_id = message_id;
         h.tree_id = op.tree_id;
         h.session_id = sec.session_id;
-        if i > 0 {
+        if i > 0 && related {
             h.flags |= flags::RELATED_OPERATIONS;
         }
         builder.push(buf, &h, op.body);

@@ -97,6 +97,19 @@ impl Tree {
         Ok(out)
     }
 
+    /// Sends `bodies` as one unrelated compound: run in order, each on the
+    /// FileId it names (see [`crate::Connection::send_unrelated`]), and
+    /// returns every response, whatever its status.
+    pub async fn compound_unrelated(&self, bodies: &[&dyn Request]) -> Result<Vec<Response>> {
+        let ops: Vec<Op<'_>> = bodies.iter().map(|&body| Op { body, tree_id: self.tree_id }).collect();
+        let rxs = self.conn().send_unrelated(&ops, self.encrypt).await?;
+        let mut out = Vec::with_capacity(rxs.len());
+        for rx in rxs {
+            out.push(self.conn().wait(rx).await?);
+        }
+        Ok(out)
+    }
+
     /// Sends several related compounds in one batch (one buffer, one
     /// write) and returns each chain's responses, whatever their status.
     pub async fn compounds(&self, chains: &[&[&dyn Request]]) -> Result<Vec<Vec<Response>>> {

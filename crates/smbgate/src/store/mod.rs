@@ -278,6 +278,28 @@ where
     retry_while(&busy, 12, Duration::from_millis(2), Duration::from_millis(250), f).await
 }
 
+/// Like [`retry_sharing`], for an open of a key that may be in the middle
+/// of an If-Match swap (renamed aside, the new version not yet renamed in:
+/// two steps of one compound on the server, failure class 25): a
+/// not-found is tried twice more, after 5 and 20 ms.
+pub async fn retry_swap<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+{
+    let mut r = retry_sharing(&mut f).await;
+    for wait in [5, 20] {
+        match &r {
+            Err(e) if error::is_not_found(e) => {
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                r = retry_sharing(&mut f).await;
+            }
+            _ => break,
+        }
+    }
+    r
+}
+
 /// Calls `f` up to `retries + 1` times while it fails with one of
 /// `statuses`, sleeping `delay` (doubling up to `cap`) in between.
 async fn retry_while<T, F, Fut>(

@@ -11,11 +11,14 @@
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
+use super::conditions::EtagCondition;
 use super::error::{is_bad_path, is_not_found};
 use super::keys::MappedKey;
+use super::open::check_record_key;
 use super::share::{self, TempFile};
+use super::types::ObjectInfo;
 use super::types::Target;
-use super::{retry_busy, Store, StoreError, StoreResult};
+use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
 
 impl Store {
     /// Publishes a verified temp file at `target`; see [`Store::publish`].
@@ -32,6 +35,69 @@ impl Store {
     pub(crate) async fn publish_temp_if(&self, temp: &TempFile, target: &Target, replace: bool) -> StoreResult<()> {
         temp.publishing();
         self.publish_if(temp.handle(), temp.path(), target, replace).await
+    }
+
+    /// Publishes `temp` at `bucket`/`mapped` only if the object there now
+    /// has an ETag `cond` accepts (If-Match), as one compare-and-swap on the
+    /// share itself (failure class 25): the current file is opened sharing
+    /// only READ, which keeps every other writer (this instance, another
+    /// one, a plain SMB user) from replacing, renaming or deleting it; its
+    /// record is read through that handle; then one compound renames it
+    /// aside and the temp file into its name. Returns false if another
+    /// writer created the key between the two renames: this write came
+    /// first and was replaced at once, so its temp file is marked for
+    /// deletion.
+    ///
+    /// Errors: NoSuchKey (no object, or only a case-variant), NoSuchBucket,
+    /// PreconditionFailed (another ETag), Busy (another write holds the
+    /// object, or it could not be moved aside).
+    pub(crate) async fn publish_if_match(
+        &self,
+        temp: &TempFile,
+        bucket: &str,
+        mapped: &MappedKey,
+        key: &str,
+        cond: &EtagCondition,
+    ) -> StoreResult<bool> {
+        let tree = temp.handle().tree();
+        let path = self.object_path(bucket, mapped);
+        self.forget_listing(bucket, mapped);
+        let (lock, meta) = match retry_swap(|| share::open_to_replace(tree, &path)).await {
+            Ok(r) => r,
+            Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                self.check_bucket(tree, bucket).await?;
+                return Err(StoreError::NoSuchKey);
+            }
+            Err(e) if e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
+                return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let meta = check_record_key(meta, key)?;
+        let current = ObjectInfo::new(lock.info(), meta, &path);
+        if !cond.matches(&current.etag) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let backup = self.temp_path();
+        let (away, into) = share::swap_in(&lock, backup.as_str(), temp, path.as_str()).await?;
+        match (away, into) {
+            (_, Ok(())) => {
+                let _ = share::delete_on_close(&lock).await;
+                let _ = lock.close().await;
+                Ok(true)
+            }
+            (Ok(()), Err(e)) => {
+                tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
+                let _ = share::delete_on_close(&lock).await;
+                let _ = lock.close().await;
+                let _ = share::delete_on_close(temp.handle()).await;
+                Ok(false)
+            }
+            (Err(e), Err(_)) => {
+                tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
+                Err(StoreError::Busy("the object could not be replaced; retry the request".into()))
+            }
+        }
     }
 
     /// Renames the open file `file` (at share-relative `source`, opened

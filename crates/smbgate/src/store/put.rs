@@ -179,8 +179,21 @@ impl Store {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
+        let key = target.key();
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
+        if let (Target::Object { bucket, key: mapped }, Some(cond)) = (target, &req.conditions.if_match) {
+            return match self.publish_if_match(&temp, bucket, mapped, key.as_deref().unwrap_or(""), cond).await {
+                Ok(_) => {
+                    temp.keep().await;
+                    Ok(result)
+                }
+                Err(e) => {
+                    temp.discard().await;
+                    Err(e)
+                }
+            };
+        }
         let replace = !req.conditions.forbids_existing();
         match share::publish_and_close(temp, &target_path, replace).await {
             Ok(()) => Ok(result),
@@ -225,7 +238,13 @@ impl Store {
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
         }
-        self.publish_temp_if(temp, target, !req.conditions.forbids_existing()).await?;
+        match (target, &req.conditions.if_match) {
+            (Target::Object { bucket, key }, Some(cond)) => {
+                let original = target.key().unwrap_or_default();
+                self.publish_if_match(temp, bucket, key, &original, cond).await?;
+            }
+            _ => self.publish_temp_if(temp, target, !req.conditions.forbids_existing()).await?,
+        }
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
     }
 
@@ -241,7 +260,7 @@ impl Store {
             return Ok(());
         }
         let path = self.object_path(bucket, mapped);
-        let current = match share::stat_with_meta(tree, &path).await {
+        let current = match super::retry_swap(|| share::stat_with_meta(tree, &path)).await {
             Ok((c, m)) if !c.times.is_directory() => Some(ObjectInfo::new(&c, m, &path)),
             Ok(_) => None,
             Err(e) if is_not_found(&e) => None,

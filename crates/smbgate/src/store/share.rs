@@ -262,6 +262,50 @@ pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, O
     Ok((handle, meta))
 }
 
+/// CREATE(DELETE, read attributes and EAs; not a directory; sharing only
+/// READ) + QUERY_INFO(our EA), the handle left open: the compare-and-swap
+/// lock of an If-Match write. While it is open nobody else can write,
+/// rename or delete the file, or rename another over it (their opens meet a
+/// sharing violation); readers still read.
+///
+/// Errors: the CREATE's NTSTATUS (STATUS_SHARING_VIOLATION while another
+/// writer holds the file, not-found statuses).
+pub async fn open_to_replace(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
+    let create = CreateRequest {
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
+        share_access: share::READ,
+        options: options::NON_DIRECTORY_FILE,
+        ..read_req(path)
+    };
+    let names = [META_EA];
+    let [created, meta] = take(tree.compound(&[&create, &meta_query(&names)]).await?)?;
+    let handle = Handle::from_response(tree, created)?;
+    let meta = decode_meta(&meta, handle.info());
+    Ok((handle, meta))
+}
+
+/// The swap of an If-Match write, in one unrelated compound on the lock's
+/// connection (each step on its own handle): SET_INFO(rename the locked
+/// file to `backup`) then
+/// SET_INFO(rename the temp file to `target`), neither replacing anything.
+/// The second can only succeed once the first has freed the name, and
+/// readers meet the name free only between two steps of one compound.
+/// Returns each rename's result; the temp file is marked as publishing.
+///
+/// Errors: a connection error (neither result is known).
+pub async fn swap_in(lock: &Handle, backup: &str, temp: &TempFile, target: &str) -> Result<(Result<()>, Result<()>)> {
+    temp.publishing();
+    let (b, t) = (smb_client::tree::smb_path(backup), smb_client::tree::smb_path(target));
+    let away =
+        SetInfoRequest { file_id: lock.id(), info: SetFileInfo::Rename { target: &b, replace_if_exists: false } };
+    let into = SetInfoRequest {
+        file_id: temp.handle().id(),
+        info: SetFileInfo::Rename { target: &t, replace_if_exists: false },
+    };
+    let [a, i] = take(lock.tree().compound_unrelated(&[&away, &into]).await?)?;
+    Ok((a.ok_or_status(&[]).map(|_| ()), i.ok_or_status(&[]).map(|_| ())))
+}
+
 /// Creates the temporary file `path` (QFid), with `eas` set by the CREATE.
 ///
 /// Errors: the CREATE's NTSTATUS.

@@ -1,0 +1,81 @@
+"""If-Match as compare-and-swap (issue 10, point 1; failure class 25): of
+20 clients that PUT the same key at once, each with If-Match naming the
+ETag they read, exactly one wins (200) and the others get 412
+PreconditionFailed, whether they go through one gateway or two on the same
+share; the share then holds exactly the winner's bytes. A plain SMB user
+writing the file meanwhile is kept out for the moment of the swap."""
+
+import concurrent.futures
+import hashlib
+import os
+
+import botocore.exceptions
+import pytest
+
+from conftest import Gateway
+from s3util import status
+
+
+@pytest.fixture(scope="module")
+def two_gateways(own_samba):
+    a = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8"})
+    b = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8"})
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def race(clients, bucket, key, bodies, etag):
+    def put(i):
+        try:
+            r = clients[i].put_object(Bucket=bucket, Key=key, Body=bodies[i], IfMatch=etag)
+            return i, status(r), None
+        except botocore.exceptions.ClientError as e:
+            return i, e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]
+
+    with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
+        return list(ex.map(put, range(len(clients))))
+
+
+@pytest.mark.parametrize("size", [64 * 1024, 3 * 1024 * 1024])
+@pytest.mark.parametrize("instances", [1, 2])
+def test_twenty_racing_if_match_puts_have_exactly_one_winner(two_gateways, own_samba, size, instances):
+    gws = two_gateways[:instances]
+    bucket = f"cas-{instances}-{size}"
+    gws[0].client().create_bucket(Bucket=bucket)
+    clients = [gws[i % instances].client() for i in range(20)]
+    key = "state"
+    seed = os.urandom(1000)
+    etag = gws[0].client().put_object(Bucket=bucket, Key=key, Body=seed)["ETag"]
+    for round_ in range(4):
+        bodies = [os.urandom(size) for _ in range(20)]
+        results = race(clients, bucket, key, bodies, etag)
+        winners = [i for i, st, _ in results if st == 200]
+        losers = sorted((st, code) for _, st, code in results if st != 200)
+        assert len(winners) == 1, (round_, results)
+        assert losers == [(412, "PreconditionFailed")] * 19, (round_, results)
+        want = hashlib.md5(bodies[winners[0]]).hexdigest()
+        assert hashlib.md5((own_samba.share_path / bucket / key).read_bytes()).hexdigest() == want
+        etag = gws[-1].client().get_object(Bucket=bucket, Key=key)["ETag"]
+        assert etag == f'"{want}"'
+    # Nothing is left behind: no backup of a replaced version, no temp file.
+    leftovers = [p.name for p in (own_samba.share_path / ".smbgate" / "tmp").iterdir()]
+    assert leftovers == [] or all(n.startswith("clock-") for n in leftovers), leftovers
+
+
+def test_if_match_on_a_missing_key_is_no_such_key_and_a_stale_etag_412(two_gateways):
+    s3 = two_gateways[0].client()
+    s3.create_bucket(Bucket="cas-edge")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket="cas-edge", Key="absent", Body=b"x", IfMatch='"0123"')
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    first = s3.put_object(Bucket="cas-edge", Key="k", Body=b"one")["ETag"]
+    s3.put_object(Bucket="cas-edge", Key="k", Body=b"two")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket="cas-edge", Key="k", Body=b"three", IfMatch=first)
+    assert e.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket="cas-edge", Key="k")["Body"].read() == b"two"
+    now = s3.head_object(Bucket="cas-edge", Key="k")["ETag"]
+    assert s3.put_object(Bucket="cas-edge", Key="k", Body=b"four", IfMatch=now)["ETag"] != now
+    assert s3.put_object(Bucket="cas-edge", Key="k", Body=b"five", IfMatch="*")
+    assert s3.get_object(Bucket="cas-edge", Key="k")["Body"].read() == b"five"
