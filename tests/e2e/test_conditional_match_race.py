@@ -2,8 +2,7 @@
 20 clients that PUT the same key at once, each with If-Match naming the
 ETag they read, exactly one wins (200) and the others get 412
 PreconditionFailed, whether they go through one gateway or two on the same
-share; the share then holds exactly the winner's bytes. A plain SMB user
-writing the file meanwhile is kept out for the moment of the swap."""
+share; the share then holds exactly the winner's bytes."""
 
 import concurrent.futures
 import hashlib

@@ -89,3 +89,19 @@ def test_client_errors_stay_out_of_the_default_log_and_server_faults_log_once(lg
     mine = [ln for ln in log_lines(lgw) if rid in ln]
     assert len(mine) == 1, mine
     assert "ERROR" in mine[0] and "operation=GetObject" in mine[0] and "status=503" in mine[0], mine[0]
+
+
+def test_a_log_level_setting_keeps_s3s_quiet_unless_it_names_s3s(samba):
+    """SMBGATE_LOG=info (what deploy/smbgate.env sets) must not bring back
+    s3s's ERROR line for every client error."""
+    g = Gateway(samba, env={"SMBGATE_LOG": "info"})
+    try:
+        bad = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                           aws_secret_access_key="wrong",
+                           config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        with pytest.raises(ClientError):
+            bad.list_buckets()
+        time.sleep(0.2)
+        assert [ln for ln in log_lines(g) if "ERROR" in ln or "s3s" in ln] == []
+    finally:
+        g.stop()

@@ -141,11 +141,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
-    /// Seconds a client may take to send a request's headers (also how long
-    /// an idle kept-alive HTTP/1 connection waits for the next request).
-    #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value_t = 30,
-          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
-    pub header_read_timeout: u64,
+    /// How long a client may take to send a request's headers (also how
+    /// long an idle kept-alive HTTP/1 connection waits for the next request,
+    /// and a TLS handshake may take): `30s`, `2m`, or plain seconds.
+    #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub header_read_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for ServeArgs {
@@ -175,10 +175,18 @@ pub fn parse_bytes(v: &str) -> Result<u64, String> {
         .map_err(|e| format!("{v:?} is not a size ({e}); write e.g. 8388608, 8MiB or 512KiB"))
 }
 
-/// A duration as humantime reads it: `7d`, `12h`, `30m`, `2s`, `1h 30m`.
+/// A duration as humantime reads it: `7d`, `12h`, `30m`, `2s`, `1h 30m`;
+/// plain digits are seconds.
 ///
 /// Errors: anything else, or zero.
 pub fn parse_duration(v: &str) -> Result<std::time::Duration, String> {
+    // Plain digits are seconds, as the settings read before units.
+    if let Ok(secs) = v.trim().parse::<u64>() {
+        return match secs {
+            0 => Err(format!("{v:?}: the duration must be more than zero")),
+            n => Ok(std::time::Duration::from_secs(n)),
+        };
+    }
     match humantime::parse_duration(v.trim()) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{v:?}: the duration must be more than zero")),
@@ -286,6 +294,8 @@ mod tests {
         assert_eq!(parse_duration("7d"), Ok(std::time::Duration::from_secs(7 * 86400)));
         assert_eq!(parse_duration("1h 30m"), Ok(std::time::Duration::from_secs(5400)));
         assert!(parse_duration("0s").is_err());
+        assert_eq!(parse_duration("30"), Ok(std::time::Duration::from_secs(30)));
+        assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").unwrap_err().contains("7d"));
     }
 

@@ -175,7 +175,15 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let s3 = self.s3.clone();
         let slot = OperationSlot::default();
         req.extensions_mut().insert(slot.clone());
-        let in_flight = self.metrics.start(content_length(req.headers()));
+        // An aws-chunked body (what aws-cli and boto3 send) declares its
+        // length in x-amz-decoded-content-length, not Content-Length.
+        let declared = req
+            .headers()
+            .get("x-amz-decoded-content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| content_length(req.headers()));
+        let in_flight = self.metrics.start(declared);
         let ids = RequestIds::new();
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let method = req.method().clone();

@@ -7,9 +7,7 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        // s3s logs every client error at ERROR; the front logs each answer
-        // once instead (SMBGATE_LOG=info,s3s=debug brings s3s's back).
-        .with_env_filter(EnvFilter::try_from_env("SMBGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info,s3s=off")))
+        .with_env_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -50,4 +48,14 @@ fn main() {
         }
     });
     std::process::exit(code);
+}
+
+/// The log filter: `SMBGATE_LOG` (default `info`), with s3s's own log off
+/// unless the setting names s3s. s3s logs every client error at ERROR; the
+/// front logs each answer once instead (`SMBGATE_LOG=info,s3s=debug` brings
+/// s3s's back).
+fn log_filter(setting: Option<&str>) -> EnvFilter {
+    let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
+    let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
+    EnvFilter::try_new(&s).unwrap_or_else(|_| EnvFilter::new("info,s3s=off"))
 }

@@ -105,6 +105,15 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
                 .into())
         }
     };
+    // Before the SMB side, so that a bad file is the one line at startup.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let certs = Certificates::load(cert, key)?;
+            let acceptor = certs.acceptor()?;
+            Some((certs, acceptor))
+        }
+        _ => None,
+    };
     let addr = format!("{}:{}", url.host, url.port);
     let mut client = ClientConfig::new(&addr, &args.smb_user, &smb_password);
     client.domain = args.smb_domain.clone();
@@ -128,15 +137,6 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
-    // Before anything listens, so that a bad file is one line at startup.
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let certs = Certificates::load(cert, key)?;
-            let acceptor = certs.acceptor()?;
-            Some((certs, acceptor))
-        }
-        _ => None,
-    };
     let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
     let metrics = Arc::new(crate::metrics::Metrics::new(store.clone()));
     let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
@@ -176,10 +176,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
             "SMB session"
         );
     }
-    let limits = HttpLimits {
-        max_connections: args.max_connections,
-        header_read_timeout: Duration::from_secs(args.header_read_timeout),
-    };
+    let limits = HttpLimits { max_connections: args.max_connections, header_read_timeout: args.header_read_timeout };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules);
     Ok(Prepared { listener, admin, plain, tls, service, limits })

@@ -75,7 +75,12 @@ fn read_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Certi
     if chain.is_empty() {
         return Err(format!("TLS certificate {}: no certificate in the file", cert.display()));
     }
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("TLS key {}: {e}", key.display()))?;
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => {
+            format!("TLS key {}: no private key in the file (PEM: PKCS#8, PKCS#1 or SEC1)", key.display())
+        }
+        e => format!("TLS key {}: {e}", key.display()),
+    })?;
     CertifiedKey::from_der(chain, private, provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => {
             format!("TLS key {} does not belong to the certificate in {}", key.display(), cert.display())
