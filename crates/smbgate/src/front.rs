@@ -193,7 +193,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         } else if is_post_form(&req) {
             Some(crate::precheck::Refusal::post_object_not_implemented())
         } else if req.method() == http::Method::POST
-            && content_length(req.headers()) > crate::server::MAX_XML_BODY as u64
+            && content_length(req.headers()) > crate::precheck::MAX_XML_BODY as u64
         {
             // Every POST S3 has here carries an XML body read whole.
             Some(crate::precheck::Refusal::too_big())

@@ -57,21 +57,6 @@ pub fn operation_name(name: &str) -> &'static str {
     n
 }
 
-/// SMB errors by status, counted wherever the store turns an SMB error
-/// into one of its own (process-wide: the store has no handle on
-/// [`Metrics`]).
-static SMB_ERRORS: LazyLock<Family<StatusLabels, Counter>> = LazyLock::new(Family::default);
-
-/// Counts one SMB error that reached the store's error mapping.
-pub fn count_smb_error(e: &smb_client::Error) {
-    let status = match e.status() {
-        Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
-        None if e.is_connection_error() => "connection".to_string(),
-        None => "other".to_string(),
-    };
-    SMB_ERRORS.get_or_create(&StatusLabels { status }).inc();
-}
-
 /// The S3-side instruments and the registry they are exposed from.
 pub struct Metrics {
     registry: Registry,
@@ -104,7 +89,6 @@ impl Metrics {
         registry.register("s3_sent_bytes", "Response body bytes, as declared by Content-Length", sent.clone());
         let in_flight = Gauge::default();
         registry.register("s3_requests_in_flight", "S3 requests being served", in_flight.clone());
-        registry.register("smb_errors", "SMB errors that reached an S3 request, by NTSTATUS", SMB_ERRORS.clone());
         registry.register_collector(Box::new(SmbGauges { store }));
         Metrics { registry, requests, duration, received, sent, in_flight }
     }
@@ -186,6 +170,12 @@ impl Collector for SmbGauges {
         let reconnects = ConstCounter::new(st.reconnects);
         let help = "SMB connections replaced after a loss";
         reconnects.encode(encoder.encode_descriptor("smb_reconnects", help, None, reconnects.metric_type())?)?;
+        let errors = Family::<StatusLabels, Counter>::default();
+        for (status, n) in crate::store::error::smb_error_counts() {
+            errors.get_or_create(&StatusLabels { status }).inc_by(n);
+        }
+        let help = "SMB errors that reached an S3 request, by NTSTATUS name";
+        errors.encode(encoder.encode_descriptor("smb_errors", help, None, errors.metric_type())?)?;
         let (ra, wb) = (self.store.read_ahead(), self.store.write_behind());
         let gauges = [
             (

@@ -17,6 +17,11 @@
 use time::format_description::well_known::Rfc2822;
 use time::{Duration, OffsetDateTime, PrimitiveDateTime};
 
+/// Largest XML request body (CompleteMultipartUpload, DeleteObjects) read
+/// into memory, in bytes: 10,000 parts or 1,000 keys of 1,024 bytes with
+/// room to spare.
+pub const MAX_XML_BODY: usize = 4 << 20;
+
 /// Longest lifetime of a SigV4 presigned URL, in seconds.
 pub const MAX_PRESIGNED_EXPIRES: i64 = 604_800;
 

@@ -20,9 +20,6 @@ use crate::s3::Gateway;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::tls::Certificates;
 
-/// Largest XML request body read into memory, in bytes.
-pub const MAX_XML_BODY: usize = 4 << 20;
-
 /// How long in-flight requests may run after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -145,7 +142,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // spare, where s3s's default of 20 MB per request adds up fast over
     // --max-connections requests.
     let mut s3_config = s3s::config::S3Config::default();
-    s3_config.xml_max_body_size = MAX_XML_BODY;
+    s3_config.xml_max_body_size = crate::precheck::MAX_XML_BODY;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
     if let Some((ak, sk)) = auth {
         builder.set_auth(crate::front::SingleKey::new(ak, sk));

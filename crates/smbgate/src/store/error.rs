@@ -84,7 +84,7 @@ pub enum StoreError {
 
 impl From<SmbError> for StoreError {
     fn from(e: SmbError) -> Self {
-        crate::metrics::count_smb_error(&e);
+        count_smb_error(&e);
         match e.status() {
             Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
                 // The S3 answer names no SMB command; the log does.
@@ -103,6 +103,28 @@ impl From<SmbError> for StoreError {
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// SMB errors that reached the store's error mapping, by status name
+/// (process-wide; read by the metrics at each scrape).
+static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts one SMB error: its NTSTATUS name (`STATUS_DISK_FULL`), its hex
+/// value when it has no name, `connection` for a lost or poisoned
+/// connection, or `other`.
+fn count_smb_error(e: &SmbError) {
+    let status = match e.status() {
+        Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
+        None if e.is_connection_error() => "connection".to_string(),
+        None => "other".to_string(),
+    };
+    *SMB_ERRORS.lock().unwrap().entry(status).or_default() += 1;
+}
+
+/// Every SMB error count so far, by status name (see `count_smb_error`).
+pub fn smb_error_counts() -> Vec<(String, u64)> {
+    SMB_ERRORS.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect()
+}
 
 /// True if `e` says a path cannot be walked (a component is a file or
 /// the syntax is refused): the parents need a look.
