@@ -250,16 +250,7 @@ pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, 
 ///
 /// Errors: the CREATE's NTSTATUS, e.g. STATUS_FILE_IS_A_DIRECTORY.
 pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
-    let create = CreateRequest {
-        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
-        options: options::NON_DIRECTORY_FILE,
-        ..read_req(path)
-    };
-    let names = [META_EA];
-    let [created, meta] = take(tree.compound(&[&create, &meta_query(&names)]).await?)?;
-    let handle = Handle::from_response(tree, created)?;
-    let meta = decode_meta(&meta, handle.info());
-    Ok((handle, meta))
+    open_for_delete_with_meta(tree, path, share::ALL).await
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory; sharing only
@@ -271,9 +262,13 @@ pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, O
 /// Errors: the CREATE's NTSTATUS (STATUS_SHARING_VIOLATION while another
 /// writer holds the file, not-found statuses).
 pub async fn open_to_replace(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
+    open_for_delete_with_meta(tree, path, share::READ).await
+}
+
+async fn open_for_delete_with_meta(tree: &Tree, path: &str, share_access: u32) -> Result<(Handle, Option<ObjectMeta>)> {
     let create = CreateRequest {
         desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
-        share_access: share::READ,
+        share_access,
         options: options::NON_DIRECTORY_FILE,
         ..read_req(path)
     };
