@@ -180,3 +180,13 @@ def test_list_multipart_uploads_encodes_keys_when_asked(gateway, s3, bucket):
     assert b"<Key>a%20b/c%2Bd</Key>" in body, body
     assert b"<EncodingType>url</EncodingType>" in body
     s3.abort_multipart_upload(Bucket=bucket, Key="a b/c+d", UploadId=up)
+
+
+# Item 10: x-amz-checksum-type with checksum mode.
+def test_checksum_type_is_full_object_for_a_single_put(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="sum", Body=b"checksummed", ChecksumAlgorithm="CRC32")
+    h = s3.head_object(Bucket=bucket, Key="sum", ChecksumMode="ENABLED")
+    assert h["ChecksumCRC32"] and h["ChecksumType"] == "FULL_OBJECT"
+    g = s3.get_object(Bucket=bucket, Key="sum", ChecksumMode="ENABLED")
+    assert g["ChecksumType"] == "FULL_OBJECT"
+    assert "ChecksumType" not in s3.head_object(Bucket=bucket, Key="sum")

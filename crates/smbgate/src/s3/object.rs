@@ -47,6 +47,7 @@ macro_rules! object_output {
             &$info,
             $i.checksum_mode.as_ref().is_some_and(|c| c.as_str() == ChecksumMode::ENABLED) && !$partial,
         );
+        let any_checksum = [&crc32, &crc32c, &crc64, &sha1, &sha256].iter().any(|c| c.is_some());
         $ty {
             $($extra)*
             content_length: Some(($range.end - $range.start) as i64),
@@ -67,6 +68,10 @@ macro_rules! object_output {
             checksum_crc32c: crc32c,
             checksum_crc64nvme: crc64,
             checksum_sha1: sha1,
+            // Checksums of a single PUT cover the whole object; multipart
+            // objects keep none (they would be COMPOSITE or FULL_OBJECT by
+            // algorithm).
+            checksum_type: any_checksum.then(|| ChecksumType::from_static(ChecksumType::FULL_OBJECT)),
             checksum_sha256: sha256,
             ..Default::default()
         }
