@@ -190,3 +190,12 @@ def test_checksum_type_is_full_object_for_a_single_put(s3, bucket):
     g = s3.get_object(Bucket=bucket, Key="sum", ChecksumMode="ENABLED")
     assert g["ChecksumType"] == "FULL_OBJECT"
     assert "ChecksumType" not in s3.head_object(Bucket=bucket, Key="sum")
+
+
+# Item 7: a key whose URI is not valid UTF-8.
+def test_a_uri_that_is_not_utf8_is_invalid_uri(gateway, s3, bucket):
+    from s3util import raw
+    st, h, body = raw(gateway.endpoint, "GET", f"/{bucket}/%AE%8A-")
+    assert st == 400 and b"<Code>InvalidURI</Code>" in body, (st, body)
+    assert b"<Message>Couldn't parse the specified URI.</Message>" in body
+    assert f"<RequestId>{h['x-amz-request-id']}</RequestId>".encode() in body

@@ -188,7 +188,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let refused = if missing_content_length(&req) {
+        let refused = if !crate::precheck::path_is_utf8(req.uri().path()) {
+            Some(crate::precheck::Refusal::invalid_uri())
+        } else if missing_content_length(&req) {
             Some(crate::precheck::Refusal::missing_content_length())
         } else if is_post_form(&req) {
             Some(crate::precheck::Refusal::post_object_not_implemented())

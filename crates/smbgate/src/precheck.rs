@@ -55,6 +55,12 @@ impl Refusal {
         )
     }
 
+    /// 400 InvalidURI: the request path does not decode to UTF-8 (a key
+    /// such as `%AE%8A-`).
+    pub fn invalid_uri() -> Refusal {
+        Refusal::new(http::StatusCode::BAD_REQUEST, "InvalidURI", "Couldn't parse the specified URI.")
+    }
+
     /// 400 MaxMessageLengthExceeded: an XML body over the limit.
     pub fn too_big() -> Refusal {
         Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
@@ -81,6 +87,12 @@ impl Refusal {
         r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
         r
     }
+}
+
+/// True if the request's path percent-decodes to valid UTF-8, as every S3
+/// bucket name and key must.
+pub fn path_is_utf8(path: &str) -> bool {
+    percent_encoding::percent_decode_str(path).decode_utf8().is_ok()
 }
 
 fn xml_escape(s: &str) -> String {
@@ -258,6 +270,12 @@ mod tests {
 
     const V4: &str =
         "AWS4-HMAC-SHA256 Credential=AK/20261201/us-east-1/s3/aws4_request, SignedHeaders=host;date, Signature=00";
+
+    #[test]
+    fn paths_must_decode_to_utf8() {
+        assert!(path_is_utf8("/b/caf%C3%A9/k%20ey"));
+        assert!(!path_is_utf8("/b/%AE%8A-"));
+    }
 
     #[test]
     fn sigv4_scope_must_name_the_region() {
