@@ -153,6 +153,19 @@ pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::Hea
     v
 }
 
+/// Algorithms announced in `x-amz-trailer` (`x-amz-checksum-crc32`, ...).
+pub fn trailer_algorithms(headers: &http::HeaderMap) -> Vec<Algorithm> {
+    headers
+        .get("x-amz-trailer")
+        .and_then(|v| v.to_str().ok())
+        .map(|t| {
+            t.split(',')
+                .filter_map(|n| n.trim().strip_prefix("x-amz-checksum-").and_then(|a| Algorithm::parse(a).ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The length of the request body in bytes: the decoded length of an
 /// aws-chunked body, else Content-Length.
 pub fn body_length(headers: &http::HeaderMap, content_length: Option<i64>) -> Option<u64> {

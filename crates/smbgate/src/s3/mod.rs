@@ -46,6 +46,11 @@ pub fn s3_error(e: StoreError) -> S3Error {
             err.set_status_code(http::StatusCode::CONFLICT);
             return err;
         }
+        StoreError::MissingTrailer(_) => {
+            let mut err = S3Error::with_message(C::Custom("MalformedTrailerError".into()), msg);
+            err.set_status_code(http::StatusCode::BAD_REQUEST);
+            return err;
+        }
         StoreError::PreconditionFailed => C::PreconditionFailed,
         StoreError::NotModified => C::NotModified,
         StoreError::BadDigest(_) => C::BadDigest,

@@ -77,6 +77,10 @@ pub enum StoreError {
     /// Anything else from SMB.
     #[error("SMB error: {0}")]
     Smb(SmbError),
+    /// A checksum announced in `x-amz-trailer` did not arrive in the
+    /// trailer.
+    #[error("{0}")]
+    MissingTrailer(String),
     /// The client's body stream failed (disconnect).
     #[error("request body: {0}")]
     Body(String),

@@ -24,6 +24,9 @@ pub struct PutRequest {
     /// (x-amz-checksum-algorithm / x-amz-sdk-checksum-algorithm, or one
     /// that arrives in a trailer).
     pub checksum_algorithms: Vec<Algorithm>,
+    /// Algorithms announced in `x-amz-trailer`: their values must arrive in
+    /// the aws-chunked trailer.
+    pub trailer_checksums: Vec<Algorithm>,
     /// Content-Length in bytes, if declared.
     pub content_length: Option<u64>,
     /// If-Match / If-None-Match on the target.

@@ -76,7 +76,8 @@ pub(crate) fn hash_now(data: &[u8], algs: &[Algorithm]) -> ([u8; 16], Checksums)
 /// record to store.
 ///
 /// Errors: IncompleteBody (length), InvalidDigest (a Content-MD5 that is
-/// not 16 bytes of base64), BadDigest (a mismatch).
+/// not 16 bytes of base64), BadDigest (a mismatch), MissingTrailer (a
+/// checksum announced in `x-amz-trailer` that did not come).
 pub(crate) fn verified_meta(
     req: &PutRequest,
     md5: [u8; 16],
@@ -97,7 +98,14 @@ pub(crate) fn verified_meta(
     }
     let computed = sums.finish();
     let mut expected = req.checksums.clone();
-    expected.extend(trailer());
+    let arrived = trailer();
+    if let Some(a) = req.trailer_checksums.iter().find(|a| !arrived.contains_key(a)) {
+        return Err(StoreError::MissingTrailer(format!(
+            "the request announced x-amz-checksum-{} in x-amz-trailer but its trailer did not carry it",
+            a.name().to_ascii_lowercase()
+        )));
+    }
+    expected.extend(arrived);
     checksum::verify(&expected, &computed)?;
     let mut meta = req.meta.clone();
     meta.etag = hex::encode(md5);
