@@ -147,7 +147,8 @@ pub async fn complete(
     }
     // Validate before committing to a 200 with keep-alive whitespace, so
     // request errors get their own status code.
-    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts).await {
+    let cond = conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None);
+    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts, cond).await {
         Ok(p) => p,
         // Completed already: S3 answers the same again.
         Err(StoreError::NoSuchUpload) => match gw.store.completed_from(&i.bucket, &i.key, &i.upload_id).await {

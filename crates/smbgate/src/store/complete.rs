@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
 
+use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
 use super::meta::ObjectMeta;
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
 use super::share::{self, TempFile};
-use super::types::{PutResult, Target};
+use super::types::{PutRequest, PutResult, Target};
 use super::{Store, StoreError, StoreResult};
 
 /// A checked CompleteMultipartUpload: what will be published.
@@ -29,6 +30,9 @@ pub struct CompletePlan {
     pub parts: Vec<PartInfo>,
     /// The multipart ETag (`md5-of-part-md5s-N`), unquoted.
     pub etag: String,
+    /// If-Match / If-None-Match of the request, decided again when the
+    /// object is published (failure class 25).
+    pub conditions: Conditions,
 }
 
 impl Store {
@@ -44,6 +48,7 @@ impl Store {
         key: &str,
         id: &str,
         requested: &[(i32, String)],
+        conditions: Conditions,
     ) -> StoreResult<CompletePlan> {
         let record = self.check_upload(bucket, key, id).await?;
         if requested.is_empty() {
@@ -75,7 +80,12 @@ impl Store {
         let mapped = map_key(key)?;
         let tree = self.tree().await?;
         self.preflight(&tree, bucket, &mapped).await?;
-        Ok(CompletePlan { bucket: bucket.into(), key: mapped, upload_id: id.into(), record, parts, etag })
+        // The conditions now, so that a failed one gets its own status
+        // (412, 404) before the 200 starts; they are decided again, on the
+        // share, when the object is published.
+        let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
+        self.check_write_conditions(&tree, bucket, &mapped, &check).await?;
+        Ok(CompletePlan { bucket: bucket.into(), key: mapped, upload_id: id.into(), record, parts, etag, conditions })
     }
 
     /// The ETag of `key` if it is the object upload `id` completed (and
@@ -153,7 +163,7 @@ impl Store {
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
         share::set_eas(&d, &[meta.to_ea()]).await?;
-        self.publish(&d, &data_path, target).await?;
+        self.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
         let _ = d.close().await;
         Ok(())
     }
@@ -190,7 +200,7 @@ impl Store {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }
             share::set_eas(temp.handle(), &[meta(temp.handle().info().on_disk_id()).to_ea()]).await?;
-            self.publish_temp(&temp, target).await
+            self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
         }
         .await;
         finish(temp, result).await

@@ -11,7 +11,7 @@
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
-use super::conditions::EtagCondition;
+use super::conditions::{Conditions, EtagCondition};
 use super::error::{is_bad_path, is_not_found};
 use super::keys::MappedKey;
 use super::open::check_record_key;
@@ -21,7 +21,7 @@ use super::types::Target;
 use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
 
 impl Store {
-    /// Publishes a verified temp file at `target`; see [`Store::publish`].
+    /// Publishes a verified temp file at `target`; see [`Store::publish_if`].
     /// Marks the temp file as being published first, so that a request
     /// dropped mid-rename never deletes the object it just published.
     pub(crate) async fn publish_temp(&self, temp: &TempFile, target: &Target) -> StoreResult<()> {
@@ -37,29 +37,30 @@ impl Store {
         self.publish_if(temp.handle(), temp.path(), target, replace).await
     }
 
-    /// Publishes `temp` at `bucket`/`mapped` only if the object there now
+    /// Publishes `file` at `bucket`/`mapped` only if the object there now
     /// has an ETag `cond` accepts (If-Match), as one compare-and-swap on the
     /// share itself (failure class 25): the current file is opened sharing
     /// only READ, which keeps every other writer (this instance, another
     /// one, a plain SMB user) from replacing, renaming or deleting it; its
     /// record is read through that handle; then one compound renames it
-    /// aside and the temp file into its name. Returns false if another
-    /// writer created the key between the two renames: this write came
-    /// first and was replaced at once, so its temp file is marked for
-    /// deletion.
+    /// aside and `file` into its name (`publishing` is called just before).
+    /// Returns false if another writer created the key between the two
+    /// renames: this write came first and was replaced at once, so `file`
+    /// is marked for deletion.
     ///
     /// Errors: NoSuchKey (no object, or only a case-variant), NoSuchBucket,
     /// PreconditionFailed (another ETag), Busy (another write holds the
     /// object, or it could not be moved aside).
     pub(crate) async fn publish_if_match(
         &self,
-        temp: &TempFile,
+        file: &Handle,
+        publishing: impl FnOnce(),
         bucket: &str,
         mapped: &MappedKey,
         key: &str,
         cond: &EtagCondition,
     ) -> StoreResult<bool> {
-        let tree = temp.handle().tree();
+        let tree = file.tree();
         let path = self.object_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
         let (lock, meta) = match retry_swap(|| share::open_to_replace(tree, &path)).await {
@@ -79,18 +80,31 @@ impl Store {
             return Err(StoreError::PreconditionFailed);
         }
         let backup = self.temp_path();
-        let (away, into) = share::swap_in(&lock, backup.as_str(), temp, path.as_str()).await?;
+        publishing();
+        let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
         match (away, into) {
             (_, Ok(())) => {
                 let _ = share::delete_on_close(&lock).await;
                 let _ = lock.close().await;
                 Ok(true)
             }
+            (Ok(()), Err(e)) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                // The new version could not go in: put the old one back
+                // under its name (nobody else can have taken it but a
+                // creator, and then the collision above applies).
+                tracing::warn!(error = %e, "If-Match write: the new version could not be renamed in; restoring the old");
+                if let Err(r) = share::rename(&lock, path.as_str(), false).await {
+                    tracing::error!(error = %r, backup = backup.as_str(), "If-Match write: the old version is left at its backup name");
+                    return Err(StoreError::Busy("the object could not be replaced; retry the request".into()));
+                }
+                let _ = lock.close().await;
+                Err(StoreError::Busy("the object could not be replaced; retry the request".into()))
+            }
             (Ok(()), Err(e)) => {
                 tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
                 let _ = share::delete_on_close(&lock).await;
                 let _ = lock.close().await;
-                let _ = share::delete_on_close(temp.handle()).await;
+                let _ = share::delete_on_close(file).await;
                 Ok(false)
             }
             (Err(e), Err(_)) => {
@@ -100,20 +114,44 @@ impl Store {
         }
     }
 
+    /// Publishes `file` (at `source`) at `target` under the write
+    /// conditions: If-Match as a compare-and-swap
+    /// ([`Store::publish_if_match`]), `If-None-Match: *` by a rename that
+    /// may not replace, else a replacing rename. `publishing` is called just
+    /// before the rename.
+    ///
+    /// Errors: as [`Store::publish_if`] and [`Store::publish_if_match`].
+    pub(crate) async fn publish_with(
+        &self,
+        file: &Handle,
+        publishing: impl FnOnce(),
+        source: &str,
+        target: &Target,
+        conditions: &Conditions,
+    ) -> StoreResult<()> {
+        match (target, &conditions.if_match) {
+            (Target::Object { bucket, key }, Some(cond)) => {
+                let original = target.key().unwrap_or_default();
+                self.publish_if_match(file, publishing, bucket, key, &original, cond).await.map(|_| ())
+            }
+            _ => {
+                publishing();
+                self.publish_if(file, source, target, !conditions.forbids_existing()).await
+            }
+        }
+    }
+
     /// Renames the open file `file` (at share-relative `source`, opened
-    /// with share-delete) over `target`, creating parent directories as
-    /// needed.
+    /// with share-delete) to `target`, over an existing object only if
+    /// `replace` (else the server's collision is 412), creating parent
+    /// directories as needed.
     ///
     /// Errors: NoSuchBucket; Conflict (a prefix of the key is an object,
     /// or the key is a directory); NameTooLong / InvalidArgument (names the
     /// server cannot hold); NoSuchUpload (a part's upload is gone); Busy
     /// (503 SlowDown: the target stays open on every connection, or another
-    /// upload of the part holds its record); SMB errors otherwise.
-    pub(crate) async fn publish(&self, file: &Handle, source: &str, target: &Target) -> StoreResult<()> {
-        self.publish_if(file, source, target, true).await
-    }
-
-    /// [`Store::publish`], replacing an existing object only if `replace`.
+    /// upload of the part holds its record); PreconditionFailed; SMB errors
+    /// otherwise.
     async fn publish_if(&self, file: &Handle, source: &str, target: &Target, replace: bool) -> StoreResult<()> {
         let tree = file.tree();
         let (bucket, mapped) = match target {

@@ -183,7 +183,15 @@ impl Store {
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
         if let (Target::Object { bucket, key: mapped }, Some(cond)) = (target, &req.conditions.if_match) {
-            return match self.publish_if_match(&temp, bucket, mapped, key.as_deref().unwrap_or(""), cond).await {
+            let published = self.publish_if_match(
+                temp.handle(),
+                || temp.publishing(),
+                bucket,
+                mapped,
+                key.as_deref().unwrap_or(""),
+                cond,
+            );
+            return match published.await {
                 Ok(_) => {
                     temp.keep().await;
                     Ok(result)
@@ -238,13 +246,7 @@ impl Store {
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
         }
-        match (target, &req.conditions.if_match) {
-            (Target::Object { bucket, key }, Some(cond)) => {
-                let original = target.key().unwrap_or_default();
-                self.publish_if_match(temp, bucket, key, &original, cond).await?;
-            }
-            _ => self.publish_temp_if(temp, target, !req.conditions.forbids_existing()).await?,
-        }
+        self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
     }
 

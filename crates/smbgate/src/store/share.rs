@@ -281,22 +281,18 @@ async fn open_for_delete_with_meta(tree: &Tree, path: &str, share_access: u32) -
 
 /// The swap of an If-Match write, in one unrelated compound on the lock's
 /// connection (each step on its own handle): SET_INFO(rename the locked
-/// file to `backup`) then
-/// SET_INFO(rename the temp file to `target`), neither replacing anything.
-/// The second can only succeed once the first has freed the name, and
-/// readers meet the name free only between two steps of one compound.
-/// Returns each rename's result; the temp file is marked as publishing.
+/// file to `backup`) then SET_INFO(rename `file`, the new version, to
+/// `target`), neither replacing anything. The second can only succeed once
+/// the first has freed the name, and readers meet the name free only
+/// between two steps of one compound. Returns each rename's result.
 ///
 /// Errors: a connection error (neither result is known).
-pub async fn swap_in(lock: &Handle, backup: &str, temp: &TempFile, target: &str) -> Result<(Result<()>, Result<()>)> {
-    temp.publishing();
+pub async fn swap_in(lock: &Handle, backup: &str, file: &Handle, target: &str) -> Result<(Result<()>, Result<()>)> {
     let (b, t) = (smb_client::tree::smb_path(backup), smb_client::tree::smb_path(target));
     let away =
         SetInfoRequest { file_id: lock.id(), info: SetFileInfo::Rename { target: &b, replace_if_exists: false } };
-    let into = SetInfoRequest {
-        file_id: temp.handle().id(),
-        info: SetFileInfo::Rename { target: &t, replace_if_exists: false },
-    };
+    let into =
+        SetInfoRequest { file_id: file.id(), info: SetFileInfo::Rename { target: &t, replace_if_exists: false } };
     let [a, i] = take(lock.tree().compound_unrelated(&[&away, &into]).await?)?;
     Ok((a.ok_or_status(&[]).map(|_| ()), i.ok_or_status(&[]).map(|_| ())))
 }
