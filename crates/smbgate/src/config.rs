@@ -75,6 +75,11 @@ pub struct ServeArgs {
     /// File holding the S3 secret key (first line).
     #[arg(long, env = "SMBGATE_SECRET_KEY_FILE")]
     pub secret_key_file: Option<PathBuf>,
+    /// Base domain for virtual-hosted-style requests
+    /// (`bucket.s3.example.com`); path style keeps working with it and
+    /// without it.
+    #[arg(long, env = "SMBGATE_DOMAIN")]
+    pub domain: Option<String>,
     /// Region reported to clients and used in SigV4 scope.
     #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1")]
     pub region: String,

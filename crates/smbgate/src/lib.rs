@@ -11,6 +11,7 @@
 //!   rules s3s leaves to us.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
+//! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
 //! - [`config`]: flags and environment.
 #![warn(missing_docs)]
 
@@ -23,3 +24,4 @@ pub mod s3;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod vhost;

@@ -144,6 +144,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let mut s3_config = s3s::config::S3Config::default();
     s3_config.xml_max_body_size = crate::precheck::MAX_XML_BODY;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
+    if let Some(d) = &args.domain {
+        builder.set_host(crate::vhost::Domain::new(d)?);
+    }
     if let Some((ak, sk)) = auth {
         builder.set_auth(crate::front::SingleKey::new(ak, sk));
         builder.set_access(crate::front::Access { anonymous: args.anonymous });

@@ -1,0 +1,70 @@
+//! Virtual-hosted-style addressing (`bucket.s3.example.com`), with
+//! `--domain`: a Host under the domain names its bucket; the domain itself,
+//! and any other host (an IP address, `localhost`, a load balancer's name),
+//! is path style, so path-style clients keep working.
+
+use s3s::host::{S3Host, VirtualHost};
+use s3s::S3Result;
+
+/// The base domain buckets are subdomains of (no port).
+#[derive(Debug, Clone)]
+pub struct Domain(String);
+
+impl Domain {
+    /// `domain`, e.g. `s3.example.com`, lowercased.
+    ///
+    /// Errors: a one-line reason for something that is not a DNS name.
+    pub fn new(domain: &str) -> Result<Domain, String> {
+        let d = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+        let ok = !d.is_empty()
+            && d.split('.')
+                .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        if ok {
+            Ok(Domain(d))
+        } else {
+            Err(format!("--domain {domain:?} is not a DNS name (e.g. s3.example.com)"))
+        }
+    }
+
+    /// The bucket a Host header names: `Some(bucket)` for
+    /// `bucket.<domain>[:port]`, `None` for path style.
+    pub fn bucket_of<'h>(&self, host: &'h str) -> Option<&'h str> {
+        let name = match host.rsplit_once(':') {
+            Some((n, port)) if !n.ends_with(']') && port.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => host,
+        };
+        let name = name.trim_end_matches('.');
+        let cut = name.len().checked_sub(self.0.len() + 1).filter(|&c| c > 0)?;
+        let (bucket, rest) = (name.get(..cut)?, name.get(cut..)?);
+        (rest.starts_with('.') && rest[1..].eq_ignore_ascii_case(&self.0)).then_some(bucket)
+    }
+}
+
+impl S3Host for Domain {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> S3Result<VirtualHost<'a>> {
+        Ok(match self.bucket_of(host) {
+            Some(bucket) => VirtualHost::new(self.0.as_str()).with_bucket(bucket),
+            None => VirtualHost::new(host),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_under_the_domain_name_buckets() {
+        let d = Domain::new("S3.Example.com").unwrap();
+        assert_eq!(d.bucket_of("photos.s3.example.com"), Some("photos"));
+        assert_eq!(d.bucket_of("photos.s3.example.com:9000"), Some("photos"));
+        assert_eq!(d.bucket_of("my.dotted.bucket.s3.example.com"), Some("my.dotted.bucket"));
+        assert_eq!(d.bucket_of("s3.example.com:9000"), None);
+        assert_eq!(d.bucket_of("127.0.0.1:9000"), None);
+        assert_eq!(d.bucket_of("localhost"), None);
+        assert_eq!(d.bucket_of("evils3.example.com"), None);
+        assert_eq!(d.bucket_of("[::1]:9000"), None);
+        assert!(Domain::new("not a domain").is_err());
+        assert!(Domain::new("").is_err());
+    }
+}

@@ -1,0 +1,57 @@
+"""Virtual-hosted-style addressing (issue 12, point 5): with --domain,
+`bucket.<domain>` names the bucket, and path style keeps working on the
+same gateway. The test resolves *.s3.test to 127.0.0.1 inside this process."""
+
+import socket
+import uuid
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway
+
+
+@pytest.fixture(scope="module")
+def vgw(samba):
+    g = Gateway(samba, "--domain", "s3.test")
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def resolve_s3_test(monkeypatch):
+    real = socket.getaddrinfo
+
+    def fake(host, *args, **kw):
+        if isinstance(host, str) and (host == "s3.test" or host.endswith(".s3.test")):
+            host = "127.0.0.1"
+        return real(host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+
+
+def client(endpoint, style):
+    return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY,
+                        config=Config(s3={"addressing_style": style}, retries={"max_attempts": 1}))
+
+
+def test_virtual_hosted_and_path_style_reach_the_same_objects(vgw, samba, resolve_s3_test):
+    vh = client(f"http://s3.test:{vgw.port}", "virtual")
+    path = client(vgw.endpoint, "path")
+    bucket = f"vh-{uuid.uuid4().hex[:8]}"
+    vh.create_bucket(Bucket=bucket)
+    vh.put_object(Bucket=bucket, Key="dir/k.txt", Body=b"virtual")
+    assert (samba.share_path / bucket / "dir" / "k.txt").read_bytes() == b"virtual"
+    assert path.get_object(Bucket=bucket, Key="dir/k.txt")["Body"].read() == b"virtual"
+    assert [o["Key"] for o in vh.list_objects_v2(Bucket=bucket)["Contents"]] == ["dir/k.txt"]
+    assert bucket in [b["Name"] for b in vh.list_buckets()["Buckets"]]
+    path.delete_object(Bucket=bucket, Key="dir/k.txt")
+    vh.delete_bucket(Bucket=bucket)
+
+
+def test_a_bad_domain_is_refused_at_startup(samba):
+    with pytest.raises(RuntimeError) as e:
+        Gateway(samba, "--domain", "not a domain")
+    assert "--domain" in str(e.value) and "not a DNS name" in str(e.value)
