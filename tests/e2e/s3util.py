@@ -29,6 +29,23 @@ def expect_error(status, code, fn, *args, **kwargs):
     return r
 
 
+def racing_puts(clients, bucket, key, bodies, **conditions):
+    """PUTs bodies[i] through clients[i], all at once, each with the same
+    conditional headers; returns (i, HTTP status, S3 error code or None)
+    per client, in order."""
+    import concurrent.futures
+
+    def put(i):
+        try:
+            r = clients[i].put_object(Bucket=bucket, Key=key, Body=bodies[i], **conditions)
+            return i, status(r), None
+        except ClientError as e:
+            return i, e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]
+
+    with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
+        return list(ex.map(put, range(len(clients))))
+
+
 def status(resp):
     return resp["ResponseMetadata"]["HTTPStatusCode"]
 

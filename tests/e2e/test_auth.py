@@ -109,8 +109,11 @@ def test_signed_aws_chunked_put_with_a_bad_chunk_is_refused(s3, gateway, bucket)
     assert keys == []
 
 
-def _unsigned_trailer(gateway, path, data, crc_b64):
-    trailer = f"x-amz-checksum-crc32:{crc_b64}\r\n".encode()
+def _unsigned_trailer(gateway, path, data, crc_b64, trailer=None):
+    """An unsigned aws-chunked PUT announcing a CRC32 trailer; `trailer`
+    (bytes) replaces the trailer lines sent (b"" sends none)."""
+    if trailer is None:
+        trailer = f"x-amz-checksum-crc32:{crc_b64}\r\n".encode()
     body = b"%x\r\n%s\r\n0\r\n%s\r\n" % (len(data), data, trailer)
     headers = {
         "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",

@@ -4,15 +4,13 @@ PreconditionFailed; the share holds exactly the winner's bytes. Locking
 tools (Terraform's S3 lockfile, Delta Lake and Iceberg commits) rely on it.
 """
 
-import concurrent.futures
 import hashlib
 import os
 
-import botocore.exceptions
 import pytest
 
 from conftest import Gateway
-from s3util import status
+from s3util import racing_puts
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +30,7 @@ def test_twenty_racing_if_none_match_puts_have_exactly_one_winner(racegw, samba,
         key = f"lock-{round_}"
         bodies = [os.urandom(size) for _ in range(20)]
 
-        def put(i):
-            try:
-                r = clients[i].put_object(Bucket=bucket, Key=key, Body=bodies[i], IfNoneMatch="*")
-                return i, status(r), None
-            except botocore.exceptions.ClientError as e:
-                return i, e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]
-
-        with concurrent.futures.ThreadPoolExecutor(20) as ex:
-            results = list(ex.map(put, range(20)))
+        results = racing_puts(clients, bucket, key, bodies, IfNoneMatch="*")
         winners = [i for i, st, _ in results if st == 200]
         losers = sorted((st, code) for _, st, code in results if st != 200)
         assert len(winners) == 1, (key, results)

@@ -4,7 +4,6 @@ ETag they read, exactly one wins (200) and the others get 412
 PreconditionFailed, whether they go through one gateway or two on the same
 share; the share then holds exactly the winner's bytes."""
 
-import concurrent.futures
 import hashlib
 import os
 
@@ -12,7 +11,7 @@ import botocore.exceptions
 import pytest
 
 from conftest import Gateway
-from s3util import status
+from s3util import racing_puts
 
 
 @pytest.fixture(scope="module")
@@ -22,18 +21,6 @@ def two_gateways(own_samba):
     yield a, b
     a.stop()
     b.stop()
-
-
-def race(clients, bucket, key, bodies, etag):
-    def put(i):
-        try:
-            r = clients[i].put_object(Bucket=bucket, Key=key, Body=bodies[i], IfMatch=etag)
-            return i, status(r), None
-        except botocore.exceptions.ClientError as e:
-            return i, e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]
-
-    with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
-        return list(ex.map(put, range(len(clients))))
 
 
 @pytest.mark.parametrize("size", [64 * 1024, 3 * 1024 * 1024])
@@ -48,7 +35,7 @@ def test_twenty_racing_if_match_puts_have_exactly_one_winner(two_gateways, own_s
     etag = gws[0].client().put_object(Bucket=bucket, Key=key, Body=seed)["ETag"]
     for round_ in range(4):
         bodies = [os.urandom(size) for _ in range(20)]
-        results = race(clients, bucket, key, bodies, etag)
+        results = racing_puts(clients, bucket, key, bodies, IfMatch=etag)
         winners = [i for i, st, _ in results if st == 200]
         losers = sorted((st, code) for _, st, code in results if st != 200)
         assert len(winners) == 1, (round_, results)

@@ -202,27 +202,12 @@ def test_a_uri_that_is_not_utf8_is_invalid_uri(gateway, s3, bucket):
 
 
 # Item 11: an aws-chunked body that announces a trailer and does not send it.
-def _chunked_put(gateway, path, data, trailer):
-    from test_auth import _send, _signed_headers
-    body = b"%x\r\n%s\r\n0\r\n%s\r\n" % (len(data), data, trailer)
-    headers = {
-        "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
-        "content-encoding": "aws-chunked",
-        "x-amz-decoded-content-length": str(len(data)),
-        "x-amz-trailer": "x-amz-checksum-crc32",
-        "content-length": str(len(body)),
-    }
-    return _send(gateway, "PUT", path, _signed_headers(gateway, "PUT", path, headers), body)
-
-
 def test_an_announced_trailer_that_never_comes_is_400_and_stores_nothing(gateway, s3, bucket):
-    import base64
-    import zlib
+    from test_auth import _crc32_b64, _unsigned_trailer
     data = b"hello trailer"
-    crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big"))
-    st, body = _chunked_put(gateway, f"/{bucket}/with-trailer", data, b"x-amz-checksum-crc32:" + crc + b"\r\n")
+    st, body = _unsigned_trailer(gateway, f"/{bucket}/with-trailer", data, _crc32_b64(data))
     assert st == 200, body
     assert s3.get_object(Bucket=bucket, Key="with-trailer")["Body"].read() == data
-    st, body = _chunked_put(gateway, f"/{bucket}/no-trailer", data, b"")
+    st, body = _unsigned_trailer(gateway, f"/{bucket}/no-trailer", data, None, trailer=b"")
     assert st == 400 and b"<Code>MalformedTrailerError</Code>" in body, (st, body)
     expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="no-trailer")

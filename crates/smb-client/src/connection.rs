@@ -143,9 +143,10 @@ pub struct Op<'a> {
 /// A response on its way; await it with [`Connection::wait`].
 pub struct ResponseFuture {
     rx: oneshot::Receiver<Result<Response>>,
-    /// Set when the server sent an interim STATUS_PENDING for it: the
-    /// deadline then extends, up to [`MAX_PENDING`].
-    pending: Arc<AtomicBool>,
+    /// Its MessageId: on a timeout, the pending entry says whether an
+    /// interim STATUS_PENDING came (the deadline then extends, up to
+    /// [`MAX_PENDING`]).
+    message_id: u64,
 }
 
 /// Longest a request answered with an interim STATUS_PENDING may take
@@ -183,7 +184,6 @@ struct Pending {
     bind: Bind,
     /// AsyncId from an interim STATUS_PENDING; the final answer must carry it.
     async_id: Option<u64>,
-    pending: Arc<AtomicBool>,
 }
 
 struct State {
@@ -389,7 +389,11 @@ impl Connection {
     /// An interim STATUS_PENDING extends the deadline by the request timeout
     /// at a time, up to [`MAX_PENDING`] in all.
     pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
-        let ResponseFuture { mut rx, pending } = rx;
+        let ResponseFuture { mut rx, message_id } = rx;
+        let interim = || {
+            let st = self.inner.state.lock().unwrap();
+            st.pending.get(&message_id).is_some_and(|p| p.async_id.is_some())
+        };
         let start = tokio::time::Instant::now();
         let step = self.inner.opts.request_timeout;
         let mut deadline = start + step;
@@ -397,7 +401,7 @@ impl Connection {
             match tokio::time::timeout_at(deadline, &mut rx).await {
                 Ok(Ok(r)) => return r,
                 Ok(Err(_)) => return Err(self.inner.poison_error()),
-                Err(_) if pending.load(Ordering::Acquire) && deadline < start + MAX_PENDING => {
+                Err(_) if deadline < start + MAX_PENDING && interim() => {
                     deadline = (deadline + step).min(start + MAX_PENDING);
                 }
                 Err(_) => {
@@ -438,11 +442,8 @@ impl Connection {
                         let ticket = tickets.get_mut(i).and_then(Option::take);
                         reqs.push((id, c, st.credits.request_for(c)));
                         let (tx, rx) = oneshot::channel();
-                        let pending = Arc::new(AtomicBool::new(false));
-                        let p =
-                            Pending { tx, charge: c as u32, ticket, bind, async_id: None, pending: pending.clone() };
-                        st.pending.insert(id, p);
-                        rxs.push(ResponseFuture { rx, pending });
+                        st.pending.insert(id, Pending { tx, charge: c as u32, ticket, bind, async_id: None });
+                        rxs.push(ResponseFuture { rx, message_id: id });
                         id += c as u64;
                     }
                     st.next_message_id = id;
@@ -791,7 +792,6 @@ impl Inner {
                 return Err(Error::Integrity("interim response does not match its request"));
             }
             p.async_id = header.async_id;
-            p.pending.store(true, Ordering::Release);
             st.credits.on_response(header.credits, 0);
             drop(st);
             self.credit_wake.notify_waiters();
@@ -1209,11 +1209,7 @@ pub mod fuzz {
                     tree_id: TREE_ID,
                     encrypted: r & 8 != 0,
                 };
-                let pending = Arc::new(AtomicBool::new(false));
-                st.pending.insert(
-                    id as u64,
-                    Pending { tx, charge: 1, ticket: None, bind, async_id: None, pending: pending.clone() },
-                );
+                st.pending.insert(id as u64, Pending { tx, charge: 1, ticket: None, bind, async_id: None });
                 rxs.push(rx);
             }
         }

@@ -19,6 +19,7 @@ use smb_client::Pool;
 use tracing::Instrument;
 
 use crate::metrics::{Metrics, UNKNOWN_OPERATION};
+use crate::precheck;
 
 /// SigV4 credentials: one access key and its secret.
 pub struct SingleKey {
@@ -93,20 +94,6 @@ impl Front {
     }
 }
 
-/// True for an HTTP/1 PUT of an object or part that says neither how long
-/// its body is nor that it is chunked: HTTP reads that as an empty body,
-/// S3 answers 411 MissingContentLength rather than store an empty object.
-/// (HTTP/2 frames its body itself; a copy has no body.)
-fn missing_content_length<B>(req: &http::Request<B>) -> bool {
-    let h = req.headers();
-    req.method() == http::Method::PUT
-        && req.version() < http::Version::HTTP_2
-        && !h.contains_key(http::header::CONTENT_LENGTH)
-        && !h.contains_key(http::header::TRANSFER_ENCODING)
-        && !h.contains_key("x-amz-copy-source")
-        && req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
-}
-
 /// Most bytes of a refused request's body read and dropped.
 const DRAIN_MAX: u64 = 8 << 20;
 /// Longest time spent reading a refused request's body.
@@ -127,26 +114,6 @@ async fn drain_body(mut body: Incoming) {
     .await;
 }
 
-/// True for a browser form upload (POST Object, `multipart/form-data`),
-/// which is not built: refused before anything reads its body.
-fn is_post_form<B>(req: &http::Request<B>) -> bool {
-    req.method() == http::Method::POST
-        && req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
-}
-
-/// A Content-Length header's value in bytes (0 when absent or malformed).
-fn content_length(headers: &http::HeaderMap) -> u64 {
-    headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 impl hyper::service::Service<http::Request<Incoming>> for Front {
     type Response = HttpResponse;
     type Error = HttpError;
@@ -165,43 +132,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         // An empty body with Expect: 100-continue is never read, so hyper
         // sends no 100; some clients then misread the next response on the
         // connection (failure class 23). Close it after this answer instead.
-        let expects_continue =
-            req.headers().get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-        let empty_body = req
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .is_none_or(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(0));
+        let expects_continue = precheck::expects_continue(req.headers());
+        let empty_body = precheck::content_length(req.headers()) == 0;
         let close_after = expects_continue && empty_body;
         let s3 = self.s3.clone();
         let slot = OperationSlot::default();
         req.extensions_mut().insert(slot.clone());
-        // An aws-chunked body (what aws-cli and boto3 send) declares its
-        // length in x-amz-decoded-content-length, not Content-Length.
-        let declared = req
-            .headers()
-            .get("x-amz-decoded-content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| content_length(req.headers()));
+        let declared = precheck::declared_body_length(req.headers());
         let in_flight = self.metrics.start(declared);
         let ids = RequestIds::new();
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
-        let method = req.method().clone();
-        let path = req.uri().path().to_string();
-        let refused = if !crate::precheck::path_is_utf8(req.uri().path()) {
-            Some(crate::precheck::Refusal::invalid_uri())
-        } else if missing_content_length(&req) {
-            Some(crate::precheck::Refusal::missing_content_length())
-        } else if is_post_form(&req) {
-            Some(crate::precheck::Refusal::post_object_not_implemented())
-        } else if req.method() == http::Method::POST
-            && content_length(req.headers()) > crate::precheck::MAX_XML_BODY as u64
-        {
-            // Every POST S3 has here carries an XML body read whole.
-            Some(crate::precheck::Refusal::too_big())
-        } else {
-            self.rules.check(&mut req, time::OffsetDateTime::now_utc()).err()
-        };
+        let (method, uri) = (req.method().clone(), req.uri().clone());
+        let refused = precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc());
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => {
@@ -226,7 +168,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             }
             let operation = slot.0.get().copied().unwrap_or(UNKNOWN_OPERATION);
             if resp.status().is_client_error() || resp.status().is_server_error() {
-                resp = error_with_ids(resp, &ids, &method, &path).await;
+                resp = error_with_ids(resp, &ids, &method, uri.path()).await;
             }
             ids.set_headers(resp.headers_mut());
             // An Expect: 100-continue request refused before its body was
@@ -236,7 +178,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if close_after || (expects_continue && !resp.status().is_success()) {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
-            in_flight.finish(operation, resp.status(), if is_head { 0 } else { content_length(resp.headers()) });
+            let sent = if is_head { 0 } else { precheck::content_length(resp.headers()) };
+            in_flight.finish(operation, resp.status(), sent);
             Ok(resp)
         };
         Box::pin(fut.instrument(span))

@@ -47,8 +47,13 @@ struct StatusLabels {
 /// distinct name is kept once for the life of the process; s3s knows about
 /// a hundred.
 pub fn operation_name(name: &str) -> &'static str {
-    static NAMES: LazyLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> = LazyLock::new(Default::default);
-    let mut names = NAMES.lock().unwrap();
+    static NAMES: LazyLock<std::sync::RwLock<std::collections::HashSet<&'static str>>> =
+        LazyLock::new(Default::default);
+    // Every request looks its name up; only the first of each name writes.
+    if let Some(n) = NAMES.read().unwrap().get(name) {
+        return n;
+    }
+    let mut names = NAMES.write().unwrap();
     if let Some(n) = names.get(name) {
         return n;
     }

@@ -89,6 +89,77 @@ impl Refusal {
     }
 }
 
+/// The refusal, if any, of `req` before s3s reads it, in this order: a path
+/// that is not UTF-8, an HTTP/1 PUT that declares no body length, a POST
+/// Object form, a POST body over [`MAX_XML_BODY`], then the signature
+/// rules (which may add `x-amz-date`, see [`Rules::check`]).
+pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime) -> Option<Refusal> {
+    if !path_is_utf8(req.uri().path()) {
+        return Some(Refusal::invalid_uri());
+    }
+    if missing_content_length(req) {
+        return Some(Refusal::missing_content_length());
+    }
+    if req.method() == http::Method::POST {
+        if is_form(req.headers()) {
+            return Some(Refusal::post_object_not_implemented());
+        }
+        // Every POST S3 has here carries an XML body read whole.
+        if content_length(req.headers()) > MAX_XML_BODY as u64 {
+            return Some(Refusal::too_big());
+        }
+    }
+    rules.check(req, now).err()
+}
+
+/// True if the request carries `Expect: 100-continue`.
+pub fn expects_continue(headers: &http::HeaderMap) -> bool {
+    headers.get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// A Content-Length header's value in bytes (0 when absent or malformed).
+pub fn content_length(headers: &http::HeaderMap) -> u64 {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The body length a request declares, in bytes: an aws-chunked body (what
+/// aws-cli and boto3 send) in `x-amz-decoded-content-length`, else
+/// Content-Length (0 when neither says).
+pub fn declared_body_length(headers: &http::HeaderMap) -> u64 {
+    headers
+        .get("x-amz-decoded-content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| content_length(headers))
+}
+
+/// True for an HTTP/1 PUT of an object or part that says neither how long
+/// its body is nor that it is chunked: HTTP reads that as an empty body,
+/// S3 answers 411 MissingContentLength rather than store an empty object.
+/// (HTTP/2 frames its body itself; a copy has no body.)
+fn missing_content_length<B>(req: &http::Request<B>) -> bool {
+    let h = req.headers();
+    req.method() == http::Method::PUT
+        && req.version() < http::Version::HTTP_2
+        && !h.contains_key(http::header::CONTENT_LENGTH)
+        && !h.contains_key(http::header::TRANSFER_ENCODING)
+        && !h.contains_key("x-amz-copy-source")
+        && req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
+}
+
+/// True for a browser form upload (POST Object, `multipart/form-data`),
+/// which is not built.
+fn is_form(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
 /// True if the request's path percent-decodes to valid UTF-8, as every S3
 /// bucket name and key must.
 pub fn path_is_utf8(path: &str) -> bool {
@@ -114,19 +185,24 @@ impl Rules {
     ///
     /// Errors: the [`Refusal`] to answer with.
     pub fn check<B>(&self, req: &mut http::Request<B>, now: OffsetDateTime) -> Result<(), Refusal> {
-        let auth = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let query: Vec<(String, String)> =
-            req.uri().query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
-        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-        if let Some(a) = auth.as_deref() {
+        if let Some(a) = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
             if let Some(rest) = a.strip_prefix("AWS4-HMAC-SHA256 ") {
-                return self.check_sigv4_header(req, rest);
+                let fields = rest.to_string();
+                return self.check_sigv4_header(req, &fields);
             }
             if a.starts_with("AWS ") {
                 return self.check_sigv2_header(req.headers(), now);
             }
             return Ok(());
         }
+        // A query is read only if it may be a presigned URL's: most
+        // requests carry the Authorization header, or no signature at all.
+        let q = req.uri().query().unwrap_or("");
+        if !q.contains("X-Amz-") && !q.contains("Signature=") {
+            return Ok(());
+        }
+        let query: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes()).into_owned().collect();
+        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         if param("X-Amz-Algorithm") == Some("AWS4-HMAC-SHA256") {
             return self.check_sigv4_query(&param, now);
         }

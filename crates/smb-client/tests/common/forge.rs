@@ -61,9 +61,10 @@ pub async fn start(upstream: String, forge: Forge, data_len: u32) -> (String, Ar
                         break;
                     }
                     let target = match forge {
-                        Forge::FirstReadAsSessionSetup if frame.starts_with(b"\xfeSMB") && u16_at(&frame, 12) == 8 => {
-                            Some((u64_at(&frame, 24), u64_at(&frame, 40), u32_at(&frame, 36), 1u16))
-                        }
+                        Forge::FirstReadAsSessionSetup => smb_proto::header::Header::decode(&frame)
+                            .ok()
+                            .filter(|h| h.command == smb_proto::Command::Read)
+                            .map(|h| (h.message_id, h.session_id, h.tree_id, 1u16)),
                         Forge::FrameAsRead { frame: f, message_id, session_id } if f == index => {
                             Some((message_id, session_id, 0, 8u16))
                         }
@@ -72,8 +73,10 @@ pub async fn start(upstream: String, forge: Forge, data_len: u32) -> (String, Ar
                     index += 1;
                     if let Some((mid, sid, tid, command)) = target.filter(|_| sent.load(Ordering::SeqCst) == 0) {
                         let forged = forged_read(command, mid, sid, tid, data_len);
-                        cw.lock().await.write_all(&forged).await.unwrap();
+                        // Counted before it is sent: the client may refuse it
+                        // and the test read the count before this task runs on.
                         sent.fetch_add(1, Ordering::SeqCst);
+                        cw.lock().await.write_all(&forged).await.unwrap();
                     }
                     if sw.write_all(&len).await.is_err() || sw.write_all(&frame).await.is_err() {
                         break;
@@ -113,14 +116,4 @@ fn forged_read(command: u16, mid: u64, sid: u64, tid: u32, len: u32) -> Vec<u8> 
     let mut f = (m.len() as u32).to_be_bytes().to_vec();
     f.extend_from_slice(&m);
     f
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }

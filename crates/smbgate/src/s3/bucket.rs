@@ -15,7 +15,6 @@ const MAX_BUCKETS: i32 = 10_000;
 /// `continuation-token` (the last name of the previous page); the last
 /// page carries no ContinuationToken.
 pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-    use base64::Engine as _;
     let i = req.input;
     let max = match i.max_buckets {
         None => usize::MAX,
@@ -29,15 +28,7 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
     };
     let after = match i.continuation_token.as_deref().filter(|t| !t.is_empty()) {
         None => None,
-        Some(t) => Some(
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(t)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| {
-                    S3Error::with_message(S3ErrorCode::InvalidArgument, "The continuation token provided is incorrect")
-                })?,
-        ),
+        Some(t) => Some(super::list::decode_token(t)?),
     };
     let mut buckets = gw.store.list_buckets().await.map_err(s3_error)?;
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
@@ -49,8 +40,7 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
         .collect();
     let more = page.len() > max;
     page.truncate(max);
-    let next =
-        more.then(|| page.last().map(|b| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&b.name))).flatten();
+    let next = more.then(|| page.last().map(|b| super::list::encode_token(&b.name))).flatten();
     let list = page
         .into_iter()
         .map(|b| Bucket { name: Some(b.name), creation_date: Some(timestamp(b.created)), bucket_region: None })

@@ -143,13 +143,7 @@ pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<Algorithm
 /// algorithm and any announced in `x-amz-trailer`.
 pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::HeaderMap) -> Vec<Algorithm> {
     let mut v: Vec<Algorithm> = alg.and_then(|a| Algorithm::parse(a.as_str()).ok()).into_iter().collect();
-    if let Some(t) = headers.get("x-amz-trailer").and_then(|v| v.to_str().ok()) {
-        for name in t.split(',') {
-            if let Some(a) = name.trim().strip_prefix("x-amz-checksum-").and_then(|a| Algorithm::parse(a).ok()) {
-                v.push(a);
-            }
-        }
-    }
+    v.extend(trailer_algorithms(headers));
     v
 }
 

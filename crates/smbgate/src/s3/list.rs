@@ -20,11 +20,15 @@ fn max_keys(v: Option<i32>) -> S3Result<usize> {
     }
 }
 
-fn encode_token(key: &str) -> String {
+/// An opaque continuation token naming the last key (or bucket) of a page.
+pub(crate) fn encode_token(key: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{TOKEN_PREFIX}{key}"))
 }
 
-fn decode_token(t: &str) -> S3Result<String> {
+/// The key a token of [`encode_token`] names.
+///
+/// Errors: InvalidArgument for a token it did not make.
+pub(crate) fn decode_token(t: &str) -> S3Result<String> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(t)
         .ok()

@@ -42,7 +42,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     let headers = req.headers.clone();
     let i = req.input;
     // As for PutObject: a missing upload is told before the body is sent.
-    if super::object::expects_continue(&headers) {
+    if crate::precheck::expects_continue(&headers) {
         gw.store.upload_exists(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
     }
     let put = PutRequest {

@@ -85,7 +85,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     // A client that waits for 100 Continue learns of a missing bucket
     // before it sends the body: the body is only polled (and so the 100
     // only sent) after this check.
-    if expects_continue(&headers) {
+    if crate::precheck::expects_continue(&headers) {
         gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
     }
     let put = PutRequest {
@@ -345,9 +345,4 @@ pub async fn put_object_acl(
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
     gw.store.head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
-}
-
-/// True if the request carries `Expect: 100-continue`.
-pub(crate) fn expects_continue(headers: &http::HeaderMap) -> bool {
-    headers.get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }

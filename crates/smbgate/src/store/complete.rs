@@ -11,7 +11,7 @@ use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
 use super::meta::ObjectMeta;
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
-use super::share::{self, TempFile};
+use super::share;
 use super::types::{PutRequest, PutResult, Target};
 use super::{Store, StoreError, StoreResult};
 
@@ -203,20 +203,6 @@ impl Store {
             self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
         }
         .await;
-        finish(temp, result).await
-    }
-}
-
-/// Keeps the temp file on success, deletes it on failure.
-async fn finish(temp: TempFile, result: StoreResult<()>) -> StoreResult<()> {
-    match result {
-        Ok(()) => {
-            temp.keep().await;
-            Ok(())
-        }
-        Err(e) => {
-            temp.discard().await;
-            Err(e)
-        }
+        temp.settle(result).await
     }
 }

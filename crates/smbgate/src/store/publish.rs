@@ -44,9 +44,9 @@ impl Store {
     /// one, a plain SMB user) from replacing, renaming or deleting it; its
     /// record is read through that handle; then one compound renames it
     /// aside and `file` into its name (`publishing` is called just before).
-    /// Returns false if another writer created the key between the two
-    /// renames: this write came first and was replaced at once, so `file`
-    /// is marked for deletion.
+    /// If another writer created the key between the two renames, this
+    /// write came first and was replaced at once: `file` is marked for
+    /// deletion and the answer is still success.
     ///
     /// Errors: NoSuchKey (no object, or only a case-variant), NoSuchBucket,
     /// PreconditionFailed (another ETag), Busy (another write holds the
@@ -59,7 +59,7 @@ impl Store {
         mapped: &MappedKey,
         key: &str,
         cond: &EtagCondition,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<()> {
         let tree = file.tree();
         let path = self.object_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
@@ -84,9 +84,8 @@ impl Store {
         let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
         match (away, into) {
             (_, Ok(())) => {
-                let _ = share::delete_on_close(&lock).await;
-                let _ = lock.close().await;
-                Ok(true)
+                let _ = share::close_and_delete(lock).await; // the old version, now at `backup`
+                Ok(())
             }
             (Ok(()), Err(e)) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
                 // The new version could not go in: put the old one back
@@ -102,10 +101,9 @@ impl Store {
             }
             (Ok(()), Err(e)) => {
                 tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-                let _ = share::delete_on_close(&lock).await;
-                let _ = lock.close().await;
+                let _ = share::close_and_delete(lock).await;
                 let _ = share::delete_on_close(file).await;
-                Ok(false)
+                Ok(())
             }
             (Err(e), Err(_)) => {
                 tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
@@ -132,7 +130,7 @@ impl Store {
         match (target, &conditions.if_match) {
             (Target::Object { bucket, key }, Some(cond)) => {
                 let original = target.key().unwrap_or_default();
-                self.publish_if_match(file, publishing, bucket, key, &original, cond).await.map(|_| ())
+                self.publish_if_match(file, publishing, bucket, key, &original, cond).await
             }
             _ => {
                 publishing();

@@ -95,16 +95,8 @@ impl Store {
         }
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
         let temp = share::create_temp(self.pool(), tree, &self.temp_path(), &[]).await?;
-        match self.fill_and_publish(&target, &temp, body, req, trailer).await {
-            Ok(r) => {
-                temp.keep().await;
-                Ok(r)
-            }
-            Err(e) => {
-                temp.discard().await;
-                Err(e)
-            }
-        }
+        let result = self.fill_and_publish(&target, &temp, body, req, trailer).await;
+        temp.settle(result).await
     }
 
     /// Streams `body` into `writer` (an open file, from some offset, spread
@@ -179,28 +171,13 @@ impl Store {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
-        let key = target.key();
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
-        if let (Target::Object { bucket, key: mapped }, Some(cond)) = (target, &req.conditions.if_match) {
-            let published = self.publish_if_match(
-                temp.handle(),
-                || temp.publishing(),
-                bucket,
-                mapped,
-                key.as_deref().unwrap_or(""),
-                cond,
-            );
-            return match published.await {
-                Ok(_) => {
-                    temp.keep().await;
-                    Ok(result)
-                }
-                Err(e) => {
-                    temp.discard().await;
-                    Err(e)
-                }
-            };
+        if req.conditions.if_match.is_some() {
+            let published =
+                self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
+            let published = published.await.map(|()| result);
+            return temp.settle(published).await;
         }
         let replace = !req.conditions.forbids_existing();
         match share::publish_and_close(temp, &target_path, replace).await {
@@ -211,16 +188,8 @@ impl Store {
                 // while the target is open, and explains what still fails.
                 tracing::debug!(error = %err, "compound rename failed; publishing the temp file the slow way");
                 let Some(temp) = temp else { return Err(err.into()) };
-                match self.publish_temp_if(&temp, target, replace).await {
-                    Ok(()) => {
-                        temp.keep().await;
-                        Ok(result)
-                    }
-                    Err(e) => {
-                        temp.discard().await;
-                        Err(e)
-                    }
-                }
+                let published = self.publish_temp_if(&temp, target, replace).await.map(|()| result);
+                temp.settle(published).await
             }
         }
     }
@@ -262,7 +231,13 @@ impl Store {
             return Ok(());
         }
         let path = self.object_path(bucket, mapped);
-        let current = match super::retry_swap(|| share::stat_with_meta(tree, &path)).await {
+        let stat = || share::stat_with_meta(tree, &path);
+        // Only If-Match turns a missing key into an answer (NoSuchKey), and a
+        // key inside another writer's If-Match swap is absent for an
+        // instant: only then look again. `If-None-Match: *` on a new key,
+        // the lock-file case, pays no wait.
+        let found = if req.conditions.if_match.is_some() { super::retry_swap(stat).await } else { stat().await };
+        let current = match found {
             Ok((c, m)) if !c.times.is_directory() => Some(ObjectInfo::new(&c, m, &path)),
             Ok(_) => None,
             Err(e) if is_not_found(&e) => None,

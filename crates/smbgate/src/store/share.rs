@@ -524,6 +524,25 @@ pub async fn delete_on_close(handle: &Handle) -> Result<()> {
     handle.tree().set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await
 }
 
+/// SET_INFO(delete-on-close) + CLOSE of `handle` in one round trip: the
+/// file goes once its other opens close.
+///
+/// Errors: the mark's NTSTATUS (the CLOSE runs either way).
+pub async fn close_and_delete(handle: Handle) -> Result<()> {
+    let mark = SetInfoRequest { file_id: handle.id(), info: SetFileInfo::Disposition { delete_pending: true } };
+    let close = CloseRequest { file_id: handle.id(), post_query: false };
+    let r = handle.tree().compound(&[&mark, &close]).await.and_then(take::<2>);
+    match r {
+        Ok([marked, closed]) => {
+            if closed.status() == NtStatus::STATUS_SUCCESS {
+                handle.closed_elsewhere();
+            }
+            marked.ok_or_status(&[]).map(|_| ())
+        }
+        Err(e) => Err(e), // the handle, dropped, is closed by its reaper
+    }
+}
+
 /// Truncates or extends the open `handle` to `size` bytes.
 pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
     handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await
@@ -585,6 +604,20 @@ impl TempFile {
         }
     }
 
+    /// Keeps the file if `result` is Ok, else deletes it; returns `result`.
+    pub async fn settle<T, E>(self, result: std::result::Result<T, E>) -> std::result::Result<T, E> {
+        match result {
+            Ok(v) => {
+                self.keep().await;
+                Ok(v)
+            }
+            Err(e) => {
+                self.discard().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Deletes the file now.
     pub async fn discard(mut self) {
         let handle = self.handle.take().expect("present until keep or discard");
@@ -609,9 +642,7 @@ impl Drop for TempFile {
 /// to, or when the mark failed (the handle's connection is gone).
 async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
     if !by_name {
-        let r = delete_on_close(&handle).await;
-        let _ = handle.close().await;
-        if r.is_ok() {
+        if close_and_delete(handle).await.is_ok() {
             return;
         }
         // Its connection died, or the mark was refused: the file still has
