@@ -103,6 +103,15 @@ pub mod attributes {
     pub const NORMAL: u32 = 0x0000_0080;
 }
 
+/// Oplock levels (MS-SMB2 2.2.13, 2.2.23).
+pub mod oplock {
+    #![allow(missing_docs)]
+    pub const NONE: u8 = 0x00;
+    pub const LEVEL_II: u8 = 0x01;
+    pub const EXCLUSIVE: u8 = 0x08;
+    pub const BATCH: u8 = 0x09;
+}
+
 /// CreateAction values of the response.
 pub mod create_action {
     #![allow(missing_docs)]
@@ -120,8 +129,12 @@ pub enum CreateContext<'a> {
     EaBuffer(&'a [FullEa]),
     /// "QFid": ask for the on-disk file id.
     QueryOnDiskId,
-    /// "DH2Q": durable handle v2 request with timeout (ms) and CreateGuid.
+    /// "DH2Q": durable handle v2 request with timeout (ms) and CreateGuid
+    /// (MS-SMB2 2.2.13.2.11).
     DurableV2 { timeout_ms: u32, create_guid: [u8; 16] },
+    /// "DH2C": reclaim the durable handle `file_id`, opened with
+    /// `create_guid`, after its connection was lost (MS-SMB2 2.2.13.2.12).
+    DurableV2Reconnect { file_id: FileId, create_guid: [u8; 16] },
     /// "MxAc": ask for the maximal access.
     QueryMaximalAccess,
 }
@@ -132,6 +145,7 @@ impl CreateContext<'_> {
             CreateContext::EaBuffer(_) => b"ExtA",
             CreateContext::QueryOnDiskId => b"QFid",
             CreateContext::DurableV2 { .. } => b"DH2Q",
+            CreateContext::DurableV2Reconnect { .. } => b"DH2C",
             CreateContext::QueryMaximalAccess => b"MxAc",
         }
     }
@@ -145,6 +159,11 @@ impl CreateContext<'_> {
                 put_u64(out, 0);
                 out.extend_from_slice(create_guid);
             }
+            CreateContext::DurableV2Reconnect { file_id, create_guid } => {
+                file_id.encode(out);
+                out.extend_from_slice(create_guid);
+                put_u32(out, 0); // Flags: not persistent
+            }
         }
     }
 }
@@ -155,7 +174,7 @@ impl CreateContext<'_> {
 pub struct CreateRequest<'a> {
     /// Path relative to the share root.
     pub name: &'a str,
-    /// RequestedOplockLevel (0 = none).
+    /// RequestedOplockLevel, see [`oplock`].
     pub oplock_level: u8,
     /// DesiredAccess, see [`access`].
     pub desired_access: u32,

@@ -18,6 +18,7 @@ pub mod io;
 pub mod ioctl;
 pub mod message;
 pub mod negotiate;
+pub mod oplock;
 pub mod query;
 pub mod reader;
 pub mod session;
