@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use crate::credits::CreditWindow;
 use crate::crypto::{Cipherer, Signer};
 use crate::error::{Error, Result};
+use crate::oplock::Oplocks;
 use crate::reaper::{Orphan, Reaper, Ticket};
 use crate::recvbuf::RecvPool;
 
@@ -210,6 +211,8 @@ pub(crate) struct Inner {
     free_bufs: Mutex<Vec<BytesMut>>,
     /// Queue of handles to close that no caller will (failure class 26).
     reaper: Reaper,
+    /// Oplocks held by durable handles, and their breaks.
+    pub(crate) oplocks: Oplocks,
     /// This connection, for the answers it hands out.
     me: std::sync::Weak<Inner>,
 }
@@ -493,6 +496,13 @@ impl Connection {
         Ok(())
     }
 
+    /// Whether a request sent with `encrypt` goes out encrypted: asked
+    /// for, or the session encrypts everything, and a cipher exists.
+    pub fn will_encrypt(&self, encrypt: bool) -> bool {
+        let sec = self.inner.security.read().unwrap();
+        (encrypt || sec.encrypt_all) && sec.cipher.is_some()
+    }
+
     /// A buffer for [`Connection::send_write_frame`]: [`WRITE_HEADROOM`]
     /// bytes reserved, and room for `payload` bytes after them.
     pub fn write_frame(&self, payload: usize) -> BytesMut {
@@ -509,7 +519,9 @@ impl Connection {
     ///
     /// Returns the response future and the sent frame (kept by the caller
     /// to redo a short write; hand it to [`Connection::recycle`] when done).
-    /// Errors: as [`Connection::send_batch`], or a payload over 16 MiB.
+    /// Errors: as [`Connection::send_batch`], or a payload over 16 MiB,
+    /// each with the frame, whose last bytes are still the payload unless
+    /// it was encrypted in place (so a caller can send it again elsewhere).
     pub async fn send_write_frame(
         &self,
         mut frame: BytesMut,
@@ -517,17 +529,20 @@ impl Connection {
         file_id: smb_proto::create::FileId,
         offset: u64,
         encrypt: bool,
-    ) -> Result<(ResponseFuture, Bytes)> {
-        let data_len = frame
-            .len()
-            .checked_sub(WRITE_HEADROOM)
-            .ok_or_else(|| Error::InvalidArgument("write frame without headroom".into()))?;
+    ) -> std::result::Result<(ResponseFuture, Bytes), (Error, Bytes)> {
+        let Some(data_len) = frame.len().checked_sub(WRITE_HEADROOM) else {
+            return Err((Error::InvalidArgument("write frame without headroom".into()), frame.freeze()));
+        };
         if data_len + WRITE_HEADROOM > MAX_FRAME_LEN {
-            return Err(Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit")));
+            let e = Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit"));
+            return Err((e, frame.freeze()));
         }
         let bind = self.bind(Command::Write, tree_id, encrypt);
-        let (reqs, mut rxs) =
-            self.reserve(&[smb_proto::header::credit_charge(data_len as u64)], Vec::new(), &[bind]).await?;
+        let charge = [smb_proto::header::credit_charge(data_len as u64)];
+        let (reqs, mut rxs) = match self.reserve(&charge, Vec::new(), &[bind]).await {
+            Ok(r) => r,
+            Err(e) => return Err((e, frame.freeze())),
+        };
         let (message_id, charge, credits) = reqs[0];
         {
             let sec = self.inner.security.read().unwrap();
@@ -569,7 +584,9 @@ impl Connection {
             frame[..FRAME_HEADER_LEN].copy_from_slice(&len.to_be_bytes());
         }
         let frame = frame.freeze();
-        self.enqueue(frame.clone())?;
+        if let Err(e) = self.enqueue(frame.clone()) {
+            return Err((e, frame));
+        }
         Ok((rxs.pop().expect("one future"), frame))
     }
 
@@ -728,6 +745,7 @@ impl Inner {
             tasks: Mutex::new(Vec::new()),
             free_bufs: Mutex::new(Vec::new()),
             reaper,
+            oplocks: Oplocks::default(),
             me,
         }
     }
@@ -772,6 +790,30 @@ impl Inner {
         }
     }
 
+    /// An oplock break notification (unsolicited, so unsigned: MS-SMB2
+    /// 3.3.4.6). Acknowledges it at the level it names if we hold a batch
+    /// or exclusive oplock on that handle; anything else is ignored, since
+    /// a forged break can only make us give up caching we never use.
+    fn on_oplock_break(&self, msg: &Bytes) {
+        let b = match smb_proto::oplock::OplockBreak::decode(msg) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!(error = %e, "ignoring an OPLOCK_BREAK notification that does not decode");
+                return;
+            }
+        };
+        let Some(ack) = self.oplocks.on_break(b) else { return };
+        tracing::debug!(file_id = ?b.file_id, level = b.oplock_level, "oplock broken; acknowledging");
+        let (Some(inner), Ok(rt)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else { return };
+        rt.spawn(async move {
+            let conn = Connection::unguarded(inner);
+            let op = Op { body: &ack.body, tree_id: ack.tree_id };
+            if let Err(e) = conn.call(op, ack.encrypt).await {
+                tracing::debug!(error = %e, "oplock break acknowledgment failed");
+            }
+        });
+    }
+
     /// Handles one decoded (and verified) message; `encrypted` says whether
     /// its frame was. A response must answer its request exactly (failure
     /// class 24): the same command, SessionId and TreeId, the AsyncId of its
@@ -780,7 +822,9 @@ impl Inner {
     fn dispatch(&self, header: Header, msg: Bytes, encrypted: bool) -> Result<()> {
         let mut st = self.state.lock().unwrap();
         if header.message_id == u64::MAX && header.command == Command::OplockBreak {
-            return Ok(()); // unsolicited break notification; we hold no oplocks
+            drop(st);
+            self.on_oplock_break(&msg);
+            return Ok(());
         }
         let is_async = header.flags & flags::ASYNC_COMMAND != 0;
         let interim = header.status == NtStatus::STATUS_PENDING && is_async;

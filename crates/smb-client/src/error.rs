@@ -38,6 +38,10 @@ pub enum Error {
     /// The server chose something we did not offer or cannot use.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A file opened again by name ([`crate::Tree::reopen`]) is not the
+    /// file that was open: another one took its name meanwhile.
+    #[error("not the same file: {0}")]
+    NotSameFile(String),
     /// The caller asked for something invalid (e.g. a name too long).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

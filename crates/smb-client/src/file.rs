@@ -9,6 +9,7 @@
 use smb_proto::create::{CloseResponse, CreateResponse, FileId};
 
 use crate::connection::Response;
+use crate::durable::Reopen;
 use crate::error::Result;
 use crate::tree::Tree;
 
@@ -18,6 +19,9 @@ pub struct Handle {
     create: CreateResponse,
     /// False once closed (or closed by a compound that held it).
     open: bool,
+    /// How to open it again after its connection is lost; set for handles
+    /// opened with [`Tree::open_durable`].
+    reopen: Option<Box<Reopen>>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -33,7 +37,20 @@ impl Handle {
     /// NTSTATUS) or its answer does not decode.
     pub fn from_response(tree: &Tree, r: Response) -> Result<Handle> {
         let create = r.into_create()?;
-        Ok(Handle { tree: tree.clone(), create, open: true })
+        Ok(Handle { tree: tree.clone(), create, open: true, reopen: None })
+    }
+
+    /// A handle that [`Tree::reopen`] can open again on another connection.
+    pub(crate) fn with_reopen(mut self, reopen: Reopen) -> Handle {
+        self.reopen = Some(Box::new(reopen));
+        self
+    }
+
+    /// What [`Tree::reopen`] needs to open this file again after this
+    /// handle's connection is lost; `None` unless it was opened with
+    /// [`Tree::open_durable`] (or reopened).
+    pub fn reopen_info(&self) -> Option<Reopen> {
+        self.reopen.as_deref().cloned()
     }
 
     /// The FileId, for requests on this handle.
@@ -60,6 +77,9 @@ impl Handle {
     pub async fn close(mut self) -> Result<CloseResponse> {
         let r = self.tree.close(self.create.file_id).await;
         self.open = false;
+        if r.is_ok() {
+            self.tree.conn().inner.oplocks.release(self.create.file_id);
+        }
         r
     }
 
@@ -67,12 +87,18 @@ impl Handle {
     /// (`FileId::RELATED`) or by the server: forget it without a CLOSE.
     pub fn closed_elsewhere(mut self) {
         self.open = false;
+        self.tree.conn().inner.oplocks.release(self.create.file_id);
     }
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
         if self.open {
+            // On a lost connection the oplock held is what a reopen needs
+            // to know (durable::Reopen::may_be_reclaimed): keep it.
+            if !self.tree.conn().is_poisoned() {
+                self.tree.conn().inner.oplocks.release(self.create.file_id);
+            }
             self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
         }
     }

@@ -11,14 +11,19 @@
 //! - [`tree::Tree`] offers file operations and compounds; [`pipeline`] adds
 //!   pipelined READ/WRITE streams; [`pool::Pool`] spreads work over N
 //!   connections and heals broken ones.
+//! - [`durable`] opens files as durable handles (with a batch oplock, whose
+//!   breaks the connection acknowledges) and reopens them on another
+//!   connection after their own is lost.
 #![warn(missing_docs)]
 
 pub mod aimd;
 pub mod connection;
 pub mod credits;
 pub mod crypto;
+pub mod durable;
 pub mod error;
 pub mod file;
+mod oplock;
 pub mod pipeline;
 pub mod pool;
 mod reaper;

@@ -104,8 +104,42 @@ impl Tree {
             queue: VecDeque::new(),
             in_flight: 0,
             written: 0,
+            lost: Vec::new(),
         }
     }
+}
+
+/// One WRITE sent and not yet answered.
+struct InFlight {
+    offset: u64,
+    len: usize,
+    rx: ResponseFuture,
+    /// The frame as sent (kept to redo a short write).
+    sent: Bytes,
+    /// A plaintext copy of the payload when the frame was encrypted in
+    /// place; otherwise the payload is the frame's last `len` bytes.
+    plain: Option<Bytes>,
+}
+
+impl InFlight {
+    fn payload(&self) -> Bytes {
+        payload_of(&self.sent, self.len, &self.plain)
+    }
+}
+
+fn payload_of(sent: &Bytes, len: usize, plain: &Option<Bytes>) -> Bytes {
+    plain.clone().unwrap_or_else(|| sent.slice(sent.len() - len..))
+}
+
+/// What a writer had not got acknowledged when it stopped; see
+/// [`PipelinedWriter::into_unacked`].
+#[derive(Debug, Default)]
+pub struct Unacked {
+    /// Bytes the server acknowledged.
+    pub acked: u64,
+    /// (file offset, bytes) not acknowledged, in file order: sent and
+    /// unanswered, failed, or still buffered.
+    pub pieces: Vec<(u64, Bytes)>,
 }
 
 /// A pipelined WRITE stream on one file; see [`Tree::writer`]. Call
@@ -118,9 +152,11 @@ pub struct PipelinedWriter {
     budget: usize,
     frame: Option<bytes::BytesMut>,
     frame_offset: u64,
-    queue: VecDeque<(u64, usize, ResponseFuture, Bytes)>,
+    queue: VecDeque<InFlight>,
     in_flight: usize,
     written: u64,
+    /// WRITEs whose sending or answer failed.
+    lost: Vec<(u64, Bytes)>,
 }
 
 impl PipelinedWriter {
@@ -166,56 +202,105 @@ impl PipelinedWriter {
             return Ok(());
         }
         while self.in_flight + len > self.budget && !self.queue.is_empty() {
-            self.complete_one().await?;
+            if let Err(e) = self.complete_one().await {
+                self.frame = Some(frame); // still ours: into_unacked returns it
+                return Err(e);
+            }
         }
-        let (rx, sent) = self
-            .tree
-            .conn()
-            .send_write_frame(frame, self.tree.tree_id(), self.file_id, self.frame_offset, self.tree.is_encrypted())
-            .await?;
-        self.queue.push_back((self.frame_offset, len, rx, sent));
-        self.in_flight += len;
+        let conn = self.tree.conn();
+        // An encrypted frame holds ciphertext once sent: keep the payload.
+        let plain =
+            conn.will_encrypt(self.tree.is_encrypted()).then(|| Bytes::copy_from_slice(&frame[WRITE_HEADROOM..]));
+        let at = self.frame_offset;
         self.frame_offset += len as u64;
-        Ok(())
+        match conn.send_write_frame(frame, self.tree.tree_id(), self.file_id, at, self.tree.is_encrypted()).await {
+            Ok((rx, sent)) => {
+                self.queue.push_back(InFlight { offset: at, len, rx, sent, plain });
+                self.in_flight += len;
+                Ok(())
+            }
+            Err((e, sent)) => {
+                self.lost.push((at, payload_of(&sent, len, &plain)));
+                Err(e)
+            }
+        }
     }
 
     async fn complete_one(&mut self) -> Result<()> {
-        let Some((off, len, rx, sent)) = self.queue.pop_front() else { return Ok(()) };
-        self.in_flight -= len;
-        let resp = self.tree.conn().wait(rx).await?.ok_or_status(&[])?;
+        let Some(w) = self.queue.pop_front() else { return Ok(()) };
+        self.in_flight -= w.len;
+        let payload = w.payload();
+        let (off, len, sent) = (w.offset, w.len, w.sent.clone());
+        match self.settle(w).await {
+            Ok(()) => {
+                self.tree.conn().recycle(sent);
+                self.written += len as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.lost.push((off, payload));
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits for one WRITE's answer and redoes a short write's tail.
+    async fn settle(&self, w: InFlight) -> Result<()> {
+        let (off, len) = (w.offset, w.len);
+        let resp = self.tree.conn().wait(w.rx).await?.ok_or_status(&[])?;
         let mut done = resp.body(WriteResponse::decode)?.count as usize;
         if done > len {
             return Err(Error::Protocol(format!("WRITE reported {done} bytes for {len} sent")));
         }
         if done < len {
-            // Redo the tail from the plaintext frame (transport header, SMB2
-            // header, WRITE fixed part, payload); encrypted frames hold
-            // ciphertext, so a short write there is an error.
-            let payload_at = sent.len() - len;
-            if self.tree.is_encrypted() || payload_at != smb_proto::frame::FRAME_HEADER_LEN + HEADER_LEN + 48 {
+            // Redo the tail from the plaintext payload.
+            let data = payload_of(&w.sent, len, &w.plain);
+            if w.plain.is_none() && w.sent.len() - len != smb_proto::frame::FRAME_HEADER_LEN + HEADER_LEN + 48 {
                 return Err(Error::Protocol(format!("short WRITE: {done} of {len} bytes")));
             }
             while done < len {
-                let n = self.tree.write(self.file_id, off + done as u64, &sent[payload_at + done..]).await? as usize;
+                let n = self.tree.write(self.file_id, off + done as u64, &data[done..]).await? as usize;
                 if n == 0 {
                     return Err(Error::Protocol("WRITE made no progress".into()));
                 }
                 done += n;
             }
         }
-        self.tree.conn().recycle(sent);
-        self.written += len as u64;
         Ok(())
+    }
+
+    /// Stops the stream and returns what the server has not acknowledged
+    /// (WRITEs in flight, failed or still buffered), for sending again on
+    /// another connection after this one was lost. In-flight answers are
+    /// abandoned: a WRITE sent twice writes the same bytes twice.
+    pub fn into_unacked(mut self) -> Unacked {
+        let mut pieces = std::mem::take(&mut self.lost);
+        pieces.extend(self.queue.drain(..).map(|w| (w.offset, w.payload())));
+        if let Some(f) = self.frame.take() {
+            if f.len() > WRITE_HEADROOM {
+                pieces.push((self.frame_offset, Bytes::copy_from_slice(&f[WRITE_HEADROOM..])));
+            }
+        }
+        pieces.sort_by_key(|p| p.0);
+        Unacked { acked: self.written, pieces }
     }
 
     /// Sends what is buffered and waits for every WRITE. Returns the total
     /// bytes written.
     pub async fn finish(mut self) -> Result<u64> {
+        self.drain().await?;
+        Ok(self.written)
+    }
+
+    /// Sends what is buffered and waits for every WRITE, keeping the
+    /// writer: after an error, [`PipelinedWriter::into_unacked`] still has
+    /// whatever was not acknowledged.
+    pub async fn drain(&mut self) -> Result<()> {
         self.send_frame().await?;
         while !self.queue.is_empty() {
             self.complete_one().await?;
         }
-        Ok(self.written)
+        Ok(())
     }
 }
 

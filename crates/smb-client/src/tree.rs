@@ -98,7 +98,7 @@ impl Tree {
     }
 
     /// Sends `bodies` as one unrelated compound: run in order, each on the
-    /// FileId it names (see [`crate::Connection::send_unrelated`]), and
+    /// FileId it names (see [`crate::connection::Connection::send_unrelated`]), and
     /// returns every response, whatever its status.
     pub async fn compound_unrelated(&self, bodies: &[&dyn Request]) -> Result<Vec<Response>> {
         let ops: Vec<Op<'_>> = bodies.iter().map(|&body| Op { body, tree_id: self.tree_id }).collect();
