@@ -268,7 +268,7 @@ impl Store {
         n: i32,
         len: u64,
         stride: u64,
-        claim: TempFile,
+        mut claim: TempFile,
         mut body: S,
         req: PutRequest,
         trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
@@ -293,7 +293,7 @@ impl Store {
         };
         let result: StoreResult<(PutResult, PartRecord)> = async {
             let writer = SpreadWriter::new(self, &f, &data_path, offset);
-            let (md5, sums, size) = self.stream_body(writer, &mut body, &req, Some(len)).await?;
+            let (md5, sums, size, _reopened) = self.stream_body(writer, &mut body, &req, Some(len)).await?;
             let meta = verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset };
             Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None }, rec))
@@ -304,7 +304,10 @@ impl Store {
             Err(e) => Err(e),
             Ok((put, rec)) => {
                 let ea = [FullEa { name: PART_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-                match share::set_eas(claim.handle(), &ea).await {
+                // The claim shares the data file's connection: after a loss
+                // the part's bytes are in, so reopen the claim to record them.
+                let revived = claim.revive(None).await;
+                match revived.and(share::set_eas(claim.handle(), &ea).await) {
                     Ok(()) => Ok(put),
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
-use smb_client::Tree;
+use smb_client::{Handle, Tree};
 
 use super::checksum::{Algorithm, Checksums};
 use super::error::{is_bad_path, is_not_found};
@@ -94,23 +94,24 @@ impl Store {
             self.check_bucket(tree, bucket).await?;
         }
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
-        let temp = share::create_temp(self.pool(), tree, &self.temp_path(), &[]).await?;
-        let result = self.fill_and_publish(&target, &temp, body, req, trailer).await;
+        let mut temp = share::create_temp(self.pool(), tree, &self.temp_path(), &[]).await?;
+        let result = self.fill_and_publish(&target, &mut temp, body, req, trailer).await;
         temp.settle(result).await
     }
 
     /// Streams `body` into `writer` (an open file, from some offset, spread
     /// over several connections once it passes one segment) while MD5 and
     /// the requested checksums are computed on a second core.
-    /// Returns (MD5, checksums, bytes). A body longer than `limit` bytes
-    /// stops with IncompleteBody.
+    /// Returns (MD5, checksums, bytes, and the file's handle reopened on
+    /// another connection if the writer's own was lost). A body longer than
+    /// `limit` bytes stops with IncompleteBody.
     pub(crate) async fn stream_body<S, E>(
         &self,
         mut writer: SpreadWriter,
         body: &mut S,
         req: &PutRequest,
         limit: Option<u64>,
-    ) -> StoreResult<([u8; 16], Checksums, u64)>
+    ) -> StoreResult<([u8; 16], Checksums, u64, Option<Handle>)>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -129,11 +130,12 @@ impl Store {
             writer.write(&chunk).await?;
             hasher.feed(chunk).await;
         }
-        if writer.finish().await? != size {
+        let (written, replacement) = writer.finish().await?;
+        if written != size {
             return Err(StoreError::IncompleteBody);
         }
         let (md5, sums) = hasher.finish().await?;
-        Ok((md5, sums, size))
+        Ok((md5, sums, size, replacement))
     }
 
     /// The small-object PUT: checks first, then CREATE(temp, metadata in an
@@ -197,7 +199,7 @@ impl Store {
     async fn fill_and_publish<S, E>(
         &self,
         target: &Target,
-        temp: &TempFile,
+        temp: &mut TempFile,
         mut body: S,
         req: PutRequest,
         trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
@@ -207,7 +209,9 @@ impl Store {
         E: std::fmt::Display,
     {
         let writer = SpreadWriter::new(self, temp.handle(), temp.path(), 0);
-        let (md5, sums, size) = self.stream_body(writer, &mut body, &req, None).await?;
+        let (md5, sums, size, replacement) = self.stream_body(writer, &mut body, &req, None).await?;
+        // The body survived a lost connection: go on with a live handle.
+        temp.revive(replacement).await?;
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();

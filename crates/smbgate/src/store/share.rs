@@ -136,13 +136,13 @@ pub async fn open_lane(tree: &Tree, path: &str) -> Result<Handle> {
         desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
         ..upload_file_req(path, Disposition::Open)
     };
-    tree.open(&req).await
+    tree.open_durable(&req).await
 }
 
 /// Opens, or creates, a file in an upload's directory for reading and
 /// writing, shared with every other open.
 pub async fn open_upload_file(tree: &Tree, path: &str) -> Result<Handle> {
-    tree.open(&upload_file_req(path, Disposition::OpenIf)).await
+    tree.open_durable(&upload_file_req(path, Disposition::OpenIf)).await
 }
 
 /// Creates a multipart part's claim record: a new empty file, read/write/
@@ -155,7 +155,7 @@ pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
         share_access: share::READ | share::DELETE,
         ..upload_file_req(path, Disposition::Create)
     };
-    tree.open(&req).await
+    tree.open_durable(&req).await
 }
 
 /// Opens (or creates) an upload's data file to complete it in place:
@@ -303,7 +303,7 @@ pub async fn swap_in(lock: &Handle, backup: &str, file: &Handle, target: &str) -
 pub async fn create_temp(pool: &Pool, tree: &Tree, path: &str, eas: &[FullEa]) -> Result<TempFile> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let ctx = if eas.is_empty() { &ctx[1..] } else { &ctx[..] };
-    let handle = tree.open(&temp_req(path, ctx)).await?;
+    let handle = tree.open_durable(&temp_req(path, ctx)).await?;
     Ok(TempFile::new(pool, handle, path))
 }
 
@@ -582,6 +582,26 @@ impl TempFile {
         &self.path
     }
 
+    /// Makes sure the handle is usable after its connection was lost:
+    /// takes `replacement` (the same file, reopened by a writer on another
+    /// connection) if given, else reopens the file itself on a pooled
+    /// connection (`smb_client::durable`). A live handle is kept as it is.
+    ///
+    /// Errors: the reopen's (the file is gone or is another file, or no
+    /// connection came back).
+    pub async fn revive(&mut self, replacement: Option<Handle>) -> Result<()> {
+        let handle = self.handle.as_ref().expect("present until keep or discard");
+        if !handle.tree().conn().is_poisoned() {
+            return Ok(()); // a replacement (if any) is dropped, and closes itself
+        }
+        let fresh = match replacement {
+            Some(h) => h,
+            None => reopen(&self.pool, handle).await?,
+        };
+        self.handle = Some(fresh);
+        Ok(())
+    }
+
     /// Says that a rename of this file into place is being sent: from now
     /// on a discard deletes it by its temp name, never through the handle,
     /// which may by then name the published object.
@@ -635,6 +655,20 @@ impl Drop for TempFile {
             }
         }
     }
+}
+
+/// Opens `lost` (a handle whose connection is gone) again on a pooled
+/// connection: its durable handle reclaimed, or the same file by name.
+///
+/// Errors: the handle cannot be reopened (not opened durable), or as
+/// [`Tree::reopen`].
+pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
+    let Some(info) = lost.reopen_info() else {
+        return Err(Error::ConnectionLost("the connection holding the file was lost".into()));
+    };
+    let tree = pool.get().await?;
+    tracing::info!(name = info.name(), "SMB connection lost under an open file; reopening it on another connection");
+    Ok(tree.reopen(&info).await?.0)
 }
 
 /// Deletes a temp file: marks it delete-on-close through `handle` and

@@ -1,0 +1,115 @@
+"""A TCP proxy between smbgate and smbd that can reset every connection it
+carries (RST to both sides, smbd stays up) and refuse new ones for a while:
+the faults of a flaky network or a failing-over load balancer, which Samba
+itself cannot produce."""
+
+import socket
+import struct
+import threading
+
+
+def _rst_close(s):
+    # Linger 0 makes the close a RST. A pump thread blocked in recv() holds
+    # the socket, so the close alone would not happen until it returns:
+    # shut the reading side first to wake it (SHUT_RD sends nothing).
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass
+
+
+class ResetProxy:
+    def __init__(self, upstream_port):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.pairs = []
+        self.refusing = False
+        self.resets = 0          # reset_all calls
+        self.cut = 0             # connections cut by them
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.lock:
+                refusing = self.refusing
+            if refusing:
+                _rst_close(c)
+                continue
+            try:
+                u = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                _rst_close(c)
+                continue
+            u.settimeout(None)
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pair = (c, u)
+            with self.lock:
+                self.pairs.append(pair)
+            threading.Thread(target=self._pump, args=(c, u, pair), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, pair), daemon=True).start()
+
+    def _pump(self, src, dst, pair):
+        try:
+            while True:
+                b = src.recv(1 << 20)
+                if not b:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        self._drop(pair, rst=False)
+
+    def _drop(self, pair, rst):
+        with self.lock:
+            if pair not in self.pairs:
+                return
+            self.pairs.remove(pair)
+        for s in pair:
+            if rst:
+                _rst_close(s)
+            else:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def reset_all(self):
+        """Resets every connection now; returns how many were cut."""
+        with self.lock:
+            pairs = list(self.pairs)
+            self.resets += 1
+        for p in pairs:
+            self._drop(p, rst=True)
+        with self.lock:
+            self.cut += len(pairs)
+        return len(pairs)
+
+    def refuse(self, on):
+        """While on, new connections are reset as soon as they arrive."""
+        with self.lock:
+            self.refusing = on
+
+    def stop(self):
+        self.stopped = True
+        _rst_close(self.lsock)
+        with self.lock:
+            pairs = list(self.pairs)
+        for p in pairs:
+            self._drop(p, rst=True)
