@@ -1106,3 +1106,102 @@ async fn a_body_that_does_not_decode_poisons_the_connection() {
     })
     .await;
 }
+
+/// The chunks of a FSCTL_SRV_COPYCHUNK_WRITE request (MS-SMB2 2.2.31.1):
+/// (count, largest chunk length).
+fn copychunk_shape(m: &Msg) -> (u32, u32) {
+    assert_eq!(m.hdr.command, Command::Ioctl);
+    let b = &m.raw[smb_proto::header::HEADER_LEN..];
+    let ctl = u32::from_le_bytes(b[4..8].try_into().unwrap());
+    assert_eq!(ctl, smb_proto::ioctl::FSCTL_SRV_COPYCHUNK_WRITE);
+    let off = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+    let input = &m.raw[off..];
+    let count = u32::from_le_bytes(input[24..28].try_into().unwrap());
+    let longest = (0..count as usize)
+        .map(|i| u32::from_le_bytes(input[32 + 24 * i + 16..32 + 24 * i + 20].try_into().unwrap()))
+        .max()
+        .unwrap_or(0);
+    (count, longest)
+}
+
+/// Answers FSCTL_SRV_REQUEST_RESUME_KEY with a key.
+async fn answer_resume_key(fc: &mut FakeConn) {
+    let k = fc.expect(Command::Ioctl).await;
+    let mut out = vec![0x4b; 24];
+    out.extend_from_slice(&0u32.to_le_bytes()); // ContextLength
+    let m = fc.reply(&k, OK, &fake::ioctl_body(&out));
+    fc.send_one(m).await;
+}
+
+/// A COPYCHUNK answer body carrying (ChunksWritten, ChunkBytesWritten,
+/// TotalBytesWritten): the limits, when the status is INVALID_PARAMETER.
+fn copychunk_answer(a: u32, b: u32, c: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in [a, b, c] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    fake::ioctl_body(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_keeps_changing_its_copychunk_limits_is_given_up_on() {
+    // Issue 9, point 3: each refusal names new limits; the client adopts
+    // them at most 4 times, then fails, instead of looping forever.
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            answer_resume_key(&mut fc).await;
+            for i in 0..5u32 {
+                let r = fc.expect(Command::Ioctl).await;
+                copychunk_shape(&r);
+                let limits = copychunk_answer(8 + i, (64 << 10) + i, 8 << 20);
+                let m = fc.reply(&r, NtStatus::STATUS_INVALID_PARAMETER, &limits);
+                fc.send_one(m).await;
+            }
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.copy_chunks(FILE_ID, 0, FILE_ID, 0, 64 << 20).await.expect_err("limits never settle");
+        assert_eq!(e.status(), Some(NtStatus::STATUS_INVALID_PARAMETER), "{e}");
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copychunk_limits_from_the_server_are_bounded() {
+    // A server asking for tiny chunks is refused at once (billions of
+    // chunks); one offering huge limits gets at most 256 chunks of at most
+    // 256 MiB, and a claim of more bytes than asked is an error.
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            answer_resume_key(&mut fc).await;
+            let r = fc.expect(Command::Ioctl).await;
+            let m = fc.reply(&r, NtStatus::STATUS_INVALID_PARAMETER, &copychunk_answer(1 << 30, 1, 1 << 30));
+            fc.send_one(m).await;
+
+            answer_resume_key(&mut fc).await;
+            let r = fc.expect(Command::Ioctl).await;
+            assert_eq!(copychunk_shape(&r), (16, 1 << 20), "the client starts at 16 chunks of 1 MiB");
+            let m = fc.reply(&r, NtStatus::STATUS_INVALID_PARAMETER, &copychunk_answer(u32::MAX, u32::MAX, u32::MAX));
+            fc.send_one(m).await;
+            let r = fc.expect(Command::Ioctl).await;
+            let (count, longest) = copychunk_shape(&r);
+            assert!(count <= 256 && longest <= 256 << 20, "{count} chunks, the longest {longest} bytes");
+            // More written than the whole request asked for.
+            let m = fc.reply(&r, OK, &copychunk_answer(count, longest, u32::MAX));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.copy_chunks(FILE_ID, 0, FILE_ID, 0, 1 << 40).await.expect_err("1-byte chunks");
+        assert_eq!(e.status(), Some(NtStatus::STATUS_INVALID_PARAMETER), "{e}");
+        let e = t.copy_chunks(FILE_ID, 0, FILE_ID, 0, 1 << 40).await.expect_err("more than asked");
+        assert!(e.to_string().starts_with("protocol: COPYCHUNK reported 4294967295 bytes written"), "{e}");
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}

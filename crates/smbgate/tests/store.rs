@@ -102,3 +102,33 @@ async fn an_opened_object_dropped_unread_is_closed() {
     drop(opened);
     assert_eq!(smb.wait_closed("obj").await, Vec::<String>::new());
 }
+
+use common::forge;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_read_answer_never_reaches_a_get_which_resumes_to_the_right_bytes() {
+    // A man in the middle answers the GET's first READ itself, dressed as
+    // a SESSION_SETUP answer (issue 9, point 1). The connection refuses it
+    // and is poisoned; the GET goes on from the same offset on another
+    // connection, so the body is the object's bytes and not one forged byte.
+    let smb = Samba::start(&["--signing", "mandatory"]);
+    let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 253) as u8).collect();
+    std::fs::create_dir(smb.share_path().join("fg")).unwrap();
+    std::fs::write(smb.share_path().join("fg/obj.bin"), &data).unwrap();
+    let (proxy, forged) = forge::start(smb.addr(), forge::Forge::FirstReadAsSessionSetup, 1 << 20).await;
+    let mut cfg = smb.config();
+    cfg.addr = proxy;
+    let pool = Pool::connect(PoolConfig::new(cfg, smb.get("SMB_SHARE"), 2)).await.expect("pool");
+    let st = Store::open(pool, "", StoreOptions::default()).await.expect("store");
+    let (opened, info, head) = st.open_object("fg", "obj.bin", None).await.expect("open");
+    assert!(head.is_none());
+    assert_eq!(forged.load(std::sync::atomic::Ordering::SeqCst), 0, "no READ before the GET's");
+    let mut body = smbgate::store::stream::object_stream(st.clone(), opened, info, 0..data.len() as u64, None);
+    let mut got = Vec::new();
+    while let Some(chunk) = body.next().await {
+        got.extend_from_slice(&chunk.expect("the GET goes on after the forgery"));
+    }
+    assert_eq!(forged.load(std::sync::atomic::Ordering::SeqCst), 1, "the proxy forged one READ answer");
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "the body is not the object's bytes");
+}
