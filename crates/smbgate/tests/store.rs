@@ -132,3 +132,50 @@ async fn a_forged_read_answer_never_reaches_a_get_which_resumes_to_the_right_byt
     assert_eq!(got.len(), data.len());
     assert!(got == data, "the body is not the object's bytes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_across_an_smbd_restart_goes_on_and_publishes_exactly_its_body() {
+    // Issue 9, point 4: smbd (every process) is killed and started again
+    // mid-body. Its durable state is gone, so no handle can be reclaimed;
+    // the temp file is still there and is reopened by name (same on-disk
+    // id), the unacknowledged WRITEs are sent again, and the PUT publishes
+    // exactly its body over the old object, leaving no temp file.
+    let smb = Samba::start(&[]);
+    let st = store(&smb).await;
+    st.create_bucket("rs").await.expect("bucket");
+    st.put_object("rs", "k", body(vec![b"old".to_vec()]), PutRequest::default(), Default::default)
+        .await
+        .expect("old version");
+    let data: Vec<u8> = (0..(48u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let put = {
+        let st = st.clone();
+        let stream = tokio_stream_from(rx);
+        tokio::spawn(async move { st.put_object("rs", "k", stream, PutRequest::default(), Default::default).await })
+    };
+    let chunks: Vec<Bytes> = data.chunks(1 << 20).map(Bytes::copy_from_slice).collect();
+    for c in &chunks[..16] {
+        tx.send(Ok(c.clone())).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::task::block_in_place(|| {
+        smb.kill();
+        smb.restart();
+    });
+    for c in &chunks[16..] {
+        if tx.send(Ok(c.clone())).await.is_err() {
+            break; // the PUT has ended: its result says why
+        }
+    }
+    drop(tx);
+    let r = put.await.unwrap().expect("the PUT goes on after the restart");
+    assert_eq!(r.etag, hex::encode(<md5::Md5 as md5::Digest>::digest(&data)));
+    assert!(std::fs::read(smb.share_path().join("rs/k")).unwrap() == data, "published bytes differ from the body");
+    assert_eq!(wait_no_tmp(&smb).await, Vec::<String>::new());
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+}
