@@ -7,6 +7,8 @@
 //!
 //! The rules:
 //! - `/` separates components. A key ending in `/` is a directory marker.
+//! - DOS device names (`CON`, `nul.txt`) get a private-use mark after their
+//!   base, so Windows accepts them and Samba never shows an 8.3 alias.
 //! - Characters that SMB or NTFS cannot hold are mapped reversibly into the
 //!   Unicode private-use area, exactly as macOS (Services for Macintosh, "SFM")
 //!   and Samba (`vfs_fruit` / `vfs_catia`) do, so files stay readable from Macs
@@ -49,7 +51,7 @@ pub enum KeyError {
     EmptyComponent,
     /// The first component names the gateway's [`INTERNAL_DIR`].
     Internal,
-    /// The key contains a literal character in U+F001..=U+F029, the range the
+    /// The key contains a literal character in U+F001..=U+F02A, the range the
     /// mapping itself uses; accepting it would make two keys share one name.
     ReservedChar,
     /// The key contains U+0000, which no SMB name can hold.
@@ -90,7 +92,7 @@ impl fmt::Display for KeyError {
             ),
             KeyError::Internal => write!(f, "keys beginning with {INTERNAL_DIR:?} are reserved by the gateway"),
             KeyError::ReservedChar => f.write_str(
-                "the object key contains a character in U+F001..U+F029, \
+                "the object key contains a character in U+F001..U+F02A, \
                  which the gateway reserves for mapping characters the file share cannot hold",
             ),
             KeyError::NulChar => f.write_str("the object key contains a NUL character"),
@@ -133,7 +135,7 @@ pub struct MappedKey {
 /// First code point of the private-use block the mapping uses.
 const PUA_BASE: u32 = 0xF000;
 /// The reserved range: every character the mapping can produce.
-const RESERVED: std::ops::RangeInclusive<char> = '\u{F001}'..='\u{F029}';
+const RESERVED: std::ops::RangeInclusive<char> = '\u{F001}'..='\u{F02A}';
 /// Characters NTFS forbids anywhere in a name, in the order of their private
 /// use code points: `PUNCT[i]` maps to U+F020 + i.
 const PUNCT: [u8; 8] = *b"\"*:<>?\\|";
@@ -141,12 +143,49 @@ const PUNCT: [u8; 8] = *b"\"*:<>?\\|";
 const TRAILING_SPACE: char = pua(0x28);
 /// A period as the last character of a name.
 const TRAILING_PERIOD: char = pua(0x29);
+/// Put after the base of a reserved device name (`CON.txt` →
+/// `CON\u{F02A}.txt`), which Windows refuses and Samba shows only under an
+/// 8.3 alias; decoding drops it. Ours, beyond the SFM table.
+const DEVICE_MARK: char = pua(0x2A);
+/// The DOS device names, the part of a name before its first `.` compared
+/// case-insensitively: Samba's list (`mangle_hash2.c`) plus Windows'
+/// superscript-digit ports.
+const DEVICE_NAMES: [&str; 28] = [
+    "AUX",
+    "CON",
+    "NUL",
+    "PRN",
+    "COM1",
+    "COM2",
+    "COM3",
+    "COM4",
+    "COM5",
+    "COM6",
+    "COM7",
+    "COM8",
+    "COM9",
+    "LPT1",
+    "LPT2",
+    "LPT3",
+    "LPT4",
+    "LPT5",
+    "LPT6",
+    "LPT7",
+    "LPT8",
+    "LPT9",
+    "COM\u{B9}",
+    "COM\u{B2}",
+    "COM\u{B3}",
+    "LPT\u{B9}",
+    "LPT\u{B2}",
+    "LPT\u{B3}",
+];
 
 /// `ENCODE[b]` is the private-use character for ASCII `b`, or `'\0'` when `b`
 /// is stored as itself (the trailing space/period rule is applied separately).
 const ENCODE: [char; 0x80] = build_encode();
 /// `DECODE[u - 0xF000]` is the ASCII character for a private-use `u` in
-/// [`RESERVED`]; index 0 is unused.
+/// U+F001..=U+F029; index 0 is unused ([`DEVICE_MARK`] decodes to nothing).
 const DECODE: [u8; 0x2A] = build_decode();
 
 const fn pua(low: u32) -> char {
@@ -193,16 +232,23 @@ const fn build_decode() -> [u8; 0x2A] {
 /// Control characters 0x01..=0x1F become U+F001..=U+F01F; `"` `*` `:` `<` `>`
 /// `?` `\` `|` become U+F020..=U+F027; a space or `.` that is the last
 /// character becomes U+F028 or U+F029 (`"dot."` → `"dot\u{F029}"`,
-/// `"a. "` → `"a.\u{F028}"`). Everything else is kept. Every output character
+/// `"a. "` → `"a.\u{F028}"`). A DOS device name (`CON`, `nul.tar.gz`,
+/// `Com1`, see [`DEVICE_NAMES`]) gets U+F02A after its base
+/// (`"nul\u{F02A}.tar.gz"`). Everything else is kept. Every output character
 /// is in the Basic Multilingual Plane exactly when its input was, so the
-/// UTF-16 length does not change.
+/// UTF-16 length grows only by the device mark.
 ///
-/// This is injective on strings without characters in U+F001..=U+F029, which
+/// This is injective on strings without characters in U+F001..=U+F02A, which
 /// [`map_key`] refuses, and [`decode_component`] is its inverse there.
 pub fn encode_component(c: &str) -> String {
-    let mut out = String::with_capacity(c.len() + 2);
-    let mut chars = c.chars().peekable();
-    while let Some(ch) = chars.next() {
+    let mut out = String::with_capacity(c.len() + 4);
+    let base = c.find('.').unwrap_or(c.len());
+    let device = is_device_name(&c[..base]);
+    let mut chars = c.char_indices().peekable();
+    while let Some((at, ch)) = chars.next() {
+        if device && at == base {
+            out.push(DEVICE_MARK);
+        }
         let last = chars.peek().is_none();
         out.push(match ch {
             ' ' if last => TRAILING_SPACE,
@@ -211,18 +257,30 @@ pub fn encode_component(c: &str) -> String {
             _ => ch,
         });
     }
+    if device && base == c.len() {
+        out.push(DEVICE_MARK);
+    }
     out
+}
+
+/// True if `base` (a name's part before its first `.`) is a DOS device name.
+fn is_device_name(base: &str) -> bool {
+    DEVICE_NAMES
+        .iter()
+        .any(|d| d.chars().map(|c| c.to_ascii_uppercase()).eq(base.chars().map(|c| c.to_ascii_uppercase())))
 }
 
 /// Decodes a name found on the share into a key component: every character in
 /// U+F001..=U+F029 becomes the ASCII character it stands for, wherever it is
-/// (names made by Macs or by Samba's catia/fruit stay readable).
+/// (names made by Macs or by Samba's catia/fruit stay readable), and the
+/// device mark U+F02A is dropped.
 ///
 /// For names that [`encode_component`] produced this is the exact inverse. For
 /// other names it can be lossy: a name with U+F028 in the middle decodes to a
 /// space, which re-encodes to a space.
 pub fn decode_component(n: &str) -> String {
     n.chars()
+        .filter(|&ch| ch != DEVICE_MARK)
         .map(|ch| if RESERVED.contains(&ch) { char::from(DECODE[(ch as u32 - PUA_BASE) as usize]) } else { ch })
         .collect()
 }

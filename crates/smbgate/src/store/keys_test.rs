@@ -78,8 +78,9 @@ fn names_from_macs_decode_anywhere() {
     assert_eq!(decode_component("a\u{F028}b"), "a b");
     assert_eq!(decode_component("\u{F029}x"), ".x");
     assert_eq!(decode_component("\u{F001}\u{F026}"), "\u{1}\\");
-    // Just outside the range: kept.
-    assert_eq!(decode_component("\u{F000}\u{F02A}"), "\u{F000}\u{F02A}");
+    // Just outside the range: kept. The device mark is dropped.
+    assert_eq!(decode_component("\u{F000}\u{F02B}"), "\u{F000}\u{F02B}");
+    assert_eq!(decode_component("a\u{F02A}b"), "ab");
 }
 
 #[test]
@@ -100,7 +101,8 @@ fn unmappable_keys_are_refused() {
     assert_eq!(err("a\u{F022}b"), KeyError::ReservedChar);
     assert_eq!(err("\u{F001}"), KeyError::ReservedChar);
     assert_eq!(err("x\u{F029}"), KeyError::ReservedChar);
-    assert_eq!(ok("\u{F000}\u{F02A}"), ["\u{F000}\u{F02A}"]);
+    assert_eq!(err("x\u{F02A}"), KeyError::ReservedChar);
+    assert_eq!(ok("\u{F000}\u{F02B}"), ["\u{F000}\u{F02B}"]);
 }
 
 #[test]
@@ -200,6 +202,41 @@ fn is_smb_safe(name: &str) -> bool {
         && !name.chars().any(|c| c < '\u{20}' || "\"*:<>?\\|/".contains(c))
         && !name.ends_with(['.', ' '])
         && name.encode_utf16().count() <= MAX_COMPONENT_UTF16
+        && !is_device(name)
+}
+
+/// A DOS device name as Windows and Samba's mangling see one: the part
+/// before the first `.`, case-insensitively.
+fn is_device(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or_default().to_ascii_uppercase();
+    ["AUX", "CON", "NUL", "PRN"].contains(&base.as_str())
+        || (base.len() == 4
+            && (base.starts_with("COM") || base.starts_with("LPT"))
+            && matches!(base.as_bytes()[3], b'1'..=b'9'))
+        || ["COM\u{B9}", "COM\u{B2}", "COM\u{B3}", "LPT\u{B9}", "LPT\u{B2}", "LPT\u{B3}"].contains(&base.as_str())
+}
+
+#[test]
+fn device_names_get_a_mark_after_their_base_and_round_trip() {
+    for (key, name) in [
+        ("CON", "CON\u{F02A}"),
+        ("con.txt", "con\u{F02A}.txt"),
+        ("nul.tar.gz", "nul\u{F02A}.tar.gz"),
+        ("Com1", "Com1\u{F02A}"),
+        ("LPT9.log", "LPT9\u{F02A}.log"),
+        ("aux.", "aux\u{F02A}\u{F029}"),
+        ("prn:x", "prn:x"),
+        ("COM\u{B9}", "COM\u{B9}\u{F02A}"),
+    ] {
+        let want = if key == "prn:x" { "prn\u{F022}x".to_string() } else { name.to_string() };
+        assert_eq!(ok(key), [want.as_str()], "{key}");
+        assert_eq!(decode_component(&want), key);
+    }
+    // Not device names: longer bases, COM0, a device name later in the name.
+    for key in ["CONSOLE", "com10", "COM0", "lpt", "x.con", "null.txt", "con x.txt"] {
+        assert_eq!(ok(key), [key], "{key}");
+    }
+    assert_eq!(ok("dir/AUX/x"), ["dir", "AUX\u{F02A}", "x"]);
 }
 
 /// Characters that exercise the mapping, mixed with arbitrary ones.
@@ -295,7 +332,20 @@ proptest! {
     }
 
     #[test]
-    fn encoding_keeps_utf16_length(a in component()) {
-        prop_assert_eq!(encode_component(&a).encode_utf16().count(), a.encode_utf16().count());
+    fn encoding_keeps_utf16_length_but_for_the_device_mark(a in component()) {
+        let e = encode_component(&a);
+        let marks = e.matches('\u{F02A}').count();
+        prop_assert_eq!(marks, usize::from(is_device(&a)));
+        prop_assert_eq!(e.encode_utf16().count(), a.encode_utf16().count() + marks);
+    }
+
+    #[test]
+    fn encode_is_injective_among_device_like_names(
+        a in "(con|CoN|nul|com1|Lpt9|aux|prn|x)[.a ]{0,3}",
+        b in "(con|CoN|nul|com1|Lpt9|aux|prn|x)[.a ]{0,3}",
+    ) {
+        prop_assert_eq!(decode_component(&encode_component(&a)), a.clone());
+        prop_assert_eq!(encode_component(&a) == encode_component(&b), a == b);
+        prop_assert!(!is_device(&encode_component(&a)), "{:?} still a device name", a);
     }
 }
