@@ -62,6 +62,13 @@ impl Store {
                     Ok(m) => m,
                     Err(_) => return Ok(Ok(false)), // only a case-variant exists
                 };
+                // A file without a record naming its key (someone else's):
+                // its on-disk name decides, never a case-insensitive match.
+                match self.check_exact_name(&tree, bucket, &mapped, &meta).await {
+                    Ok(()) => {}
+                    Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
+                    Err(e) => return Ok(Err(e)),
+                }
                 let info = ObjectInfo::new(handle.info(), meta, &path);
                 if let Err(e) = conditions.check_write(Some(info.current())) {
                     return Ok(Err(e));

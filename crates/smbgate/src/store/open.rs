@@ -54,6 +54,7 @@ impl Store {
         let (handle, meta, data) =
             self.open_existing(&tree, bucket, || share::open_with_meta(&tree, &path, read)).await?;
         let meta = check_record_key(meta, key)?;
+        self.check_exact_name(&tree, bucket, &mapped, &meta).await?;
         let info = ObjectInfo::new(handle.info(), meta.clone(), &path);
         check_kind(handle.info().times.is_directory(), mapped.dir_marker, &info)?;
         Ok((Opened { handle, meta }, info, data))
@@ -68,9 +69,34 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let path = self.object_path(bucket, &mapped);
         let (create, meta) = self.open_existing(&tree, bucket, || share::stat_with_meta(&tree, &path)).await?;
-        let info = ObjectInfo::new(&create, check_record_key(meta, key)?, &path);
+        let meta = check_record_key(meta, key)?;
+        self.check_exact_name(&tree, bucket, &mapped, &meta).await?;
+        let info = ObjectInfo::new(&create, meta, &path);
         check_kind(create.times.is_directory(), mapped.dir_marker, &info)?;
         Ok(info)
+    }
+
+    /// NoSuchKey if, on a case-insensitive share, the file that opened is
+    /// named in another case than `mapped` (S3 keys are case-sensitive).
+    /// A record naming its key has already been compared
+    /// ([`check_record_key`]); a file without one (put there by someone
+    /// else) costs one more round trip: the on-disk names of its path.
+    ///
+    /// Errors: NoSuchKey; SMB failures of the lookup.
+    pub(crate) async fn check_exact_name(
+        &self,
+        tree: &smb_client::Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        meta: &Option<ObjectMeta>,
+    ) -> StoreResult<()> {
+        if !self.case_insensitive() || meta.as_ref().is_some_and(|m| m.key.is_some()) {
+            return Ok(());
+        }
+        match self.case_mismatch(tree, bucket, mapped).await? {
+            Some(_) => Err(StoreError::NoSuchKey),
+            None => Ok(()),
+        }
     }
 
     /// Maps `key` for a GET or HEAD. A key that no object on the share can
