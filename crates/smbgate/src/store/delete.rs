@@ -57,14 +57,15 @@ impl Store {
                 // Open first to read the record: on a case-insensitive share
                 // `mixed` would otherwise delete `Mixed`, and If-Match needs
                 // the ETag of exactly the file being deleted.
-                let (handle, meta) = share::open_delete_with_meta(&tree, &path).await?;
+                let (handle, meta, on_disk) =
+                    share::open_delete_with_meta(&tree, &path, self.case_insensitive()).await?;
                 let meta = match check_record_key(meta, key) {
                     Ok(m) => m,
                     Err(_) => return Ok(Ok(false)), // only a case-variant exists
                 };
                 // A file without a record naming its key (someone else's):
                 // its on-disk name decides, never a case-insensitive match.
-                match self.check_exact_name(&tree, bucket, &mapped, &meta).await {
+                match self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await {
                     Ok(()) => {}
                     Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(e)),

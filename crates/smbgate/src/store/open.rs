@@ -51,10 +51,11 @@ impl Store {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let path = self.object_path(bucket, &mapped);
-        let (handle, meta, data) =
-            self.open_existing(&tree, bucket, || share::open_with_meta(&tree, &path, read)).await?;
+        let exact = self.case_insensitive();
+        let (handle, meta, data, on_disk) =
+            self.open_existing(&tree, bucket, || share::open_with_meta(&tree, &path, read, exact)).await?;
         let meta = check_record_key(meta, key)?;
-        self.check_exact_name(&tree, bucket, &mapped, &meta).await?;
+        self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
         let info = ObjectInfo::new(handle.info(), meta.clone(), &path);
         check_kind(handle.info().times.is_directory(), mapped.dir_marker, &info)?;
         Ok((Opened { handle, meta }, info, data))
@@ -68,9 +69,11 @@ impl Store {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let path = self.object_path(bucket, &mapped);
-        let (create, meta) = self.open_existing(&tree, bucket, || share::stat_with_meta(&tree, &path)).await?;
+        let exact = self.case_insensitive();
+        let (create, meta, on_disk) =
+            self.open_existing(&tree, bucket, || share::stat_with_meta_and_name(&tree, &path, exact)).await?;
         let meta = check_record_key(meta, key)?;
-        self.check_exact_name(&tree, bucket, &mapped, &meta).await?;
+        self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
         let info = ObjectInfo::new(&create, meta, &path);
         check_kind(create.times.is_directory(), mapped.dir_marker, &info)?;
         Ok(info)
@@ -80,7 +83,8 @@ impl Store {
     /// named in another case than `mapped` (S3 keys are case-sensitive).
     /// A record naming its key has already been compared
     /// ([`check_record_key`]); a file without one (put there by someone
-    /// else) costs one more round trip: the on-disk names of its path.
+    /// else) is judged by `on_disk`, its path as the open's compound read
+    /// it, or, if the server gave none, by one more batch of name lookups.
     ///
     /// Errors: NoSuchKey; SMB failures of the lookup.
     pub(crate) async fn check_exact_name(
@@ -89,14 +93,20 @@ impl Store {
         bucket: &str,
         mapped: &MappedKey,
         meta: &Option<ObjectMeta>,
+        on_disk: Option<&str>,
     ) -> StoreResult<()> {
         if !self.case_insensitive() || meta.as_ref().is_some_and(|m| m.key.is_some()) {
             return Ok(());
         }
-        match self.case_mismatch(tree, bucket, mapped).await? {
-            Some(_) => Err(StoreError::NoSuchKey),
-            None => Ok(()),
+        let differs = match on_disk {
+            // The key's components are the last ones of the on-disk path.
+            Some(name) => !name.rsplit('\\').take(mapped.components.len()).eq(mapped.components.iter().rev()),
+            None => self.case_mismatch(tree, bucket, mapped).await?.is_some(),
+        };
+        if differs {
+            return Err(StoreError::NoSuchKey);
         }
+        Ok(())
     }
 
     /// Maps `key` for a GET or HEAD. A key that no object on the share can

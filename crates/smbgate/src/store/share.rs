@@ -97,6 +97,27 @@ fn meta_query<'a>(names: &'a [&'a str]) -> QueryInfoRequest<'a> {
 
 const CLOSE_RELATED: CloseRequest = CloseRequest { file_id: FileId::RELATED, post_query: false };
 
+/// QUERY_INFO(FileNormalizedNameInformation) on the related handle: the
+/// path as it is on disk (its case), for exact-name checks.
+const NAME_QUERY: QueryInfoRequest<'static> = QueryInfoRequest {
+    info_type: info_type::FILE,
+    class: class::FILE_NORMALIZED_NAME_INFORMATION,
+    output_buffer_length: 4096,
+    ea_names: &[],
+    additional_information: 0,
+    file_id: FileId::RELATED,
+};
+
+/// The share-relative on-disk path from a [`NAME_QUERY`] answer, if the
+/// server gave one (servers without the class just give none).
+fn decode_name(r: &Response) -> Option<String> {
+    if r.status() != NtStatus::STATUS_SUCCESS {
+        return None;
+    }
+    let n = OutputBuffer::decode(&r.msg).ok().and_then(|b| decode_file_name_information(&b.0).ok())?;
+    Some(n.trim_start_matches('\\').to_string())
+}
+
 /// Our record from a QUERY_INFO(EA) answer, if present, readable, and
 /// written for this very file (same size and on-disk id).
 fn decode_meta(r: &Response, created: &CreateResponse) -> Option<ObjectMeta> {
@@ -200,7 +221,8 @@ pub async fn open_with_meta(
     tree: &Tree,
     path: &str,
     read: Option<(u64, u32)>,
-) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>)> {
+    name: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>)> {
     let create = read_req(path);
     let names = [META_EA];
     let q = meta_query(&names);
@@ -210,16 +232,23 @@ pub async fn open_with_meta(
         offset,
         minimum_count: 0,
     });
+    // The name query goes last, so that its failure (a server without the
+    // class) cannot touch the READ.
     let mut chain: Vec<&dyn Request> = vec![&create, &q];
     if let Some(r) = &r {
         chain.push(r);
     }
+    if name {
+        chain.push(&NAME_QUERY);
+    }
     let mut rs = tree.compound(&chain).await?.into_iter();
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
     let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    let read_answer = if r.is_some() { rs.next() } else { None };
+    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
     // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
     // just brings no data: the caller decides what the open means.
-    let data = match rs.next() {
+    let data = match read_answer {
         Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => {
             let data = resp.body(ReadResponse::decode)?.data;
             smb_client::tree::check_read_len(data.len(), r.as_ref().map_or(0, |r| r.length))?;
@@ -228,7 +257,7 @@ pub async fn open_with_meta(
         Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
         _ => None,
     };
-    Ok((handle, meta, data))
+    Ok((handle, meta, data, on_disk))
 }
 
 /// CREATE(read) + QUERY_INFO(our EA) + CLOSE: what the CREATE said and our
@@ -236,12 +265,33 @@ pub async fn open_with_meta(
 ///
 /// Errors: the CREATE's NTSTATUS.
 pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, Option<ObjectMeta>)> {
+    let (created, meta, _) = stat_with_meta_and_name(tree, path, false).await?;
+    Ok((created, meta))
+}
+
+/// [`stat_with_meta`], and with `name` the on-disk path too (one more
+/// QUERY_INFO in the same compound).
+///
+/// Errors: the CREATE's NTSTATUS.
+pub async fn stat_with_meta_and_name(
+    tree: &Tree,
+    path: &str,
+    name: bool,
+) -> Result<(CreateResponse, Option<ObjectMeta>, Option<String>)> {
     let create = read_req(path);
     let names = [META_EA];
-    let [created, meta, _closed] = take(tree.compound(&[&create, &meta_query(&names), &CLOSE_RELATED]).await?)?;
-    let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
-    let meta = decode_meta(&meta, &created);
-    Ok((created, meta))
+    let q = meta_query(&names);
+    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    if name {
+        chain.push(&NAME_QUERY);
+    }
+    chain.push(&CLOSE_RELATED);
+    let rs = tree.compound(&chain).await?;
+    let mut rs = rs.into_iter();
+    let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
+    let meta = decode_meta(&rs.next().expect("one answer per request"), &created);
+    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
+    Ok((created, meta, on_disk))
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
@@ -249,8 +299,12 @@ pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, 
 /// is (case-insensitive shares).
 ///
 /// Errors: the CREATE's NTSTATUS, e.g. STATUS_FILE_IS_A_DIRECTORY.
-pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
-    open_for_delete_with_meta(tree, path, share::ALL).await
+pub async fn open_delete_with_meta(
+    tree: &Tree,
+    path: &str,
+    name: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
+    open_for_delete_with_meta(tree, path, share::ALL, name).await
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory; sharing only
@@ -262,10 +316,16 @@ pub async fn open_delete_with_meta(tree: &Tree, path: &str) -> Result<(Handle, O
 /// Errors: the CREATE's NTSTATUS (STATUS_SHARING_VIOLATION while another
 /// writer holds the file, not-found statuses).
 pub async fn open_to_replace(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
-    open_for_delete_with_meta(tree, path, share::READ).await
+    let (handle, meta, _) = open_for_delete_with_meta(tree, path, share::READ, false).await?;
+    Ok((handle, meta))
 }
 
-async fn open_for_delete_with_meta(tree: &Tree, path: &str, share_access: u32) -> Result<(Handle, Option<ObjectMeta>)> {
+async fn open_for_delete_with_meta(
+    tree: &Tree,
+    path: &str,
+    share_access: u32,
+    name: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
     let create = CreateRequest {
         desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA,
         share_access,
@@ -273,10 +333,16 @@ async fn open_for_delete_with_meta(tree: &Tree, path: &str, share_access: u32) -
         ..read_req(path)
     };
     let names = [META_EA];
-    let [created, meta] = take(tree.compound(&[&create, &meta_query(&names)]).await?)?;
-    let handle = Handle::from_response(tree, created)?;
-    let meta = decode_meta(&meta, handle.info());
-    Ok((handle, meta))
+    let q = meta_query(&names);
+    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    if name {
+        chain.push(&NAME_QUERY);
+    }
+    let mut rs = tree.compound(&chain).await?.into_iter();
+    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+    let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
+    Ok((handle, meta, on_disk))
 }
 
 /// The swap of an If-Match write, in one unrelated compound on the lock's
