@@ -51,17 +51,24 @@ def tmp_entries(samba):
     return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
 
-def raw_put(gw, url, body, chunk=4 * MIB, pace=0.0):
-    """Sends a presigned PUT's body in `chunk`s, `pace` seconds apart.
-    Returns (status, response body)."""
+def raw_put(gw, url, body, chunk=4 * MIB, pace=0.0, at=(), then=lambda: None):
+    """Sends a presigned PUT's body in `chunk`s, `pace` seconds apart,
+    calling `then()` once the body bytes sent first reach each offset in
+    `at` (so a fault lands mid-body whatever the machine's speed).
+    Returns (status, response head, response body)."""
     u = urllib.parse.urlsplit(url)
     sock = socket.create_connection(("127.0.0.1", gw.port), timeout=60)
     head = f"PUT {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: {len(body)}\r\n\r\n"
     sock.sendall(head.encode())
     view = memoryview(body)
+    marks = sorted(at)
     try:
         for i in range(0, len(body), chunk):
             sock.sendall(view[i:i + chunk])
+            while marks and i + chunk >= marks[0]:
+                marks.pop(0)
+                time.sleep(0.2)  # let the gateway write what it has
+                then()
             if pace:
                 time.sleep(pace)
     except OSError:
@@ -87,21 +94,6 @@ def raw_put(gw, url, body, chunk=4 * MIB, pace=0.0):
     return int(head.split(b" ")[1]), head, rest
 
 
-def resets_in_background(proxy, times, every=1.0):
-    """Resets the proxy's connections `times` times, `every` seconds apart,
-    the first after `every`. Returns the thread and the cut counts."""
-    cuts = []
-
-    def run():
-        for _ in range(times):
-            time.sleep(every)
-            cuts.append(proxy.reset_all())
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, cuts
-
-
 def presigned(gw, method, **params):
     return gw.client(signature_version="s3v4").generate_presigned_url(method, Params=params, ExpiresIn=600)
 
@@ -118,9 +110,11 @@ def test_a_200_mib_put_survives_three_resets_of_every_smb_connection(rsamba, pro
         s3.create_bucket(Bucket="resets")
         data = random.Random(9).randbytes(200 * MIB)
         url = presigned(gw, "put_object", Bucket="resets", Key="big.bin")
-        t, cuts = resets_in_background(proxy, 3)
-        status, head, body = raw_put(gw, url, data, pace=0.08)
-        t.join()
+        cuts = []
+        # Three resets at 50, 100 and 150 MiB of the body, a second apart.
+        at = [50 * MIB, 100 * MIB, 150 * MIB]
+        status, head, body = raw_put(gw, url, data, pace=0.02, at=at,
+                                     then=lambda: (cuts.append(proxy.reset_all()), time.sleep(1.0)))
         log = log_text(gw)
         assert status == 200, (head, body, log)
         assert len(cuts) == 3 and all(c > 0 for c in cuts), cuts
@@ -146,18 +140,19 @@ def test_every_part_of_a_multipart_upload_survives_resets(rsamba, proxy):
         s3.create_bucket(Bucket="mpresets")
         up = s3.create_multipart_upload(Bucket="mpresets", Key="parts.bin")["UploadId"]
         parts = [random.Random(n).randbytes(40 * MIB) for n in range(1, 6)]
-        t, cuts = resets_in_background(proxy, 6, every=1.2)
+        cuts = []
         etags = []
         for n, part in enumerate(parts, start=1):
             url = presigned(gw, "upload_part", Bucket="mpresets", Key="parts.bin", UploadId=up, PartNumber=n)
-            status, head, body = raw_put(gw, url, part, chunk=2 * MIB, pace=0.05)
+            # Every connection reset halfway through each part's body.
+            status, head, body = raw_put(gw, url, part, chunk=2 * MIB, pace=0.01, at=[20 * MIB],
+                                         then=lambda: cuts.append(proxy.reset_all()))
             assert status == 200, (n, head, body, log_text(gw))
             etags.append(hashlib.md5(part).hexdigest())
             assert f'etag: "{etags[-1]}"' in head.decode().lower(), head
-        t.join()
-        assert sum(1 for c in cuts if c > 0) == 6, cuts
+        assert len(cuts) == 5 and all(c > 0 for c in cuts), cuts
         log = log_text(gw)
-        assert log.count("reopening the file on another connection") >= 3, log
+        assert log.count("reopening the file on another connection") >= 5, log
         done = s3.complete_multipart_upload(
             Bucket="mpresets", Key="parts.bin", UploadId=up,
             MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{e}"'} for n, e in enumerate(etags, 1)]})
@@ -183,17 +178,16 @@ def test_an_outage_longer_than_the_pool_wait_answers_503_and_keeps_the_old_objec
         data = random.Random(5).randbytes(64 * MIB)
         url = presigned(gw, "put_object", Bucket="outage", Key="k.bin")
 
-        def outage():
-            time.sleep(1.0)
-            proxy.refuse(True)
-            proxy.reset_all()
-            time.sleep(14)
-            proxy.refuse(False)
+        cuts = []
 
-        t = threading.Thread(target=outage)
-        t.start()
-        status, head, body = raw_put(gw, url, data, chunk=2 * MIB, pace=0.05)
-        t.join()
+        def outage():
+            proxy.refuse(True)
+            cuts.append(proxy.reset_all())
+            threading.Timer(14, proxy.refuse, args=(False,)).start()
+
+        # The outage starts halfway through the body.
+        status, head, body = raw_put(gw, url, data, chunk=2 * MIB, pace=0.01, at=[32 * MIB], then=outage)
+        assert len(cuts) == 1 and cuts[0] > 0, cuts
         assert status == 503, (head, body)
         assert b"<Code>SlowDown</Code>" in body, body
         deadline = time.monotonic() + 15
