@@ -118,3 +118,43 @@ def test_expect_continue_into_a_missing_bucket_gets_its_status_without_100(s3, b
     assert text.startswith("HTTP/1.1 404"), text[:200]
     assert "100 Continue" not in text
     assert f"<Code>{code}</Code>" in text
+
+
+@pytest.mark.parametrize("gw", [{"SMBGATE_BODY_READ_TIMEOUT": "2s"}], indirect=True)
+@pytest.mark.parametrize("size", [64 << 10, 8 << 20], ids=["small", "large"])
+def test_a_body_that_stalls_gets_400_request_timeout_and_leaves_the_old_object(gw, size):
+    # Issue 10, HTTP limits: a client that stops sending its body (a stalled
+    # upload, a slow-loris) no longer holds the request, its temp file and
+    # its SMB handle forever. After --body-read-timeout without a byte it
+    # gets AWS's 400 RequestTimeout; the old version stays and no temp file
+    # is left. Small bodies (buffered) and large ones (streamed) alike.
+    import urllib.parse
+    tmp = gw.samba.share_path / ".smbgate" / "tmp"
+
+    def temp_files():
+        return set(p.name for p in tmp.iterdir()) if tmp.exists() else set()
+
+    before = temp_files()
+    s3 = gw.client()
+    s3.create_bucket(Bucket="stall")
+    s3.put_object(Bucket="stall", Key="k", Body=b"old")
+    url = gw.client(signature_version="s3v4").generate_presigned_url(
+        "put_object", Params={"Bucket": "stall", "Key": "k"}, ExpiresIn=600)
+    u = urllib.parse.urlsplit(url)
+    s = connect(gw)
+    s.sendall(f"PUT {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: {size + 1}\r\n\r\n".encode())
+    s.sendall(b"x" * size)  # one byte short, then nothing
+    got = answered_within(s, 30)
+    assert got is not None and got.startswith(b"HTTP/1.1 400"), got
+    while b"</Error>" not in got:
+        more = answered_within(s, 5)
+        if not more:
+            break
+        got += more
+    assert b"<Code>RequestTimeout</Code>" in got, got
+    s.close()
+    assert s3.get_object(Bucket="stall", Key="k")["Body"].read() == b"old"
+    deadline = time.monotonic() + 10
+    while temp_files() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert temp_files() - before == set()

@@ -151,6 +151,10 @@ pub struct ServeArgs {
     /// and a TLS handshake may take): `30s`, `2m`, or plain seconds.
     #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_read_timeout: std::time::Duration,
+    /// Longest wait for the next bytes of a PUT or UploadPart body; a body
+    /// that stalls longer fails with 400 RequestTimeout and leaves nothing.
+    #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub body_read_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for ServeArgs {

@@ -128,6 +128,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         write_behind_budget: args.write_behind_budget,
         multipart_expiry: args.multipart_expiry,
         sweep_interval: args.sweep_interval,
+        body_read_timeout: args.body_read_timeout,
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {

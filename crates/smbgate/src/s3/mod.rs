@@ -56,6 +56,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::BadDigest(_) => C::BadDigest,
         StoreError::InvalidDigest(_) => C::InvalidDigest,
         StoreError::IncompleteBody => C::IncompleteBody,
+        StoreError::RequestTimeout => C::RequestTimeout,
         StoreError::InvalidRange => C::InvalidRange,
         StoreError::NoSuchUpload => C::NoSuchUpload,
         StoreError::InvalidPart(_) => C::InvalidPart,

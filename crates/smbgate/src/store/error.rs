@@ -47,6 +47,9 @@ pub enum StoreError {
     /// The body was shorter or longer than Content-Length.
     #[error("you did not provide the number of bytes specified by the Content-Length HTTP header")]
     IncompleteBody,
+    /// No body bytes arrived for the body-read timeout.
+    #[error("your socket connection to the server was not read from or written to within the timeout period")]
+    RequestTimeout,
     /// Range outside the object.
     #[error("the requested range is not satisfiable")]
     InvalidRange,

@@ -70,6 +70,9 @@ pub struct StoreOptions {
     pub multipart_expiry: Duration,
     /// Time between two sweeps of temp files and expired uploads.
     pub sweep_interval: Duration,
+    /// Longest wait for the next bytes of a PUT or UploadPart body before
+    /// the request fails with RequestTimeout (400).
+    pub body_read_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -83,6 +86,7 @@ impl Default for StoreOptions {
             write_behind_budget: 512 << 20,
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),
             sweep_interval: Duration::from_secs(3600),
+            body_read_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -73,9 +73,8 @@ impl Store {
         let mut buffered = 0usize;
         let mut ended = false;
         while buffered <= SMALL_PUT {
-            match body.next().await {
+            match self.next_chunk(&mut body).await? {
                 Some(c) => {
-                    let c = c.map_err(|e| StoreError::Body(e.to_string()))?;
                     buffered += c.len();
                     prefix.push(c);
                 }
@@ -118,8 +117,7 @@ impl Store {
     {
         let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
         let mut size = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+        while let Some(chunk) = self.next_chunk(body).await? {
             size += chunk.len() as u64;
             if limit.is_some_and(|l| size > l) {
                 return Err(StoreError::IncompleteBody);
@@ -223,6 +221,23 @@ impl Store {
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
     }
 
+    /// The next chunk of a request body, waiting at most the body-read
+    /// timeout for it.
+    ///
+    /// Errors: RequestTimeout when nothing arrives in time; Body when the
+    /// stream fails (the client went away, a bad chunk signature).
+    pub(crate) async fn next_chunk<S, E>(&self, body: &mut S) -> StoreResult<Option<Bytes>>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        match tokio::time::timeout(self.options().body_read_timeout, body.next()).await {
+            Err(_) => Err(StoreError::RequestTimeout),
+            Ok(None) => Ok(None),
+            Ok(Some(c)) => c.map(Some).map_err(|e| StoreError::Body(e.to_string())),
+        }
+    }
+
     /// If-Match / If-None-Match for writes, checked right before publish.
     pub(crate) async fn check_write_conditions(
         &self,
@@ -290,8 +305,8 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        while let Some(c) = body.next().await {
-            if !c.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
+        while let Some(c) = self.next_chunk(&mut body).await? {
+            if !c.is_empty() {
                 return Err(StoreError::InvalidArgument(
                     "a key ending in '/' is a directory on the share and cannot hold data".into(),
                 ));
