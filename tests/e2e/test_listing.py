@@ -325,3 +325,15 @@ def test_listing_ignores_in_progress_uploads_and_temp(s3, bucket):
     s3.upload_part(Bucket=bucket, Key="pending", UploadId=uid, PartNumber=1, Body=b"p")
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["visible"]
     s3.abort_multipart_upload(Bucket=bucket, Key="pending", UploadId=uid)
+
+
+def test_a_prefix_no_key_can_be_under_lists_nothing_at_once(s3, bucket, gateway):
+    # Issue 10: a prefix of thousands of `a/` components (longer than any
+    # key) once cost a path of that many components and a batch too large
+    # for the credit window. It can match no key: an empty page, and the
+    # gateway goes on serving. (hyper answers 414 to URIs over 64 KiB, so
+    # 6,000 components, 24 KB URL-encoded, is about the most a client sends.)
+    s3.put_object(Bucket=bucket, Key="a/b", Body=b"x")
+    r = s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 6000)
+    assert r["KeyCount"] == 0 and "Contents" not in r and r["IsTruncated"] is False
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]] == ["a/b"]

@@ -605,6 +605,11 @@ impl Connection {
         sign: bool,
         related: bool,
     ) -> Result<(Vec<ResponseFuture>, Bytes)> {
+        // A field that does not fit would be truncated on the wire (a name
+        // over 65,535 bytes): refuse it before anything is encoded.
+        for op in chains.iter().flat_map(|c| c.iter()) {
+            op.body.check().map_err(Error::InvalidArgument)?;
+        }
         let charges: Vec<u16> = chains
             .iter()
             .flat_map(|c| c.iter())

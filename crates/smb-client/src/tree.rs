@@ -112,11 +112,34 @@ impl Tree {
 
     /// Sends several related compounds in one batch (one buffer, one
     /// write) and returns each chain's responses, whatever their status.
+    /// A batch larger than the server's credit window goes out in parts
+    /// that each fit it, the next sent as credits come back: one batch
+    /// asking for more credits than the window holds would wait forever
+    /// (failure class 2).
     pub async fn compounds(&self, chains: &[&[&dyn Request]]) -> Result<Vec<Vec<Response>>> {
         let ops: Vec<Vec<Op<'_>>> =
             chains.iter().map(|c| c.iter().map(|&body| Op { body, tree_id: self.tree_id }).collect()).collect();
         let refs: Vec<&[Op<'_>]> = ops.iter().map(|c| &c[..]).collect();
-        let mut rxs = self.conn().send_batch(&refs, self.encrypt).await?.into_iter();
+        let window = self.conn().credit_window().max(1) as u64;
+        let mut all = Vec::with_capacity(chains.iter().map(|c| c.len()).sum());
+        let mut start = 0;
+        while start < refs.len() {
+            let (mut end, mut charge) = (start, 0u64);
+            while end < refs.len() {
+                let c: u64 = refs[end]
+                    .iter()
+                    .map(|op| smb_proto::header::credit_charge(op.body.credit_bytes()).max(1) as u64)
+                    .sum();
+                if end > start && charge + c > window {
+                    break;
+                }
+                charge += c;
+                end += 1;
+            }
+            all.extend(self.conn().send_batch(&refs[start..end], self.encrypt).await?);
+            start = end;
+        }
+        let mut rxs = all.into_iter();
         let mut out = Vec::with_capacity(chains.len());
         for c in chains {
             let mut v = Vec::with_capacity(c.len());

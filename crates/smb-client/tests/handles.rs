@@ -129,3 +129,19 @@ async fn a_new_file_whose_creator_went_away_is_deleted() {
     assert!(smb.share_path().join("kept.bin").exists(), "no DELETE access: only closed");
     assert!(smb.share_path().join("existing.bin").exists(), "not made by the CREATE: only closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_too_long_for_its_length_field_is_refused_not_truncated() {
+    // Issue 10: NameLength is 16 bits. A name of 65,538 bytes used to go
+    // out with a length of 2, so the server opened the file "a" instead.
+    let smb = Samba::start(&[]);
+    std::fs::write(smb.share_path().join("a"), b"not this one").unwrap();
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let name = format!("a{}", "b".repeat(32768));
+    let e = t.open(&create_new(&name)).await.expect_err("the name does not fit");
+    assert_eq!(e.to_string(), "invalid argument: CREATE name of 65538 bytes does not fit its 16-bit length");
+    assert!(!t.conn().is_poisoned(), "refused before sending: the connection is fine");
+    assert_eq!(std::fs::read(smb.share_path().join("a")).unwrap(), b"not this one");
+    t.open(&create_new("ok.bin")).await.expect("the connection still works");
+}

@@ -296,3 +296,29 @@ async fn normalized_name_reports_the_on_disk_case() {
     t.close(f.file_id).await.unwrap();
     assert_eq!(name, "Dir\\File.txt");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_compounds_larger_than_the_credit_window_is_sent_in_parts() {
+    // Issue 10 (failure class 2): 3,000 CREATE+CLOSE chains need 6,000
+    // credits, more than the window holds (the client asks for 2,048). One
+    // batch would wait for credits that never come; in parts, every chain
+    // is answered.
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    assert!(t.conn().credit_window() < 6000, "window {}", t.conn().credit_window());
+    let names: Vec<String> = (0..3000).map(|i| format!("missing-{i}")).collect();
+    let opens: Vec<CreateRequest<'_>> =
+        names.iter().map(|n| CreateRequest { disposition: Disposition::Open, ..create_rw(n) }).collect();
+    let close = smb_proto::create::CloseRequest { file_id: smb_proto::create::FileId::RELATED, post_query: false };
+    let chains: Vec<[&dyn smb_proto::Request; 2]> =
+        opens.iter().map(|o| [o as &dyn smb_proto::Request, &close]).collect();
+    let refs: Vec<&[&dyn smb_proto::Request]> = chains.iter().map(|c| &c[..]).collect();
+    let answers = tokio::time::timeout(Duration::from_secs(50), t.compounds(&refs))
+        .await
+        .expect("the batch waited for credits it could not get")
+        .expect("compounds");
+    assert_eq!(answers.len(), 3000);
+    assert!(answers.iter().all(|a| a[0].status() == NtStatus::STATUS_OBJECT_NAME_NOT_FOUND));
+    assert!(!t.conn().is_poisoned());
+}

@@ -197,6 +197,9 @@ impl Request for CreateRequest<'_> {
     fn as_create(&self) -> Option<&CreateRequest<'_>> {
         Some(self)
     }
+    fn check(&self) -> Result<(), String> {
+        crate::message::check_utf16_u16("CREATE name", self.name)
+    }
     fn encode_body(&self, out: &mut BytesMut, hdr: usize) {
         put_u16(out, 57);
         out.extend_from_slice(&[0, self.oplock_level]);

@@ -23,6 +23,22 @@ pub trait Request: Send + Sync {
     fn as_create(&self) -> Option<&crate::create::CreateRequest<'_>> {
         None
     }
+    /// Whether the body fits its wire fields (a name's 16-bit byte count,
+    /// say); an encoder cannot fail, so a client checks before encoding.
+    ///
+    /// Errors: what does not fit, for an InvalidArgument.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Errors unless `s` in UTF-16 fits a 16-bit byte count (`field`).
+pub(crate) fn check_utf16_u16(field: &str, s: &str) -> Result<(), String> {
+    let bytes = s.encode_utf16().count() * 2;
+    if bytes > u16::MAX as usize {
+        return Err(format!("{field} of {bytes} bytes does not fit its 16-bit length"));
+    }
+    Ok(())
 }
 
 /// Appends `v` little-endian.

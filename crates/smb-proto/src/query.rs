@@ -55,6 +55,9 @@ impl Request for QueryDirectoryRequest<'_> {
     fn credit_bytes(&self) -> u64 {
         self.output_buffer_length as u64
     }
+    fn check(&self) -> Result<(), String> {
+        crate::message::check_utf16_u16("QUERY_DIRECTORY pattern", self.pattern)
+    }
 }
 
 /// The output buffer of a QUERY_DIRECTORY or QUERY_INFO response, as a

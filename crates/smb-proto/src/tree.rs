@@ -33,6 +33,9 @@ impl Request for TreeConnectRequest<'_> {
         let n = put_utf16(out, self.path);
         patch_u16(out, len_at, n as u16);
     }
+    fn check(&self) -> Result<(), String> {
+        crate::message::check_utf16_u16("TREE_CONNECT path", self.path)
+    }
 }
 
 /// TREE_CONNECT response.

@@ -155,12 +155,18 @@ pub async fn list<S: DirSource>(src: &S, req: &ListRequest) -> Result<ListResult
 }
 
 /// The directory holding every key that starts with `prefix`: its components before the last `/`.
-/// `None` when a component is one no key can have (empty, `.`, `..`).
+/// `None` when no key can be under it: the prefix is longer than a key can be, or a component is
+/// one no key can have (empty, `.`, `..`, too long, a character the mapping refuses, the internal
+/// directory). So a hostile prefix (thousands of `a/`) costs nothing on the share.
 fn start_dir(prefix: &str) -> Option<Vec<String>> {
+    if prefix.len() > super::keys::MAX_KEY_BYTES {
+        return None;
+    }
     let Some((dirs, _)) = prefix.rsplit_once('/') else {
         return Some(Vec::new());
     };
-    dirs.split('/').map(|c| (!c.is_empty() && c != "." && c != "..").then(|| c.to_owned())).collect()
+    super::keys::map_key(&format!("{dirs}/")).ok()?;
+    Some(dirs.split('/').map(str::to_owned).collect())
 }
 
 /// The key prefix of the directory at `path`: `""` for the root, else `"a/b/"`.

@@ -307,7 +307,19 @@ fn odd_prefixes() {
     let tree = MemTree::new(["a/b", "é/x"]);
     assert_eq!(run(&tree, &req("a//", None, None, 10)).unwrap(), ListResult::default());
     assert_eq!(run(&tree, &req("a/../", None, None, 10)).unwrap(), ListResult::default());
-    assert!(tree.calls().is_empty());
+    // Issue 10: prefixes no key can be under cost nothing on the share:
+    // longer than a key (32K components), a NUL, a reserved character, a
+    // component over 255 UTF-16 units, the internal directory.
+    for p in [
+        "a/".repeat(32 * 1024),
+        "a\0/".into(),
+        "a\u{F022}/".into(),
+        format!("{}/", "x".repeat(256)),
+        ".smbgate/".into(),
+    ] {
+        assert_eq!(run(&tree, &req(&p, None, None, 10)).unwrap(), ListResult::default(), "{:.40}", p);
+    }
+    assert!(tree.calls().is_empty(), "{:?}", tree.calls());
     assert_eq!(names(&run(&tree, &req("missing/dir/", None, None, 10)).unwrap()), Vec::<&str>::new());
     assert_eq!(names(&run(&tree, &req("é", None, Some("é"), 10)).unwrap()), ["é/x"]);
 }
