@@ -5,6 +5,7 @@ import hashlib
 import os
 
 import pytest
+from botocore.exceptions import ClientError
 
 from conftest import Gateway
 from s3util import expect_error, md5_etag, status
@@ -306,7 +307,11 @@ def test_get_part_number_of_multipart_object(s3, bucket):
     assert status(h) == 206
     assert h["PartsCount"] == 3
     assert h["ContentLength"] == 5 * MiB
-    expect_error(416, "InvalidPartNumber", s3.get_object, Bucket=bucket, Key="pn", PartNumber=4)
+    # Issue 11, item 22: a part the object does not have is 400 InvalidPart.
+    expect_error(400, "InvalidPart", s3.get_object, Bucket=bucket, Key="pn", PartNumber=4)
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="pn", PartNumber=4)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     # Without partNumber, HEAD does not report PartsCount... but GET of the whole object is 200.
     assert status(s3.get_object(Bucket=bucket, Key="pn")) == 200
 

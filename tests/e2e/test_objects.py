@@ -483,7 +483,11 @@ def test_part_number_on_single_part_object(s3, bucket):
 
 def test_part_number_out_of_range_single_part(s3, bucket):
     s3.put_object(Bucket=bucket, Key="p", Body=b"0123456789")
-    expect_error(416, "InvalidPartNumber", s3.get_object, Bucket=bucket, Key="p", PartNumber=2)
+    # Issue 11, item 22: part 2 of a single-PUT object is 400 InvalidPart;
+    # part 1 is the whole object.
+    expect_error(400, "InvalidPart", s3.get_object, Bucket=bucket, Key="p", PartNumber=2)
+    got = s3.get_object(Bucket=bucket, Key="p", PartNumber=1)
+    assert got["Body"].read() == b"0123456789"
 
 
 # ---------------------------------------------------------------- deletes
