@@ -155,6 +155,11 @@ pub struct ServeArgs {
     /// that stalls longer fails with 400 RequestTimeout and leaves nothing.
     #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub body_read_timeout: std::time::Duration,
+    /// Writes one JSON line per request to this file (appended; `-` for
+    /// standard output): request ID, identity, operation, bucket, key,
+    /// status, bytes in and out, duration. Off unless given.
+    #[arg(long, env = "SMBGATE_ACCESS_LOG")]
+    pub access_log: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ServeArgs {

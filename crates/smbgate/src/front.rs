@@ -48,10 +48,22 @@ impl S3Auth for SingleKey {
     }
 }
 
-/// Where s3s's access check leaves the name of the operation it resolved
-/// (a request extension the front reads back for metrics).
+/// Where s3s's access check leaves what it resolved of a request (a
+/// request extension the front reads back for metrics and the access log).
 #[derive(Clone, Default)]
-struct OperationSlot(Arc<OnceLock<&'static str>>);
+struct OperationSlot(Arc<OnceLock<Resolved>>);
+
+/// What s3s's access check resolved: the operation, its bucket and key,
+/// and the access key that signed it (`None`: anonymous).
+struct Resolved {
+    operation: &'static str,
+    bucket: Option<String>,
+    key: Option<String>,
+    identity: Option<String>,
+}
+
+/// The tracing target of access-log lines (`--access-log`).
+pub const ACCESS_TARGET: &str = "smbgate::access";
 
 /// The access check s3s runs for every request once credentials are
 /// configured: notes the operation, then refuses unsigned requests unless
@@ -66,8 +78,14 @@ impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let name = crate::metrics::operation_name(cx.s3_op().name());
         tracing::Span::current().record("operation", tracing::field::display(name));
+        let (bucket, key) = match cx.s3_path() {
+            s3s::path::S3Path::Root => (None, None),
+            s3s::path::S3Path::Bucket { bucket } => (Some(bucket.to_string()), None),
+            s3s::path::S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
+        };
+        let identity = cx.credentials().map(|c| c.access_key.clone());
         if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {
-            let _ = slot.0.set(name);
+            let _ = slot.0.set(Resolved { operation: name, bucket, key, identity });
         }
         if cx.credentials().is_none() && !self.anonymous {
             return Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
@@ -166,7 +184,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             {
                 *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
             }
-            let operation = slot.0.get().copied().unwrap_or(UNKNOWN_OPERATION);
+            let resolved = slot.0.get();
+            let operation = resolved.map_or(UNKNOWN_OPERATION, |r| r.operation);
             if resp.status().is_client_error() || resp.status().is_server_error() {
                 resp = error_with_ids(resp, &ids, &method, uri.path()).await;
             }
@@ -179,7 +198,23 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
             let sent = if is_head { 0 } else { precheck::content_length(resp.headers()) };
-            in_flight.finish(operation, resp.status(), sent);
+            let took = in_flight.finish(operation, resp.status(), sent);
+            // One line per request for `--access-log` (a JSON layer on this
+            // target); with no such layer the event is filtered out cheaply.
+            tracing::info!(
+                target: ACCESS_TARGET,
+                request_id = %ids.request_id,
+                identity = resolved.and_then(|r| r.identity.as_deref()).unwrap_or("anonymous"),
+                operation,
+                method = %method,
+                bucket = resolved.and_then(|r| r.bucket.as_deref()),
+                key = resolved.and_then(|r| r.key.as_deref()),
+                status = resp.status().as_u16(),
+                bytes_in = declared,
+                bytes_out = sent,
+                duration_ms = took.as_secs_f64() * 1000.0,
+                "request"
+            );
             Ok(resp)
         };
         Box::pin(fut.instrument(span))

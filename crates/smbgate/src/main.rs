@@ -2,15 +2,43 @@
 
 use clap::Parser;
 use smbgate::config::{Cli, Command};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()))
+    // The log on stderr never carries access-log lines; those go, as JSON,
+    // to `--access-log` only.
+    let not_access = tracing_subscriber::filter::filter_fn(|m| m.target() != smbgate::front::ACCESS_TARGET);
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()))
+        .with_filter(not_access);
+    let access_log = match &cli.command {
+        Command::Serve(args) => args.access_log.clone(),
+    };
+    let access = match access_log.as_deref().map(open_access_log) {
+        None => None,
+        Some(Ok(w)) => Some(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_span_list(false)
+                .with_writer(w)
+                .with_filter(
+                    tracing_subscriber::filter::Targets::new()
+                        .with_target(smbgate::front::ACCESS_TARGET, tracing::Level::INFO),
+                ),
+        ),
+        Some(Err(e)) => {
+            eprintln!("smbgate: --access-log: {e}");
+            std::process::exit(1);
+        }
+    };
+    tracing_subscriber::registry().with(stderr).with(access).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(async {
         match cli.command {
@@ -58,4 +86,21 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
     EnvFilter::try_new(&s).unwrap_or_else(|_| EnvFilter::new("info,s3s=off"))
+}
+
+/// Where access-log lines go: a file opened for appending, or `-` for
+/// standard output.
+///
+/// Errors: the file cannot be opened (the message names it).
+fn open_access_log(path: &std::path::Path) -> Result<tracing_subscriber::fmt::writer::BoxMakeWriter, String> {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    if path.as_os_str() == "-" {
+        return Ok(BoxMakeWriter::new(std::io::stdout));
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(BoxMakeWriter::new(std::sync::Mutex::new(f)))
 }

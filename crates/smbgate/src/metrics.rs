@@ -125,7 +125,8 @@ pub struct InFlight {
 impl InFlight {
     /// Records the answer: `operation` (an S3 API name, or
     /// [`UNKNOWN_OPERATION`]), its HTTP status and its body length in bytes.
-    pub fn finish(self, operation: &'static str, status: http::StatusCode, response_bytes: u64) {
+    /// Returns how long the request took.
+    pub fn finish(self, operation: &'static str, status: http::StatusCode, response_bytes: u64) -> std::time::Duration {
         let class = match status.as_u16() {
             200..=299 => "2xx",
             300..=399 => "3xx",
@@ -134,8 +135,10 @@ impl InFlight {
         };
         let m = &self.metrics;
         m.requests.get_or_create(&RequestLabels { operation, status: class }).inc();
-        m.duration.get_or_create(&OperationLabels { operation }).observe(self.started.elapsed().as_secs_f64());
+        let took = self.started.elapsed();
+        m.duration.get_or_create(&OperationLabels { operation }).observe(took.as_secs_f64());
         m.sent.inc_by(response_bytes);
+        took
     }
 }
 

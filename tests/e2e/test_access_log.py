@@ -1,0 +1,64 @@
+"""The access log (issue 12, point 3): with --access-log, one JSON line per
+request: request ID (the x-amz-request-id the client got), identity (the
+access key, or "anonymous"), operation, method, bucket, key, status, bytes in
+and out, duration. The stderr log never carries these lines."""
+
+import json
+import time
+import urllib.request
+
+from conftest import ACCESS_KEY, SECRET_KEY, Gateway
+
+
+def read_lines(path, n, timeout=5):
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+        if len(lines) >= n or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def test_one_json_line_per_request_with_what_operators_need(own_samba, tmp_path):
+    log = tmp_path / "access.jsonl"
+    gw = Gateway(own_samba, env={"SMBGATE_ACCESS_LOG": str(log)})
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="logged")
+        put = s3.put_object(Bucket="logged", Key="dir/obj.bin", Body=b"x" * 1000)
+        got = s3.get_object(Bucket="logged", Key="dir/obj.bin")
+        assert got["Body"].read() == b"x" * 1000
+        try:
+            s3.get_object(Bucket="logged", Key="missing")
+        except s3.exceptions.NoSuchKey as e:
+            missing_id = e.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+        try:
+            urllib.request.urlopen(f"{gw.endpoint}/logged/dir/obj.bin")  # unsigned
+        except urllib.error.HTTPError as e:
+            assert e.code == 403
+        lines = read_lines(log, 5)
+        assert len(lines) == 5, lines
+        create, p, g, m, anon = lines
+        assert (create["operation"], create["bucket"], create["status"]) == ("CreateBucket", "logged", 200)
+        assert p["request_id"] == put["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+        assert (p["identity"], p["operation"], p["method"]) == (ACCESS_KEY, "PutObject", "PUT")
+        assert (p["bucket"], p["key"], p["status"], p["bytes_in"]) == ("logged", "dir/obj.bin", 200, 1000)
+        assert (g["operation"], g["status"], g["bytes_out"]) == ("GetObject", 200, 1000)
+        assert g["request_id"] == got["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+        assert (m["request_id"], m["status"], m["key"]) == (missing_id, 404, "missing")
+        assert (anon["identity"], anon["status"]) == ("anonymous", 403)
+        assert all(isinstance(l["duration_ms"], float) and l["duration_ms"] >= 0 for l in lines)
+        assert all("timestamp" in l for l in lines), lines[0]
+        text = log.read_text()
+        assert SECRET_KEY not in text
+        gw.log.flush()
+        assert '"operation"' not in open(gw.log.name).read(), "access lines leaked into the stderr log"
+    finally:
+        gw.stop()
+
+
+def test_an_unwritable_access_log_is_refused_at_startup_with_one_line(own_samba, tmp_path):
+    import pytest
+    with pytest.raises(RuntimeError) as e:
+        Gateway(own_samba, env={"SMBGATE_ACCESS_LOG": str(tmp_path / "no" / "such" / "dir" / "a.log")})
+    assert "smbgate: --access-log:" in str(e.value) and "No such file or directory" in str(e.value)
