@@ -11,7 +11,7 @@ use super::keys::{self, decode_component, encode_component};
 use super::meta::derived_etag;
 use super::path::SharePath;
 use super::types::ObjectInfo;
-use super::walk::{list, DirItem, DirSource, ListRequest, ListResult, Listed};
+use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{share, Store, StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
@@ -35,13 +35,13 @@ pub struct DirCache {
 }
 
 /// When a directory was read, and what it held.
-type CachedDir = (std::time::Instant, std::sync::Arc<Vec<DirItem>>);
+type CachedDir = (std::time::Instant, Prepared);
 
 const DIR_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const DIR_CACHE_DIRS: usize = 256;
 
 impl DirCache {
-    fn get(&self, path: &str) -> Option<std::sync::Arc<Vec<DirItem>>> {
+    fn get(&self, path: &str) -> Option<Prepared> {
         let dirs = self.dirs.lock().unwrap();
         dirs.get(path).filter(|(t, _)| t.elapsed() < DIR_CACHE_TTL).map(|(_, v)| v.clone())
     }
@@ -51,7 +51,7 @@ impl DirCache {
         self.dirs.lock().unwrap().remove(dir);
     }
 
-    fn put(&self, path: String, items: std::sync::Arc<Vec<DirItem>>) {
+    fn put(&self, path: String, items: Prepared) {
         let mut dirs = self.dirs.lock().unwrap();
         dirs.retain(|_, (t, _)| t.elapsed() < DIR_CACHE_TTL);
         if dirs.len() >= DIR_CACHE_DIRS {
@@ -72,18 +72,17 @@ impl SmbSource<'_> {
 impl DirSource for SmbSource<'_> {
     type Error = StoreError;
 
-    async fn list(&self, path: &[String]) -> Result<Option<Vec<DirItem>>, StoreError> {
+    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, StoreError> {
         let dir = self.dir_path(path);
         if self.reuse {
             if let Some(items) = self.cache.get(&dir) {
-                return Ok(Some(items.as_ref().clone()));
+                return Ok(Some(items));
             }
         }
-        let items = self.read(&dir).await?;
-        if let Some(items) = &items {
-            self.cache.put(dir, std::sync::Arc::new(items.clone()));
-        }
-        Ok(items)
+        let Some(items) = self.read(&dir).await? else { return Ok(None) };
+        let items = prepare(items);
+        self.cache.put(dir, items.clone());
+        Ok(Some(items))
     }
 }
 

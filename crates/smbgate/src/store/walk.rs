@@ -20,6 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -48,16 +49,40 @@ pub struct DirItem {
     pub etag_hint: Option<String>,
 }
 
+/// A directory listing as the lister walks it: names no key can have dropped, directory names
+/// with a trailing `/`, sorted in S3 order (a marker `x/` before the directory `x/`).
+pub type Prepared = Arc<[DirItem]>;
+
+/// Prepares a directory's listing, in any order, for the lister; see [`Prepared`].
+pub fn prepare(listing: Vec<DirItem>) -> Prepared {
+    let mut items: Vec<DirItem> = listing
+        .into_iter()
+        .filter(valid_name)
+        .map(|mut it| {
+            if it.is_dir {
+                it.name.push('/');
+            }
+            it
+        })
+        .collect();
+    // A marker "x/" sorts equal to the directory "x/" and comes first: its key is a prefix of
+    // every key inside.
+    items.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.is_dir.cmp(&b.is_dir)));
+    items.into()
+}
+
 /// Where the lister reads directories from.
 pub trait DirSource: Send + Sync {
     /// Opaque to the lister; always propagated, never swallowed.
     type Error: Send;
 
-    /// Lists the directory at `path` (components relative to the bucket root, empty = root), in
-    /// any order. Returns `Ok(None)` if the directory does not exist. An unreadable directory must
-    /// be an error: it fails the whole listing (failure class 18). The future may be dropped before
-    /// it completes (a prefetch the page no longer needs), so it must be cancel-safe.
-    fn list(&self, path: &[String]) -> impl Future<Output = Result<Option<Vec<DirItem>>, Self::Error>> + Send;
+    /// Lists the directory at `path` (components relative to the bucket root, empty = root),
+    /// [`prepare`]d: what the lister walks, shared so that continuation pages of a large directory
+    /// reuse one sorted listing instead of copying and sorting it again. Returns `Ok(None)` if the
+    /// directory does not exist. An unreadable directory must be an error: it fails the whole
+    /// listing (failure class 18). The future may be dropped before it completes (a prefetch the
+    /// page no longer needs), so it must be cancel-safe.
+    fn list(&self, path: &[String]) -> impl Future<Output = Result<Option<Prepared>, Self::Error>> + Send;
 
     /// Finds the marker object of the directory at `path`: the item `"<last component>/"` that its
     /// parent's listing holds. Needed only when a prefix ends in `/` (prefix `"a/b/"` matches the
@@ -71,7 +96,7 @@ pub trait DirSource: Send + Sync {
             let Some(items) = self.list(parent).await? else {
                 return Ok(None);
             };
-            Ok(items.into_iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())))
+            Ok(items.iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())).cloned())
         }
     }
 }
@@ -199,9 +224,12 @@ struct Frame {
     /// Key prefix of this directory (see [`dir_key`]).
     dir: String,
     path: Vec<String>,
-    /// Entries still to visit, sorted descending so that `pop` yields the next in S3 order.
-    /// Directory names carry a trailing `/`, so they sort as their keys do.
-    items: Vec<DirItem>,
+    /// The directory's listing, shared with the source's cache; see [`Prepared`].
+    items: Prepared,
+    /// The next index to visit: `items[next..end]` are still to visit, in S3 order.
+    next: usize,
+    /// One past the last index this walk visits.
+    end: usize,
     /// Indices into `items` of the directories the walk will enter, the next one last.
     walk_dirs: Vec<usize>,
 }
@@ -237,20 +265,24 @@ impl<S: DirSource> Walk<'_, S> {
                 etag_hint: m.etag_hint,
             });
         }
-        let frame = self.open(dir, path, listing.unwrap_or_default());
+        let frame = self.open(dir, path, listing.unwrap_or_else(|| Arc::from(Vec::new())));
         self.stack.push(frame);
         self.walk().await
     }
 
     async fn walk(&mut self) -> Result<(), S::Error> {
         while let Some(frame) = self.stack.last_mut() {
-            let Some(item) = frame.items.pop() else {
+            if frame.next == frame.end {
                 self.stack.pop();
                 continue;
-            };
-            if frame.walk_dirs.last() == Some(&frame.items.len()) {
+            }
+            let at = frame.next;
+            frame.next += 1;
+            if frame.walk_dirs.last() == Some(&at) {
                 frame.walk_dirs.pop();
             }
+            let items = frame.items.clone();
+            let item = &items[at];
             let key = format!("{}{}", frame.dir, item.name);
             let entry = if let Some(cp) = rollup(self.prefix, self.delimiter, &key) {
                 if self.start_after.is_some_and(|sa| cp <= sa)
@@ -264,14 +296,19 @@ impl<S: DirSource> Walk<'_, S> {
                 path.push(item.name[..item.name.len() - 1].to_owned());
                 self.prefetch();
                 let listing = self.fetch.get(&key, &path).await?;
-                let frame = self.open(key, path, listing.unwrap_or_default());
+                let frame = self.open(key, path, listing.unwrap_or_else(|| Arc::from(Vec::new())));
                 self.stack.push(frame);
                 continue;
             } else {
                 if self.start_after.is_some_and(|sa| key.as_str() <= sa) {
                     continue;
                 }
-                Listed::Object { key, size: item.size, last_modified: item.last_modified, etag_hint: item.etag_hint }
+                Listed::Object {
+                    key,
+                    size: item.size,
+                    last_modified: item.last_modified,
+                    etag_hint: item.etag_hint.clone(),
+                }
             };
             if self.emit(entry) {
                 break;
@@ -290,28 +327,19 @@ impl<S: DirSource> Walk<'_, S> {
         false
     }
 
-    /// Sorts a directory's listing into a frame, dropping what the prefix and `start_after` exclude.
+    /// The frame of a directory's (prepared) listing: the range of it the prefix and `start_after`
+    /// leave, found by binary search, so a page costs what it visits, not the directory's size.
     /// `dir` is a prefix of the request's prefix (the start directory) or starts with it.
-    fn open(&self, dir: String, path: Vec<String>, listing: Vec<DirItem>) -> Frame {
+    fn open(&self, dir: String, path: Vec<String>, items: Prepared) -> Frame {
         let wanted = self.prefix.get(dir.len()..).unwrap_or("");
-        let mut items: Vec<DirItem> = listing
-            .into_iter()
-            .filter(valid_name)
-            .filter_map(|mut it| {
-                if it.is_dir {
-                    it.name.push('/');
-                }
-                it.name.starts_with(wanted).then_some(it)
-            })
-            .collect();
-        // A marker "x/" sorts equal to the directory "x/" and comes first: its key is a prefix of
-        // every key inside.
-        items.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.is_dir.cmp(&b.is_dir)));
+        // Sorted names that start with `wanted` are contiguous, after those below it.
+        let mut lo = items.partition_point(|it| it.name.as_str() < wanted);
+        let hi = lo + items[lo..].partition_point(|it| it.name.starts_with(wanted));
         if let Some(sa) = self.start_after {
             match sa.strip_prefix(dir.as_str()) {
                 Some(rest) => {
                     // Entries whose keys all lie at or below start_after form a sorted prefix.
-                    let below = items.partition_point(|it| {
+                    lo += items[lo..hi].partition_point(|it| {
                         let name = it.name.as_str();
                         if it.is_dir {
                             name < rest && !rest.starts_with(name)
@@ -319,19 +347,19 @@ impl<S: DirSource> Walk<'_, S> {
                             name <= rest
                         }
                     });
-                    items.drain(..below);
                 }
-                None if dir.as_str() < sa => items.clear(),
+                None if dir.as_str() < sa => lo = hi,
                 None => {}
             }
         }
-        items.reverse();
-        let walk_dirs = (0..items.len())
+        // Descending, so that the next directory to enter is last.
+        let walk_dirs = (lo..hi)
+            .rev()
             .filter(|&i| {
                 items[i].is_dir && rollup(self.prefix, self.delimiter, &format!("{dir}{}", items[i].name)).is_none()
             })
             .collect();
-        Frame { dir, path, items, walk_dirs }
+        Frame { dir, path, items, next: lo, end: hi, walk_dirs }
     }
 
     /// Starts listings of the next directories the walk will enter, nearest first, until
@@ -357,7 +385,7 @@ impl<S: DirSource> Walk<'_, S> {
     }
 }
 
-type Listing<E> = Result<Option<Vec<DirItem>>, E>;
+type Listing<E> = Result<Option<Prepared>, E>;
 
 /// Directory listings in flight, by directory key. Finished listings wait in `ready` until the
 /// walk reaches them; an error waits there too, so it fails the listing only if it is needed.

@@ -84,7 +84,7 @@ fn item(name: &str, is_dir: bool, key: &str) -> DirItem {
 impl DirSource for MemTree {
     type Error = Unreadable;
 
-    async fn list(&self, path: &[String]) -> Result<Option<Vec<DirItem>>, Unreadable> {
+    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, Unreadable> {
         let dir = dir_key(path);
         self.calls.lock().unwrap().push(dir.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -115,9 +115,9 @@ impl DirSource for MemTree {
                 }
             }
         }
-        // Any order is allowed; make sure the lister sorts.
+        // Any order goes into prepare; make sure it sorts.
         items.reverse();
-        Ok(exists.then_some(items))
+        Ok(exists.then(|| prepare(items)))
     }
 }
 
@@ -286,11 +286,11 @@ fn an_unreadable_subdirectory_fails_the_listing() {
 struct EmptyDir;
 impl DirSource for EmptyDir {
     type Error = ();
-    async fn list(&self, path: &[String]) -> Result<Option<Vec<DirItem>>, ()> {
-        Ok(Some(match path {
+    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, ()> {
+        Ok(Some(prepare(match path {
             [] => vec![item("empty", true, ""), item("f", false, "f")],
             _ => Vec::new(),
-        }))
+        })))
     }
 }
 
