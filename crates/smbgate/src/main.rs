@@ -8,14 +8,12 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
     let cli = Cli::parse();
-    // The log on stderr never carries access-log lines; those go, as JSON,
-    // to `--access-log` only.
-    let not_access = tracing_subscriber::filter::filter_fn(|m| m.target() != smbgate::front::ACCESS_TARGET);
+    // The log on stderr never carries access-log lines (its filter turns
+    // their target off); those go, as JSON, to `--access-log` only.
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()))
-        .with_filter(not_access);
+        .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()));
     let access_log = match &cli.command {
         Command::Serve(args) => args.access_log.clone(),
     };
@@ -85,7 +83,9 @@ fn main() {
 fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
-    EnvFilter::try_new(&s).unwrap_or_else(|_| EnvFilter::new("info,s3s=off"))
+    let access = smbgate::front::ACCESS_TARGET;
+    EnvFilter::try_new(format!("{s},{access}=off"))
+        .unwrap_or_else(|_| EnvFilter::new(format!("info,s3s=off,{access}=off")))
 }
 
 /// Where access-log lines go: a file opened for appending, or `-` for
