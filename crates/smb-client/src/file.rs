@@ -78,7 +78,7 @@ impl Handle {
         let r = self.tree.close(self.create.file_id).await;
         self.open = false;
         if r.is_ok() {
-            self.tree.conn().inner.oplocks.release(self.create.file_id);
+            self.release_oplock();
         }
         r
     }
@@ -87,7 +87,15 @@ impl Handle {
     /// (`FileId::RELATED`) or by the server: forget it without a CLOSE.
     pub fn closed_elsewhere(mut self) {
         self.open = false;
-        self.tree.conn().inner.oplocks.release(self.create.file_id);
+        self.release_oplock();
+    }
+
+    /// Forgets the oplock a durable open recorded on its connection (only
+    /// those record one, so other handles skip the connection's lock).
+    fn release_oplock(&self) {
+        if self.reopen.is_some() {
+            self.tree.conn().inner.oplocks.release(self.create.file_id);
+        }
     }
 }
 
@@ -97,7 +105,7 @@ impl Drop for Handle {
             // On a lost connection the oplock held is what a reopen needs
             // to know (durable::Reopen::may_be_reclaimed): keep it.
             if !self.tree.conn().is_poisoned() {
-                self.tree.conn().inner.oplocks.release(self.create.file_id);
+                self.release_oplock();
             }
             self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
         }

@@ -227,37 +227,42 @@ impl PipelinedWriter {
     }
 
     async fn complete_one(&mut self) -> Result<()> {
-        let Some(w) = self.queue.pop_front() else { return Ok(()) };
-        self.in_flight -= w.len;
-        let payload = w.payload();
-        let (off, len, sent) = (w.offset, w.len, w.sent.clone());
-        match self.settle(w).await {
+        let Some(InFlight { offset, len, rx, sent, plain }) = self.queue.pop_front() else { return Ok(()) };
+        self.in_flight -= len;
+        match self.settle(rx, offset, len, &sent, &plain).await {
             Ok(()) => {
                 self.tree.conn().recycle(sent);
                 self.written += len as u64;
                 Ok(())
             }
             Err(e) => {
-                self.lost.push((off, payload));
+                self.lost.push((offset, payload_of(&sent, len, &plain)));
                 Err(e)
             }
         }
     }
 
-    /// Waits for one WRITE's answer and redoes a short write's tail.
-    async fn settle(&self, w: InFlight) -> Result<()> {
-        let (off, len) = (w.offset, w.len);
-        let resp = self.tree.conn().wait(w.rx).await?.ok_or_status(&[])?;
+    /// Waits for the answer to the WRITE of `len` bytes at `off` (sent as
+    /// `sent`) and redoes a short write's tail.
+    async fn settle(
+        &self,
+        rx: ResponseFuture,
+        off: u64,
+        len: usize,
+        sent: &Bytes,
+        plain: &Option<Bytes>,
+    ) -> Result<()> {
+        let resp = self.tree.conn().wait(rx).await?.ok_or_status(&[])?;
         let mut done = resp.body(WriteResponse::decode)?.count as usize;
         if done > len {
             return Err(Error::Protocol(format!("WRITE reported {done} bytes for {len} sent")));
         }
         if done < len {
             // Redo the tail from the plaintext payload.
-            let data = payload_of(&w.sent, len, &w.plain);
-            if w.plain.is_none() && w.sent.len() - len != smb_proto::frame::FRAME_HEADER_LEN + HEADER_LEN + 48 {
+            if plain.is_none() && sent.len() - len != smb_proto::frame::FRAME_HEADER_LEN + HEADER_LEN + 48 {
                 return Err(Error::Protocol(format!("short WRITE: {done} of {len} bytes")));
             }
+            let data = payload_of(sent, len, plain);
             while done < len {
                 let n = self.tree.write(self.file_id, off + done as u64, &data[done..]).await? as usize;
                 if n == 0 {

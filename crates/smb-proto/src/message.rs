@@ -34,6 +34,10 @@ pub trait Request: Send + Sync {
 
 /// Errors unless `s` in UTF-16 fits a 16-bit byte count (`field`).
 pub(crate) fn check_utf16_u16(field: &str, s: &str) -> Result<(), String> {
+    // UTF-16 never has more units than UTF-8 has bytes: most names need no count.
+    if s.len() * 2 <= u16::MAX as usize {
+        return Ok(());
+    }
     let bytes = s.encode_utf16().count() * 2;
     if bytes > u16::MAX as usize {
         return Err(format!("{field} of {bytes} bytes does not fit its 16-bit length"));

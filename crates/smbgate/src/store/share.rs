@@ -108,14 +108,17 @@ const NAME_QUERY: QueryInfoRequest<'static> = QueryInfoRequest {
     file_id: FileId::RELATED,
 };
 
-/// The share-relative on-disk path from a [`NAME_QUERY`] answer, if the
-/// server gave one (servers without the class just give none).
-fn decode_name(r: &Response) -> Option<String> {
+/// The share-relative on-disk path from a [`NAME_QUERY`] answer; `None`
+/// if the query failed (a server without the class).
+///
+/// Errors: an answer that does not decode (which poisons the connection,
+/// as any body that does not decode does).
+fn decode_name(r: &Response) -> Result<Option<String>> {
     if r.status() != NtStatus::STATUS_SUCCESS {
-        return None;
+        return Ok(None);
     }
-    let n = OutputBuffer::decode(&r.msg).ok().and_then(|b| decode_file_name_information(&b.0).ok())?;
-    Some(n.trim_start_matches('\\').to_string())
+    let n = r.body(|m| decode_file_name_information(&OutputBuffer::decode(m)?.0))?;
+    Ok(Some(n.trim_start_matches('\\').to_string()))
 }
 
 /// Our record from a QUERY_INFO(EA) answer, if present, readable, and
@@ -245,7 +248,10 @@ pub async fn open_with_meta(
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
     let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
     let read_answer = if r.is_some() { rs.next() } else { None };
-    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
+    let on_disk = match rs.next() {
+        Some(r) if name => decode_name(&r)?,
+        _ => None,
+    };
     // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
     // just brings no data: the caller decides what the open means.
     let data = match read_answer {
@@ -290,7 +296,10 @@ pub async fn stat_with_meta_and_name(
     let mut rs = rs.into_iter();
     let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
     let meta = decode_meta(&rs.next().expect("one answer per request"), &created);
-    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
+    let on_disk = match rs.next() {
+        Some(r) if name => decode_name(&r)?,
+        _ => None,
+    };
     Ok((created, meta, on_disk))
 }
 
@@ -341,7 +350,10 @@ async fn open_for_delete_with_meta(
     let mut rs = tree.compound(&chain).await?.into_iter();
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
     let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
-    let on_disk = if name { rs.next().as_ref().and_then(decode_name) } else { None };
+    let on_disk = match rs.next() {
+        Some(r) if name => decode_name(&r)?,
+        _ => None,
+    };
     Ok((handle, meta, on_disk))
 }
 
@@ -530,25 +542,13 @@ pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Optio
             contexts: &[],
         })
         .collect();
-    let query = QueryInfoRequest {
-        info_type: info_type::FILE,
-        class: class::FILE_NORMALIZED_NAME_INFORMATION,
-        output_buffer_length: 4096,
-        ea_names: &[],
-        additional_information: 0,
-        file_id: FileId::RELATED,
-    };
-    let chains: Vec<[&dyn Request; 3]> = opens.iter().map(|o| [o as &dyn Request, &query, &CLOSE_RELATED]).collect();
+    let chains: Vec<[&dyn Request; 3]> =
+        opens.iter().map(|o| [o as &dyn Request, &NAME_QUERY, &CLOSE_RELATED]).collect();
     let refs: Vec<&[&dyn Request]> = chains.iter().map(|c| &c[..]).collect();
     let mut out = Vec::with_capacity(paths.len());
     for chain in tree.compounds(&refs).await? {
         let [created, name, _closed] = take(chain)?;
-        if created.status() != NtStatus::STATUS_SUCCESS || name.status() != NtStatus::STATUS_SUCCESS {
-            out.push(None);
-            continue;
-        }
-        let on_disk = name.body(|m| decode_file_name_information(&OutputBuffer::decode(m)?.0))?;
-        out.push(Some(on_disk.trim_start_matches('\\').to_string()));
+        out.push(if created.status() == NtStatus::STATUS_SUCCESS { decode_name(&name)? } else { None });
     }
     Ok(out)
 }
