@@ -40,3 +40,17 @@ def test_the_example_environment_names_real_settings():
         if line.startswith("SMBGATE_") and "=" in line:
             name = line.split("=", 1)[0]
             assert f"[env: {name}=" in help_text or name == "SMBGATE_LOG", f"{name} is no setting of smbgate serve"
+
+
+def test_the_example_config_file_checks(tmp_path):
+    # The example names secret files beside it; give them stand-ins.
+    example = (ROOT / "deploy" / "smbgate.toml").read_text()
+    (tmp_path / "smbgate.toml").write_text(example)
+    for name in re.findall(r'_file = "([^"]+)"', example):
+        (tmp_path / name).write_text("stand-in\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    r = subprocess.run([smbgate_bin(), "config", "check", str(tmp_path / "smbgate.toml")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "# users: 3" in r.stdout and "auditor: access key AKIAAUDITOREXAMPLE" in r.stdout, r.stdout
+    assert "stand-in" not in r.stdout

@@ -19,12 +19,32 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the S3 API for one share.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Work with the config file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `smbgate config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validates a config file and prints the effective `serve` settings
+    /// (file, environment and defaults; secrets redacted) and its users.
+    Check {
+        /// The TOML file.
+        file: PathBuf,
+    },
 }
 
 /// `smbgate serve` settings; each flag falls back to an SMBGATE_* variable.
 #[derive(Args, Clone)]
 pub struct ServeArgs {
+    /// TOML config file: any of these settings by name (`pool_size = 8`),
+    /// and the S3 users as `[users.NAME]` tables, each with its own SMB
+    /// identity, buckets and read-only flag. Flags and environment
+    /// override the file. The users are read again on SIGHUP.
+    #[arg(long, env = "SMBGATE_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Address to listen on (HTTPS when --tls-cert and --tls-key are
     /// given, else plain HTTP).
     #[arg(long, env = "SMBGATE_LISTEN", default_value = "127.0.0.1:9000")]
@@ -94,9 +114,18 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ANONYMOUS", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
     pub anonymous: bool,
-    /// SMB connections in the pool.
+    /// SMB connections in the pool (and in each S3 user's own pool).
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8)]
     pub pool_size: usize,
+    /// Most pools of S3 users' own SMB identities open at once (the least
+    /// recently used is closed to make room); with `--pool-size` this
+    /// bounds the SMB connections: pool_size x (1 + user_pools).
+    #[arg(long, env = "SMBGATE_USER_POOLS", default_value_t = 16,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub user_pools: usize,
+    /// A user's SMB pool unused this long is closed (`10m`, `1h`).
+    #[arg(long, env = "SMBGATE_USER_POOL_IDLE", default_value = "10m", value_parser = parse_duration)]
+    pub user_pool_idle: std::time::Duration,
     /// Largest SMB READ/WRITE (clamped to what the server allows). Sizes
     /// take plain bytes or units: `8MiB`, `512 KiB`, `1GiB`, `4MB`.
     #[arg(long, env = "SMBGATE_IO_SIZE", default_value = "8MiB", value_parser = parse_bytes_u32)]
@@ -165,6 +194,7 @@ pub struct ServeArgs {
 impl std::fmt::Debug for ServeArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeArgs")
+            .field("config", &self.config)
             .field("listen", &self.listen)
             .field("tls_cert", &self.tls_cert)
             .field("listen_plain", &self.listen_plain)

@@ -12,7 +12,6 @@ use std::sync::{Arc, OnceLock};
 
 use hyper::body::Incoming;
 use s3s::access::{S3Access, S3AccessContext};
-use s3s::auth::{S3Auth, SecretKey};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
 use smb_client::Pool;
@@ -21,56 +20,44 @@ use tracing::Instrument;
 use crate::metrics::{Metrics, UNKNOWN_OPERATION};
 use crate::precheck;
 
-/// SigV4 credentials: one access key and its secret.
-pub struct SingleKey {
-    access_key: String,
-    secret_key: SecretKey,
-}
-
-impl SingleKey {
-    /// The only key pair this gateway accepts.
-    pub fn new(access_key: String, secret_key: String) -> SingleKey {
-        SingleKey { access_key, secret_key: SecretKey::from(secret_key) }
-    }
-}
-
-#[async_trait::async_trait]
-impl S3Auth for SingleKey {
-    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        if access_key == self.access_key {
-            Ok(self.secret_key.clone())
-        } else {
-            Err(S3Error::with_message(
-                S3ErrorCode::InvalidAccessKeyId,
-                "The AWS Access Key Id you provided does not exist in our records.",
-            ))
-        }
-    }
-}
-
 /// Where s3s's access check leaves what it resolved of a request (a
 /// request extension the front reads back for metrics and the access log).
 #[derive(Clone, Default)]
 struct OperationSlot(Arc<OnceLock<Resolved>>);
 
 /// What s3s's access check resolved: the operation, its bucket and key,
-/// and the access key that signed it (`None`: anonymous).
+/// the user that signed it (`None`: anonymous) and the SMB account that
+/// user acts as (`None`: the gateway's own).
 struct Resolved {
     operation: &'static str,
     bucket: Option<String>,
     key: Option<String>,
     identity: Option<String>,
+    smb_identity: Option<String>,
 }
 
 /// The tracing target of access-log lines (`--access-log`).
 pub const ACCESS_TARGET: &str = "smbgate::access";
 
 /// The access check s3s runs for every request once credentials are
-/// configured: notes the operation, then refuses unsigned requests unless
-/// anonymous access was switched on.
+/// configured: notes the operation, refuses unsigned requests unless
+/// anonymous access was switched on, and holds a signed request to its
+/// user's buckets and read-only flag. The user goes into the request's
+/// extensions, where the S3 handlers find the SMB identity it acts as.
 pub struct Access {
     /// `--anonymous`: unsigned requests are served.
     pub anonymous: bool,
+    /// The users in force.
+    pub users: crate::users::Directory,
+}
+
+/// The bucket of an `x-amz-copy-source` header (`/bucket/key` or
+/// `bucket/key`, percent-encoded), if it has one.
+fn copy_source_bucket(headers: &http::HeaderMap) -> Option<String> {
+    let v = headers.get("x-amz-copy-source")?.to_str().ok()?;
+    let decoded = percent_encoding::percent_decode_str(v).decode_utf8().ok()?;
+    let bucket = decoded.trim_start_matches('/').split('/').next()?;
+    (!bucket.is_empty()).then(|| bucket.to_string())
 }
 
 #[async_trait::async_trait]
@@ -83,14 +70,27 @@ impl S3Access for Access {
             s3s::path::S3Path::Bucket { bucket } => (Some(bucket.to_string()), None),
             s3s::path::S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
-        let identity = cx.credentials().map(|c| c.access_key.clone());
+        let user = cx.credentials().and_then(|c| self.users.get(&c.access_key));
+        let verdict = match (cx.credentials(), &user) {
+            (None, _) if self.anonymous => Ok(()),
+            (None, _) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
+            // Signed with a key the table no longer holds (a reload between
+            // the signature check and here).
+            (Some(_), None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")),
+            (Some(_), Some(u)) => {
+                let source = copy_source_bucket(cx.headers());
+                u.authorize(name, bucket.iter().chain(source.iter()).map(String::as_str))
+            }
+        };
+        let identity = user.as_ref().map(|u| u.name.clone());
+        let smb_identity = user.as_ref().and_then(|u| u.smb.as_ref()).map(|s| s.to_string());
         if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {
-            let _ = slot.0.set(Resolved { operation: name, bucket, key, identity });
+            let _ = slot.0.set(Resolved { operation: name, bucket, key, identity, smb_identity });
         }
-        if cx.credentials().is_none() && !self.anonymous {
-            return Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
+        if let (Ok(()), Some(u)) = (&verdict, user) {
+            cx.extensions_mut().insert(u);
         }
-        Ok(())
+        verdict
     }
 }
 
@@ -205,6 +205,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 target: ACCESS_TARGET,
                 request_id = %ids.request_id,
                 identity = resolved.and_then(|r| r.identity.as_deref()).unwrap_or("anonymous"),
+                smb_identity = resolved.and_then(|r| r.smb_identity.as_deref()).unwrap_or(""),
                 operation,
                 method = %method,
                 bucket = resolved.and_then(|r| r.bucket.as_deref()),

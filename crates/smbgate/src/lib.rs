@@ -12,16 +12,22 @@
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
-//! - [`config`]: flags and environment.
+//! - [`users`]: S3 users, their buckets, read-only flag and SMB identity;
+//!   [`identities`]: one SMB pool and store per identity.
+//! - [`config`]: flags and environment; [`config_file`]: the TOML file
+//!   under them.
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod config;
+pub mod config_file;
 pub mod front;
+pub mod identities;
 pub mod metrics;
 pub mod precheck;
 pub mod s3;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod users;
 pub mod vhost;

@@ -1,13 +1,25 @@
 //! The `smbgate` binary.
 
-use clap::Parser;
-use smbgate::config::{Cli, Command};
+use clap::{CommandFactory, FromArgMatches};
+use smbgate::config::{Cli, Command, ConfigCommand};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_cli();
+    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
+        match smbgate::config_file::check(Cli::command(), file) {
+            Ok(report) => {
+                print!("{report}");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                eprintln!("smbgate: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
     // The log on stderr never carries access-log lines (its filter turns
     // their target off); those go, as JSON, to `--access-log` only.
     let stderr = tracing_subscriber::fmt::layer()
@@ -16,6 +28,7 @@ fn main() {
         .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()));
     let access_log = match &cli.command {
         Command::Serve(args) => args.access_log.clone(),
+        Command::Config(_) => None,
     };
     let access = match access_log.as_deref().map(open_access_log) {
         None => None,
@@ -71,9 +84,30 @@ fn main() {
                     1
                 }
             },
+            Command::Config(_) => 0,
         }
     });
     std::process::exit(code);
+}
+
+/// The command line, with the config file's settings (`--config` or
+/// `SMBGATE_CONFIG`) as the flags' defaults. A file that does not load or
+/// names an unknown setting is one line and exit status 1.
+fn parse_cli() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let serving = args.get(1).is_some_and(|a| a == "serve");
+    let mut cmd = Cli::command();
+    if let Some(path) = smbgate::config_file::path_from(&args).filter(|_| serving) {
+        match smbgate::config_file::ConfigFile::load(&path).and_then(|f| f.apply(cmd)) {
+            Ok(c) => cmd = c,
+            Err(e) => {
+                eprintln!("smbgate: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let matches = cmd.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// The log filter: `SMBGATE_LOG` (default `info`), with s3s's own log off

@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::identities::Identities;
 use crate::store::Store;
 
 /// The operation label of a request s3s refused before naming its
@@ -73,9 +74,10 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The registry, with the SMB-side figures of `store` read at each
+    /// The registry, with the SMB-side figures of `identities` (the
+    /// gateway's own pool and the count of users' pools) read at each
     /// scrape.
-    pub fn new(store: Store) -> Metrics {
+    pub fn new(identities: Identities) -> Metrics {
         let mut registry = Registry::with_prefix("smbgate");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register("s3_requests", "S3 requests answered, by operation and status class", requests.clone());
@@ -94,7 +96,7 @@ impl Metrics {
         registry.register("s3_sent_bytes", "Response body bytes, as declared by Content-Length", sent.clone());
         let in_flight = Gauge::default();
         registry.register("s3_requests_in_flight", "S3 requests being served", in_flight.clone());
-        registry.register_collector(Box::new(SmbGauges { store }));
+        registry.register_collector(Box::new(SmbGauges { store: identities.primary().clone(), identities }));
         Metrics { registry, requests, duration, received, sent, in_flight }
     }
 
@@ -151,6 +153,7 @@ impl Drop for InFlight {
 /// The SMB-side figures, read from the pool and the store at each scrape.
 struct SmbGauges {
     store: Store,
+    identities: Identities,
 }
 
 impl std::fmt::Debug for SmbGauges {
@@ -195,6 +198,11 @@ impl Collector for SmbGauges {
             ("read_ahead_in_use_bytes", "GET read-ahead held by running GETs", ra.in_use()),
             ("write_behind_budget_bytes", "PUT write-behind budget", wb.capacity()),
             ("write_behind_in_use_bytes", "PUT write-behind held by running PUTs", wb.in_use()),
+            (
+                "smb_identity_pools",
+                "Open SMB pools of S3 users' own identities (the gateway's own pool not counted)",
+                self.identities.open_pools() as u64,
+            ),
         ];
         for (name, help, v) in gauges {
             let g = ConstGauge::new(v as i64);

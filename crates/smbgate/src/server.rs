@@ -1,7 +1,8 @@
 //! `smbgate serve`: connects the SMB pool, opens the store, and serves the
 //! S3 API over HTTP/1.1 and HTTP/2 (HTTPS with `--tls-cert`, optionally
 //! with a plain-HTTP listener beside it) until SIGINT or SIGTERM, then
-//! drains in-flight requests. SIGHUP reloads the TLS certificate.
+//! drains in-flight requests. SIGHUP reloads the TLS certificate and the
+//! S3 users of the config file.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct Prepared {
     tls: Option<(Arc<Certificates>, TlsAcceptor)>,
     service: crate::front::Front,
     limits: HttpLimits,
+    /// The S3 users, read again on SIGHUP.
+    users: UsersReload,
 }
 
 /// Limits on the HTTP side (see `ServeArgs`).
@@ -92,16 +95,12 @@ fn smb_startup_error(url: &ShareUrl, user: &str, e: smb_client::Error) -> String
 pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let url = ShareUrl::parse(&args.share)?;
     let smb_password = secret(&args.smb_password, &args.smb_password_file)?.unwrap_or_default();
-    let secret_key = secret(&args.secret_key, &args.secret_key_file)?;
-    let auth = match (&args.access_key, &secret_key) {
-        (Some(a), Some(s)) if !a.is_empty() && !s.is_empty() => Some((a.clone(), s.clone())),
-        _ if args.anonymous => None,
-        _ => {
-            return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
-                        or pass --anonymous to allow unsigned requests"
-                .into())
-        }
-    };
+    let users = crate::config_file::users_of(args)?;
+    if users.is_empty() && !args.anonymous {
+        return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
+                    list users in a --config file, or pass --anonymous to allow unsigned requests"
+            .into());
+    }
     // Before the SMB side, so that a bad file is the one line at startup.
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
@@ -117,6 +116,13 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     client.require_signing = args.smb_sign;
     client.require_encryption = args.smb_encrypt;
     client.max_io_size = args.io_size.max(64 << 10);
+    let template = crate::identities::PoolTemplate {
+        client: client.clone(),
+        share: url.share.clone(),
+        size: args.pool_size,
+        max_pools: args.user_pools,
+        idle: args.user_pool_idle,
+    };
     let pool = Pool::connect(PoolConfig::new(client, &url.share, args.pool_size))
         .await
         .map_err(|e| smb_startup_error(&url, &args.smb_user, e))?;
@@ -136,8 +142,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         other => format!("cannot open share root: {other}"),
     })?;
     let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
-    let metrics = Arc::new(crate::metrics::Metrics::new(store.clone()));
-    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(store, &args.region));
+    let identities = crate::identities::Identities::new(store, template);
+    let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
+    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities, &args.region));
     // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
     // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
     // spare, where s3s's default of 20 MB per request adds up fast over
@@ -148,9 +155,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     if let Some(d) = &args.domain {
         builder.set_host(crate::vhost::Domain::new(d)?);
     }
-    if let Some((ak, sk)) = auth {
-        builder.set_auth(crate::front::SingleKey::new(ak, sk));
-        builder.set_access(crate::front::Access { anonymous: args.anonymous });
+    let directory = crate::users::Directory::new(users);
+    if !directory.is_empty() {
+        builder.set_auth(directory.clone());
+        builder.set_access(crate::front::Access { anonymous: args.anonymous, users: directory.clone() });
     }
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -180,7 +188,37 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let limits = HttpLimits { max_connections: args.max_connections, header_read_timeout: args.header_read_timeout };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules);
-    Ok(Prepared { listener, admin, plain, tls, service, limits })
+    let users = UsersReload { directory, args: args.clone() };
+    Ok(Prepared { listener, admin, plain, tls, service, limits, users })
+}
+
+/// What SIGHUP reloads of the users: the table in force and the settings
+/// it is read from again.
+struct UsersReload {
+    directory: crate::users::Directory,
+    args: ServeArgs,
+}
+
+impl UsersReload {
+    /// Reads the users again. A file that does not load, or leaves no user
+    /// where the gateway had some, is logged at ERROR and the users in
+    /// force stay; requests in flight finish as the user they started as.
+    fn reload(&self) {
+        if self.args.config.is_none() || self.directory.is_empty() {
+            return;
+        }
+        match crate::config_file::users_of(&self.args) {
+            Ok(t) if t.is_empty() => {
+                tracing::error!("SIGHUP: the config file now lists no user; the users in force stay")
+            }
+            Ok(t) => {
+                let n = t.len();
+                self.directory.replace(t);
+                tracing::info!(users = n, "SIGHUP: users reloaded");
+            }
+            Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
+        }
+    }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits (up to
@@ -208,7 +246,10 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
             tokio::select! {
                 a = p.listener.accept() => break (a, p.tls.as_ref().map(|(_, acc)| acc.clone())),
                 a = accept_plain(&p.plain) => break (a, None),
-                _ = reload.recv() => reload_certificates(&p.tls),
+                _ = reload.recv() => {
+                    reload_certificates(&p.tls);
+                    p.users.reload();
+                }
                 _ = &mut shutdown => {
                     drop(slot);
                     return drain(p, graceful).await;
@@ -308,12 +349,11 @@ async fn drain(p: Prepared, graceful: GracefulShutdown) {
 /// SIGHUP: reads the TLS files again. A bad file is logged and the
 /// certificate in force stays.
 fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) {
-    match tls {
-        Some((certs, _)) => match certs.reload() {
+    if let Some((certs, _)) = tls {
+        match certs.reload() {
             Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
             Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
-        },
-        None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
+        }
     }
 }
 

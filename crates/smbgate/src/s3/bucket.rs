@@ -31,6 +31,10 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
         Some(t) => Some(super::list::decode_token(t)?),
     };
     let mut buckets = gw.store.list_buckets().await.map_err(s3_error)?;
+    // A user sees only the buckets it may use.
+    if let Some(u) = &gw.user {
+        buckets.retain(|b| u.may_use(&b.name));
+    }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
     let prefix = i.prefix.clone().unwrap_or_default();
     let mut page: Vec<_> = buckets
@@ -62,7 +66,7 @@ pub async fn create_bucket(
         Ok(()) => {}
         // S3's legacy rule: in us-east-1, creating a bucket you already own
         // succeeds (and leaves its contents alone); elsewhere it is 409.
-        Err(StoreError::BucketAlreadyOwnedByYou) if gw.region == "us-east-1" => {}
+        Err(StoreError::BucketAlreadyOwnedByYou) if &*gw.region == "us-east-1" => {}
         Err(e) => return Err(s3_error(e)),
     }
     Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) }))
@@ -70,7 +74,7 @@ pub async fn create_bucket(
 
 pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
     gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
-    Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(gw.region.clone()), ..Default::default() }))
+    Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(gw.region.to_string()), ..Default::default() }))
 }
 
 pub async fn delete_bucket(
@@ -87,7 +91,7 @@ pub async fn get_bucket_location(
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
     gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     // us-east-1 is reported as an empty LocationConstraint, as S3 does.
-    let loc = (gw.region != "us-east-1").then(|| BucketLocationConstraint::from(gw.region.clone()));
+    let loc = (&*gw.region != "us-east-1").then(|| BucketLocationConstraint::from(gw.region.to_string()));
     Ok(S3Response::new(GetBucketLocationOutput { location_constraint: loc }))
 }
 

@@ -11,19 +11,41 @@ mod object;
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
+use crate::identities::Identities;
 use crate::store::{Store, StoreError};
+use crate::users::User;
 
-/// The S3 service over one store.
+/// The S3 service over the share. Each request runs on the store of the
+/// SMB identity its user acts as ([`Gateway::scoped`]).
 #[derive(Clone)]
 pub struct Gateway {
     store: Store,
-    region: String,
+    region: std::sync::Arc<str>,
+    identities: Identities,
+    /// The user that signed the request (`None`: anonymous, or a gateway
+    /// not yet scoped to a request).
+    user: Option<std::sync::Arc<User>>,
 }
 
 impl Gateway {
-    /// A gateway answering for `region`.
-    pub fn new(store: Store, region: &str) -> Gateway {
-        Gateway { store, region: region.to_string() }
+    /// A gateway answering for `region` over `identities`.
+    pub fn new(identities: Identities, region: &str) -> Gateway {
+        Gateway { store: identities.primary().clone(), region: region.into(), identities, user: None }
+    }
+
+    /// This gateway for one request: on the store of the SMB identity of
+    /// the user that the access check put in the request's extensions (the
+    /// gateway's own for anonymous requests and for users without one).
+    ///
+    /// Errors: that identity's pool cannot connect (AccessDenied for a
+    /// refused login, else 503 SlowDown).
+    async fn scoped<T>(&self, req: &S3Request<T>) -> S3Result<Gateway> {
+        let user = req.extensions.get::<std::sync::Arc<User>>().cloned();
+        let store = match user.as_ref().and_then(|u| u.smb.as_ref()) {
+            None => self.store.clone(),
+            Some(id) => self.identities.store(Some(id)).await.map_err(s3_error)?,
+        };
+        Ok(Gateway { store, region: self.region.clone(), identities: self.identities.clone(), user })
     }
 }
 
@@ -80,99 +102,99 @@ pub fn s3_error(e: StoreError) -> S3Error {
 #[async_trait::async_trait]
 impl S3 for Gateway {
     async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        bucket::list_buckets(self, req).await
+        bucket::list_buckets(&self.scoped(&req).await?, req).await
     }
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
-        bucket::create_bucket(self, req).await
+        bucket::create_bucket(&self.scoped(&req).await?, req).await
     }
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-        bucket::head_bucket(self, req).await
+        bucket::head_bucket(&self.scoped(&req).await?, req).await
     }
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
-        bucket::delete_bucket(self, req).await
+        bucket::delete_bucket(&self.scoped(&req).await?, req).await
     }
     async fn get_bucket_location(
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        bucket::get_bucket_location(self, req).await
+        bucket::get_bucket_location(&self.scoped(&req).await?, req).await
     }
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        bucket::get_bucket_versioning(self, req).await
+        bucket::get_bucket_versioning(&self.scoped(&req).await?, req).await
     }
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
-        bucket::get_bucket_acl(self, req).await
+        bucket::get_bucket_acl(&self.scoped(&req).await?, req).await
     }
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
-        bucket::put_bucket_acl(self, req).await
+        bucket::put_bucket_acl(&self.scoped(&req).await?, req).await
     }
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
-        object::get_object_acl(self, req).await
+        object::get_object_acl(&self.scoped(&req).await?, req).await
     }
     async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
-        object::put_object_acl(self, req).await
+        object::put_object_acl(&self.scoped(&req).await?, req).await
     }
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        object::put_object(self, req).await
+        object::put_object(&self.scoped(&req).await?, req).await
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        object::get_object(self, req).await
+        object::get_object(&self.scoped(&req).await?, req).await
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        object::head_object(self, req).await
+        object::head_object(&self.scoped(&req).await?, req).await
     }
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
-        object::delete_object(self, req).await
+        object::delete_object(&self.scoped(&req).await?, req).await
     }
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        object::delete_objects(self, req).await
+        object::delete_objects(&self.scoped(&req).await?, req).await
     }
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-        object::copy_object(self, req).await
+        object::copy_object(&self.scoped(&req).await?, req).await
     }
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        list::list_objects(self, req).await
+        list::list_objects(&self.scoped(&req).await?, req).await
     }
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
-        list::list_objects_v2(self, req).await
+        list::list_objects_v2(&self.scoped(&req).await?, req).await
     }
     async fn create_multipart_upload(
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        multipart::create(self, req).await
+        multipart::create(&self.scoped(&req).await?, req).await
     }
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        multipart::upload_part(self, req).await
+        multipart::upload_part(&self.scoped(&req).await?, req).await
     }
     async fn upload_part_copy(
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        multipart::upload_part_copy(self, req).await
+        multipart::upload_part_copy(&self.scoped(&req).await?, req).await
     }
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        multipart::complete(self, req).await
+        multipart::complete(&self.scoped(&req).await?, req).await
     }
     async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        multipart::abort(self, req).await
+        multipart::abort(&self.scoped(&req).await?, req).await
     }
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        multipart::list_parts(self, req).await
+        multipart::list_parts(&self.scoped(&req).await?, req).await
     }
     async fn list_multipart_uploads(
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        multipart::list_uploads(self, req).await
+        multipart::list_uploads(&self.scoped(&req).await?, req).await
     }
 }

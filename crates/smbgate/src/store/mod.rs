@@ -173,6 +173,28 @@ impl Store {
         Ok(store)
     }
 
+    /// The same share root served over `pool`, a pool logged in as another
+    /// SMB identity (one S3 user's, see `crate::identities`): what the
+    /// share holds is probed once, by [`Store::open`], and the read-ahead
+    /// and write-behind budgets stay shared, so the process's memory bound
+    /// holds over every identity. The listing cache is the pool's own,
+    /// because the share's ACLs may show each identity different entries;
+    /// the sweep runs only on the store [`Store::open`] made.
+    pub fn for_pool(&self, pool: Pool) -> Store {
+        let i = &self.inner;
+        Store {
+            inner: Arc::new(Inner {
+                pool,
+                root: i.root.clone(),
+                opts: i.opts.clone(),
+                case_insensitive: i.case_insensitive,
+                dir_cache: Default::default(),
+                read_ahead: i.read_ahead.clone(),
+                write_behind: i.write_behind.clone(),
+            }),
+        }
+    }
+
     /// True if the share matches names case-insensitively.
     pub fn case_insensitive(&self) -> bool {
         self.inner.case_insensitive

@@ -1,0 +1,207 @@
+//! The TOML config file (`--config FILE`, `SMBGATE_CONFIG`): any `serve`
+//! setting under its flag's name (`pool_size = 8` or `pool-size = 8`), and
+//! the S3 users as `[users.NAME]` tables ([`crate::users`]).
+//!
+//! Precedence is flags, then environment, then the file, then the built-in
+//! defaults: the file's values become the flags' defaults, so clap's own
+//! rules order the rest.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::users::UserTable;
+
+/// The environment variable naming the config file.
+pub const ENV: &str = "SMBGATE_CONFIG";
+
+/// Setting names that hold secrets: `config check` never prints their
+/// values.
+fn is_secret(id: &str) -> bool {
+    id.contains("password") || id.contains("secret") || id.ends_with("token")
+}
+
+/// A parsed config file.
+pub struct ConfigFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    table: toml::Table,
+}
+
+impl ConfigFile {
+    /// Reads and parses `path`.
+    ///
+    /// Errors: a one-line reason naming the file (unreadable, not TOML).
+    pub fn load(path: &Path) -> Result<ConfigFile, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("config file {}: {e}", path.display()))?;
+        let table = text.parse::<toml::Table>().map_err(|e| {
+            let msg = e.message().to_string();
+            let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+            match line {
+                Some(l) => format!("config file {}, line {l}: {msg}", path.display()),
+                None => format!("config file {}: {msg}", path.display()),
+            }
+        })?;
+        Ok(ConfigFile { path: path.to_path_buf(), table })
+    }
+
+    /// The file's `[users.NAME]` tables (empty without any).
+    ///
+    /// Errors: as [`UserTable::from_toml`], prefixed with the file's name.
+    pub fn users(&self) -> Result<UserTable, String> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        match self.table.get("users") {
+            None => Ok(UserTable::default()),
+            Some(toml::Value::Table(t)) => {
+                UserTable::from_toml(t, dir).map_err(|e| format!("config file {}: {e}", self.path.display()))
+            }
+            Some(_) => Err(format!("config file {}: users must be a table of [users.NAME]", self.path.display())),
+        }
+    }
+
+    /// The file's settings as `(flag id, value)` pairs, values as a flag
+    /// would take them (booleans as `on`/`off`).
+    ///
+    /// Errors: a value that is an array or a table.
+    fn settings(&self) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        for (k, v) in &self.table {
+            if k == "users" {
+                continue;
+            }
+            let value = match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+                _ => {
+                    return Err(format!("config file {}: {k} must be a string, number or boolean", self.path.display()))
+                }
+            };
+            out.push((k.replace('-', "_"), value));
+        }
+        Ok(out)
+    }
+
+    /// `serve` (a subcommand of `cmd`) with the file's settings as its
+    /// flags' defaults.
+    ///
+    /// Errors: a name that is no `serve` flag (or is `config` itself), or a
+    /// value [`ConfigFile::settings`] refuses.
+    pub fn apply(&self, cmd: clap::Command) -> Result<clap::Command, String> {
+        let settings = self.settings()?;
+        let mut cmd = cmd;
+        let serve = cmd.find_subcommand("serve").ok_or("no serve subcommand")?;
+        for (id, _) in &settings {
+            let known = serve.get_arguments().any(|a| a.get_id() == id.as_str() && a.get_long().is_some());
+            if !known || id == "config" || id == "help" {
+                return Err(format!(
+                    "config file {}: unknown setting {id:?} (settings are the flags of `smbgate serve --help`, \
+                     e.g. pool_size = 8)",
+                    self.path.display()
+                ));
+            }
+        }
+        cmd = cmd.mut_subcommand("serve", |mut sc| {
+            for (id, value) in settings {
+                sc = sc.mut_arg(id, |a| a.default_value(value).required(false));
+            }
+            sc
+        });
+        Ok(cmd)
+    }
+}
+
+/// The S3 users of `args`: its config file's `[users.NAME]` tables, plus
+/// the `--access-key` user (the gateway's own SMB identity, every bucket).
+///
+/// Errors: the file does not load or a user is refused (one line naming
+/// the file and the user); an unreadable secret file.
+pub fn users_of(args: &crate::config::ServeArgs) -> Result<UserTable, String> {
+    let mut users = match &args.config {
+        Some(path) => ConfigFile::load(path)?.users()?,
+        None => UserTable::default(),
+    };
+    let secret_key = crate::config::secret(&args.secret_key, &args.secret_key_file)?;
+    if let (Some(a), Some(s)) = (&args.access_key, &secret_key) {
+        if !a.is_empty() && !s.is_empty() {
+            users.add_flag_user(a, s)?;
+        }
+    }
+    Ok(users)
+}
+
+/// The config file named by `--config FILE` or `--config=FILE` in `args`
+/// (the program's arguments), else by `SMBGATE_CONFIG`.
+pub fn path_from(args: &[OsString]) -> Option<PathBuf> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--config" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--config=")) {
+            return Some(PathBuf::from(v));
+        }
+    }
+    std::env::var_os(ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// `smbgate config check FILE`: the effective `serve` settings (flags are
+/// not read; the environment is), one per line with where each came from,
+/// secrets redacted, then the users.
+///
+/// Errors: the file does not load, a setting or user is refused, or a
+/// required setting is missing.
+pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
+    let file = ConfigFile::load(path)?;
+    // In the order `serve --help` lists them (applying defaults reorders).
+    let order: Vec<clap::Arg> =
+        cmd.find_subcommand("serve").map(|s| s.get_arguments().cloned().collect()).unwrap_or_default();
+    let from_file: std::collections::HashSet<String> = file.settings()?.into_iter().map(|(k, _)| k).collect();
+    let cmd = file.apply(cmd)?;
+    let matches = cmd.try_get_matches_from(["smbgate", "serve"]).map_err(|e| {
+        let first = e.to_string().lines().next().unwrap_or_default().to_string();
+        format!("config file {}: {}", path.display(), first.trim_start_matches("error: "))
+    })?;
+    let (_, m) = matches.subcommand().ok_or("no serve settings")?;
+    let mut args =
+        <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| e.to_string())?;
+    args.config = Some(path.to_path_buf());
+    let users = users_of(&args)?;
+    let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
+    for arg in &order {
+        let id = arg.get_id().as_str();
+        if arg.get_long().is_none() || id == "help" || id == "config" {
+            continue;
+        }
+        let Some(raw) = m.get_raw(id) else { continue };
+        let value: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
+        let source = match m.value_source(id) {
+            Some(clap::parser::ValueSource::EnvVariable) => "environment",
+            Some(clap::parser::ValueSource::DefaultValue) if from_file.contains(id) => "file",
+            _ => "default",
+        };
+        let shown = if is_secret(id) { "\"(redacted)\"".to_string() } else { format!("{:?}", value.join(",")) };
+        out.push_str(&format!("{id} = {shown}  # {source}\n"));
+    }
+    out.push_str(&format!("# users: {}\n", users.len()));
+    for line in users.describe() {
+        out.push_str(&format!("#   {line}\n"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_path_comes_from_the_flag() {
+        let args: Vec<OsString> = ["smbgate", "serve", "--config", "/a.toml"].iter().map(OsString::from).collect();
+        assert_eq!(path_from(&args), Some(PathBuf::from("/a.toml")));
+        let args: Vec<OsString> = ["smbgate", "serve", "--config=/b.toml"].iter().map(OsString::from).collect();
+        assert_eq!(path_from(&args), Some(PathBuf::from("/b.toml")));
+    }
+}

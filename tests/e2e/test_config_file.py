@@ -1,0 +1,168 @@
+"""The config file (issue 12, point 5): every `serve` setting can live in the
+TOML file given by --config or SMBGATE_CONFIG, with flags over environment
+over file over defaults, and `smbgate config check` validates a file and
+prints the effective settings with secrets redacted."""
+
+import os
+import socket
+import subprocess
+import time
+
+import boto3
+from botocore.config import Config
+
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin
+
+
+def clean_env(**extra):
+    """The environment without any SMBGATE_ setting, plus `extra`."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    e.update(extra)
+    return e
+
+
+def file_settings(samba, port, **more):
+    lines = [
+        f'share = "smb://127.0.0.1:{samba.port}/{samba.env["SMB_SHARE"]}"',
+        f'smb_user = "{samba.env["SMB_USER"]}"',
+        f'smb-password = "{samba.env["SMB_PASSWORD"]}"',
+        f'access_key = "{ACCESS_KEY}"',
+        f'secret_key = "{SECRET_KEY}"',
+        f'listen = "127.0.0.1:{port}"',
+        "pool_size = 2",
+        "smb_sign = true",
+    ]
+    lines += [f"{k} = {v}" for k, v in more.items()]
+    return "\n".join(lines) + "\n"
+
+
+def wait_listening(proc, port, log):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("not listening on %d: %s" % (port, log.read_text()))
+
+
+def start(args, env, log):
+    return subprocess.Popen([smbgate_bin(), "serve", *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=35)
+
+
+def test_every_setting_can_come_from_the_file(own_samba, tmp_path):
+    port = _free_port()
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(file_settings(own_samba, port, region='"eu-west-1"'))
+    log = tmp_path / "log"
+    p = start(["--config", str(cfg)], clean_env(), log)
+    try:
+        wait_listening(p, port, log)
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="eu-west-1",
+                          aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        s3.create_bucket(Bucket="from-file", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        s3.put_object(Bucket="from-file", Key="k", Body=b"configured")
+        assert s3.get_object(Bucket="from-file", Key="k")["Body"].read() == b"configured"
+        assert s3.head_bucket(Bucket="from-file")["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-region"] == \
+            "eu-west-1"
+    finally:
+        stop(p)
+
+
+def test_flags_override_the_environment_which_overrides_the_file(own_samba, tmp_path):
+    file_port, env_port, flag_port = _free_port(), _free_port(), _free_port()
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(file_settings(own_samba, file_port))
+    log = tmp_path / "log"
+    # The environment beats the file.
+    p = start([], clean_env(SMBGATE_CONFIG=str(cfg), SMBGATE_LISTEN=f"127.0.0.1:{env_port}"), log)
+    try:
+        wait_listening(p, env_port, log)
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", file_port)) != 0
+    finally:
+        stop(p)
+    # A flag beats both.
+    p = start(["--listen", f"127.0.0.1:{flag_port}"],
+              clean_env(SMBGATE_CONFIG=str(cfg), SMBGATE_LISTEN=f"127.0.0.1:{env_port}"), log)
+    try:
+        wait_listening(p, flag_port, log)
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", env_port)) != 0
+    finally:
+        stop(p)
+
+
+def run_serve(cfg, timeout=30):
+    return subprocess.run([smbgate_bin(), "serve", "--config", str(cfg)], env=clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_an_unknown_setting_or_bad_toml_is_one_line_at_startup(tmp_path):
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text('share = "smb://127.0.0.1:1/s"\npool_sise = 4\n')
+    r = run_serve(cfg)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f'smbgate: config file {cfg}: unknown setting "pool_sise" (settings are the flags of '
+        "`smbgate serve --help`, e.g. pool_size = 8)"
+    ], r.stderr
+    cfg.write_text('share = "smb://127.0.0.1:1/s"\n\npool_size = [4]\n')
+    r = run_serve(cfg)
+    assert (r.returncode, r.stderr.splitlines()) == \
+        (1, [f"smbgate: config file {cfg}: pool_size must be a string, number or boolean"]), r.stderr
+    cfg.write_text('share = "smb://127.0.0.1:1/s"\npool_size = \n')
+    r = run_serve(cfg)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"smbgate: config file {cfg}, line 2: "), r.stderr
+    # A value the flag refuses gets the flag's own message.
+    cfg.write_text('share = "smb://127.0.0.1:1/s"\nio_size = "lots"\n')
+    r = run_serve(cfg)
+    assert r.returncode == 2 and "invalid value 'lots' for '--io-size" in r.stderr, r.stderr
+    missing = tmp_path / "missing.toml"
+    r = run_serve(missing)
+    assert (r.returncode, r.stderr.splitlines()) == \
+        (1, [f"smbgate: config file {missing}: No such file or directory (os error 2)"]), r.stderr
+
+
+def test_config_check_prints_the_effective_settings_without_secrets(tmp_path):
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(
+        'share = "smb://nas.example/data"\nsmb_user = "gw"\nsmb_password = "hunter2-smb"\n'
+        'secret_key = "hunter2-s3"\naccess_key = "AKGW"\npool-size = 3\n'
+        '[users.ann]\naccess_key = "AKANN"\nsecret_key = "hunter2-ann"\nsmb_user = "ann"\n'
+        'smb_password = "hunter2-annpw"\nbuckets = ["docs"]\nread_only = true\n'
+    )
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], capture_output=True, text=True,
+                       env=clean_env(SMBGATE_REGION="eu-central-1"), timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"# {cfg}: valid. Effective settings of `smbgate serve` (flags aside):"
+    for want in [
+        'share = "smb://nas.example/data"  # file',
+        'pool_size = "3"  # file',
+        'smb_password = "(redacted)"  # file',
+        'secret_key = "(redacted)"  # file',
+        'region = "eu-central-1"  # environment',
+        'listen = "127.0.0.1:9000"  # default',
+        "# users: 2",
+        "#   AKGW: access key AKGW, as SMB the gateway's own --smb-user, all buckets",
+        "#   ann: access key AKANN, as SMB ann, buckets docs, read-only",
+    ]:
+        assert want in lines, (want, r.stdout)
+    assert "hunter2" not in r.stdout + r.stderr
+    # A refused user fails the check with its reason.
+    cfg.write_text(cfg.read_text().replace('buckets = ["docs"]', 'buckets = ["Not_A_Bucket"]'))
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], capture_output=True, text=True,
+                       env=clean_env(), timeout=30)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.splitlines() == \
+        [f'smbgate: config file {cfg}: [users.ann]: buckets: "Not_A_Bucket" is not a valid bucket name'], r.stderr
