@@ -155,6 +155,55 @@ class Gateway:
         self.log.close()
 
 
+class HAProxy:
+    """HAProxy on loopback in front of `gateways`, round-robin per request,
+    with the health probe the README's example uses (HEAD /)."""
+
+    def __init__(self, gateways, workdir):
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        servers = "\n".join(f"    server gw{i} 127.0.0.1:{g.port} check inter 1s" for i, g in enumerate(gateways))
+        cfg = Path(workdir) / f"haproxy-{self.port}.cfg"
+        cfg.write_text(f"""global
+    maxconn 2000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 300s
+    timeout server 300s
+frontend s3
+    bind 127.0.0.1:{self.port}
+    default_backend smbgate
+backend smbgate
+    balance roundrobin
+    option httpchk HEAD /
+    http-check expect status 200
+{servers}
+""")
+        self.log = open(cfg.with_suffix(".log"), "w")
+        self.proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=self.log, stderr=self.log)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            assert self.proc.poll() is None, cfg.with_suffix(".log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        # Both servers up in HAProxy's checks before the first request.
+        time.sleep(1.5)
+
+    client = Gateway.client
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
 @pytest.fixture(scope="session")
 def samba():
     s = Samba()

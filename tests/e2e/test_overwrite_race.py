@@ -32,6 +32,13 @@ def rgw(own_samba):
 
 
 def test_overwrites_never_show_readers_a_404_or_a_torn_body(rgw, own_samba):
+    overwrite_race(rgw, own_samba.share_path, SECONDS)
+
+
+def overwrite_race(rgw, share_path, seconds):
+    """Runs the race through `rgw` (anything with `.client()`) for `seconds`
+    and asserts what the module docstring says; `share_path` is the share's
+    root on disk."""
     s3 = rgw.client()
     bucket = f"race-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
@@ -105,7 +112,7 @@ def test_overwrites_never_show_readers_a_404_or_a_torn_body(rgw, own_samba):
     threads += [threading.Thread(target=reader, args=(i,)) for i in range(READERS)]
     for t in threads:
         t.start()
-    time.sleep(SECONDS)
+    time.sleep(seconds)
     stop.set()
     for t in threads:
         t.join(timeout=120)
@@ -116,4 +123,4 @@ def test_overwrites_never_show_readers_a_404_or_a_torn_body(rgw, own_samba):
     assert counts["get"] >= READERS and counts["put"] >= WRITERS, counts
     data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     assert hashlib.md5(data).hexdigest() in md5s
-    assert (own_samba.share_path / bucket / "hot" / "key.bin").read_bytes() == data
+    assert (share_path / bucket / "hot" / "key.bin").read_bytes() == data

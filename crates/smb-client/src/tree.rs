@@ -292,6 +292,15 @@ impl Tree {
     /// `.` and `..` excluded. The first page comes in the same round trip as
     /// the CREATE; later pages reuse the handle (resumable enumeration).
     pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        Ok(self.list_dir_timed(path).await?.1)
+    }
+
+    /// [`Tree::list_dir`], with the directory's own times as its CREATE
+    /// answered them, before any entry was read: a later [`Tree::stat`]
+    /// whose LastWriteTime and ChangeTime are the same says that no entry
+    /// was added, removed or renamed since (as far as the server's
+    /// timestamp resolution can tell).
+    pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
         let name = smb_path(path);
         let open = CreateRequest {
             name: &name,
@@ -317,6 +326,7 @@ impl Tree {
         // (a look-ahead listing abandoned when a page fills).
         let dir = Handle::from_response(self, it.next().expect("two responses"))?;
         let fid = dir.id();
+        let times = dir.info().times;
         let mut entries = Vec::new();
         let result: Result<()> = async {
             let mut page = it.next().expect("two responses");
@@ -340,7 +350,7 @@ impl Tree {
         let closed = dir.close().await;
         result?;
         closed?;
-        Ok(entries)
+        Ok((times, entries))
     }
 
     /// One QUERY_DIRECTORY page on an open directory handle; `None` at the

@@ -29,21 +29,33 @@ struct SmbSource<'a> {
 /// reads it once rather than once per page. Only continuation requests use
 /// it (a first page always reads the share), entries live 30 s, and it is a
 /// cache: an instance that does not have an entry just reads the share.
+/// Before an entry is reused, the directory's LastWriteTime and ChangeTime
+/// are read again (one round trip): a change through another instance or
+/// an SMB user moves them, and the directory is read anew (failure class
+/// 30).
 #[derive(Default)]
 pub struct DirCache {
     dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
 }
 
-/// When a directory was read, and what it held.
-type CachedDir = (std::time::Instant, Prepared);
+/// When a directory was read, its (LastWriteTime, ChangeTime) then, and
+/// what it held.
+type CachedDir = (std::time::Instant, DirStamp, Prepared);
+
+/// A directory's LastWriteTime and ChangeTime (100 ns units since 1601).
+type DirStamp = (u64, u64);
+
+fn stamp(t: &smb_proto::info::FileTimes) -> DirStamp {
+    (t.last_write, t.change)
+}
 
 const DIR_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const DIR_CACHE_DIRS: usize = 256;
 
 impl DirCache {
-    fn get(&self, path: &str) -> Option<Prepared> {
+    fn get(&self, path: &str) -> Option<(DirStamp, Prepared)> {
         let dirs = self.dirs.lock().unwrap();
-        dirs.get(path).filter(|(t, _)| t.elapsed() < DIR_CACHE_TTL).map(|(_, v)| v.clone())
+        dirs.get(path).filter(|(t, _, _)| t.elapsed() < DIR_CACHE_TTL).map(|(_, s, v)| (*s, v.clone()))
     }
 
     /// Drops the listing of `dir` (after a write into it).
@@ -51,15 +63,15 @@ impl DirCache {
         self.dirs.lock().unwrap().remove(dir);
     }
 
-    fn put(&self, path: String, items: Prepared) {
+    fn put(&self, path: String, stamp: DirStamp, items: Prepared) {
         let mut dirs = self.dirs.lock().unwrap();
-        dirs.retain(|_, (t, _)| t.elapsed() < DIR_CACHE_TTL);
+        dirs.retain(|_, (t, _, _)| t.elapsed() < DIR_CACHE_TTL);
         if dirs.len() >= DIR_CACHE_DIRS {
-            if let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone()) {
+            if let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _))| *t).map(|(k, _)| k.clone()) {
                 dirs.remove(&oldest);
             }
         }
-        dirs.insert(path, (std::time::Instant::now(), items));
+        dirs.insert(path, (std::time::Instant::now(), stamp, items));
     }
 }
 
@@ -75,20 +87,26 @@ impl DirSource for SmbSource<'_> {
     async fn list(&self, path: &[String]) -> Result<Option<Prepared>, StoreError> {
         let dir = self.dir_path(path);
         if self.reuse {
-            if let Some(items) = self.cache.get(&dir) {
-                return Ok(Some(items));
+            if let Some((cached, items)) = self.cache.get(&dir) {
+                // Unchanged since it was read: no entry came or went.
+                match self.tree.stat(&dir).await {
+                    Ok(now) if stamp(&now) == cached => return Ok(Some(items)),
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
-        let Some(items) = self.read(&dir).await? else { return Ok(None) };
+        let Some((times, items)) = self.read(&dir).await? else { return Ok(None) };
         let items = prepare(items);
-        self.cache.put(dir, items.clone());
+        self.cache.put(dir, stamp(&times), items.clone());
         Ok(Some(items))
     }
 }
 
 impl SmbSource<'_> {
-    async fn read(&self, dir: &str) -> Result<Option<Vec<DirItem>>, StoreError> {
-        let entries = match self.tree.list_dir(dir).await {
+    async fn read(&self, dir: &str) -> Result<Option<(smb_proto::info::FileTimes, Vec<DirItem>)>, StoreError> {
+        let (times, entries) = match self.tree.list_dir_timed(dir).await {
             Ok(e) => e,
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -125,7 +143,7 @@ impl SmbSource<'_> {
                     .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
         }
-        Ok(Some(items))
+        Ok(Some((times, items)))
     }
 }
 
