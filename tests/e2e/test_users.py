@@ -160,6 +160,9 @@ def test_a_read_only_user_reads_and_gets_403_for_every_write(gw, share):
         lambda: r.create_multipart_upload(Bucket="alice-own", Key="mp"),
         lambda: r.create_bucket(Bucket="reader-made"),
         lambda: r.delete_bucket(Bucket="unlisted"),
+        lambda: r.put_bucket_cors(Bucket="alice-own", CORSConfiguration={
+            "CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["GET"]}]}),
+        lambda: r.delete_bucket_cors(Bucket="alice-own"),
     ]
     for w in writes:
         assert error(w) == ("AccessDenied", 403)

@@ -36,6 +36,9 @@ struct Resolved {
     smb_identity: Option<String>,
 }
 
+/// The operation name of CORS preflights in metrics and the access log.
+pub const PREFLIGHT_OPERATION: &str = "PreflightRequest";
+
 /// The tracing target of access-log lines (`--access-log`).
 pub const ACCESS_TARGET: &str = "smbgate::access";
 
@@ -101,15 +104,73 @@ pub struct Front {
     pool: Pool,
     metrics: Arc<Metrics>,
     rules: Arc<crate::precheck::Rules>,
+    cors: Arc<CorsFront>,
+}
+
+/// What the front needs for CORS: the buckets' rules, and the domain of
+/// virtual-hosted-style names (to find a request's bucket).
+struct CorsFront {
+    cache: crate::cors::Cache,
+    domain: Option<crate::vhost::Domain>,
+}
+
+impl CorsFront {
+    /// The bucket a request names: by its Host under `--domain`, else the
+    /// first segment of its path.
+    fn bucket_of<B>(&self, req: &http::Request<B>) -> Option<String> {
+        if let (Some(d), Some(host)) = (&self.domain, req.headers().get(http::header::HOST)) {
+            if let Some(b) = host.to_str().ok().and_then(|h| d.bucket_of(h)) {
+                return Some(b.to_string());
+            }
+        }
+        let first = req.uri().path().trim_start_matches('/').split('/').next()?;
+        let b = percent_encoding::percent_decode_str(first).decode_utf8().ok()?;
+        (!b.is_empty()).then(|| b.into_owned())
+    }
 }
 
 impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
     /// counts every request, `rules` are checked before s3s verifies a
-    /// signature.
-    pub fn new(s3: S3Service, pool: Pool, metrics: Arc<Metrics>, rules: crate::precheck::Rules) -> Front {
-        Front { s3, pool, metrics, rules: Arc::new(rules) }
+    /// signature, `cors` answers preflights and decorates requests with an
+    /// Origin, `domain` is `--domain`.
+    pub fn new(
+        s3: S3Service,
+        pool: Pool,
+        metrics: Arc<Metrics>,
+        rules: crate::precheck::Rules,
+        cors: crate::cors::Cache,
+        domain: Option<crate::vhost::Domain>,
+    ) -> Front {
+        Front { s3, pool, metrics, rules: Arc::new(rules), cors: Arc::new(CorsFront { cache: cors, domain }) }
     }
+}
+
+/// The answer to a CORS preflight (`OPTIONS`, never signed): the bucket's
+/// rules decide it (see `crate::cors`).
+async fn preflight(cors: &CorsFront, req: &http::Request<Incoming>) -> HttpResponse {
+    let ask = crate::cors::Preflight::of(req.headers());
+    let config = match cors.bucket_of(req) {
+        Some(b) => match cors.cache.get(&b).await {
+            Ok(c) => c,
+            Err(e) => {
+                return crate::s3::s3_error(e).to_http_response().unwrap_or_else(|_| {
+                    let mut r = http::Response::new(s3s::Body::empty());
+                    *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                    r
+                })
+            }
+        },
+        None => None,
+    };
+    let (status, headers, body) = ask.answer(config.as_deref());
+    let mut resp = http::Response::new(s3s::Body::from(body));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    if status != http::StatusCode::OK {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
+    }
+    resp
 }
 
 /// Most bytes of a refused request's body read and dropped.
@@ -161,7 +222,22 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let ids = RequestIds::new();
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let (method, uri) = (req.method().clone(), req.uri().clone());
-        let refused = precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc());
+        let is_preflight = req.method() == http::Method::OPTIONS;
+        // A preflight is never signed; its answer is the bucket's CORS rules.
+        let refused = match is_preflight {
+            true => None,
+            false => precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc()),
+        };
+        let cors = self.cors.clone();
+        // An actual cross-origin request: its answer gets the headers of
+        // the rule allowing it (the method a preflight named, if sent).
+        let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let cors_method = req
+            .headers()
+            .get("access-control-request-method")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| req.method().as_str().to_string(), str::to_string);
+        let cors_bucket = origin.as_ref().and_then(|_| self.cors.bucket_of(&req));
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => {
@@ -175,6 +251,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     }
                     r.to_response()
                 }
+                None if is_preflight => preflight(&cors, &req).await,
                 None => hyper::service::Service::call(&s3, req).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
@@ -185,9 +262,17 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
             }
             let resolved = slot.0.get();
-            let operation = resolved.map_or(UNKNOWN_OPERATION, |r| r.operation);
+            let operation = match is_preflight {
+                true => PREFLIGHT_OPERATION,
+                false => resolved.map_or(UNKNOWN_OPERATION, |r| r.operation),
+            };
             if resp.status().is_client_error() || resp.status().is_server_error() {
                 resp = error_with_ids(resp, &ids, &method, uri.path()).await;
+            }
+            if let (Some(origin), Some(bucket), false) = (&origin, &cors_bucket, is_preflight) {
+                if let Ok(Some(c)) = cors.cache.get(bucket).await {
+                    crate::cors::decorate(resp.headers_mut(), &c, origin, &cors_method);
+                }
             }
             ids.set_headers(resp.headers_mut());
             // An Expect: 100-continue request refused before its body was

@@ -11,6 +11,7 @@
 //!   rules s3s leaves to us.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
+//! - [`cors`]: bucket CORS rules, preflights and response headers.
 //! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
 //! - [`users`]: S3 users, their buckets, read-only flag and SMB identity;
 //!   [`identities`]: one SMB pool and store per identity.
@@ -21,6 +22,7 @@
 pub mod admin;
 pub mod config;
 pub mod config_file;
+pub mod cors;
 pub mod front;
 pub mod identities;
 pub mod metrics;

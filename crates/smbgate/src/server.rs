@@ -144,7 +144,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
     let identities = crate::identities::Identities::new(store, template);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
-    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities, &args.region));
+    let cors = crate::cors::Cache::new(identities.primary().clone());
+    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities, &args.region, cors.clone()));
     // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
     // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
     // spare, where s3s's default of 20 MB per request adds up fast over
@@ -152,8 +153,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let mut s3_config = s3s::config::S3Config::default();
     s3_config.xml_max_body_size = crate::precheck::MAX_XML_BODY;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
-    if let Some(d) = &args.domain {
-        builder.set_host(crate::vhost::Domain::new(d)?);
+    let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
+    if let Some(d) = &domain {
+        builder.set_host(d.clone());
     }
     let directory = crate::users::Directory::new(users);
     if !directory.is_empty() {
@@ -187,7 +189,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     }
     let limits = HttpLimits { max_connections: args.max_connections, header_read_timeout: args.header_read_timeout };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service = crate::front::Front::new(builder.build(), pool, metrics, rules);
+    let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
     let users = UsersReload { directory, args: args.clone() };
     Ok(Prepared { listener, admin, plain, tls, service, limits, users })
 }

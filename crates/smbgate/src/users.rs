@@ -107,6 +107,7 @@ pub fn is_read_operation(operation: &str) -> bool {
             | "GetBucketLocation"
             | "GetBucketVersioning"
             | "GetBucketAcl"
+            | "GetBucketCors"
             | "ListObjects"
             | "ListObjectsV2"
             | "ListMultipartUploads"

@@ -4,6 +4,7 @@
 
 mod bucket;
 mod convert;
+mod cors;
 mod list;
 mod multipart;
 mod object;
@@ -22,15 +23,18 @@ pub struct Gateway {
     store: Store,
     region: std::sync::Arc<str>,
     identities: Identities,
+    /// Buckets' CORS configurations (forgotten here when changed).
+    cors: crate::cors::Cache,
     /// The user that signed the request (`None`: anonymous, or a gateway
     /// not yet scoped to a request).
     user: Option<std::sync::Arc<User>>,
 }
 
 impl Gateway {
-    /// A gateway answering for `region` over `identities`.
-    pub fn new(identities: Identities, region: &str) -> Gateway {
-        Gateway { store: identities.primary().clone(), region: region.into(), identities, user: None }
+    /// A gateway answering for `region` over `identities`; `cors` is the
+    /// CORS cache the front reads.
+    pub fn new(identities: Identities, region: &str, cors: crate::cors::Cache) -> Gateway {
+        Gateway { store: identities.primary().clone(), region: region.into(), identities, cors, user: None }
     }
 
     /// This gateway for one request: on the store of the SMB identity of
@@ -45,7 +49,13 @@ impl Gateway {
             None => self.store.clone(),
             Some(id) => self.identities.store(Some(id)).await.map_err(s3_error)?,
         };
-        Ok(Gateway { store, region: self.region.clone(), identities: self.identities.clone(), user })
+        Ok(Gateway {
+            store,
+            region: self.region.clone(),
+            identities: self.identities.clone(),
+            cors: self.cors.clone(),
+            user,
+        })
     }
 }
 
@@ -130,6 +140,18 @@ impl S3 for Gateway {
     }
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
         bucket::put_bucket_acl(&self.scoped(&req).await?, req).await
+    }
+    async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        cors::put(&self.scoped(&req).await?, req).await
+    }
+    async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        cors::get(&self.scoped(&req).await?, req).await
+    }
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        cors::delete(&self.scoped(&req).await?, req).await
     }
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
         object::get_object_acl(&self.scoped(&req).await?, req).await

@@ -60,12 +60,26 @@ impl Store {
     }
 
     /// DeleteBucket: rmdir. Directories left empty by deleted objects do
-    /// not count as content; they are removed first.
+    /// not count as content; they are removed first. The bucket's settings
+    /// (its CORS configuration) go with it, so a bucket made again later
+    /// under the name starts without them.
     ///
     /// Errors: NoSuchBucket, BucketNotEmpty.
     pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
         let tree = self.tree().await?;
+        self.remove_bucket_dir(&tree, bucket).await?;
+        match tree.delete(&self.internal("cors").join(bucket), false).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => {
+                tracing::warn!(bucket, error = %e, "bucket deleted, but not its CORS configuration");
+                Ok(())
+            }
+        }
+    }
+
+    async fn remove_bucket_dir(&self, tree: &smb_client::Tree, bucket: &str) -> StoreResult<()> {
         let path = self.bucket_path(bucket);
         match tree.delete(&path, true).await {
             Ok(()) => return Ok(()),
@@ -74,7 +88,7 @@ impl Store {
             Err(e) => return Err(e.into()),
         }
         // Only empty, unmarked directories inside? Remove them bottom-up.
-        if !self.remove_empty_tree(&tree, &path).await? {
+        if !self.remove_empty_tree(tree, &path).await? {
             return Err(StoreError::BucketNotEmpty);
         }
         tree.delete(&path, true).await.map_err(|e| {

@@ -13,6 +13,7 @@
 //! `checksum` and `verify`.
 
 pub mod bucket;
+mod bucket_cors;
 pub mod budget;
 mod case;
 pub mod checksum;
