@@ -167,8 +167,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_MULTIPART_EXPIRY", default_value = "7d", value_parser = parse_duration)]
     pub multipart_expiry: std::time::Duration,
     /// Time between sweeps for dead writers' temp files and expired
-    /// multipart uploads (one also runs at startup).
-    #[arg(long, env = "SMBGATE_SWEEP_INTERVAL", default_value = "1h", value_parser = parse_duration)]
+    /// multipart uploads (one also runs at startup). A temp file goes once
+    /// no writer holds it open and nothing was written to it for this long.
+    #[arg(long, env = "SMBGATE_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub sweep_interval: std::time::Duration,
     /// HTTP connections served at once; further clients wait in the
     /// listen backlog until one closes.

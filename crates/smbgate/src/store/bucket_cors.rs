@@ -48,13 +48,23 @@ impl Store {
             Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
             Err(e) => return Err(e.into()),
         }
-        let temp = self.temp_path();
-        share::create_once(&tree, &temp, config).await?;
-        if let Err(e) = share::rename_through_new_handle(&tree, &temp, &self.cors_path(bucket), true).await {
-            let _ = tree.delete(&temp, false).await;
-            return Err(e.into());
+        // Held open from creation to rename, so no sweep takes it for a dead
+        // writer's; dropped unpublished, it deletes itself.
+        let (temp, written) = share::create_temp_and_write(self.pool(), &tree, &self.temp_path(), &[], config).await?;
+        if written as usize != config.len() {
+            temp.discard().await;
+            return Err(StoreError::Busy(format!("short write: {written} of {} bytes", config.len())));
         }
-        Ok(())
+        let target = self.cors_path(bucket);
+        match share::publish_and_close(temp, &target, true).await {
+            Ok(()) => Ok(()),
+            Err((e, temp)) => {
+                if let Some(t) = temp {
+                    t.discard().await;
+                }
+                Err(e.into())
+            }
+        }
     }
 
     /// Removes `bucket`'s configuration; none is not an error.

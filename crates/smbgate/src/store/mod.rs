@@ -86,7 +86,7 @@ impl Default for StoreOptions {
             read_ahead_budget: 512 << 20,
             write_behind_budget: 512 << 20,
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),
-            sweep_interval: Duration::from_secs(3600),
+            sweep_interval: Duration::from_secs(300),
             body_read_timeout: Duration::from_secs(60),
         }
     }

@@ -400,7 +400,7 @@ pub async fn create_temp_and_write(
     data: &[u8],
 ) -> Result<(TempFile, u32)> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
-    let create = temp_req(path, &ctx);
+    let create = temp_req(path, if eas.is_empty() { &ctx[1..] } else { &ctx[..] });
     if data.is_empty() {
         let handle = tree.open(&create).await?;
         return Ok((TempFile::new(pool, handle, path), 0));

@@ -1,17 +1,20 @@
 //! Reclaiming what dead or absent clients left on the share, at startup and
 //! then every `StoreOptions::sweep_interval`, by the server's clock:
 //!
-//! - temporary files of writers that died, once a day old (failure class
-//!   16);
+//! - temporary files of writers that died (failure class 16): a temp file
+//!   is deleted only through an open that shares nothing, which the server
+//!   refuses with STATUS_SHARING_VIOLATION while any writer (of any
+//!   instance, on any connection or lane) still has it open. Files written
+//!   within the last `sweep_interval` are not tried at all, so that a live
+//!   writer's batch oplock is not broken for nothing;
 //! - multipart uploads started longer than `StoreOptions::multipart_expiry`
 //!   ago and neither completed nor aborted. Their age is the upload
 //!   directory's creation time, from one directory listing: no upload
 //!   record is read.
 
-use super::Store;
+use smb_proto::NtStatus;
 
-/// Age, in FILETIME units (100 ns), after which a temp file is debris.
-const GRACE_100NS: u64 = 24 * 3600 * 10_000_000;
+use super::{share, Store};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Store) {
@@ -30,10 +33,24 @@ async fn sweep_once(store: &Store) {
     let Ok(c) = tree.write_small(&probe, b"", &[]).await else { return };
     let now = c.times.last_write;
     let _ = tree.delete(&probe, false).await;
+    let quiet = store.options().sweep_interval.as_nanos() as u64 / 100;
     if let Ok(entries) = tree.list_dir(&tmp).await {
         for e in entries {
-            if !e.times.is_directory() && e.times.last_write + GRACE_100NS < now {
-                let _ = tree.delete(&tmp.join(&e.name), false).await;
+            if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
+                continue;
+            }
+            let path = tmp.join(&e.name);
+            match share::open_for_delete(&tree, &path, true).await {
+                Ok(h) => match share::close_and_delete(h).await {
+                    Ok(()) => {
+                        tracing::info!(temp = %e.name, bytes = e.times.end_of_file, "dead writer's temp file removed")
+                    }
+                    Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),
+                },
+                Err(err) if err.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
+                    tracing::debug!(temp = %e.name, "temp file held open by a live writer; kept")
+                }
+                Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),
             }
         }
     }
