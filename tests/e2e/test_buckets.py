@@ -165,7 +165,6 @@ def test_put_bucket_acl_canned_accepted(s3, bucket):
     ("put_bucket_policy", {"Policy": '{"Version":"2012-10-17","Statement":[]}'}),
     ("get_bucket_policy", {}),
     ("get_bucket_lifecycle_configuration", {}),
-    ("get_bucket_cors", {}),
     ("get_bucket_encryption", {}),
     ("get_bucket_website", {}),
     ("put_bucket_versioning", {"VersioningConfiguration": {"Status": "Enabled"}}),

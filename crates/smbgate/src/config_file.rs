@@ -9,7 +9,34 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::users::UserTable;
+use serde::Deserialize;
+
+use crate::config::ShareUrl;
+use crate::users::{SmbIdentity, UserTable};
+
+/// A bucket of its own directory on some share (`[buckets.NAME]`), beside
+/// the buckets of `--share`.
+#[derive(Debug, Clone)]
+pub struct BucketSource {
+    /// The bucket's name.
+    pub name: String,
+    /// The bucket's directory: `smb://HOST[:PORT]/SHARE[/PATH]`; its
+    /// contents are the bucket's objects.
+    pub url: ShareUrl,
+    /// The gateway's own account on that server, if not `--smb-user`'s.
+    pub smb: Option<SmbIdentity>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BucketEntry {
+    share: String,
+    smb_user: Option<String>,
+    #[serde(default)]
+    smb_domain: String,
+    smb_password: Option<String>,
+    smb_password_file: Option<PathBuf>,
+}
 
 /// The environment variable naming the config file.
 pub const ENV: &str = "SMBGATE_CONFIG";
@@ -58,6 +85,50 @@ impl ConfigFile {
         }
     }
 
+    /// The file's `[buckets.NAME]` tables, by name.
+    ///
+    /// Errors: a one-line reason naming the file and the bucket: an
+    /// unknown or missing field, a name S3 cannot address, a URL that does
+    /// not parse, a password given twice or unreadable.
+    pub fn buckets(&self) -> Result<Vec<BucketSource>, String> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let file = self.path.display();
+        let table = match self.table.get("buckets") {
+            None => return Ok(Vec::new()),
+            Some(toml::Value::Table(t)) => t,
+            Some(_) => return Err(format!("config file {file}: buckets must be a table of [buckets.NAME]")),
+        };
+        let mut out = Vec::new();
+        for (name, value) in table {
+            let fail = |m: String| format!("config file {file}: [buckets.{name}]: {m}");
+            let e = BucketEntry::deserialize(value.clone()).map_err(|e| fail(e.message().to_string()))?;
+            if !s3s::path::check_bucket_name(name) {
+                return Err(fail("not a valid bucket name".into()));
+            }
+            let url = ShareUrl::parse(&e.share).map_err(fail)?;
+            let password = match (e.smb_password, e.smb_password_file) {
+                (Some(_), Some(_)) => return Err(fail("smb_password and smb_password_file are both given".into())),
+                (Some(p), None) => Some(p),
+                (None, Some(f)) => {
+                    let f = dir.join(f);
+                    let s = std::fs::read_to_string(&f)
+                        .map_err(|e| fail(format!("smb_password_file {}: {e}", f.display())))?;
+                    Some(s.lines().next().unwrap_or("").to_string())
+                }
+                (None, None) => None,
+            };
+            let smb = match e.smb_user {
+                Some(user) if !user.is_empty() => {
+                    Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default() })
+                }
+                _ if password.is_some() => return Err(fail("smb_password given without smb_user".into())),
+                _ => None,
+            };
+            out.push(BucketSource { name: name.clone(), url, smb });
+        }
+        Ok(out)
+    }
+
     /// The file's settings as `(flag id, value)` pairs, values as a flag
     /// would take them (booleans as `on`/`off`).
     ///
@@ -65,7 +136,7 @@ impl ConfigFile {
     fn settings(&self) -> Result<Vec<(String, String)>, String> {
         let mut out = Vec::new();
         for (k, v) in &self.table {
-            if k == "users" {
+            if k == "users" || k == "buckets" {
                 continue;
             }
             let value = match v {
@@ -170,6 +241,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| e.to_string())?;
     args.config = Some(path.to_path_buf());
     let users = users_of(&args)?;
+    let buckets = file.buckets()?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
     for arg in &order {
         let id = arg.get_id().as_str();
@@ -185,6 +257,12 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         };
         let shown = if is_secret(id) { "\"(redacted)\"".to_string() } else { format!("{:?}", value.join(",")) };
         out.push_str(&format!("{id} = {shown}  # {source}\n"));
+    }
+    out.push_str(&format!("# buckets of their own: {}\n", buckets.len()));
+    for b in &buckets {
+        let smb = b.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), |s| s.to_string());
+        let path = if b.url.path.is_empty() { String::new() } else { format!("/{}", b.url.path.replace('\\', "/")) };
+        out.push_str(&format!("#   {}: //{}:{}/{}{path}, as SMB {smb}\n", b.name, b.url.host, b.url.port, b.url.share));
     }
     out.push_str(&format!("# users: {}\n", users.len()));
     for line in users.describe() {

@@ -73,6 +73,7 @@ impl S3Access for Access {
             s3s::path::S3Path::Bucket { bucket } => (Some(bucket.to_string()), None),
             s3s::path::S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
+        let bucket_name = bucket.clone();
         let user = cx.credentials().and_then(|c| self.users.get(&c.access_key));
         let verdict = match (cx.credentials(), &user) {
             (None, _) if self.anonymous => Ok(()),
@@ -90,8 +91,13 @@ impl S3Access for Access {
         if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {
             let _ = slot.0.set(Resolved { operation: name, bucket, key, identity, smb_identity });
         }
-        if let (Ok(()), Some(u)) = (&verdict, user) {
-            cx.extensions_mut().insert(u);
+        if verdict.is_ok() {
+            if let Some(b) = bucket_name {
+                cx.extensions_mut().insert(crate::s3::RequestBucket(b));
+            }
+            if let Some(u) = user {
+                cx.extensions_mut().insert(u);
+            }
         }
         verdict
     }

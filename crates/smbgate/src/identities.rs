@@ -1,10 +1,12 @@
-//! One SMB connection pool, and a store over it, per SMB identity: the
-//! gateway's own (`--smb-user`, opened at startup) and one for each S3
-//! user that acts as another account ([`crate::users`]). A user's pool
-//! connects on its first request, at most `max_pools` of them are open at
-//! once (the least recently used is closed to make room), and a pool
-//! unused for `idle` is closed. So the gateway holds at most
-//! `pool_size × (1 + max_pools)` SMB connections.
+//! One SMB connection pool, and a store over it, per root and SMB
+//! identity. The roots are `--share` (each top-level directory a bucket)
+//! and each configured `[buckets.NAME]` (one directory, one bucket,
+//! possibly on another server); each has the gateway's own pool, opened at
+//! startup. Each S3 user that acts as another account ([`crate::users`])
+//! gets a pool per root it uses: connected on its first request there, at
+//! most `max_pools` of them open at once (the least recently used is
+//! closed to make room), closed when unused for `idle`. So the gateway
+//! holds at most `pool_size × (roots + max_pools)` SMB connections.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -38,11 +40,28 @@ struct Entry {
     last_used: Mutex<Instant>,
 }
 
+/// A root other than `--share`: one configured bucket's directory, its
+/// gateway-own store, and how to open users' pools on its server.
+pub struct BucketRoot {
+    /// The store opened at startup with the gateway's own account.
+    pub store: Store,
+    /// Users' pools on the bucket's server and share.
+    pub template: PoolTemplate,
+}
+
 struct Inner {
     primary: Store,
     template: PoolTemplate,
-    pools: Mutex<HashMap<SmbIdentity, Arc<Entry>>>,
+    /// Configured buckets, by name.
+    buckets: HashMap<String, BucketRoot>,
+    /// Users' pools, by root (`None`: `--share`; else the bucket's name)
+    /// and account.
+    pools: Mutex<HashMap<PoolKey, Arc<Entry>>>,
 }
+
+/// A user's pool: its root (`None`: `--share`; else the configured
+/// bucket's name) and account.
+type PoolKey = (Option<String>, SmbIdentity);
 
 /// The stores by SMB identity. Clone to share.
 #[derive(Clone)]
@@ -51,17 +70,36 @@ pub struct Identities {
 }
 
 impl Identities {
-    /// `primary` serves the gateway's own identity; other identities get
-    /// pools made from `template`. Starts the idle-pool closer.
-    pub fn new(primary: Store, template: PoolTemplate) -> Identities {
-        let inner = Arc::new(Inner { primary, template, pools: Default::default() });
+    /// `primary` serves `--share` as the gateway's own identity; other
+    /// identities get pools made from `template`. `buckets` are the
+    /// configured buckets' roots. Starts the idle-pool closer.
+    pub fn new(primary: Store, template: PoolTemplate, buckets: HashMap<String, BucketRoot>) -> Identities {
+        let inner = Arc::new(Inner { primary, template, buckets, pools: Default::default() });
         tokio::spawn(close_idle(Arc::downgrade(&inner)));
         Identities { inner }
     }
 
-    /// The gateway's own store.
+    /// The gateway's own store on `--share`.
     pub fn primary(&self) -> &Store {
         &self.inner.primary
+    }
+
+    /// The names of the configured buckets, in name order.
+    pub fn configured(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.inner.buckets.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// True if `a` and `b` live in the same root (so a server-side copy
+    /// between them is possible).
+    pub fn same_root(&self, a: &str, b: &str) -> bool {
+        self.root_of(a) == self.root_of(b)
+    }
+
+    /// The root `bucket` lives in: `None` for `--share`, else its own name.
+    fn root_of(&self, bucket: &str) -> Option<String> {
+        self.inner.buckets.contains_key(bucket).then(|| bucket.to_string())
     }
 
     /// Identity pools open now (not counting the gateway's own).
@@ -70,17 +108,23 @@ impl Identities {
         pools.values().filter(|e| e.store.initialized()).count()
     }
 
-    /// The store acting as `identity` (`None`: the gateway's own),
+    /// The store of `bucket`'s root (`None`: `--share`, as for
+    /// ListBuckets) acting as `identity` (`None`: the gateway's own),
     /// connecting its pool first if it has none open.
     ///
     /// Errors: AccessDenied if the server refuses the account's login or
     /// its access to the share (logged at ERROR with the reason, never the
     /// password); other SMB failures as the store maps them (503 SlowDown
     /// while the server cannot be reached).
-    pub async fn store(&self, identity: Option<&SmbIdentity>) -> StoreResult<Store> {
-        let Some(id) = identity else { return Ok(self.inner.primary.clone()) };
-        let entry = self.entry(id);
-        let store = entry.store.get_or_try_init(|| self.connect(id)).await?;
+    pub async fn store(&self, bucket: Option<&str>, identity: Option<&SmbIdentity>) -> StoreResult<Store> {
+        let root = bucket.and_then(|b| self.root_of(b));
+        let (own, template) = match root.as_deref().and_then(|r| self.inner.buckets.get(r)) {
+            Some(b) => (&b.store, &b.template),
+            None => (&self.inner.primary, &self.inner.template),
+        };
+        let Some(id) = identity else { return Ok(own.clone()) };
+        let entry = self.entry(root, id);
+        let store = entry.store.get_or_try_init(|| self.connect(own, template, id)).await?;
         *entry.last_used.lock().unwrap() = Instant::now();
         Ok(store.clone())
     }
@@ -89,28 +133,28 @@ impl Identities {
     /// first drops the least recently used. Requests running on a dropped
     /// entry's store keep it until they finish; its connections close
     /// with the last of them.
-    fn entry(&self, id: &SmbIdentity) -> Arc<Entry> {
+    fn entry(&self, root: Option<String>, id: &SmbIdentity) -> Arc<Entry> {
+        let key = (root, id.clone());
         let mut pools = self.inner.pools.lock().unwrap();
-        if let Some(e) = pools.get(id) {
+        if let Some(e) = pools.get(&key) {
             return e.clone();
         }
         while pools.len() >= self.inner.template.max_pools.max(1) {
             let oldest = pools.iter().min_by_key(|(_, e)| *e.last_used.lock().unwrap()).map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => {
-                    tracing::info!(smb_identity = %k, "closing the least recently used SMB identity pool");
+                    tracing::info!(smb_identity = %k.1, "closing the least recently used SMB identity pool");
                     pools.remove(&k);
                 }
                 None => break,
             }
         }
         let e = Arc::new(Entry { store: Default::default(), last_used: Mutex::new(Instant::now()) });
-        pools.insert(id.clone(), e.clone());
+        pools.insert(key, e.clone());
         e
     }
 
-    async fn connect(&self, id: &SmbIdentity) -> StoreResult<Store> {
-        let t = &self.inner.template;
+    async fn connect(&self, own: &Store, t: &PoolTemplate, id: &SmbIdentity) -> StoreResult<Store> {
         let mut client = t.client.clone();
         client.user = id.user.clone();
         client.domain = id.domain.clone();
@@ -118,7 +162,7 @@ impl Identities {
         match Pool::connect(PoolConfig::new(client, &t.share, t.size)).await {
             Ok(pool) => {
                 tracing::info!(smb_identity = %id, "SMB identity pool connected");
-                Ok(self.inner.primary.for_pool(pool))
+                Ok(own.for_pool(pool))
             }
             Err(e) => {
                 let refused = matches!(
@@ -155,7 +199,7 @@ async fn close_idle(inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         let idle = inner.template.idle;
         let mut pools = inner.pools.lock().unwrap();
-        pools.retain(|id, e| {
+        pools.retain(|(_, id), e| {
             let keep = e.last_used.lock().unwrap().elapsed() < idle;
             if !keep && e.store.initialized() {
                 tracing::info!(smb_identity = %id, "closing an idle SMB identity pool");

@@ -137,15 +137,16 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         body_read_timeout: args.body_read_timeout,
         ..Default::default()
     };
-    let store = Store::open(pool.clone(), &url.path, opts).await.map_err(|e| match e {
+    let store = Store::open(pool.clone(), &url.path, opts.clone()).await.map_err(|e| match e {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
     let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
-    let identities = crate::identities::Identities::new(store, template);
+    let roots = open_bucket_roots(args, &smb_password, &opts).await?;
+    let identities = crate::identities::Identities::new(store, template, roots);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
-    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities, &args.region, cors.clone()));
+    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities.clone(), &args.region, cors.clone()));
     // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
     // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
     // spare, where s3s's default of 20 MB per request adds up fast over
@@ -160,8 +161,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let directory = crate::users::Directory::new(users);
     if !directory.is_empty() {
         builder.set_auth(directory.clone());
-        builder.set_access(crate::front::Access { anonymous: args.anonymous, users: directory.clone() });
     }
+    // Always: it also tells the handlers which bucket (root) a request is for.
+    builder.set_access(crate::front::Access { anonymous: args.anonymous, users: directory.clone() });
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let admin = match args.metrics_listen {
@@ -176,6 +178,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         None => None,
     };
     // Once startup has succeeded, so that a failure stays one line.
+    tracing::info!(case_insensitive = identities.primary().case_insensitive(), "store opened");
+    for name in identities.configured() {
+        tracing::info!(bucket = name, "configured bucket opened");
+    }
     if let Ok(t) = pool.get().await {
         let n = &t.session().negotiated;
         tracing::info!(
@@ -192,6 +198,50 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
     let users = UsersReload { directory, args: args.clone() };
     Ok(Prepared { listener, admin, plain, tls, service, limits, users })
+}
+
+/// The configured buckets (`[buckets.NAME]` of the config file), each
+/// connected with the gateway's own account on its server (the bucket's
+/// `smb_user`, else `--smb-user`) and opened as a store of that one
+/// bucket.
+///
+/// Errors: one line naming the bucket: the file, an unreachable server, a
+/// refused login, a missing share or directory.
+async fn open_bucket_roots(
+    args: &ServeArgs,
+    smb_password: &str,
+    opts: &StoreOptions,
+) -> Result<std::collections::HashMap<String, crate::identities::BucketRoot>, String> {
+    let Some(path) = &args.config else { return Ok(Default::default()) };
+    let mut roots = std::collections::HashMap::new();
+    for b in crate::config_file::ConfigFile::load(path)?.buckets()? {
+        let addr = format!("{}:{}", b.url.host, b.url.port);
+        let (user, domain, password) = match &b.smb {
+            Some(s) => (s.user.as_str(), s.domain.as_str(), s.password.as_str()),
+            None => (args.smb_user.as_str(), args.smb_domain.as_str(), smb_password),
+        };
+        let mut client = ClientConfig::new(&addr, user, password);
+        client.domain = domain.to_string();
+        client.require_signing = args.smb_sign;
+        client.require_encryption = args.smb_encrypt;
+        client.max_io_size = args.io_size.max(64 << 10);
+        let pool = Pool::connect(PoolConfig::new(client.clone(), &b.url.share, args.pool_size))
+            .await
+            .map_err(|e| format!("bucket {}: {}", b.name, smb_startup_error(&b.url, user, e)))?;
+        let store = Store::open_bucket(pool, &b.url.path, &b.name, opts.clone()).await.map_err(|e| match e {
+            StoreError::InvalidArgument(m) => format!("bucket {}: {m}", b.name),
+            other => format!("bucket {}: cannot open its directory: {other}", b.name),
+        })?;
+        let template = crate::identities::PoolTemplate {
+            client,
+            share: b.url.share.clone(),
+            size: args.pool_size,
+            max_pools: args.user_pools,
+            idle: args.user_pool_idle,
+        };
+        roots.insert(b.name, crate::identities::BucketRoot { store, template });
+    }
+    Ok(roots)
 }
 
 /// What SIGHUP reloads of the users: the table in force and the settings

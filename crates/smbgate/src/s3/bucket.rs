@@ -30,7 +30,41 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
         None => None,
         Some(t) => Some(super::list::decode_token(t)?),
     };
-    let mut buckets = gw.store.list_buckets().await.map_err(s3_error)?;
+    let configured = gw.identities.configured();
+    let id = gw.user.as_ref().and_then(|u| u.smb.as_ref());
+    // --share's buckets, unless the user may use none of them (then its
+    // account need not exist on that server). A refused login is 403; a
+    // share root the account may not list shows no bucket.
+    let wants_share = match gw.user.as_ref().map(|u| &u.buckets) {
+        Some(crate::users::Buckets::Only(names)) => names.iter().any(|n| !configured.contains(&n.as_str())),
+        _ => true,
+    };
+    let mut buckets = Vec::new();
+    if wants_share {
+        match gw.identities.store(None, id).await {
+            Ok(s) => match s.list_buckets().await {
+                Ok(b) => buckets = b,
+                Err(StoreError::AccessDenied) => {}
+                Err(e) => return Err(s3_error(e)),
+            },
+            Err(e) => return Err(s3_error(e)),
+        }
+    }
+    // Configured buckets, each from its own root, in place of any directory
+    // of the same name under --share.
+    buckets.retain(|b| !configured.contains(&b.name.as_str()));
+    for name in configured {
+        if gw.user.as_ref().is_some_and(|u| !u.may_use(name)) {
+            continue;
+        }
+        let store = gw.identities.store(Some(name), id).await.map_err(s3_error)?;
+        match store.list_buckets().await {
+            Ok(b) => buckets.extend(b),
+            // Gone, or not the user's to see: not listed.
+            Err(StoreError::NoSuchBucket | StoreError::AccessDenied) => {}
+            Err(e) => return Err(s3_error(e)),
+        }
+    }
     // A user sees only the buckets it may use.
     if let Some(u) = &gw.user {
         buckets.retain(|b| u.may_use(&b.name));

@@ -16,8 +16,14 @@ use crate::identities::Identities;
 use crate::store::{Store, StoreError};
 use crate::users::User;
 
-/// The S3 service over the share. Each request runs on the store of the
-/// SMB identity its user acts as ([`Gateway::scoped`]).
+/// The bucket a request names, as the access check found it (a request
+/// extension; absent for ListBuckets).
+#[derive(Clone)]
+pub struct RequestBucket(pub String);
+
+/// The S3 service over the share. Each request runs on the store of its
+/// bucket's root and of the SMB identity its user acts as
+/// ([`Gateway::scoped`]).
 #[derive(Clone)]
 pub struct Gateway {
     store: Store,
@@ -37,17 +43,22 @@ impl Gateway {
         Gateway { store: identities.primary().clone(), region: region.into(), identities, cors, user: None }
     }
 
-    /// This gateway for one request: on the store of the SMB identity of
-    /// the user that the access check put in the request's extensions (the
-    /// gateway's own for anonymous requests and for users without one).
+    /// This gateway for one request: on the store of the request's
+    /// bucket's root (`--share`, or a configured bucket's own directory),
+    /// as the SMB identity of the user that the access check put in the
+    /// request's extensions (the gateway's own for anonymous requests and
+    /// for users without one).
     ///
     /// Errors: that identity's pool cannot connect (AccessDenied for a
     /// refused login, else 503 SlowDown).
     async fn scoped<T>(&self, req: &S3Request<T>) -> S3Result<Gateway> {
         let user = req.extensions.get::<std::sync::Arc<User>>().cloned();
-        let store = match user.as_ref().and_then(|u| u.smb.as_ref()) {
+        let bucket = req.extensions.get::<RequestBucket>().map(|b| b.0.as_str());
+        let id = user.as_ref().and_then(|u| u.smb.as_ref());
+        let store = match bucket {
+            // ListBuckets: it reaches each root as the user itself.
             None => self.store.clone(),
-            Some(id) => self.identities.store(Some(id)).await.map_err(s3_error)?,
+            Some(_) => self.identities.store(bucket, id).await.map_err(s3_error)?,
         };
         Ok(Gateway {
             store,

@@ -103,6 +103,7 @@ pub async fn upload_part_copy(
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let i = req.input;
     let (sb, sk) = copy_source(&i.copy_source)?;
+    super::object::check_same_root(gw, &sb, &i.bucket)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
     let cond = conditions(
         i.copy_source_if_match.as_ref(),

@@ -287,9 +287,25 @@ pub fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
     }
 }
 
+/// Refuses a copy between buckets of different roots (a configured
+/// bucket and another, or `--share`): the server copies only within one
+/// share session, and smbgate does not stream copies through itself.
+///
+/// Errors: NotImplemented (501).
+pub fn check_same_root(gw: &Gateway, source_bucket: &str, target_bucket: &str) -> S3Result<()> {
+    if gw.identities.same_root(source_bucket, target_bucket) {
+        return Ok(());
+    }
+    Err(S3Error::with_message(
+        S3ErrorCode::NotImplemented,
+        format!("copies between {source_bucket} and {target_bucket} are not supported: they are on different shares"),
+    ))
+}
+
 pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
     let i = req.input;
     let (sb, sk) = copy_source(&i.copy_source)?;
+    check_same_root(gw, &sb, &i.bucket)?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     if sb == i.bucket && sk == i.key && !replace {
         return Err(S3Error::with_message(

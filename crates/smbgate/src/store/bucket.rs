@@ -16,9 +16,18 @@ pub struct BucketInfo {
 
 impl Store {
     /// ListBuckets: every directory under the root except `.smbgate`, in
-    /// name order.
+    /// name order; for a store of one bucket ([`Store::open_bucket`]), that
+    /// bucket.
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let tree = self.tree().await?;
+        if let Some(name) = self.single_bucket() {
+            return match tree.stat(self.root()).await {
+                Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
+                Ok(_) => Err(StoreError::NoSuchBucket),
+                Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
+                Err(e) => Err(e.into()),
+            };
+        }
         let mut out: Vec<BucketInfo> = tree
             .list_dir(self.root())
             .await?
@@ -67,6 +76,11 @@ impl Store {
     /// Errors: NoSuchBucket, BucketNotEmpty.
     pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
+        if self.single_bucket().is_some() {
+            // A configured bucket is a directory the operator named; it
+            // stays, whatever S3 clients ask.
+            return Err(StoreError::AccessDenied);
+        }
         let tree = self.tree().await?;
         self.remove_bucket_dir(&tree, bucket).await?;
         match tree.delete(&self.internal("cors").join(bucket), false).await {

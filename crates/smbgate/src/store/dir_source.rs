@@ -112,8 +112,14 @@ impl SmbSource<'_> {
             Err(e) => return Err(e.into()),
         };
         let mut items = Vec::with_capacity(entries.len());
+        let bucket_root = dir == self.bucket_path.as_str();
         for e in entries {
             let name = decode_component(&e.name);
+            // No key can name it (map_key refuses it), so it lists none: a
+            // configured bucket's own gateway state lives there.
+            if bucket_root && keys::is_internal(&name) {
+                continue;
+            }
             // Names another client made that our mapping cannot reproduce
             // would list as keys that do not open; leave them out.
             if encode_component(&name) != e.name || name.is_empty() {

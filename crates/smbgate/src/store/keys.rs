@@ -340,7 +340,7 @@ pub fn map_key(key: &str) -> Result<MappedKey, KeyError> {
 /// Compares under Unicode upper- and lower-casing rather than ASCII only, so
 /// that a name a server might fold to `.SMBGATE` (for example with U+017F
 /// LATIN SMALL LETTER LONG S, whose uppercase is `S`) is refused as well.
-fn is_internal(component: &str) -> bool {
+pub fn is_internal(component: &str) -> bool {
     component.chars().flat_map(char::to_uppercase).eq(INTERNAL_DIR.chars().map(|c| c.to_ascii_uppercase()))
         || component.chars().flat_map(char::to_lowercase).eq(INTERNAL_DIR.chars())
 }

@@ -109,6 +109,10 @@ struct Inner {
     case_insensitive: bool,
     /// Recent directory listings for paging.
     dir_cache: dir_source::DirCache,
+    /// Set for a store whose root is one bucket's own directory (a
+    /// configured `[buckets.NAME]`): its name. Gateway state then lives in
+    /// `.smbgate` inside that directory, left out of its listings.
+    single_bucket: Option<String>,
     /// GET read-ahead, all GETs together.
     read_ahead: Budget,
     /// PUT write-behind, all bodies together.
@@ -126,6 +130,30 @@ impl Store {
     /// Errors: the root does not exist or is not a directory
     /// (InvalidArgument); SMB failures.
     pub async fn open(pool: Pool, root: &str, opts: StoreOptions) -> StoreResult<Store> {
+        Store::open_root(pool, root, opts, None).await
+    }
+
+    /// A store serving exactly one bucket, `bucket`, whose objects are the
+    /// directory `dir` inside the share (`\`-separated; empty: the share
+    /// root). Opened, probed and swept as [`Store::open`] does.
+    ///
+    /// Errors: as [`Store::open`].
+    pub async fn open_bucket(pool: Pool, dir: &str, bucket: &str, opts: StoreOptions) -> StoreResult<Store> {
+        Store::open_root(pool, dir, opts, Some(bucket.to_string())).await
+    }
+
+    /// The name of the one bucket this store serves, if it serves only one
+    /// ([`Store::open_bucket`]).
+    pub fn single_bucket(&self) -> Option<&str> {
+        self.inner.single_bucket.as_deref()
+    }
+
+    async fn open_root(
+        pool: Pool,
+        root: &str,
+        opts: StoreOptions,
+        single_bucket: Option<String>,
+    ) -> StoreResult<Store> {
         let root = SharePath::root(root);
         let tree = pool.get().await?;
         let root_times = tree.stat(&root).await.map_err(|e| {
@@ -157,7 +185,9 @@ impl Store {
             ));
         }
         let case_insensitive = case::probe_case_insensitive(&tree, &internal.join("tmp")).await?;
-        tracing::info!(case_insensitive, "store opened");
+        // Logged by the caller once all of startup has succeeded, so that
+        // a failure stays one line.
+        tracing::debug!(case_insensitive, "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let store = Store {
             inner: Arc::new(Inner {
@@ -166,6 +196,7 @@ impl Store {
                 opts,
                 case_insensitive,
                 dir_cache: Default::default(),
+                single_bucket,
                 read_ahead,
                 write_behind,
             }),
@@ -190,6 +221,7 @@ impl Store {
                 opts: i.opts.clone(),
                 case_insensitive: i.case_insensitive,
                 dir_cache: Default::default(),
+                single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
                 write_behind: i.write_behind.clone(),
             }),
@@ -247,7 +279,11 @@ impl Store {
 
     /// Share-relative path of a bucket directory.
     pub fn bucket_path(&self, bucket: &str) -> SharePath {
-        self.inner.root.join(bucket)
+        match &self.inner.single_bucket {
+            // The root is the bucket; callers route only its name here.
+            Some(_) => self.inner.root.clone(),
+            None => self.inner.root.join(bucket),
+        }
     }
 
     /// Share-relative path of an object's file (or marker directory).
