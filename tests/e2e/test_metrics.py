@@ -96,9 +96,9 @@ def test_smb_side_figures(mgw, own_samba):
     assert e.value.response["Error"]["Code"] == "AccessDenied"
     m = scrape(mgw)
     assert value(m, 'smbgate_smb_errors_total{status="STATUS_ACCESS_DENIED"}') >= 1
-    assert value(m, 'smbgate_smb_connections{state="healthy"}') == 4  # SMBGATE_POOL_SIZE in the tests
-    assert value(m, 'smbgate_smb_connections{state="broken"}') == 0
-    assert value(m, "smbgate_smb_reconnects_total") == 0
+    assert value(m, 'smbgate_smb_connections{pool="share",state="healthy"}') == 4  # SMBGATE_POOL_SIZE in the tests
+    assert value(m, 'smbgate_smb_connections{pool="share",state="broken"}') == 0
+    assert value(m, 'smbgate_smb_reconnects_total{pool="share"}') == 0
     assert value(m, "smbgate_read_ahead_budget_bytes") == 512 << 20
     assert value(m, "smbgate_write_behind_budget_bytes") == 512 << 20
     assert value(m, "smbgate_read_ahead_in_use_bytes") == 0
@@ -129,5 +129,5 @@ def test_health_follows_the_smb_side(mgw, own_samba):
         time.sleep(0.2)
     assert get(mgw.admin + "/health/live")[0] == 200, "live is about the process, not the share"
     m = scrape(mgw)
-    assert value(m, 'smbgate_smb_connections{state="healthy"}') == 0
-    assert value(m, 'smbgate_smb_connections{state="broken"}') == 4
+    assert value(m, 'smbgate_smb_connections{pool="share",state="healthy"}') == 0
+    assert value(m, 'smbgate_smb_connections{pool="share",state="broken"}') == 4

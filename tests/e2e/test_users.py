@@ -13,13 +13,14 @@ import pwd
 import signal
 import subprocess
 import time
+import urllib.request
 
 import boto3
 import botocore
 import pytest
 from botocore.config import Config
 
-from conftest import REGION, Gateway, Samba, smbgate_bin
+from conftest import REGION, Gateway, Samba, _free_port, smbgate_bin
 
 ALICE = ("AKALICE0000000000001", "alice-secret-key-0001")
 BOB = ("AKBOB00000000000000002", "bob-secret-key-0002")
@@ -272,14 +273,25 @@ def test_user_pools_connect_lazily_are_bounded_and_close_when_idle(config):
     # A Samba of its own, so that the sessions it shows are this gateway's.
     share = Samba("--user", "s3alice:alice-smb-pw", "--user", "s3bob:bob-smb-pw")
     (share.share_path / "team").mkdir()
+    mport = _free_port()
     g = Gateway(share, env={"SMBGATE_CONFIG": str(config), "SMBGATE_ACCESS_KEY": None,
                             "SMBGATE_SECRET_KEY": None, "SMBGATE_POOL_SIZE": "2",
-                            "SMBGATE_USER_POOLS": "1", "SMBGATE_USER_POOL_IDLE": "2s"})
+                            "SMBGATE_USER_POOLS": "1", "SMBGATE_USER_POOL_IDLE": "2s",
+                            "SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}"})
+
+    def metrics():
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+            return r.read().decode()
+
     try:
         # Only the gateway's own pool until a user signs a request.
         assert sorted(sessions(share)) == ["smbgate", "smbgate"]
         client(g, ALICE).list_buckets()
         assert sorted(sessions(share)) == ["s3alice", "s3alice", "smbgate", "smbgate"]
+        m = metrics()
+        assert 'smbgate_smb_connections{pool="s3alice@share",state="healthy"} 2' in m.splitlines(), m
+        assert 'smbgate_smb_connections{pool="share",state="healthy"} 2' in m.splitlines()
+        assert "smbgate_smb_identity_pools 1" in m.splitlines()
         # One user pool at most: bob's closes alice's.
         client(g, BOB).list_buckets()
         deadline = time.monotonic() + 5
@@ -291,6 +303,8 @@ def test_user_pools_connect_lazily_are_bounded_and_close_when_idle(config):
         while "s3bob" in sessions(share) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sorted(sessions(share)) == ["smbgate", "smbgate"]
+        assert "smbgate_smb_identity_pools 0" in metrics().splitlines()
+        assert "s3bob@share" not in metrics()
         # And it comes back on the next request.
         assert [x["Name"] for x in client(g, BOB).list_buckets()["Buckets"]] == ["team"]
         assert sorted(sessions(share)) == ["s3bob", "s3bob", "smbgate", "smbgate"]

@@ -102,6 +102,32 @@ impl Identities {
         self.inner.buckets.contains_key(bucket).then(|| bucket.to_string())
     }
 
+    /// Every open pool with its name for metrics: `share` (the gateway's
+    /// own on `--share`), `bucket:NAME` (its own on a configured bucket's
+    /// server), and `ACCOUNT@share` or `ACCOUNT@bucket:NAME` (a user's).
+    pub fn pools(&self) -> Vec<(String, Pool)> {
+        let root_name = |r: &Option<String>| r.as_ref().map_or("share".to_string(), |b| format!("bucket:{b}"));
+        let mut out = vec![("share".to_string(), self.inner.primary.pool().clone())];
+        let mut configured: Vec<_> = self.inner.buckets.iter().collect();
+        configured.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, b) in configured {
+            out.push((format!("bucket:{name}"), b.store.pool().clone()));
+        }
+        let mut users: Vec<(String, Pool)> = self
+            .inner
+            .pools
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|((root, id), e)| {
+                e.store.get().map(|s| (format!("{id}@{}", root_name(root)), s.pool().clone()))
+            })
+            .collect();
+        users.sort_by(|a, b| a.0.cmp(&b.0));
+        out.extend(users);
+        out
+    }
+
     /// Identity pools open now (not counting the gateway's own).
     pub fn open_pools(&self) -> usize {
         let pools = self.inner.pools.lock().unwrap();

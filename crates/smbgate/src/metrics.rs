@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -164,22 +164,31 @@ impl std::fmt::Debug for SmbGauges {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConnLabels {
+    pool: String,
     state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: String,
 }
 
 impl Collector for SmbGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Names get the registry's `smbgate_` prefix, counters `_total`.
-        let st = self.store.pool().stats();
         let conns = Family::<ConnLabels, Gauge>::default();
-        let broken = st.size.saturating_sub(st.healthy);
-        for (state, n) in [("healthy", st.healthy), ("broken", broken), ("reconnecting", st.reconnecting)] {
-            conns.get_or_create(&ConnLabels { state }).set(n as i64);
+        let reconnects = Family::<PoolLabels, Counter>::default();
+        for (pool, p) in self.identities.pools() {
+            let st = p.stats();
+            let broken = st.size.saturating_sub(st.healthy);
+            for (state, n) in [("healthy", st.healthy), ("broken", broken), ("reconnecting", st.reconnecting)] {
+                conns.get_or_create(&ConnLabels { pool: pool.clone(), state }).set(n as i64);
+            }
+            reconnects.get_or_create(&PoolLabels { pool }).inc_by(st.reconnects);
         }
-        let help = "Pooled SMB connections by state (reconnecting ones are also counted as broken)";
+        let help = "Pooled SMB connections by pool and state (reconnecting ones are also counted as broken)";
         conns.encode(encoder.encode_descriptor("smb_connections", help, None, conns.metric_type())?)?;
-        let reconnects = ConstCounter::new(st.reconnects);
-        let help = "SMB connections replaced after a loss";
+        let help = "SMB connections replaced after a loss, by pool";
         reconnects.encode(encoder.encode_descriptor("smb_reconnects", help, None, reconnects.metric_type())?)?;
         let errors = Family::<StatusLabels, Counter>::default();
         for (status, n) in crate::store::error::smb_error_counts() {
