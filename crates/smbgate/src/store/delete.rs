@@ -58,7 +58,7 @@ impl Store {
                 // `mixed` would otherwise delete `Mixed`, and If-Match needs
                 // the ETag of exactly the file being deleted.
                 let (handle, meta, on_disk) =
-                    share::open_delete_with_meta(&tree, &path, self.case_insensitive()).await?;
+                    share::open_delete_with_meta(&tree, &path, self.case_insensitive(), !conditions.is_empty()).await?;
                 let meta = match check_record_key(meta, key) {
                     Ok(m) => m,
                     Err(_) => return Ok(Ok(false)), // only a case-variant exists

@@ -20,6 +20,7 @@ pub mod checksum;
 pub mod complete;
 pub mod conditions;
 mod copy;
+mod create_lock;
 mod delete;
 pub mod dir_source;
 pub mod error;

@@ -15,6 +15,7 @@ use super::conditions::{Conditions, EtagCondition};
 use super::error::{is_bad_path, is_not_found};
 use super::keys::MappedKey;
 use super::open::check_record_key;
+use super::path::SharePath;
 use super::share::{self, TempFile};
 use super::types::ObjectInfo;
 use super::types::Target;
@@ -80,8 +81,13 @@ impl Store {
             return Err(StoreError::PreconditionFailed);
         }
         let backup = self.temp_path();
+        // A creator's rename and our second rename both check, then rename:
+        // held by both, the key's creation lock orders them.
+        let creating = self.create_lock(tree, &path).await?;
         publishing();
-        let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
+        let swapped = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await;
+        creating.release().await;
+        let (away, into) = swapped?;
         match (away, into) {
             (_, Ok(())) => {
                 let _ = share::close_and_delete(lock).await; // the old version, now at `backup`
@@ -170,18 +176,43 @@ impl Store {
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
         let target = self.object_path(bucket, mapped);
-        match self.rename_over(file, source, &target, replace).await {
+        if replace {
+            return self.rename_into_place(tree, file, source, bucket, mapped, &target, true).await;
+        }
+        // Create-if-absent: the server's rename checks, then renames over
+        // whatever is there by then; the creation lock makes it one step.
+        let creating = self.create_lock(tree, &target).await?;
+        let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, false).await;
+        creating.release().await;
+        published
+    }
+
+    /// The rename of `file` (at `source`) to `target`, the object path of
+    /// `bucket`/`mapped`, creating the key's parent directories if they are
+    /// missing; errors mapped as [`Store::publish_if`] says.
+    #[allow(clippy::too_many_arguments)]
+    async fn rename_into_place(
+        &self,
+        tree: &Tree,
+        file: &Handle,
+        source: &str,
+        bucket: &str,
+        mapped: &MappedKey,
+        target: &SharePath,
+        replace: bool,
+    ) -> StoreResult<()> {
+        match self.rename_over(file, source, target, replace).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
-            Err(e) => return Err(self.rename_error(tree, &target, mapped, e).await),
+            Err(e) => return Err(self.rename_error(tree, target, mapped, e).await),
         }
         // A parent is missing: the bucket, or directories for the key's
         // prefix.
         self.check_bucket(tree, bucket).await?;
         self.make_parents(tree, bucket, mapped).await?;
-        match self.rename_over(file, source, &target, replace).await {
+        match self.rename_over(file, source, target, replace).await {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.rename_error(tree, &target, mapped, e).await),
+            Err(e) => Err(self.rename_error(tree, target, mapped, e).await),
         }
     }
 

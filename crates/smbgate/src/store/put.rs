@@ -173,13 +173,15 @@ impl Store {
         }
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
-        if req.conditions.if_match.is_some() {
+        // Conditional writes go through the creation lock (publish_with);
+        // the one-compound rename below is for plain PUTs.
+        if req.conditions.if_match.is_some() || req.conditions.forbids_existing() {
             let published =
                 self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
             let published = published.await.map(|()| result);
             return temp.settle(published).await;
         }
-        let replace = !req.conditions.forbids_existing();
+        let replace = true;
         match share::publish_and_close(temp, &target_path, replace).await {
             Ok(()) => Ok(result),
             Err((err, temp)) => {

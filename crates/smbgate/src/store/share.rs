@@ -146,6 +146,43 @@ pub async fn open_read(tree: &Tree, path: &str) -> Result<Handle> {
     tree.open(&read_req(path)).await
 }
 
+/// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
+/// exists exactly while this handle is open, and that only one opener can
+/// create (the server's create-if-absent is atomic, where its rename
+/// without ReplaceIfExists is not: Samba checks the target, then renames
+/// over whatever is there by then). Returns `None` if the file exists
+/// already, is being deleted, or is open.
+///
+/// Errors: any other failing status.
+pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
+    let req = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+        file_attributes: attributes::NORMAL,
+        share_access: 0,
+        disposition: Disposition::Create,
+        options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
+        contexts: &[],
+    };
+    match tree.open(&req).await {
+        Ok(h) => Ok(Some(h)),
+        Err(e)
+            if matches!(
+                e.status(),
+                Some(
+                    NtStatus::STATUS_OBJECT_NAME_COLLISION
+                        | NtStatus::STATUS_DELETE_PENDING
+                        | NtStatus::STATUS_SHARING_VIOLATION
+                )
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens an existing file for DELETE, sharing everything (`exclusive`:
 /// sharing nothing, so another open makes it fail with
 /// STATUS_SHARING_VIOLATION).
@@ -305,15 +342,19 @@ pub async fn stat_with_meta_and_name(
 
 /// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
 /// EA), the handle left open: a delete that must first check whose file it
-/// is (case-insensitive shares).
+/// is (case-insensitive shares), or its ETag (If-Match). With `exclusive`
+/// it shares only READ, so that of racing conditional deletes one holds the
+/// file at a time and the next finds it gone.
 ///
-/// Errors: the CREATE's NTSTATUS, e.g. STATUS_FILE_IS_A_DIRECTORY.
+/// Errors: the CREATE's NTSTATUS, e.g. STATUS_FILE_IS_A_DIRECTORY, or
+/// STATUS_SHARING_VIOLATION while an `exclusive` holder has it.
 pub async fn open_delete_with_meta(
     tree: &Tree,
     path: &str,
     name: bool,
+    exclusive: bool,
 ) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
-    open_for_delete_with_meta(tree, path, share::ALL, name).await
+    open_for_delete_with_meta(tree, path, if exclusive { share::READ } else { share::ALL }, name).await
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory; sharing only

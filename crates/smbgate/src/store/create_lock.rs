@@ -1,0 +1,74 @@
+//! The creation lock of a key: what makes "create only if absent"
+//! (`If-None-Match: *`) and the If-Match swap atomic on the share (failure
+//! class 25).
+//!
+//! A rename without ReplaceIfExists is not atomic on Samba: each
+//! connection is its own smbd process, which checks that the target is
+//! absent and then renames over whatever is there by then. Two creators
+//! can both pass the check, and the second silently replaces the first.
+//! The server's create-if-absent is atomic, so each conditional publish of
+//! a key first creates `.smbgate/tmp/lock-<md5 of the key's path>`, sharing
+//! nothing and delete-on-close, and holds it across its check and rename.
+//! The lock exists exactly while its holder's handle is open: a gateway
+//! that dies, or loses its connection, lets go of it with the handle. A
+//! lock left by a server crash is found to be held by nobody (an open
+//! sharing nothing succeeds) and removed, and the sweep removes it too.
+
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+use smb_client::{Handle, Tree};
+
+use super::path::SharePath;
+use super::{share, Store, StoreError, StoreResult};
+
+/// Longest wait for another publisher's lock on the same key.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A held creation lock; released by [`CreateLock::release`] (or, if
+/// dropped, by its handle's close).
+pub(crate) struct CreateLock(Handle);
+
+impl CreateLock {
+    /// Closes the lock's handle, which deletes it.
+    pub(crate) async fn release(self) {
+        let _ = self.0.close().await;
+    }
+}
+
+impl Store {
+    /// The lock path of the object at `object` (names compared without
+    /// case, so that keys a case-insensitive share stores as one name share
+    /// one lock).
+    fn create_lock_path(&self, object: &SharePath) -> SharePath {
+        let digest = Md5::digest(object.as_str().to_lowercase().as_bytes());
+        self.internal("tmp").join(&format!("lock-{}", hex::encode(digest)))
+    }
+
+    /// Takes the creation lock of the object at `object`, waiting (up to 5
+    /// s) while another publisher of that key holds it.
+    ///
+    /// Errors: Busy (503 SlowDown) after the wait; SMB failures.
+    pub(crate) async fn create_lock(&self, tree: &Tree, object: &SharePath) -> StoreResult<CreateLock> {
+        let path = self.create_lock_path(object);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            if let Some(h) = share::create_lock(tree, &path).await? {
+                return Ok(CreateLock(h));
+            }
+            // Held, or left behind by a crash: an open sharing nothing
+            // succeeds only on a lock nobody holds, which is removed.
+            if let Ok(h) = share::open_for_delete(tree, &path, true).await {
+                tracing::debug!(lock = path.as_str(), "removing a creation lock nobody holds");
+                let _ = share::close_and_delete(h).await;
+                continue;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+}
