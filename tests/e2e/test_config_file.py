@@ -166,3 +166,63 @@ def test_config_check_prints_the_effective_settings_without_secrets(tmp_path):
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr.splitlines() == \
         [f'smbgate: config file {cfg}: [users.ann]: buckets: "Not_A_Bucket" is not a valid bucket name'], r.stderr
+
+
+def test_relative_paths_come_from_the_files_directory_and_flags_beat_its_secret_files(own_samba, tmp_path):
+    d = tmp_path / "etc"
+    d.mkdir()
+    (d / "smb.password").write_text(own_samba.env["SMB_PASSWORD"] + "\n")
+    (d / "s3.secret").write_text(SECRET_KEY + "\n")
+    port = _free_port()
+    cfg = d / "smbgate.toml"
+    cfg.write_text(
+        f'share = "smb://127.0.0.1:{own_samba.port}/{own_samba.env["SMB_SHARE"]}"\n'
+        f'smb_user = "{own_samba.env["SMB_USER"]}"\nsmb_password_file = "smb.password"\n'
+        f'access_key = "{ACCESS_KEY}"\nsecret_key_file = "s3.secret"\nlisten = "127.0.0.1:{port}"\n'
+    )
+    log = tmp_path / "log"
+    # Started from /, as systemd does: the files are found beside the config.
+    p = subprocess.Popen([smbgate_bin(), "serve", "--config", str(cfg)], env=clean_env(), cwd="/",
+                         stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        wait_listening(p, port, log)
+    finally:
+        stop(p)
+    # A password from a flag, or from the environment, beats the file's
+    # password file (here it is wrong, so the login fails).
+    for args, env in [(["--smb-password", "wrong-pw"], {}), ([], {"SMBGATE_SMB_PASSWORD": "wrong-pw"})]:
+        r = subprocess.run([smbgate_bin(), "serve", "--config", str(cfg), *args], env=clean_env(**env), cwd="/",
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "wrong user name or password" in r.stderr, (args, env, r.stderr)
+    # Both in one place is refused.
+    r = subprocess.run([smbgate_bin(), "serve", "--config", str(cfg), "--smb-password", "x",
+                        "--smb-password-file", str(d / "smb.password")], env=clean_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr.strip()) == \
+        (2, "smbgate: --smb-password and --smb-password-file are both given in the command line; give one")
+
+
+def test_config_check_reports_what_serve_would_refuse(tmp_path):
+    cfg = tmp_path / "smbgate.toml"
+    check = lambda: subprocess.run([smbgate_bin(), "config", "check", str(cfg)], env=clean_env(),
+                                   capture_output=True, text=True, timeout=30)
+    cfg.write_text("pool_size = 3\n")
+    r = check()
+    assert r.returncode == 1 and "--share" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg.write_text('share = "smb://h/s"\n[userz.a]\nx = 1\n')
+    r = check()
+    assert r.stderr.strip() == f"smbgate: config file {cfg}: unknown table [userz] (the file's tables are " \
+                               "[users.NAME] and [buckets.NAME])", r.stderr
+    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "nope.pw"\n')
+    r = check()
+    assert r.returncode == 1 and f"cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
+    (tmp_path / "yes.pw").write_text("hunter2\n")
+    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\n')
+    r = check()
+    assert r.returncode == 0, r.stderr
+    assert f'smb_password_file = "{tmp_path / "yes.pw"}"  # file' in r.stdout.splitlines()
+    assert "# metrics_listen: not set" in r.stdout.splitlines()
+    assert "hunter2" not in r.stdout
+    cfg.write_text('share = "smb://gw:hunter2@h/s"\n')
+    r = check()
+    assert r.returncode == 1 and "must not carry credentials" in r.stderr and "hunter2" not in r.stderr, r.stderr

@@ -284,7 +284,16 @@ impl ShareUrl {
     /// Errors: a one-line reason for a malformed URL.
     pub fn parse(s: &str) -> Result<ShareUrl, String> {
         let rest = s.strip_prefix("smb://").ok_or_else(|| format!("share {s:?} must start with smb://"))?;
-        let (hostport, path) = rest.split_once('/').ok_or_else(|| format!("share {s:?} has no share name"))?;
+        let (hostport, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if hostport.contains('@') {
+            // Never echo it: the part before '@' may be a password.
+            return Err("the share URL must not carry credentials (smb://user:password@host/...); \
+                        use --smb-user and --smb-password-file"
+                .into());
+        }
+        if path.is_empty() {
+            return Err(format!("share {s:?} has no share name"));
+        }
         let (host, port) = match hostport.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
                 (h.to_string(), p.parse::<u16>().map_err(|_| format!("bad port in {s:?}"))?)
@@ -354,5 +363,7 @@ mod tests {
         assert!(ShareUrl::parse("smb://host").is_err());
         assert!(ShareUrl::parse("smb://host/share/../x").is_err());
         assert!(ShareUrl::parse("smb://host:99999/share").is_err());
+        let e = ShareUrl::parse("smb://u:hunter2@host/share").unwrap_err();
+        assert!(e.contains("must not carry credentials") && !e.contains("hunter2"), "{e}");
     }
 }

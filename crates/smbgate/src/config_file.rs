@@ -42,9 +42,69 @@ struct BucketEntry {
 pub const ENV: &str = "SMBGATE_CONFIG";
 
 /// Setting names that hold secrets: `config check` never prints their
-/// values.
+/// values (the files that hold them are paths, and are printed).
 fn is_secret(id: &str) -> bool {
-    id.contains("password") || id.contains("secret") || id.ends_with("token")
+    !id.ends_with("_file") && (id.contains("password") || id.contains("secret") || id.ends_with("token"))
+}
+
+/// Settings that name files: a relative path in the config file is taken
+/// from the file's directory, as in its tables.
+const PATH_SETTINGS: [&str; 6] =
+    ["smb_password_file", "secret_key_file", "metrics_token_file", "tls_cert", "tls_key", "access_log"];
+
+/// Pairs of a secret and the file that may hold it instead.
+const SECRET_PAIRS: [(&str, &str); 3] =
+    [("smb_password", "smb_password_file"), ("secret_key", "secret_key_file"), ("metrics_token", "metrics_token_file")];
+
+/// Of a secret given both as a value and as a file, keeps the one from
+/// the higher place (flags over environment over the config file) and
+/// drops the other from `args`.
+///
+/// Errors: both from the same place (the flags, say).
+pub fn resolve_secret_pairs(m: &clap::ArgMatches, args: &mut crate::config::ServeArgs) -> Result<(), String> {
+    use clap::parser::ValueSource as V;
+    let rank = |id: &str| match m.value_source(id) {
+        Some(V::CommandLine) => 3,
+        Some(V::EnvVariable) => 2,
+        Some(V::DefaultValue) => 1,
+        _ => 0,
+    };
+    for (value, file) in SECRET_PAIRS {
+        let (rv, rf) = (rank(value), rank(file));
+        if rv == 0 || rf == 0 {
+            continue;
+        }
+        if rv == rf {
+            let place = ["", "the config file", "the environment", "the command line"][rv];
+            return Err(format!(
+                "--{} and --{} are both given in {place}; give one",
+                value.replace('_', "-"),
+                file.replace('_', "-")
+            ));
+        }
+        let drop_value = rf > rv;
+        match (value, drop_value) {
+            ("smb_password", true) => args.smb_password = None,
+            ("smb_password", false) => args.smb_password_file = None,
+            ("secret_key", true) => args.secret_key = None,
+            ("secret_key", false) => args.secret_key_file = None,
+            (_, true) => args.metrics_token = None,
+            (_, false) => args.metrics_token_file = None,
+        }
+    }
+    Ok(())
+}
+
+/// The first lines of a clap error, without its "error: " and usage.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
 }
 
 /// A parsed config file.
@@ -140,10 +200,23 @@ impl ConfigFile {
                 continue;
             }
             let value = match v {
+                toml::Value::String(s) if PATH_SETTINGS.contains(&k.replace('-', "_").as_str()) => {
+                    let dir = self.path.parent().unwrap_or(Path::new("."));
+                    match s.as_str() {
+                        "-" => s.clone(),
+                        _ => dir.join(s).to_string_lossy().into_owned(),
+                    }
+                }
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+                toml::Value::Table(_) => {
+                    return Err(format!(
+                        "config file {}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])",
+                        self.path.display()
+                    ))
+                }
                 _ => {
                     return Err(format!("config file {}: {k} must be a string, number or boolean", self.path.display()))
                 }
@@ -232,14 +305,18 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         cmd.find_subcommand("serve").map(|s| s.get_arguments().cloned().collect()).unwrap_or_default();
     let from_file: std::collections::HashSet<String> = file.settings()?.into_iter().map(|(k, _)| k).collect();
     let cmd = file.apply(cmd)?;
-    let matches = cmd.try_get_matches_from(["smbgate", "serve"]).map_err(|e| {
-        let first = e.to_string().lines().next().unwrap_or_default().to_string();
-        format!("config file {}: {}", path.display(), first.trim_start_matches("error: "))
-    })?;
+    let matches = cmd
+        .try_get_matches_from(["smbgate", "serve"])
+        .map_err(|e| format!("config file {}: {}", path.display(), clap_message(&e)))?;
     let (_, m) = matches.subcommand().ok_or("no serve settings")?;
     let mut args =
-        <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| e.to_string())?;
+        <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
     args.config = Some(path.to_path_buf());
+    resolve_secret_pairs(m, &mut args)?;
+    ShareUrl::parse(&args.share)?;
+    // Every secret file is read, as serve would.
+    crate::config::secret(&args.smb_password, &args.smb_password_file)?;
+    crate::config::secret(&args.metrics_token, &args.metrics_token_file)?;
     let users = users_of(&args)?;
     let buckets = file.buckets()?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
@@ -248,13 +325,23 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         if arg.get_long().is_none() || id == "help" || id == "config" {
             continue;
         }
-        let Some(raw) = m.get_raw(id) else { continue };
+        let Some(raw) = m.get_raw(id) else {
+            out.push_str(&format!("# {id}: not set\n"));
+            continue;
+        };
         let value: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
         let source = match m.value_source(id) {
             Some(clap::parser::ValueSource::EnvVariable) => "environment",
             Some(clap::parser::ValueSource::DefaultValue) if from_file.contains(id) => "file",
             _ => "default",
         };
+        let dropped = SECRET_PAIRS
+            .iter()
+            .any(|(v, f)| (id == *v && args_field_is_none(&args, v)) || (id == *f && args_field_is_none(&args, f)));
+        if dropped {
+            out.push_str(&format!("# {id}: overridden by a higher place\n"));
+            continue;
+        }
         let shown = if is_secret(id) { "\"(redacted)\"".to_string() } else { format!("{:?}", value.join(",")) };
         out.push_str(&format!("{id} = {shown}  # {source}\n"));
     }
@@ -269,6 +356,18 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         out.push_str(&format!("#   {line}\n"));
     }
     Ok(out)
+}
+
+/// True if the secret-pair setting `id` ended up unset in `args`.
+fn args_field_is_none(args: &crate::config::ServeArgs, id: &str) -> bool {
+    match id {
+        "smb_password" => args.smb_password.is_none(),
+        "smb_password_file" => args.smb_password_file.is_none(),
+        "secret_key" => args.secret_key.is_none(),
+        "secret_key_file" => args.secret_key_file.is_none(),
+        "metrics_token" => args.metrics_token.is_none(),
+        _ => args.metrics_token_file.is_none(),
+    }
 }
 
 #[cfg(test)]

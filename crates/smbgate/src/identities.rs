@@ -182,12 +182,13 @@ impl Identities {
 
     async fn connect(&self, own: &Store, t: &PoolTemplate, id: &SmbIdentity) -> StoreResult<Store> {
         let mut client = t.client.clone();
+        let server = client.addr.clone();
         client.user = id.user.clone();
         client.domain = id.domain.clone();
         client.password = id.password.clone();
         match Pool::connect(PoolConfig::new(client, &t.share, t.size)).await {
             Ok(pool) => {
-                tracing::info!(smb_identity = %id, "SMB identity pool connected");
+                tracing::info!(smb_identity = %id, %server, share = %t.share, "SMB identity pool connected");
                 Ok(own.for_pool(pool))
             }
             Err(e) => {
@@ -203,7 +204,10 @@ impl Identities {
                     )
                 );
                 if refused {
-                    tracing::error!(smb_identity = %id, error = %e, "SMB login or share access refused for this identity");
+                    tracing::error!(
+                        smb_identity = %id, %server, share = %t.share, error = %e,
+                        "SMB login or share access refused for this identity"
+                    );
                     Err(StoreError::AccessDenied)
                 } else {
                     Err(e.into())

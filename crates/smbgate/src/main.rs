@@ -107,7 +107,14 @@ fn parse_cli() -> Cli {
         }
     }
     let matches = cmd.get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Serve(serve), Some(m)) = (&mut cli.command, matches.subcommand_matches("serve")) {
+        if let Err(e) = smbgate::config_file::resolve_secret_pairs(m, serve) {
+            eprintln!("smbgate: {e}");
+            std::process::exit(2);
+        }
+    }
+    cli
 }
 
 /// The log filter: `SMBGATE_LOG` (default `info`), with s3s's own log off

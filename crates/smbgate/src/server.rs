@@ -266,7 +266,7 @@ impl UsersReload {
             Ok(t) => {
                 let n = t.len();
                 self.directory.replace(t);
-                tracing::info!(users = n, "SIGHUP: users reloaded");
+                tracing::info!(users = n, "SIGHUP: users reloaded (other settings take effect at restart)");
             }
             Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
         }

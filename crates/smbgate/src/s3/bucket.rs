@@ -57,7 +57,13 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
         if gw.user.as_ref().is_some_and(|u| !u.may_use(name)) {
             continue;
         }
-        let store = gw.identities.store(Some(name), id).await.map_err(s3_error)?;
+        // A server that refuses the user's account (logged at ERROR, with
+        // the server) hides only its bucket.
+        let store = match gw.identities.store(Some(name), id).await {
+            Ok(s) => s,
+            Err(StoreError::AccessDenied) => continue,
+            Err(e) => return Err(s3_error(e)),
+        };
         match store.list_buckets().await {
             Ok(b) => buckets.extend(b),
             // Gone, or not the user's to see: not listed.

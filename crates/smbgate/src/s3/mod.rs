@@ -107,7 +107,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::EntityTooSmall => C::EntityTooSmall,
         StoreError::EntityTooLarge => C::EntityTooLarge,
         StoreError::InvalidArgument(_) => C::InvalidArgument,
-        StoreError::AccessDenied => C::AccessDenied,
+        StoreError::AccessDenied | StoreError::Refused(_) => C::AccessDenied,
         StoreError::Busy(_) => C::SlowDown,
         // s3s reports a bad aws-chunked chunk signature only as a body
         // stream error; it is a signature failure to the client.

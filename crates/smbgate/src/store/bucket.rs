@@ -79,7 +79,9 @@ impl Store {
         if self.single_bucket().is_some() {
             // A configured bucket is a directory the operator named; it
             // stays, whatever S3 clients ask.
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::Refused(
+                "this bucket is a directory named in the gateway's configuration; it cannot be deleted through S3",
+            ));
         }
         let tree = self.tree().await?;
         self.remove_bucket_dir(&tree, bucket).await?;

@@ -74,6 +74,10 @@ pub enum StoreError {
     /// The share refused access.
     #[error("access denied by the SMB server")]
     AccessDenied,
+    /// The gateway itself refuses the request (403 AccessDenied), for the
+    /// reason given.
+    #[error("{0}")]
+    Refused(&'static str),
     /// The SMB server is unavailable, overloaded or out of sessions; retry.
     #[error("the SMB server is busy or unreachable: {0}")]
     Busy(String),
