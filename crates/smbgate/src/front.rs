@@ -275,6 +275,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if resp.status().is_client_error() || resp.status().is_server_error() {
                 resp = error_with_ids(resp, &ids, &method, uri.path()).await;
             }
+            if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
+                resp = one_xml_declaration(resp);
+            }
             if let (Some(origin), Some(bucket), false) = (&origin, &cors_bucket, is_preflight) {
                 if let Ok(Some(c)) = cors.cache.get(bucket).await {
                     crate::cors::decorate(resp.headers_mut(), &c, origin, &cors_method);
@@ -311,6 +314,29 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         };
         Box::pin(fut.instrument(span))
     }
+}
+
+/// A CompleteMultipartUpload answer with one XML declaration. Its 200 body
+/// is a declaration, keep-alive spaces while the parts are joined, then the
+/// result; s3s writes a result that is an error with a declaration of its
+/// own, and a second declaration makes the body unparseable XML, so SDKs
+/// cannot read the error inside the 200 (botocore reports a bare 500).
+fn one_xml_declaration(resp: HttpResponse) -> HttpResponse {
+    use http_body_util::BodyExt;
+    let (parts, body) = resp.into_parts();
+    let mut first = true;
+    let body = body.map_frame(move |frame| {
+        frame.map_data(|data: bytes::Bytes| {
+            if std::mem::take(&mut first) || !data.starts_with(b"<?xml") {
+                return data;
+            }
+            match data.windows(2).position(|w| w == b"?>") {
+                Some(end) => data.slice(end + 2..),
+                None => data,
+            }
+        })
+    });
+    http::Response::from_parts(parts, s3s::Body::http_body_unsync(body))
 }
 
 /// The IDs of one request: `x-amz-request-id` (16 hex digits, as AWS
