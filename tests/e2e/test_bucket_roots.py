@@ -144,7 +144,7 @@ buckets = ["far"]
         from botocore.config import Config
         a = boto3.client("s3", endpoint_url=g.endpoint, region_name="us-east-1", aws_access_key_id="AKALICEFAR",
                          aws_secret_access_key="alice-far-secret",
-                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                         config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
         assert [b["Name"] for b in a.list_buckets()["Buckets"]] == ["far"]
         a.put_object(Bucket="far", Key="by-alice.txt", Body=b"alice on the far server")
         p = far.share_path / "far-dir" / "by-alice.txt"

@@ -50,7 +50,7 @@ def test_create_bucket_twice_in_another_region_is_409(samba):
     try:
         s3 = boto3.client("s3", endpoint_url=g.endpoint, region_name="eu-west-1", aws_access_key_id=ACCESS_KEY,
                           aws_secret_access_key=SECRET_KEY,
-                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                          config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
         name = new_name()
         cfg = {"LocationConstraint": "eu-west-1"}
         s3.create_bucket(Bucket=name, CreateBucketConfiguration=cfg)

@@ -79,3 +79,38 @@ def test_racing_conditional_puts_and_deletes_have_one_winner(pair, own_samba, in
             assert path.read_bytes() == bodies[i // 2]
         else:
             assert not path.exists()
+
+
+def test_create_if_absent_racing_deletes_is_200_or_412_never_5xx(pair):
+    """PUTs with If-None-Match: * against a loop of plain DELETEs of the same
+    key: each PUT either creates the key or finds it there; a collision
+    whose object was deleted before the answer is still a 412."""
+    a, b = pair
+    s3 = a.client(retries={"total_max_attempts": 1})
+    bucket = f"cpd-{uuid.uuid4().hex[:6]}"
+    s3.create_bucket(Bucket=bucket)
+    import threading
+    import time
+    stop = threading.Event()
+    seen = []
+
+    def putter(gw):
+        c = gw.client(retries={"total_max_attempts": 1})
+        while not stop.is_set():
+            seen.append(outcome(lambda: c.put_object(Bucket=bucket, Key="pd", Body=b"z" * 10, IfNoneMatch="*")))
+
+    def deleter():
+        c = b.client(retries={"total_max_attempts": 1})
+        while not stop.is_set():
+            c.delete_object(Bucket=bucket, Key="pd")
+
+    threads = [threading.Thread(target=putter, args=(g,)) for g in (a, a, b)] + [threading.Thread(target=deleter)]
+    for t in threads:
+        t.start()
+    time.sleep(float(os.environ.get("SMBGATE_RACE_SECONDS", "5")))
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    statuses = {st for st, _ in seen}
+    assert statuses <= {200, 412}, [r for r in seen if r[0] not in (200, 412)][:5]
+    assert 200 in statuses and 412 in statuses, statuses

@@ -67,7 +67,7 @@ def test_every_setting_can_come_from_the_file(own_samba, tmp_path):
         wait_listening(p, port, log)
         s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="eu-west-1",
                           aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                          config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
         s3.create_bucket(Bucket="from-file", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         s3.put_object(Bucket="from-file", Key="k", Body=b"configured")
         assert s3.get_object(Bucket="from-file", Key="k")["Body"].read() == b"configured"

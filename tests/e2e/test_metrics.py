@@ -66,7 +66,7 @@ def test_requests_are_counted_by_operation_and_status_class(mgw):
     # A bad signature is refused before s3s names the operation.
     bad = boto3.client("s3", endpoint_url=mgw.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key="wrong", config=Config(s3={"addressing_style": "path"},
-                                                                    retries={"max_attempts": 1}))
+                                                                    retries={"total_max_attempts": 1}))
     with pytest.raises(ClientError):
         bad.list_buckets()
 

@@ -706,7 +706,7 @@ def test_unsigned_get_denied(gateway, s3, bucket):
 def test_wrong_secret(gateway, bucket, samba):
     bad = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION,
                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key="wrong-secret",
-                       config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                       config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
     expect_error(403, "SignatureDoesNotMatch", bad.put_object, Bucket=bucket, Key="k", Body=b"x")
     expect_error(403, "SignatureDoesNotMatch", bad.list_objects_v2, Bucket=bucket)
     assert not (samba.share_path / bucket / "k").exists()
@@ -715,7 +715,7 @@ def test_wrong_secret(gateway, bucket, samba):
 def test_unknown_access_key(gateway, bucket):
     bad = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION,
                        aws_access_key_id="AKIDUNKNOWN", aws_secret_access_key="whatever",
-                       config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                       config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
     expect_error(403, "InvalidAccessKeyId", bad.list_objects_v2, Bucket=bucket)
 
 

@@ -72,7 +72,7 @@ def test_client_errors_stay_out_of_the_default_log_and_server_faults_log_once(lg
         s3.get_object(Bucket=bucket, Key="missing")
     bad = boto3.client("s3", endpoint_url=lgw.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key="wrong",
-                       config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                       config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
     with pytest.raises(ClientError):
         bad.list_buckets()
     time.sleep(0.2)
@@ -98,7 +98,7 @@ def test_a_log_level_setting_keeps_s3s_quiet_unless_it_names_s3s(samba):
     try:
         bad = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                            aws_secret_access_key="wrong",
-                           config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                           config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
         with pytest.raises(ClientError):
             bad.list_buckets()
         time.sleep(0.2)

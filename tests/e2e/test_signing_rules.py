@@ -21,7 +21,7 @@ from s3util import raw
 
 
 def client(gw, **kw):
-    cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **kw.pop("config", {}))
+    cfg = Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}, **kw.pop("config", {}))
     return boto3.client("s3", endpoint_url=gw.endpoint, region_name=kw.pop("region", REGION),
                         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, config=cfg, **kw)
 
@@ -111,7 +111,7 @@ def test_sigv2_can_be_switched_off(samba, obj):
 def test_errors_carry_aws_messages(gateway):
     bad = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key="wrong", config=Config(s3={"addressing_style": "path"},
-                                                                    retries={"max_attempts": 1}))
+                                                                    retries={"total_max_attempts": 1}))
     with pytest.raises(ClientError) as e:
         bad.list_buckets()
     assert e.value.response["Error"]["Message"] == (

@@ -118,7 +118,7 @@ def test_anonymous_without_keys_serves_unsigned_requests(samba):
                 time.sleep(0.05)
         s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION,
                           config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
-                                        retries={"max_attempts": 1}))
+                                        retries={"total_max_attempts": 1}))
         b = f"anon-{uuid.uuid4().hex[:10]}"
         s3.create_bucket(Bucket=b)
         body = b"anonymous body\n" * 100
@@ -142,7 +142,7 @@ def test_keys_configured_refuse_unsigned(gateway):
     """The converse: without --anonymous, an unsigned request is refused (403)."""
     s3 = boto3.client("s3", endpoint_url=gateway.endpoint, region_name=REGION,
                       config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
-                                    retries={"max_attempts": 1}))
+                                    retries={"total_max_attempts": 1}))
     with pytest.raises(ClientError) as ei:
         s3.list_buckets()
     assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
@@ -155,14 +155,14 @@ def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
     try:
         unsigned = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
                                 config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
-                                              retries={"max_attempts": 1}))
+                                              retries={"total_max_attempts": 1}))
         b = f"anonk-{uuid.uuid4().hex[:10]}"
         unsigned.create_bucket(Bucket=b)
         unsigned.put_object(Bucket=b, Key="k", Body=b"open")
         assert g.client().get_object(Bucket=b, Key="k")["Body"].read() == b"open"
         forged = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                               aws_secret_access_key="not-the-secret",
-                              config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                              config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
         with pytest.raises(ClientError) as ei:
             forged.get_object(Bucket=b, Key="k")
         assert ei.value.response["Error"]["Code"] == "SignatureDoesNotMatch"

@@ -82,7 +82,7 @@ def s3_client(endpoint, **kw):
     return boto3.client(
         "s3", endpoint_url=endpoint, region_name=REGION,
         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}), **kw)
+        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}), **kw)
 
 
 def test_boto3_over_https_trusting_only_the_test_ca(tls_gw, pki):

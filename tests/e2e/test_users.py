@@ -91,7 +91,7 @@ def client(gw, key):
     return boto3.client(
         "s3", endpoint_url=gw.endpoint, region_name=REGION,
         aws_access_key_id=key[0], aws_secret_access_key=key[1],
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
     )
 
 

@@ -34,7 +34,7 @@ def resolve_s3_test(monkeypatch):
 def client(endpoint, style):
     return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                         aws_secret_access_key=SECRET_KEY,
-                        config=Config(s3={"addressing_style": style}, retries={"max_attempts": 1}))
+                        config=Config(s3={"addressing_style": style}, retries={"total_max_attempts": 1}))
 
 
 def test_virtual_hosted_and_path_style_reach_the_same_objects(vgw, samba, resolve_s3_test):

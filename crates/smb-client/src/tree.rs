@@ -242,6 +242,13 @@ impl Tree {
         Ok(FileTimes::decode_network_open(&b)?)
     }
 
+    /// FileStandardInformation of an open file (MS-FSCC 2.4.41): its link
+    /// count and whether it is delete-pending.
+    pub async fn query_standard(&self, file_id: FileId) -> Result<smb_proto::info::StandardInfo> {
+        let b = self.query_info(file_id, info_type::FILE, class::FILE_STANDARD_INFORMATION, 24).await?;
+        Ok(smb_proto::info::StandardInfo::decode(&b)?)
+    }
+
     /// The path of an open file as the server stores it (share-relative,
     /// on-disk case), from FileNormalizedNameInformation (MS-FSCC 2.4.30,
     /// SMB 3.1.1).

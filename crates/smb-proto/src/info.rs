@@ -76,6 +76,44 @@ impl FileTimes {
     }
 }
 
+/// FileStandardInformation (MS-FSCC 2.4.41): what says whether an open
+/// file is still linked in its directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StandardInfo {
+    /// AllocationSize in bytes.
+    pub allocation_size: u64,
+    /// EndOfFile: the size in bytes.
+    pub end_of_file: u64,
+    /// NumberOfLinks: 0 once the file is unlinked while open.
+    pub number_of_links: u32,
+    /// DeletePending: some open has marked it delete-on-close.
+    pub delete_pending: bool,
+    /// Directory.
+    pub directory: bool,
+}
+
+impl StandardInfo {
+    /// Decodes the 24-byte structure.
+    ///
+    /// Errors: fewer than 22 bytes.
+    pub fn decode(b: &[u8]) -> DecodeResult<StandardInfo> {
+        let mut r = Reader::new(b);
+        Ok(StandardInfo {
+            allocation_size: r.u64("AllocationSize")?,
+            end_of_file: r.u64("EndOfFile")?,
+            number_of_links: r.u32("NumberOfLinks")?,
+            delete_pending: r.u8("DeletePending")? != 0,
+            directory: r.u8("Directory")? != 0,
+        })
+    }
+
+    /// True if the file is gone from its directory, or going: another open
+    /// deleted it (no link left) or marked it delete-on-close.
+    pub fn is_going(&self) -> bool {
+        self.number_of_links == 0 || self.delete_pending
+    }
+}
+
 /// One extended attribute (FILE_FULL_EA_INFORMATION, MS-FSCC 2.4.15).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FullEa {

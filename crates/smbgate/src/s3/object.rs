@@ -8,6 +8,7 @@ use super::bucket::full_control;
 use super::convert::*;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
+use crate::store::conditions::EtagCondition;
 use crate::store::keys::map_key;
 use crate::store::types::{ObjectInfo, PutRequest, Target};
 use crate::store::StoreError;
@@ -332,9 +333,17 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         i.copy_source_if_unmodified_since.as_ref(),
     );
     let target = Target::Object { bucket: i.bucket.clone(), key: map_key(&i.key).map_err(|e| s3_error(e.into()))? };
+    // The target's own If-Match / If-None-Match (s3s has no fields for
+    // them on CopyObject): decided on the share when the copy is published.
+    let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(EtagCondition::parse);
+    let target_cond = crate::store::conditions::Conditions {
+        if_match: header("if-match"),
+        if_none_match: header("if-none-match"),
+        ..Default::default()
+    };
     let (_, r) = gw
         .store
-        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info.current()))
+        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info.current()), &target_cond)
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(CopyObjectOutput {

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use md5::{Digest, Md5};
 
+use super::conditions::Conditions;
 use super::meta::ObjectMeta;
 use super::share;
 use super::types::{ObjectInfo, PutResult, Target};
@@ -28,6 +29,7 @@ impl Store {
         replace: Option<ObjectMeta>,
         src_range: Option<Range<u64>>,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
+        target_conditions: &Conditions,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
         if let Target::Object { key, .. } = &target {
             if key.dir_marker {
@@ -85,8 +87,13 @@ impl Store {
         // Close the source before publishing: a copy onto itself renames
         // over it.
         src.close().await;
+        // The target's If-Match / If-None-Match are decided on the share,
+        // as a PUT's (failure class 25).
         let published = match result {
-            Ok(r) => self.publish_temp(&temp, &target).await.map(|()| r),
+            Ok(r) => self
+                .publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions)
+                .await
+                .map(|()| r),
             Err(e) => Err(e),
         };
         match published {

@@ -74,6 +74,14 @@ impl Store {
                 if let Err(e) = conditions.check_write(Some(info.current())) {
                     return Ok(Err(e));
                 }
+                // Another conditional delete may have unlinked it between its
+                // close and our open (Samba lets an open reach a file whose
+                // last handle is closing): then it is gone, not ours to
+                // delete again.
+                if !conditions.is_empty() && handle.tree().query_standard(handle.id()).await?.is_going() {
+                    let _ = handle.close().await;
+                    return Ok(Ok(false));
+                }
                 let r = share::delete_on_close(&handle).await;
                 let _ = handle.close().await;
                 r.map(|_| Ok(true))

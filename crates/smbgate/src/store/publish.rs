@@ -22,14 +22,10 @@ use super::types::Target;
 use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
 
 impl Store {
-    /// Publishes a verified temp file at `target`; see [`Store::publish_if`].
-    /// Marks the temp file as being published first, so that a request
-    /// dropped mid-rename never deletes the object it just published.
-    pub(crate) async fn publish_temp(&self, temp: &TempFile, target: &Target) -> StoreResult<()> {
-        self.publish_temp_if(temp, target, true).await
-    }
-
-    /// Like [`Store::publish_temp`]; without `replace` an existing object is
+    /// Publishes a verified temp file at `target` (see [`Store::publish_if`]),
+    /// marked as being published first, so that a request dropped
+    /// mid-rename never deletes the object it just published. Without
+    /// `replace` an existing object is
     /// never replaced: the server's rename fails and the answer is 412
     /// PreconditionFailed (`If-None-Match: *`, decided atomically on the
     /// share, failure class 25).
@@ -270,7 +266,13 @@ impl Store {
                 StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
             };
         }
-        if let Ok(t) = tree.stat(target).await {
+        let stat = tree.stat(target).await;
+        if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) && matches!(&stat, Err(s) if is_not_found(s)) {
+            // It was there when the server decided, and someone deleted it
+            // since: the create-if-absent failed all the same.
+            return StoreError::PreconditionFailed;
+        }
+        if let Ok(t) = stat {
             if !t.is_directory() && e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) {
                 // A rename that may not replace: the object exists (it may
                 // have just been created by a racing writer).
