@@ -32,7 +32,7 @@ def _free_port():
 def smbgate_bin():
     explicit = os.environ.get("SMBGATE_BIN")
     if explicit:
-        return explicit
+        return os.path.abspath(explicit)  # tests may run it from another directory
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     for profile in ("release", "debug"):
         p = target / profile / "smbgate"

@@ -408,7 +408,7 @@ def test_concurrent_uploads_of_one_part_never_mix(s3, gateway, bucket, samba):
                 assert v.response["Error"]["Code"] == "SlowDown", v
         listed = [p["ETag"] for p in s3.list_parts(Bucket=bucket, Key=key, UploadId=uid)["Parts"]
                   if p["PartNumber"] == 1]
-        assert len(listed) == 1
+        assert len(listed) == 1, (results, s3.list_parts(Bucket=bucket, Key=key, UploadId=uid)["Parts"], sorted(p.name for p in (samba.share_path / ".smbgate" / "uploads" / uid).iterdir()))
         s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={
             "Parts": [{"PartNumber": 1, "ETag": listed[0]}, {"PartNumber": 2, "ETag": e2}]})
         got = (samba.share_path / bucket / "mp" / f"race-{trial}").read_bytes()

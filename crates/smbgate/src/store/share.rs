@@ -488,11 +488,12 @@ pub async fn publish_and_close(
         Err(e) => {
             let path = temp.path.clone();
             let pool = temp.pool.clone();
+            let id = temp.handle().info().on_disk_id();
             temp.kept(true);
             match open_for_delete(&tree, &path, false).await {
                 Ok(h) => Err((e, Some(TempFile::new(&pool, h, &path)))),
                 Err(_) => {
-                    tokio::spawn(delete_by_name(path, pool));
+                    tokio::spawn(delete_by_name(path, pool, id));
                     Err((e, None))
                 }
             }
@@ -782,6 +783,15 @@ pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
 /// closes it, unless `by_name`; by name over a pooled connection when asked
 /// to, or when the mark failed (the handle's connection is gone).
 async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
+    let id = handle.info().on_disk_id();
+    // Samba deletes a delete-on-close file by the name its handle has, so a
+    // file another writer renamed over ours (a part claim replaced by a
+    // concurrent upload of the part) would go in its place: mark ours only
+    // while the name is still ours.
+    if !by_name && id.is_some() && !name_is(handle.tree(), &path, id).await {
+        let _ = handle.close().await;
+        return;
+    }
     if !by_name {
         if close_and_delete(handle).await.is_ok() {
             return;
@@ -791,15 +801,52 @@ async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
     } else {
         drop(handle); // closed by its connection's reaper
     }
-    delete_by_name(path, pool).await;
+    delete_by_name(path, pool, id).await;
+}
+
+/// True unless `path` now names a file other than the one with on-disk
+/// `id` (a file that is gone, or a failed look, counts as ours).
+async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
+    let req = CreateRequest {
+        desired_access: access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &QFID,
+        ..delete_req(path, share::ALL)
+    };
+    match tree.open(&req).await {
+        Ok(h) => {
+            let same = h.info().on_disk_id() == id;
+            let _ = h.close().await;
+            if !same {
+                tracing::debug!(path, "a file of ours was replaced by another's under its name; kept");
+            }
+            same
+        }
+        Err(_) => true,
+    }
 }
 
 /// Deletes `path` over a pooled connection; a missing file is fine (it was
-/// renamed into place, or never written).
-async fn delete_by_name(path: String, pool: Pool) {
-    let deleted = match pool.get().await {
-        Ok(t) => t.delete(&path, false).await,
-        Err(e) => Err(e),
+/// renamed into place, or never written). With `id` (the on-disk id the
+/// file had when it was ours), only that file: a part claim's name is the
+/// part's record, which a concurrent upload of the part may have replaced
+/// with its own, and that one must stay.
+async fn delete_by_name(path: String, pool: Pool, id: Option<u64>) {
+    let deleted = match (pool.get().await, id) {
+        (Ok(t), None) => t.delete(&path, false).await,
+        (Ok(t), Some(id)) => {
+            let req = CreateRequest { contexts: &QFID, ..delete_req(&path, share::ALL) };
+            match t.open(&req).await {
+                Ok(h) if h.info().on_disk_id() == Some(id) => close_and_delete(h).await,
+                Ok(h) => {
+                    tracing::debug!(path, "a file of ours was replaced by another's under its name; kept");
+                    let _ = h.close().await;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        (Err(e), _) => Err(e),
     };
     match deleted {
         Ok(()) => {}
