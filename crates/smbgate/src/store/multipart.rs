@@ -242,16 +242,32 @@ impl Store {
                 .map(Some)
                 .ok_or_else(|| StoreError::Busy("upload stride is being written; retry".into()))
         };
+        // The creator writes the stride in the same compound as its CREATE,
+        // so a reader can meet the file empty for that long: read again a
+        // few times (about 100 ms in all) before answering 503.
+        let settled = || async {
+            let mut pause = std::time::Duration::from_millis(2);
+            loop {
+                let got = match tree.read_small(&path, 64).await {
+                    Ok((_, data)) => read(data),
+                    Err(e) if is_not_found(&e) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+                match got {
+                    Err(StoreError::Busy(_)) if pause < std::time::Duration::from_millis(64) => {
+                        tokio::time::sleep(pause).await;
+                        pause *= 2;
+                    }
+                    other => return other,
+                }
+            }
+        };
         if len < MIN_PART_SIZE {
-            return match tree.read_small(&path, 64).await {
-                Ok((_, data)) => read(data),
-                Err(e) if is_not_found(&e) => Ok(None),
-                Err(e) => Err(e.into()),
-            };
+            return settled().await;
         }
         match share::create_once(tree, &path, len.to_string().as_bytes()).await {
             Ok(true) => Ok(Some(len)),
-            Ok(false) => read(tree.read_small(&path, 64).await?.1),
+            Ok(false) => settled().await,
             Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),
         }
