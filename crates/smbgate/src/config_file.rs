@@ -58,10 +58,14 @@ const SECRET_PAIRS: [(&str, &str); 3] =
 
 /// Of a secret given both as a value and as a file, keeps the one from
 /// the higher place (flags over environment over the config file) and
-/// drops the other from `args`.
+/// drops the other from `args`. Returns the settings dropped.
 ///
 /// Errors: both from the same place (the flags, say).
-pub fn resolve_secret_pairs(m: &clap::ArgMatches, args: &mut crate::config::ServeArgs) -> Result<(), String> {
+pub fn resolve_secret_pairs(
+    m: &clap::ArgMatches,
+    args: &mut crate::config::ServeArgs,
+) -> Result<Vec<&'static str>, String> {
+    let mut dropped = Vec::new();
     use clap::parser::ValueSource as V;
     let rank = |id: &str| match m.value_source(id) {
         Some(V::CommandLine) => 3,
@@ -83,6 +87,7 @@ pub fn resolve_secret_pairs(m: &clap::ArgMatches, args: &mut crate::config::Serv
             ));
         }
         let drop_value = rf > rv;
+        dropped.push(if drop_value { value } else { file });
         match (value, drop_value) {
             ("smb_password", true) => args.smb_password = None,
             ("smb_password", false) => args.smb_password_file = None,
@@ -92,7 +97,7 @@ pub fn resolve_secret_pairs(m: &clap::ArgMatches, args: &mut crate::config::Serv
             (_, false) => args.metrics_token_file = None,
         }
     }
-    Ok(())
+    Ok(dropped)
 }
 
 /// The first lines of a clap error, without its "error: " and usage.
@@ -166,17 +171,8 @@ impl ConfigFile {
                 return Err(fail("not a valid bucket name".into()));
             }
             let url = ShareUrl::parse(&e.share).map_err(fail)?;
-            let password = match (e.smb_password, e.smb_password_file) {
-                (Some(_), Some(_)) => return Err(fail("smb_password and smb_password_file are both given".into())),
-                (Some(p), None) => Some(p),
-                (None, Some(f)) => {
-                    let f = dir.join(f);
-                    let s = std::fs::read_to_string(&f)
-                        .map_err(|e| fail(format!("smb_password_file {}: {e}", f.display())))?;
-                    Some(s.lines().next().unwrap_or("").to_string())
-                }
-                (None, None) => None,
-            };
+            let password =
+                crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
             let smb = match e.smb_user {
                 Some(user) if !user.is_empty() => {
                     Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default() })
@@ -312,7 +308,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     let mut args =
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
     args.config = Some(path.to_path_buf());
-    resolve_secret_pairs(m, &mut args)?;
+    let dropped = resolve_secret_pairs(m, &mut args)?;
     ShareUrl::parse(&args.share)?;
     // Every secret file is read, as serve would.
     crate::config::secret(&args.smb_password, &args.smb_password_file)?;
@@ -335,10 +331,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
             Some(clap::parser::ValueSource::DefaultValue) if from_file.contains(id) => "file",
             _ => "default",
         };
-        let dropped = SECRET_PAIRS
-            .iter()
-            .any(|(v, f)| (id == *v && args_field_is_none(&args, v)) || (id == *f && args_field_is_none(&args, f)));
-        if dropped {
+        if dropped.contains(&id) {
             out.push_str(&format!("# {id}: overridden by a higher place\n"));
             continue;
         }
@@ -356,18 +349,6 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         out.push_str(&format!("#   {line}\n"));
     }
     Ok(out)
-}
-
-/// True if the secret-pair setting `id` ended up unset in `args`.
-fn args_field_is_none(args: &crate::config::ServeArgs, id: &str) -> bool {
-    match id {
-        "smb_password" => args.smb_password.is_none(),
-        "smb_password_file" => args.smb_password_file.is_none(),
-        "secret_key" => args.secret_key.is_none(),
-        "secret_key_file" => args.secret_key_file.is_none(),
-        "metrics_token" => args.metrics_token.is_none(),
-        _ => args.metrics_token_file.is_none(),
-    }
 }
 
 #[cfg(test)]

@@ -234,16 +234,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             true => None,
             false => precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc()),
         };
-        let cors = self.cors.clone();
         // An actual cross-origin request: its answer gets the headers of
         // the rule allowing it (the method a preflight named, if sent).
         let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let cors_method = req
-            .headers()
-            .get("access-control-request-method")
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| req.method().as_str().to_string(), str::to_string);
-        let cors_bucket = origin.as_ref().and_then(|_| self.cors.bucket_of(&req));
+        let cors = origin.as_ref().and_then(|_| {
+            let method = req
+                .headers()
+                .get("access-control-request-method")
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| req.method().as_str().to_string(), str::to_string);
+            Some((self.cors.bucket_of(&req)?, method))
+        });
+        let cors_front = self.cors.clone();
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => {
@@ -257,7 +259,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     }
                     r.to_response()
                 }
-                None if is_preflight => preflight(&cors, &req).await,
+                None if is_preflight => preflight(&cors_front, &req).await,
                 None => hyper::service::Service::call(&s3, req).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
@@ -278,9 +280,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
                 resp = one_xml_declaration(resp);
             }
-            if let (Some(origin), Some(bucket), false) = (&origin, &cors_bucket, is_preflight) {
-                if let Ok(Some(c)) = cors.cache.get(bucket).await {
-                    crate::cors::decorate(resp.headers_mut(), &c, origin, &cors_method);
+            if let (Some(origin), Some((bucket, method)), false) = (&origin, &cors, is_preflight) {
+                if let Ok(Some(c)) = cors_front.cache.get(bucket).await {
+                    crate::cors::decorate(resp.headers_mut(), &c, origin, method);
                 }
             }
             ids.set_headers(resp.headers_mut());

@@ -262,8 +262,11 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
     })
 }
 
-/// A secret given inline or as a file (first line; relative to `dir`).
-fn one_secret(
+/// A secret given inline or as a file (first line; relative to `dir`), as
+/// the config file's tables give them.
+///
+/// Errors: both given; the file cannot be read.
+pub(crate) fn one_secret(
     field: &str,
     inline: Option<String>,
     file: Option<PathBuf>,

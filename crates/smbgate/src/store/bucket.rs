@@ -85,7 +85,7 @@ impl Store {
         }
         let tree = self.tree().await?;
         self.remove_bucket_dir(&tree, bucket).await?;
-        match tree.delete(&self.internal("cors").join(bucket), false).await {
+        match tree.delete(&self.cors_path(bucket), false).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => {

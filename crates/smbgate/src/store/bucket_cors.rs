@@ -13,7 +13,7 @@ use super::{share, Store, StoreError, StoreResult};
 const MAX_CONFIG: u32 = 64 << 10;
 
 impl Store {
-    fn cors_path(&self, bucket: &str) -> super::path::SharePath {
+    pub(super) fn cors_path(&self, bucket: &str) -> super::path::SharePath {
         self.internal("cors").join(bucket)
     }
 

@@ -223,7 +223,7 @@ impl Store {
     async fn claim_part(&self, tree: &Tree, id: &str, n: i32) -> StoreResult<Option<TempFile>> {
         let record = self.part_path(id, n);
         match share::create_claim(tree, &record).await {
-            Ok(c) => Ok(Some(TempFile::new(self.pool(), c, &record))),
+            Ok(c) => Ok(Some(TempFile::with_shared_name(self.pool(), c, &record))),
             Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => Ok(None),
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),

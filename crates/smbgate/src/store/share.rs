@@ -488,7 +488,7 @@ pub async fn publish_and_close(
         Err(e) => {
             let path = temp.path.clone();
             let pool = temp.pool.clone();
-            let id = temp.handle().info().on_disk_id();
+            let id = temp.shared_name.then(|| temp.handle().info().on_disk_id()).flatten();
             temp.kept(true);
             match open_for_delete(&tree, &path, false).await {
                 Ok(h) => Err((e, Some(TempFile::new(&pool, h, &path)))),
@@ -667,6 +667,9 @@ pub struct TempFile {
     path: String,
     pool: Pool,
     publishing: AtomicBool,
+    /// Its name is not private (a part claim's is the part's record), so
+    /// another writer may rename its own file over it.
+    shared_name: bool,
 }
 
 impl TempFile {
@@ -677,7 +680,16 @@ impl TempFile {
             path: path.to_string(),
             pool: pool.clone(),
             publishing: AtomicBool::new(false),
+            shared_name: false,
         }
+    }
+
+    /// [`TempFile::new`] for a file at a name others may rename over (a
+    /// part claim): it is deleted only while that name is still its own.
+    pub fn with_shared_name(pool: &Pool, handle: Handle, path: &str) -> TempFile {
+        let mut t = TempFile::new(pool, handle, path);
+        t.shared_name = true;
+        t
     }
 
     /// The open handle.
@@ -750,7 +762,7 @@ impl TempFile {
     pub async fn discard(mut self) {
         let handle = self.handle.take().expect("present until keep or discard");
         let by_name = self.publishing.load(Ordering::Acquire);
-        discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name).await;
+        discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name, self.shared_name).await;
     }
 }
 
@@ -759,7 +771,7 @@ impl Drop for TempFile {
         if let Some(handle) = self.handle.take() {
             let by_name = self.publishing.load(Ordering::Acquire);
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name));
+                rt.spawn(discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name, self.shared_name));
             }
         }
     }
@@ -782,12 +794,12 @@ pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
 /// Deletes a temp file: marks it delete-on-close through `handle` and
 /// closes it, unless `by_name`; by name over a pooled connection when asked
 /// to, or when the mark failed (the handle's connection is gone).
-async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool) {
-    let id = handle.info().on_disk_id();
+async fn discard(handle: Handle, path: String, pool: Pool, by_name: bool, shared_name: bool) {
     // Samba deletes a delete-on-close file by the name its handle has, so a
-    // file another writer renamed over ours (a part claim replaced by a
-    // concurrent upload of the part) would go in its place: mark ours only
-    // while the name is still ours.
+    // file another writer renamed over a shared name (a part claim replaced
+    // by a concurrent upload of the part) would go in its place: mark ours
+    // only while the name is still ours. Private temp names need no look.
+    let id = shared_name.then(|| handle.info().on_disk_id()).flatten();
     if !by_name && id.is_some() && !name_is(handle.tree(), &path, id).await {
         let _ = handle.close().await;
         return;
@@ -832,21 +844,10 @@ async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
 /// part's record, which a concurrent upload of the part may have replaced
 /// with its own, and that one must stay.
 async fn delete_by_name(path: String, pool: Pool, id: Option<u64>) {
-    let deleted = match (pool.get().await, id) {
-        (Ok(t), None) => t.delete(&path, false).await,
-        (Ok(t), Some(id)) => {
-            let req = CreateRequest { contexts: &QFID, ..delete_req(&path, share::ALL) };
-            match t.open(&req).await {
-                Ok(h) if h.info().on_disk_id() == Some(id) => close_and_delete(h).await,
-                Ok(h) => {
-                    tracing::debug!(path, "a file of ours was replaced by another's under its name; kept");
-                    let _ = h.close().await;
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            }
-        }
-        (Err(e), _) => Err(e),
+    let deleted = match pool.get().await {
+        Ok(t) if id.is_some() && !name_is(&t, &path, id).await => Ok(()),
+        Ok(t) => t.delete(&path, false).await,
+        Err(e) => Err(e),
     };
     match deleted {
         Ok(()) => {}
