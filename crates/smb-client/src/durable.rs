@@ -71,6 +71,12 @@ impl Reopen {
         &self.name
     }
 
+    /// The on-disk file id the first open reported (QFid), if it did; a
+    /// reclaimed handle's own answer carries none.
+    pub fn on_disk_id(&self) -> Option<u64> {
+        self.on_disk_id
+    }
+
     /// True if the server can still hold the handle after a disconnect:
     /// it was granted durability and its batch oplock was never broken.
     pub fn may_be_reclaimed(&self) -> bool {

@@ -84,6 +84,11 @@ impl Identities {
         &self.inner.primary
     }
 
+    /// The gateway-own store of configured bucket `name`, if there is one.
+    pub fn configured_store(&self, name: &str) -> Option<&Store> {
+        self.inner.buckets.get(name).map(|b| &b.store)
+    }
+
     /// The names of the configured buckets, in name order.
     pub fn configured(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.inner.buckets.keys().map(String::as_str).collect();

@@ -178,9 +178,15 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         None => None,
     };
     // Once startup has succeeded, so that a failure stays one line.
-    tracing::info!(case_insensitive = identities.primary().case_insensitive(), "store opened");
+    let primary = identities.primary();
+    tracing::info!(
+        case_insensitive = primary.case_insensitive(),
+        metadata = primary.records().describe(),
+        "store opened"
+    );
     for name in identities.configured() {
-        tracing::info!(bucket = name, "configured bucket opened");
+        let metadata = identities.configured_store(name).map(|s| s.records().describe());
+        tracing::info!(bucket = name, metadata, "configured bucket opened");
     }
     if let Ok(t) = pool.get().await {
         let n = &t.session().negotiated;

@@ -50,7 +50,8 @@ impl Store {
         }
         // Held open from creation to rename, so no sweep takes it for a dead
         // writer's; dropped unpublished, it deletes itself.
-        let (temp, written) = share::create_temp_and_write(self.pool(), &tree, &self.temp_path(), &[], config).await?;
+        let (temp, written) =
+            share::create_temp_and_write(self.pool(), &tree, self.records(), &self.temp_path(), &[], config).await?;
         if written as usize != config.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes", config.len())));

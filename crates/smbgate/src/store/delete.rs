@@ -11,6 +11,7 @@ use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
 use super::meta::META_EA;
 use super::open::check_record_key;
+use super::records::FileKey;
 use super::types::ObjectInfo;
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -35,11 +36,19 @@ impl Store {
                 conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
             }
             // Drop the marker record; remove the directory if it is empty.
+            // A sidecar goes first, since it is found by the directory's id.
+            if !self.records().in_eas() {
+                let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
+                match share::set_dir_ea(&tree, self.records(), &path, drop_record).await {
+                    Err(e) if !is_not_found(&e) => return Err(e.into()),
+                    _ => {}
+                }
+            }
             match tree.delete(&path, true).await {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {
                     let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
-                    share::set_dir_ea(&tree, &path, drop_record).await?;
+                    share::set_dir_ea(&tree, self.records(), &path, drop_record).await?;
                     return Ok(());
                 }
                 Err(e) if is_not_found(&e) => {
@@ -49,7 +58,9 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         } else {
-            let checked = !conditions.is_empty() || self.case_insensitive();
+            // Without EAs the record is a sidecar found by the file's id,
+            // which only an open tells.
+            let checked = !conditions.is_empty() || self.case_insensitive() || !self.records().in_eas();
             let del = || async {
                 if !checked {
                     return tree.delete(&path, false).await.map(|_| Ok(true));
@@ -57,8 +68,14 @@ impl Store {
                 // Open first to read the record: on a case-insensitive share
                 // `mixed` would otherwise delete `Mixed`, and If-Match needs
                 // the ETag of exactly the file being deleted.
-                let (handle, meta, on_disk) =
-                    share::open_delete_with_meta(&tree, &path, self.case_insensitive(), !conditions.is_empty()).await?;
+                let (handle, meta, on_disk) = share::open_delete_with_meta(
+                    &tree,
+                    self.records(),
+                    &path,
+                    self.case_insensitive(),
+                    !conditions.is_empty(),
+                )
+                .await?;
                 let meta = match check_record_key(meta, key) {
                     Ok(m) => m,
                     Err(_) => return Ok(Ok(false)), // only a case-variant exists
@@ -83,7 +100,11 @@ impl Store {
                     return Ok(Ok(false));
                 }
                 let r = share::delete_on_close(&handle).await;
+                let key = FileKey::of(handle.info());
                 let _ = handle.close().await;
+                if r.is_ok() {
+                    self.records().forget(&tree, key);
+                }
                 r.map(|_| Ok(true))
             };
             match retry_sharing(del).await {
@@ -107,7 +128,7 @@ impl Store {
         let mut dirs = self.bucket_path(bucket).ancestors_of(mapped);
         dirs.pop(); // the object itself
         for dir in dirs.iter().rev() {
-            match share::stat_with_meta(tree, dir).await {
+            match share::stat_with_meta(tree, self.records(), dir).await {
                 Ok((_, Some(m))) if m.marker => return,
                 Ok(_) => {}
                 Err(_) => return,

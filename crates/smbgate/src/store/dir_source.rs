@@ -2,14 +2,17 @@
 //! walk in [`super::walk`], and ETags for the returned objects fetched with
 //! concurrent CREATE+QUERY_INFO+CLOSE compounds.
 
+use std::collections::HashSet;
+
 use futures::stream::{self, StreamExt};
 use smb_client::Tree;
 
 use super::error::is_not_found;
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
-use super::meta::derived_etag;
+use super::meta::{derived_etag, ObjectMeta};
 use super::path::SharePath;
+use super::records::{FileKey, Records};
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{share, Store, StoreError, StoreResult};
@@ -23,6 +26,9 @@ struct SmbSource<'a> {
     cache: &'a DirCache,
     /// Continuation pages may reuse a recent listing of a directory.
     reuse: bool,
+    /// Where records live. With EAs a directory entry's EaSize tells
+    /// whether the file has one; with sidecars only the sidecar does.
+    records: &'a Records,
 }
 
 /// Recent directory listings, so that paging through a large directory
@@ -105,6 +111,36 @@ impl DirSource for SmbSource<'_> {
 }
 
 impl SmbSource<'_> {
+    /// On a share without EAs: the ids of the directories among `entries`
+    /// whose sidecar says they are marker objects, read when the directory
+    /// is, so that a page never loses places to candidates that are not.
+    ///
+    /// Errors: a sidecar read failed.
+    async fn sidecar_markers(&self, entries: &[smb_proto::info::DirEntry]) -> StoreResult<HashSet<u64>> {
+        if self.records.in_eas() {
+            return Ok(HashSet::new());
+        }
+        let dirs: Vec<FileKey> = entries
+            .iter()
+            .filter(|e| e.times.is_directory() && e.name != "." && e.name != "..")
+            .map(|e| FileKey { id: e.file_id, created: e.times.creation })
+            .collect();
+        let (records, tree) = (self.records, &self.tree);
+        let found: Vec<Result<Option<u64>, smb_client::Error>> = stream::iter(dirs)
+            .map(|key| async move {
+                let eas = records.read_sidecar(tree, key).await?;
+                Ok(ObjectMeta::from_eas(&eas).filter(|m| m.marker).map(|_| key.id))
+            })
+            .buffer_unordered(ETAG_CONCURRENCY)
+            .collect()
+            .await;
+        let mut out = HashSet::new();
+        for f in found {
+            out.extend(f?);
+        }
+        Ok(out)
+    }
+
     async fn read(&self, dir: &str) -> Result<Option<(smb_proto::info::FileTimes, Vec<DirItem>)>, StoreError> {
         let (times, entries) = match self.tree.list_dir_timed(dir).await {
             Ok(e) => e,
@@ -113,6 +149,7 @@ impl SmbSource<'_> {
         };
         let mut items = Vec::with_capacity(entries.len());
         let bucket_root = dir == self.bucket_path.as_str();
+        let markers = self.sidecar_markers(&entries).await?;
         for e in entries {
             let name = decode_component(&e.name);
             // No key can name it (map_key refuses it), so it lists none: a
@@ -126,9 +163,14 @@ impl SmbSource<'_> {
                 continue;
             }
             let is_dir = e.times.is_directory();
-            if is_dir && e.ea_size > 0 {
-                // A directory with an EA: possibly a marker object `name/`;
-                // confirmed when its ETag is fetched.
+            let candidate = match self.records.in_eas() {
+                true => e.ea_size > 0,
+                false => markers.contains(&e.file_id),
+            };
+            if is_dir && candidate {
+                // A directory with an EA (or a sidecar naming it a marker):
+                // possibly a marker object `name/`; confirmed when its ETag
+                // is fetched.
                 items.push(DirItem {
                     name: format!("{name}/"),
                     is_dir: false,
@@ -145,7 +187,7 @@ impl SmbSource<'_> {
                 // A file without EAs has no record of ours: its ETag is the
                 // derived one, known from the directory entry alone (the
                 // entry's FileId is the on-disk id the open would report).
-                etag_hint: (!is_dir && e.ea_size == 0)
+                etag_hint: (!is_dir && self.records.in_eas() && e.ea_size == 0)
                     .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
         }
@@ -184,6 +226,7 @@ impl Store {
             bucket_path: self.bucket_path(bucket),
             cache: &self.inner.dir_cache,
             reuse: continuation,
+            records: self.records(),
         };
         let mut page = list(&src, req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
@@ -203,11 +246,12 @@ impl Store {
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
+                let records = self.records();
                 let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
                 let path = map_key(&key).map(|m| bucket_path.join_key(&m));
                 async move {
                     let Ok(path) = path else { return (i, Ok(None)) };
-                    let v = match share::stat_with_meta(&tree, &path).await {
+                    let v = match share::stat_with_meta(&tree, records, &path).await {
                         Ok((c, meta)) => {
                             let is_marker = key.ends_with('/');
                             if c.times.is_directory() && !(is_marker && meta.as_ref().is_some_and(|m| m.marker)) {

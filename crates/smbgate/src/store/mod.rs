@@ -1,16 +1,17 @@
 //! S3 semantics on an SMB share: buckets are the top-level directories of
 //! the share root, objects are plain files, metadata lives in one EA per
-//! file, writes are published by renaming a verified temporary file, and
-//! multipart state lives on the share. Nothing here is kept in memory that
-//! another gateway instance would need.
+//! file (or a sidecar file on shares without EAs, see `records`), writes
+//! are published by renaming a verified temporary file, and multipart
+//! state lives on the share. Nothing here is kept in memory that another
+//! gateway instance would need.
 //!
 //! Layers, bottom up: `share` is the only code that builds SMB requests
 //! (handles that close themselves, temp files that delete themselves,
-//! named compounds); `path`, `keys` and `meta` say where and how an object
-//! is stored; the S3 rules sit above them, one file per concern (`open`,
-//! `put`, `copy`, `delete`, `publish`, `multipart`, `dir_source` and `walk`
-//! for listings, `stream` for split streaming), sharing `conditions`,
-//! `checksum` and `verify`.
+//! named compounds); `path`, `keys`, `meta` and `records` say where and
+//! how an object is stored; the S3 rules sit above them, one file per
+//! concern (`open`, `put`, `copy`, `delete`, `publish`, `multipart`,
+//! `dir_source` and `walk` for listings, `stream` for split streaming),
+//! sharing `conditions`, `checksum` and `verify`.
 
 pub mod bucket;
 mod bucket_cors;
@@ -31,6 +32,7 @@ mod open;
 pub mod path;
 mod publish;
 mod put;
+pub mod records;
 pub mod share;
 mod spread;
 pub mod stream;
@@ -108,6 +110,9 @@ struct Inner {
     /// The share matches names case-insensitively (Windows, Samba's
     /// default): keys differing only in case must be refused, not merged.
     case_insensitive: bool,
+    /// Where this root keeps object, upload and part records: EAs, or
+    /// sidecar files on a share without them.
+    records: records::Records,
     /// Recent directory listings for paging.
     dir_cache: dir_source::DirCache,
     /// Set for a store whose root is one bucket's own directory (a
@@ -176,19 +181,17 @@ impl Store {
             }
         }
         let probe = internal.join("tmp").join(&format!("ea-probe-{:016x}", rand::random::<u64>()));
-        if !share::probe_ea_support(&tree, probe.as_str()).await? {
-            // Every PUT stores its metadata record in an EA (failure class
-            // 27): refuse to start rather than fail each write.
-            return Err(StoreError::InvalidArgument(
-                "the share does not store extended attributes (STATUS_EAS_NOT_SUPPORTED), where smbgate keeps \
-                 object metadata; enable them on the server (Samba: ea support = yes)"
-                    .into(),
-            ));
-        }
+        let (eas, disk_ids) = share::probe_record_support(&tree, probe.as_str()).await?;
+        // Every write stores a record (failure class 27): a share that can
+        // hold none refuses to start rather than fail each write.
+        let records = records::choose(&tree, &internal, eas, disk_ids).await.map_err(|e| match e {
+            smb_client::Error::InvalidArgument(m) => StoreError::InvalidArgument(m),
+            e => e.into(),
+        })?;
         let case_insensitive = case::probe_case_insensitive(&tree, &internal.join("tmp")).await?;
         // Logged by the caller once all of startup has succeeded, so that
         // a failure stays one line.
-        tracing::debug!(case_insensitive, "store opened");
+        tracing::debug!(case_insensitive, records = records.describe(), "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let store = Store {
             inner: Arc::new(Inner {
@@ -196,6 +199,7 @@ impl Store {
                 root,
                 opts,
                 case_insensitive,
+                records,
                 dir_cache: Default::default(),
                 single_bucket,
                 read_ahead,
@@ -221,6 +225,7 @@ impl Store {
                 root: i.root.clone(),
                 opts: i.opts.clone(),
                 case_insensitive: i.case_insensitive,
+                records: i.records.clone(),
                 dir_cache: Default::default(),
                 single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
@@ -232,6 +237,11 @@ impl Store {
     /// True if the share matches names case-insensitively.
     pub fn case_insensitive(&self) -> bool {
         self.inner.case_insensitive
+    }
+
+    /// Where this store keeps its records (EAs or sidecar files).
+    pub fn records(&self) -> &records::Records {
+        &self.inner.records
     }
 
     /// Tuning in effect.

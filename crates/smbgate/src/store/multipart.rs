@@ -25,6 +25,7 @@ use super::error::is_not_found;
 use super::keys::map_key;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
+use super::records::{FileKey, Records};
 use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
@@ -128,7 +129,7 @@ impl Store {
                 .unwrap_or(0),
         };
         let ea = [FullEa { name: UPLOAD_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-        share::create_dir_with_eas(&tree, &self.upload_dir(&id), &ea).await?;
+        share::create_dir_with_eas(&tree, self.records(), &self.upload_dir(&id), &ea).await?;
         Ok(id)
     }
 
@@ -145,7 +146,7 @@ impl Store {
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
             Err(e) => return Err(e.into()),
         };
-        let eas = tree.query_eas(f.id(), &[UPLOAD_EA]).await;
+        let eas = share::query_records(&f, self.records(), &[UPLOAD_EA]).await;
         drop(f);
         eas?.iter()
             .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
@@ -323,7 +324,7 @@ impl Store {
                 // The claim shares the data file's connection: after a loss
                 // the part's bytes are in, so reopen the claim to record them.
                 let revived = claim.revive(None).await;
-                match revived.and(share::set_eas(claim.handle(), &ea).await) {
+                match revived.and(share::set_eas(claim.handle(), self.records(), &ea).await) {
                     Ok(()) => Ok(put),
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
@@ -379,9 +380,9 @@ impl Store {
         for e in tree.list_dir(&dir).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = dir.join(&e.name);
-            if e.ea_size > 0 && e.times.end_of_file == 0 {
+            if (e.ea_size > 0 || !self.records().in_eas()) && e.times.end_of_file == 0 {
                 // Possibly a record of a part in the data file.
-                if let Some(rec) = read_part_record(&tree, &path).await? {
+                if let Some(rec) = read_part_record(&tree, self.records(), &path).await? {
                     parts.push(PartInfo {
                         number: n,
                         size: rec.size,
@@ -392,7 +393,7 @@ impl Store {
                     continue;
                 }
             }
-            let (c, meta) = match share::stat_with_meta(&tree, &path).await {
+            let (c, meta) = match share::stat_with_meta(&tree, self.records(), &path).await {
                 Ok(r) => r,
                 Err(err) if is_not_found(&err) => continue,
                 Err(err) => return Err(err.into()),
@@ -421,11 +422,22 @@ impl Store {
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
         let tree = self.tree().await?;
         let dir = self.upload_dir(id);
+        let records = self.records();
+        // Sidecars are found by id, which only an open or a listing tells.
+        let dir_key = match records.in_eas() {
+            true => None,
+            false => share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info())),
+        };
         for e in tree.list_dir(&dir).await? {
-            let _ = tree.delete(&dir.join(&e.name), false).await;
+            if tree.delete(&dir.join(&e.name), false).await.is_ok() {
+                records.forget(&tree, Some(FileKey { id: e.file_id, created: e.times.creation }));
+            }
         }
         match tree.delete(&dir, true).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                records.forget(&tree, dir_key);
+                Ok(())
+            }
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -468,13 +480,13 @@ impl Store {
 
 /// Reads the `smbgate.part` record of a part in the data file, if the file
 /// carries one.
-async fn read_part_record(tree: &Tree, path: &str) -> StoreResult<Option<PartRecord>> {
+async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreResult<Option<PartRecord>> {
     let f = match share::open_read(tree, path).await {
         Ok(f) => f,
         Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let eas = tree.query_eas(f.id(), &[PART_EA]).await;
+    let eas = share::query_records(&f, records, &[PART_EA]).await;
     drop(f);
     Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }

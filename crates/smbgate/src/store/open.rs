@@ -52,8 +52,9 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
-        let (handle, meta, data, on_disk) =
-            self.open_existing(&tree, bucket, || share::open_with_meta(&tree, &path, read, exact)).await?;
+        let (handle, meta, data, on_disk) = self
+            .open_existing(&tree, bucket, || share::open_with_meta(&tree, self.records(), &path, read, exact))
+            .await?;
         let meta = check_record_key(meta, key)?;
         self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
         let info = ObjectInfo::new(handle.info(), meta.clone(), &path);
@@ -70,8 +71,9 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
-        let (create, meta, on_disk) =
-            self.open_existing(&tree, bucket, || share::stat_with_meta_and_name(&tree, &path, exact)).await?;
+        let (create, meta, on_disk) = self
+            .open_existing(&tree, bucket, || share::stat_with_meta_and_name(&tree, self.records(), &path, exact))
+            .await?;
         let meta = check_record_key(meta, key)?;
         self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
         let info = ObjectInfo::new(&create, meta, &path);

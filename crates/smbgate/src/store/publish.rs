@@ -16,6 +16,7 @@ use super::error::{is_bad_path, is_not_found};
 use super::keys::MappedKey;
 use super::open::check_record_key;
 use super::path::SharePath;
+use super::records::FileKey;
 use super::share::{self, TempFile};
 use super::types::ObjectInfo;
 use super::types::Target;
@@ -60,7 +61,7 @@ impl Store {
         let tree = file.tree();
         let path = self.object_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
-        let (lock, meta) = match retry_swap(|| share::open_to_replace(tree, &path)).await {
+        let (lock, meta) = match retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await {
             Ok(r) => r,
             Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
                 self.check_bucket(tree, bucket).await?;
@@ -86,7 +87,9 @@ impl Store {
         let (away, into) = swapped?;
         match (away, into) {
             (_, Ok(())) => {
+                let old = FileKey::of(lock.info());
                 let _ = share::close_and_delete(lock).await; // the old version, now at `backup`
+                self.records().forget(tree, old);
                 Ok(())
             }
             (Ok(()), Err(e)) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
@@ -173,7 +176,12 @@ impl Store {
         self.forget_listing(bucket, mapped);
         let target = self.object_path(bucket, mapped);
         if replace {
-            return self.rename_into_place(tree, file, source, bucket, mapped, &target, true).await;
+            let old = self.key_before_replace(tree, target.as_str()).await;
+            let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, true).await;
+            if published.is_ok() {
+                self.forget_replaced(tree, old, file.info().on_disk_id());
+            }
+            return published;
         }
         // Create-if-absent: the server's rename checks, then renames over
         // whatever is there by then; the creation lock makes it one step.
@@ -181,6 +189,25 @@ impl Store {
         let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, false).await;
         creating.release().await;
         published
+    }
+
+    /// On a share without EAs, the sidecar key of the file at `path` that a
+    /// replacing publish is about to replace (`None` with EAs, which go
+    /// with their file, or if nothing is there).
+    pub(crate) async fn key_before_replace(&self, tree: &Tree, path: &str) -> Option<FileKey> {
+        if self.records().in_eas() {
+            return None;
+        }
+        share::stat_key(tree, path).await.ok().flatten()
+    }
+
+    /// After a replacing publish of the file with on-disk id `new_id`: the
+    /// replaced file's sidecar goes (unless the stat met the new file
+    /// itself, which wins a race with the rename).
+    pub(crate) fn forget_replaced(&self, tree: &Tree, old: Option<FileKey>, new_id: Option<u64>) {
+        if let Some(old) = old.filter(|o| Some(o.id) != new_id) {
+            self.records().forget(tree, Some(old));
+        }
     }
 
     /// The rename of `file` (at `source`) to `target`, the object path of

@@ -166,7 +166,7 @@ impl Store {
         };
         let temp_path = self.temp_path();
         let (temp, written) =
-            share::create_temp_and_write(self.pool(), tree, &temp_path, &[meta.to_ea()], &data).await?;
+            share::create_temp_and_write(self.pool(), tree, self.records(), &temp_path, &[meta.to_ea()], &data).await?;
         if written as usize != data.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
@@ -182,8 +182,13 @@ impl Store {
             return temp.settle(published).await;
         }
         let replace = true;
+        let old = self.key_before_replace(tree, &target_path).await;
+        let new_id = temp.handle().info().on_disk_id();
         match share::publish_and_close(temp, &target_path, replace).await {
-            Ok(()) => Ok(result),
+            Ok(()) => {
+                self.forget_replaced(tree, old, new_id);
+                Ok(result)
+            }
             Err((err, temp)) => {
                 // Usually a missing parent directory: publish the slow way
                 // (creating parents), which also retries a rename refused
@@ -215,7 +220,7 @@ impl Store {
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();
-        share::set_eas(temp.handle(), &[meta.to_ea()]).await?;
+        share::set_eas(temp.handle(), self.records(), &[meta.to_ea()]).await?;
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
         }
@@ -252,7 +257,7 @@ impl Store {
             return Ok(());
         }
         let path = self.object_path(bucket, mapped);
-        let stat = || share::stat_with_meta(tree, &path);
+        let stat = || share::stat_with_meta(tree, self.records(), &path);
         // Only If-Match turns a missing key into an answer (NoSuchKey), and a
         // key inside another writer's If-Match swap is absent for an
         // instant: only then look again. `If-None-Match: *` on a new key,
@@ -323,7 +328,7 @@ impl Store {
         meta.size = 0;
         meta.marker = true;
         meta.key = Some(mapped.original());
-        share::set_dir_ea(tree, &self.object_path(bucket, mapped), meta.to_ea()).await?;
+        share::set_dir_ea(tree, self.records(), &self.object_path(bucket, mapped), meta.to_ea()).await?;
         Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
     }
 }

@@ -25,6 +25,7 @@ use smb_proto::{NtStatus, Request};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::meta::{ObjectMeta, META_EA};
+use super::records::{FileKey, Records};
 
 /// The QFid context: the CREATE answer carries the on-disk file id, which
 /// derived ETags and generation checks use.
@@ -134,6 +135,29 @@ fn decode_meta(r: &Response, created: &CreateResponse) -> Option<ObjectMeta> {
     meta.matches(created.times.end_of_file, created.on_disk_id()).then_some(meta)
 }
 
+/// Our record of the file a CREATE answered for, from its sidecar (shares
+/// without EAs, see `records`), if it matches the file.
+///
+/// Errors: reading the sidecar failed.
+async fn sidecar_meta(rec: &Records, tree: &Tree, created: &CreateResponse) -> Result<Option<ObjectMeta>> {
+    let Some(key) = FileKey::of(created) else { return Ok(None) };
+    let eas = rec.read_sidecar(tree, key).await?;
+    Ok(ObjectMeta::from_eas(&eas).filter(|m| m.matches(created.times.end_of_file, created.on_disk_id())))
+}
+
+/// Our record from the answer to [`meta_query`] (EAs), or from the sidecar.
+async fn record_of(
+    rec: &Records,
+    tree: &Tree,
+    answer: Option<Response>,
+    created: &CreateResponse,
+) -> Result<Option<ObjectMeta>> {
+    match answer {
+        Some(r) if rec.in_eas() => Ok(decode_meta(&r, created)),
+        _ => sidecar_meta(rec, tree, created).await,
+    }
+}
+
 /// The `n` responses of a compound, in order.
 fn take<const N: usize>(rs: Vec<Response>) -> Result<[Response; N]> {
     rs.try_into().map_err(|v: Vec<Response>| Error::Protocol(format!("{} answers to a compound of {N}", v.len())))
@@ -214,6 +238,7 @@ pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
     let req = CreateRequest {
         desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
         share_access: share::READ | share::DELETE,
+        contexts: &QFID, // a sidecar record is keyed by the on-disk id
         ..upload_file_req(path, Disposition::Create)
     };
     tree.open_durable(&req).await
@@ -232,11 +257,14 @@ pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
     tree.open(&req).await
 }
 
-/// Creates a directory with `eas` set by the CREATE itself: CREATE + CLOSE.
+/// Creates a directory with `eas` as its records: set by the CREATE itself
+/// (CREATE + CLOSE), or, on a share without EAs, written to its sidecar
+/// once the CREATE has told its on-disk id.
 ///
-/// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND.
-pub async fn create_dir_with_eas(tree: &Tree, path: &str, eas: &[FullEa]) -> Result<()> {
-    let ctx = [CreateContext::EaBuffer(eas)];
+/// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND; the
+/// sidecar's write.
+pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
+    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let req = CreateRequest {
         name: path,
         oplock_level: 0,
@@ -245,11 +273,23 @@ pub async fn create_dir_with_eas(tree: &Tree, path: &str, eas: &[FullEa]) -> Res
         share_access: share::ALL,
         disposition: Disposition::Create,
         options: options::DIRECTORY_FILE,
-        contexts: &ctx,
+        contexts: if rec.in_eas() { &ctx[..1] } else { &ctx[1..] },
     };
     let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
-    created.ok_or_status(&[])?;
+    let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+    if !rec.in_eas() {
+        rec.write_sidecar(tree, key_of(&created)?, eas).await?;
+    }
     Ok(())
+}
+
+/// The sidecar key of the file a CREATE answered for.
+///
+/// Errors: the server sent no on-disk id (its QFid context), which a
+/// sidecar needs.
+fn key_of(created: &CreateResponse) -> Result<FileKey> {
+    FileKey::of(created)
+        .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
 }
 
 /// CREATE(read) + QUERY_INFO(our EA) [+ READ of `read = (offset, length)`],
@@ -259,6 +299,7 @@ pub async fn create_dir_with_eas(tree: &Tree, path: &str, eas: &[FullEa]) -> Res
 /// Errors: the CREATE's NTSTATUS (a failing READ only brings no data).
 pub async fn open_with_meta(
     tree: &Tree,
+    rec: &Records,
     path: &str,
     read: Option<(u64, u32)>,
     name: bool,
@@ -274,7 +315,10 @@ pub async fn open_with_meta(
     });
     // The name query goes last, so that its failure (a server without the
     // class) cannot touch the READ.
-    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    let mut chain: Vec<&dyn Request> = vec![&create];
+    if rec.in_eas() {
+        chain.push(&q);
+    }
     if let Some(r) = &r {
         chain.push(r);
     }
@@ -283,7 +327,7 @@ pub async fn open_with_meta(
     }
     let mut rs = tree.compound(&chain).await?.into_iter();
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
-    let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    let answer = if rec.in_eas() { rs.next() } else { None };
     let read_answer = if r.is_some() { rs.next() } else { None };
     let on_disk = match rs.next() {
         Some(r) if name => decode_name(&r)?,
@@ -300,15 +344,26 @@ pub async fn open_with_meta(
         Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
         _ => None,
     };
+    let meta = record_of(rec, tree, answer, handle.info()).await?;
     Ok((handle, meta, data, on_disk))
+}
+
+/// CREATE(read attributes, QFid) + CLOSE: the sidecar key of the file at
+/// `path` (see `records`), or `None` if the server sent no on-disk id.
+///
+/// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
+pub async fn stat_key(tree: &Tree, path: &str) -> Result<Option<FileKey>> {
+    let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..read_req(path) };
+    let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+    Ok(FileKey::of(&created.ok_or_status(&[])?.body(CreateResponse::decode)?))
 }
 
 /// CREATE(read) + QUERY_INFO(our EA) + CLOSE: what the CREATE said and our
 /// record if it matches the file.
 ///
 /// Errors: the CREATE's NTSTATUS.
-pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, Option<ObjectMeta>)> {
-    let (created, meta, _) = stat_with_meta_and_name(tree, path, false).await?;
+pub async fn stat_with_meta(tree: &Tree, rec: &Records, path: &str) -> Result<(CreateResponse, Option<ObjectMeta>)> {
+    let (created, meta, _) = stat_with_meta_and_name(tree, rec, path, false).await?;
     Ok((created, meta))
 }
 
@@ -318,13 +373,17 @@ pub async fn stat_with_meta(tree: &Tree, path: &str) -> Result<(CreateResponse, 
 /// Errors: the CREATE's NTSTATUS.
 pub async fn stat_with_meta_and_name(
     tree: &Tree,
+    rec: &Records,
     path: &str,
     name: bool,
 ) -> Result<(CreateResponse, Option<ObjectMeta>, Option<String>)> {
     let create = read_req(path);
     let names = [META_EA];
     let q = meta_query(&names);
-    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    let mut chain: Vec<&dyn Request> = vec![&create];
+    if rec.in_eas() {
+        chain.push(&q);
+    }
     if name {
         chain.push(&NAME_QUERY);
     }
@@ -332,11 +391,12 @@ pub async fn stat_with_meta_and_name(
     let rs = tree.compound(&chain).await?;
     let mut rs = rs.into_iter();
     let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
-    let meta = decode_meta(&rs.next().expect("one answer per request"), &created);
+    let answer = if rec.in_eas() { rs.next() } else { None };
     let on_disk = match rs.next() {
         Some(r) if name => decode_name(&r)?,
         _ => None,
     };
+    let meta = record_of(rec, tree, answer, &created).await?;
     Ok((created, meta, on_disk))
 }
 
@@ -350,11 +410,12 @@ pub async fn stat_with_meta_and_name(
 /// STATUS_SHARING_VIOLATION while an `exclusive` holder has it.
 pub async fn open_delete_with_meta(
     tree: &Tree,
+    rec: &Records,
     path: &str,
     name: bool,
     exclusive: bool,
 ) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
-    open_for_delete_with_meta(tree, path, if exclusive { share::READ } else { share::ALL }, name).await
+    open_for_delete_with_meta(tree, rec, path, if exclusive { share::READ } else { share::ALL }, name).await
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory; sharing only
@@ -365,13 +426,14 @@ pub async fn open_delete_with_meta(
 ///
 /// Errors: the CREATE's NTSTATUS (STATUS_SHARING_VIOLATION while another
 /// writer holds the file, not-found statuses).
-pub async fn open_to_replace(tree: &Tree, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
-    let (handle, meta, _) = open_for_delete_with_meta(tree, path, share::READ, false).await?;
+pub async fn open_to_replace(tree: &Tree, rec: &Records, path: &str) -> Result<(Handle, Option<ObjectMeta>)> {
+    let (handle, meta, _) = open_for_delete_with_meta(tree, rec, path, share::READ, false).await?;
     Ok((handle, meta))
 }
 
 async fn open_for_delete_with_meta(
     tree: &Tree,
+    rec: &Records,
     path: &str,
     share_access: u32,
     name: bool,
@@ -384,17 +446,21 @@ async fn open_for_delete_with_meta(
     };
     let names = [META_EA];
     let q = meta_query(&names);
-    let mut chain: Vec<&dyn Request> = vec![&create, &q];
+    let mut chain: Vec<&dyn Request> = vec![&create];
+    if rec.in_eas() {
+        chain.push(&q);
+    }
     if name {
         chain.push(&NAME_QUERY);
     }
     let mut rs = tree.compound(&chain).await?.into_iter();
     let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
-    let meta = decode_meta(&rs.next().expect("one answer per request"), handle.info());
+    let answer = if rec.in_eas() { rs.next() } else { None };
     let on_disk = match rs.next() {
         Some(r) if name => decode_name(&r)?,
         _ => None,
     };
+    let meta = record_of(rec, tree, answer, handle.info()).await?;
     Ok((handle, meta, on_disk))
 }
 
@@ -436,20 +502,25 @@ pub async fn create_temp(pool: &Pool, tree: &Tree, path: &str, eas: &[FullEa]) -
 pub async fn create_temp_and_write(
     pool: &Pool,
     tree: &Tree,
+    rec: &Records,
     path: &str,
     eas: &[FullEa],
     data: &[u8],
 ) -> Result<(TempFile, u32)> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
-    let create = temp_req(path, if eas.is_empty() { &ctx[1..] } else { &ctx[..] });
-    if data.is_empty() {
-        let handle = tree.open(&create).await?;
-        return Ok((TempFile::new(pool, handle, path), 0));
+    let in_create = rec.in_eas() && !eas.is_empty();
+    let create = temp_req(path, if in_create { &ctx[..] } else { &ctx[1..] });
+    let (temp, n) = if data.is_empty() {
+        (TempFile::new(pool, tree.open(&create).await?, path), 0)
+    } else {
+        let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
+        let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
+        let temp = TempFile::new(pool, Handle::from_response(tree, created)?, path);
+        (temp, written.ok_or_status(&[])?.body(WriteResponse::decode)?.count)
+    };
+    if !in_create && !eas.is_empty() {
+        set_eas(temp.handle(), rec, eas).await?;
     }
-    let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
-    let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
-    let temp = TempFile::new(pool, Handle::from_response(tree, created)?, path);
-    let n = written.ok_or_status(&[])?.body(WriteResponse::decode)?.count;
     Ok((temp, n))
 }
 
@@ -521,11 +592,12 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
     Ok(())
 }
 
-/// CREATE(directory, write EA) + SET_INFO(`ea`) + CLOSE: sets (or, with an
-/// empty value, removes) one EA on a directory.
+/// Sets (or, with an empty value, removes) one record on a directory:
+/// CREATE(directory, write EA) + SET_INFO(`ea`) + CLOSE, or, on a share
+/// without EAs, CREATE + CLOSE for its on-disk id and then its sidecar.
 ///
 /// Errors: the first failing step's NTSTATUS.
-pub async fn set_dir_ea(tree: &Tree, path: &str, ea: FullEa) -> Result<()> {
+pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> Result<()> {
     let open = CreateRequest {
         name: path,
         oplock_level: 0,
@@ -534,9 +606,15 @@ pub async fn set_dir_ea(tree: &Tree, path: &str, ea: FullEa) -> Result<()> {
         share_access: share::ALL,
         disposition: Disposition::Open,
         options: options::DIRECTORY_FILE,
-        contexts: &[],
+        contexts: &QFID,
     };
     let eas = [ea];
+    if !rec.in_eas() {
+        let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
+        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+        return rec.write_sidecar(tree, key_of(&created)?, &eas).await;
+    }
     let set = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::FullEa(&eas) };
     let [created, set, _closed] = take(tree.compound(&[&open, &set, &CLOSE_RELATED]).await?)?;
     created.ok_or_status(&[])?;
@@ -544,24 +622,30 @@ pub async fn set_dir_ea(tree: &Tree, path: &str, ea: FullEa) -> Result<()> {
     Ok(())
 }
 
-/// Whether the share stores EAs, asked the way a PUT uses them: CREATE of
-/// a new file `path` carrying an EA (EaBuffer context), delete-on-close,
-/// then CLOSE, in one round trip. Returns false if the server answers
-/// STATUS_EAS_NOT_SUPPORTED (Samba with `ea support = no`, Azure Files,
-/// some NAS).
+/// What the share can hold records in, asked the way a PUT uses them:
+/// CREATE of a new file `path` carrying an EA (EaBuffer context) and the
+/// QFid context, delete-on-close, then CLOSE, in one round trip; if the
+/// server answers STATUS_EAS_NOT_SUPPORTED (Samba with `ea support = no`,
+/// Azure Files, some NAS), the same without the EA. Returns whether EAs are
+/// stored, and whether the CREATE reports on-disk file ids.
 ///
 /// Errors: any other failing status.
-pub async fn probe_ea_support(tree: &Tree, path: &str) -> Result<bool> {
+pub async fn probe_record_support(tree: &Tree, path: &str) -> Result<(bool, bool)> {
     let eas = [FullEa { name: "smbgate.probe".into(), value: b"1".to_vec() }];
-    let ctx = [CreateContext::EaBuffer(&eas)];
-    let create =
-        CreateRequest { options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE, ..temp_req(path, &ctx) };
-    let [created, _closed] = take(tree.compound(&[&create, &CLOSE_RELATED]).await?)?;
-    match created.ok_or_status(&[]) {
-        Ok(_) => Ok(true),
-        Err(e) if e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => Ok(false),
-        Err(e) => Err(e),
+    let ctx = [CreateContext::EaBuffer(&eas), CreateContext::QueryOnDiskId];
+    for with_ea in [true, false] {
+        let create = CreateRequest {
+            options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
+            ..temp_req(path, if with_ea { &ctx[..] } else { &ctx[1..] })
+        };
+        let [created, _closed] = take(tree.compound(&[&create, &CLOSE_RELATED]).await?)?;
+        match created.ok_or_status(&[]) {
+            Ok(r) => return Ok((with_ea, r.body(CreateResponse::decode)?.on_disk_id().is_some())),
+            Err(e) if with_ea && e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => {}
+            Err(e) => return Err(e),
+        }
     }
+    unreachable!("the second probe returns")
 }
 
 /// For each path, CREATE(read attributes) + QUERY_INFO(normalized name) +
@@ -622,9 +706,40 @@ pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> 
     handle.tree().rename(handle.id(), target, replace).await
 }
 
-/// Sets (or, with empty values, removes) EAs on the open `handle`.
-pub async fn set_eas(handle: &Handle, eas: &[FullEa]) -> Result<()> {
-    handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await
+/// Sets (or, with empty values, removes) records on the open `handle`: its
+/// EAs, or its sidecar on a share without EAs.
+///
+/// Errors: the SET_INFO's NTSTATUS, or the sidecar write's; a handle
+/// opened without the QFid context cannot have a sidecar.
+pub async fn set_eas(handle: &Handle, rec: &Records, eas: &[FullEa]) -> Result<()> {
+    if rec.in_eas() {
+        return handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await;
+    }
+    rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await
+}
+
+/// The sidecar key of an open file: from its CREATE's answer, or, for a
+/// reclaimed durable handle (whose answer has no QFid), the first open's id.
+///
+/// Errors: no on-disk id is known.
+fn handle_key(handle: &Handle) -> Result<FileKey> {
+    let id = handle.info().on_disk_id().or_else(|| handle.reopen_info().and_then(|r| r.on_disk_id()));
+    id.map(|id| FileKey { id, created: handle.info().times.creation })
+        .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
+}
+
+/// The records named `names` of the open `handle`: QUERY_INFO of its EAs,
+/// or its sidecar on a share without EAs (every record it holds).
+///
+/// Errors: the QUERY_INFO's NTSTATUS, or the sidecar read's.
+pub async fn query_records(handle: &Handle, rec: &Records, names: &[&str]) -> Result<Vec<FullEa>> {
+    if rec.in_eas() {
+        return handle.tree().query_eas(handle.id(), names).await;
+    }
+    match handle_key(handle) {
+        Ok(key) => rec.read_sidecar(handle.tree(), key).await,
+        Err(_) => Ok(Vec::new()),
+    }
 }
 
 /// Marks the open `handle` delete-on-close.

@@ -1,0 +1,352 @@
+//! Where the gateway keeps its records on a share: the object record
+//! (`meta`), the upload record and the part records of multipart uploads.
+//!
+//! - [`Records::Ea`]: one extended attribute on the file or directory it
+//!   describes. Read in the same compound as the open, and renamed,
+//!   copied and deleted with the file by the server itself.
+//! - [`Records::Sidecar`]: for shares that store no EAs (Samba with
+//!   `ea support = no`, Azure Files, several NAS). A small file under
+//!   `.smbgate\meta`, named after the on-disk file id of the file it
+//!   describes, which a rename keeps. It is written before the file is
+//!   published (by a rename of a complete temp file, so never seen half
+//!   written), and read by file id after the open: one round trip more.
+//!
+//! A sidecar counts only for the file it was written for: it stores that
+//! file's id and CreationTime, both of which a rename keeps. A file that
+//! got a reused id (inode) has another CreationTime, so a sidecar left
+//! behind by a deleted file never describes a new one.
+
+use serde::{Deserialize, Serialize};
+use smb_client::{Error, Result, Tree};
+use smb_proto::create::{
+    access, attributes, options, share, CloseRequest, CreateRequest, CreateResponse, Disposition, FileId,
+};
+use smb_proto::info::{FullEa, SetFileInfo};
+use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
+use smb_proto::query::SetInfoRequest;
+use smb_proto::{NtStatus, Request};
+
+use super::path::SharePath;
+
+/// How long a replaced or deleted file's sidecar stays for readers that
+/// opened the file just before (see [`Records::forget`]).
+pub const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Longest sidecar read, in bytes: an object record of 10,000 parts is
+/// about 200 KiB.
+const MAX_SIDECAR: u32 = 1 << 20;
+
+/// How this share keeps the gateway's records; chosen once per store root
+/// at startup by [`probe`].
+#[derive(Debug, Clone)]
+pub enum Records {
+    /// In an EA on each file (the default; see the module docs).
+    Ea,
+    /// In sidecar files under `dir` (`<root>\.smbgate\meta`), for a share
+    /// without EAs.
+    Sidecar {
+        /// The sidecar directory.
+        dir: SharePath,
+        /// Where a sidecar is written before its rename into place.
+        tmp: SharePath,
+    },
+}
+
+/// What identifies the file a sidecar describes: its on-disk id and its
+/// CreationTime (FILETIME), both kept by a rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileKey {
+    /// The on-disk file id (QFid, or a directory entry's FileId).
+    pub id: u64,
+    /// CreationTime, FILETIME (100 ns since 1601).
+    pub created: u64,
+}
+
+impl FileKey {
+    /// The key of the file a CREATE answered for; `None` if the server
+    /// sent no on-disk id (QFid context).
+    pub fn of(created: &CreateResponse) -> Option<FileKey> {
+        created.on_disk_id().map(|id| FileKey { id, created: created.times.creation })
+    }
+}
+
+/// A sidecar's contents (format version 1): the file it describes and its
+/// records by name, values as the JSON text the EA would hold.
+#[derive(Serialize, Deserialize)]
+struct Sidecar {
+    v: u32,
+    id: u64,
+    created: u64,
+    records: std::collections::BTreeMap<String, String>,
+}
+
+impl Records {
+    /// True if records travel inside the open's compound (EAs).
+    pub fn in_eas(&self) -> bool {
+        matches!(self, Records::Ea)
+    }
+
+    /// A name for the logs: `extended attributes` or `sidecar files`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Records::Ea => "extended attributes",
+            Records::Sidecar { .. } => "sidecar files under .smbgate/meta",
+        }
+    }
+
+    fn sidecar_path(dir: &SharePath, key: FileKey) -> SharePath {
+        // 256 subdirectories, so that no one directory holds every record.
+        dir.join(&format!("{:02x}", key.id & 0xff)).join(&format!("{:016x}", key.id))
+    }
+
+    /// Writes `eas` (empty values remove) as the records of the file `key`
+    /// names. Only for [`Records::Sidecar`]; the EA form is set by the
+    /// caller on its handle.
+    ///
+    /// Sidecar form: CREATE(temp) + WRITE + SET_INFO(rename over the
+    /// sidecar) + CLOSE, one round trip, so a reader sees the old sidecar
+    /// or the new one, never part of one. All values empty: the sidecar is
+    /// deleted.
+    ///
+    /// Errors: the first failing step's NTSTATUS.
+    pub async fn write_sidecar(&self, tree: &Tree, key: FileKey, eas: &[FullEa]) -> Result<()> {
+        let Records::Sidecar { dir, tmp } = self else {
+            return Err(Error::InvalidArgument("records are kept in EAs on this share".into()));
+        };
+        let target = Self::sidecar_path(dir, key);
+        let mut records = std::collections::BTreeMap::new();
+        for ea in eas.iter().filter(|e| !e.value.is_empty()) {
+            let text = String::from_utf8(ea.value.clone())
+                .map_err(|_| Error::InvalidArgument(format!("record {} is not UTF-8 text", ea.name)))?;
+            records.insert(ea.name.to_ascii_lowercase(), text);
+        }
+        if records.is_empty() {
+            return match tree.delete(target.as_str(), false).await {
+                Err(e) if !super::error::is_not_found(&e) => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let body =
+            serde_json::to_vec(&Sidecar { v: 1, id: key.id, created: key.created, records }).expect("serialisable");
+        let temp = tmp.join(&format!("rec-{:016x}", rand::random::<u64>()));
+        match self.publish_retrying(tree, &temp, &target, &body).await {
+            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
+                // The first record in this subdirectory.
+                if let Some((sub, _)) = target.split_leaf() {
+                    match tree.mkdir(sub.as_str()).await {
+                        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e),
+                        _ => {}
+                    }
+                }
+                self.publish_retrying(tree, &temp, &target, &body).await
+            }
+            r => r,
+        }
+    }
+
+    /// [`Records::publish`], tried again for a while when the old sidecar
+    /// is held by a [`Records::forget`] (one round trip).
+    async fn publish_retrying(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
+        let mut wait = std::time::Duration::from_millis(2);
+        for _ in 0..8 {
+            match self.publish(tree, temp, target, body).await {
+                Err(e)
+                    if matches!(
+                        e.status(),
+                        Some(NtStatus::STATUS_SHARING_VIOLATION | NtStatus::STATUS_ACCESS_DENIED)
+                    ) =>
+                {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                r => return r,
+            }
+        }
+        self.publish(tree, temp, target, body).await
+    }
+
+    async fn publish(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
+        let create = CreateRequest {
+            name: temp.as_str(),
+            oplock_level: 0,
+            desired_access: access::GENERIC_WRITE | access::DELETE,
+            file_attributes: attributes::NORMAL,
+            share_access: share::ALL,
+            disposition: Disposition::Create,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: body };
+        let t = smb_client::tree::smb_path(target.as_str());
+        let rename = SetInfoRequest {
+            file_id: FileId::RELATED,
+            info: SetFileInfo::Rename { target: &t, replace_if_exists: true },
+        };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+        let chain: [&dyn Request; 4] = [&create, &write, &rename, &close];
+        let rs = tree.compound(&chain).await?;
+        let [created, written, renamed, _closed]: [_; 4] =
+            rs.try_into().map_err(|_| Error::Protocol("a compound of 4 got another count of answers".into()))?;
+        created.ok_or_status(&[])?;
+        let outcome = written.ok_or_status(&[]).and_then(|w| w.body(WriteResponse::decode)).and_then(|w| {
+            if w.count as usize == body.len() {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!("short write: {} of {} bytes", w.count, body.len())))
+            }
+        });
+        let outcome = outcome.and_then(|_| renamed.ok_or_status(&[]).map(|_| ()));
+        if outcome.is_err() {
+            // Not renamed: the temp file is ours to remove (else the sweep
+            // takes it).
+            let _ = tree.delete(temp.as_str(), false).await;
+        }
+        outcome
+    }
+
+    /// The records of the file `key` names, from its sidecar (empty if it
+    /// has none, or if the sidecar was written for another file). Only for
+    /// [`Records::Sidecar`].
+    ///
+    /// Errors: a failing status other than not-found, a transport error.
+    pub async fn read_sidecar(&self, tree: &Tree, key: FileKey) -> Result<Vec<FullEa>> {
+        let Records::Sidecar { dir, .. } = self else { return Ok(Vec::new()) };
+        let path = Self::sidecar_path(dir, key);
+        let open = smb_client::tree::read_open(path.as_str(), &[]);
+        let read = ReadRequest {
+            file_id: FileId::RELATED,
+            length: MAX_SIDECAR.min(tree.max_read()),
+            offset: 0,
+            minimum_count: 0,
+        };
+        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+        let chain: [&dyn Request; 3] = [&open, &read, &close];
+        let mut rs = tree.compound(&chain).await?.into_iter();
+        let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a sidecar open".into()))?;
+        if let Err(e) = created.ok_or_status(&[]) {
+            return if super::error::is_not_found(&e) { Ok(Vec::new()) } else { Err(e) };
+        }
+        let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a sidecar read".into()))?;
+        if read.status() != NtStatus::STATUS_SUCCESS {
+            return Ok(Vec::new()); // empty (END_OF_FILE): not a record
+        }
+        let data = read.body(ReadResponse::decode)?.data;
+        // Unreadable, or another file's (a reused id): no record, so the
+        // file is treated as one the gateway did not write.
+        let Ok(s) = serde_json::from_slice::<Sidecar>(&data) else { return Ok(Vec::new()) };
+        if s.v != 1 || s.id != key.id || s.created != key.created {
+            return Ok(Vec::new());
+        }
+        Ok(s.records.into_iter().map(|(name, value)| FullEa { name, value: value.into_bytes() }).collect())
+    }
+
+    /// Removes, [`FORGET_AFTER`] from now, the sidecar of the file `key`
+    /// names: after the file itself was deleted or replaced. The wait is for
+    /// readers that opened the file just before and read its sidecar next
+    /// (they would otherwise see a file without a record, with a derived
+    /// ETag). Runs on `tree`'s connection; best effort, since a leftover is
+    /// harmless (see the module docs) and small.
+    pub fn forget(&self, tree: &Tree, key: Option<FileKey>) {
+        let (Records::Sidecar { .. }, Some(key)) = (self, key) else { return };
+        let (records, tree) = (self.clone(), tree.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(FORGET_AFTER).await;
+            records.forget_now(&tree, key).await;
+        });
+    }
+
+    /// Removes the sidecar of the file `key` names, if there is one and it
+    /// was written for that very file. Its id may meanwhile have gone to a
+    /// new file with a sidecar of its own, so the sidecar is opened sharing
+    /// only READ (a writer's rename over it waits, see
+    /// [`Records::write_sidecar`]; readers go on), read, and deleted through
+    /// that handle only if it names `key`.
+    async fn forget_now(&self, tree: &Tree, key: FileKey) {
+        let Records::Sidecar { dir, .. } = self else { return };
+        let path = Self::sidecar_path(dir, key);
+        let open = CreateRequest {
+            name: path.as_str(),
+            oplock_level: 0,
+            desired_access: access::GENERIC_READ | access::DELETE,
+            file_attributes: attributes::NORMAL,
+            share_access: share::READ,
+            disposition: Disposition::Open,
+            options: options::NON_DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let read = ReadRequest {
+            file_id: FileId::RELATED,
+            length: MAX_SIDECAR.min(tree.max_read()),
+            offset: 0,
+            minimum_count: 0,
+        };
+        let chain: [&dyn Request; 2] = [&open, &read];
+        let Ok(rs) = tree.compound(&chain).await else { return };
+        let mut rs = rs.into_iter();
+        let (Some(created), Some(read)) = (rs.next(), rs.next()) else { return };
+        let Ok(handle) = smb_client::Handle::from_response(tree, created) else { return };
+        let ours = read.status() == NtStatus::STATUS_SUCCESS
+            && read
+                .body(ReadResponse::decode)
+                .ok()
+                .and_then(|r| serde_json::from_slice::<Sidecar>(&r.data).ok())
+                .is_some_and(|s| s.id == key.id && s.created == key.created);
+        if ours {
+            let _ = super::share::close_and_delete(handle).await;
+        } else {
+            let _ = handle.close().await;
+        }
+    }
+}
+
+/// Chooses where this store root keeps its records: EAs if the share
+/// stores them (`ea_supported`), else sidecar files under
+/// `internal\meta`, which needs on-disk file ids (`has_disk_ids`).
+///
+/// Errors: InvalidArgument, one line, for a share that can hold neither;
+/// the status of creating the sidecar directory.
+pub async fn choose(tree: &Tree, internal: &SharePath, ea_supported: bool, has_disk_ids: bool) -> Result<Records> {
+    if ea_supported {
+        return Ok(Records::Ea);
+    }
+    if !has_disk_ids {
+        return Err(Error::InvalidArgument(
+            "the share stores neither extended attributes (STATUS_EAS_NOT_SUPPORTED) nor reports on-disk file \
+             ids, so smbgate has nowhere to keep object metadata; enable EAs on the server (Samba: ea support = yes)"
+                .into(),
+        ));
+    }
+    let dir = internal.join("meta");
+    match tree.mkdir(dir.as_str()).await {
+        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e),
+        _ => {}
+    }
+    Ok(Records::Sidecar { dir, tmp: internal.join("tmp") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sidecars_fan_out_by_the_ids_low_byte() {
+        let dir = SharePath::root(".smbgate\\meta");
+        let key = FileKey { id: 0x9e_0155, created: 1 };
+        assert_eq!(Records::sidecar_path(&dir, key).as_str(), ".smbgate\\meta\\55\\00000000009e0155");
+    }
+
+    #[test]
+    fn a_sidecar_names_the_file_it_was_written_for() {
+        let s = Sidecar {
+            v: 1,
+            id: 7,
+            created: 133_000_000_000_000_000,
+            records: [("smbgate.meta".to_string(), "{\"etag\":\"x\"}".to_string())].into(),
+        };
+        let text = String::from_utf8(serde_json::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "{\"v\":1,\"id\":7,\"created\":133000000000000000,\"records\":{\"smbgate.meta\":\"{\\\"etag\\\":\\\"x\\\"}\"}}"
+        );
+    }
+}
