@@ -2,10 +2,13 @@
 failure class 27).
 
 - `vfs objects = catia fruit streams_xattr` (macOS-friendly shares, as many
-  NAS ship) and `ea support = no` (no extended attributes, as on Azure Files
-  and several NAS): a representative part of the object suite runs on each:
-  PUT/GET/HEAD with metadata, multipart, copy, listing, delete.
-- Without EAs the records live in sidecar files under `.smbgate/meta`,
+  NAS ship), and `ea support = no` (no extended attributes, as on Azure
+  Files and several NAS) with and without `vfs objects = streams_xattr`: a
+  representative part of the object suite runs on each: PUT/GET/HEAD with
+  metadata, multipart, copy, listing, delete.
+- Without EAs but with streams (`streams_xattr`) the records live in a
+  named stream of each file, `file:smbgate.meta`.
+- Without either, the records live in sidecar files under `.smbgate/meta`,
   found by the file's on-disk id: they survive a restart, follow renames
   and overwrites, go with deletes, and never describe a file someone else
   put in the object's place.
@@ -25,14 +28,19 @@ from conftest import Gateway, Samba, put_on_share
 MIB = 1 << 20
 
 KINDS = {
-    "fruit": "vfs objects = catia fruit streams_xattr",
-    "no-eas": "ea support = no",
+    "fruit": ["vfs objects = catia fruit streams_xattr"],
+    "no-eas": ["ea support = no"],
+    "streams-no-eas": ["ea support = no", "vfs objects = streams_xattr"],
 }
+
+
+def share_options(kind):
+    return [a for o in KINDS[kind] for a in ("--share-option", o)]
 
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
 def kind_gw(request):
-    s = Samba("--share-option", KINDS[request.param])
+    s = Samba(*share_options(request.param))
     g = Gateway(s)
     yield g, s, request.param
     g.stop()
@@ -41,7 +49,7 @@ def kind_gw(request):
 
 @pytest.fixture(scope="module")
 def no_ea_gw():
-    s = Samba("--share-option", KINDS["no-eas"])
+    s = Samba(*share_options("no-eas"))
     g = Gateway(s, env={"SMBGATE_LOG": "info"})
     yield g, s
     g.stop()
@@ -197,3 +205,44 @@ def test_a_file_put_in_an_objects_place_is_not_described_by_its_record(no_ea_gw)
     assert h["ETag"] != '"%s"' % hashlib.md5(b"same size").hexdigest()
     assert h["ETag"].endswith('-1"'), h["ETag"]
     assert s3.get_object(Bucket=bucket, Key="f")["Body"].read() == b"SAME SIZE"
+
+
+@pytest.fixture(scope="module")
+def stream_gw():
+    s = Samba(*share_options("streams-no-eas"))
+    g = Gateway(s, env={"SMBGATE_LOG": "info"})
+    yield g, s
+    g.stop()
+    s.stop()
+
+
+STREAM_XATTR = "user.DosStream.smbgate.meta:$DATA"
+
+
+def test_with_streams_and_no_eas_records_are_streams_of_their_files(stream_gw):
+    g, samba = stream_gw
+    opened = [ln for ln in open(g.log.name).read().splitlines() if "store opened" in ln]
+    assert len(opened) == 1 and 'metadata="alternate data streams"' in opened[0], opened
+    s3 = g.client()
+    bucket = f"streams-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="a/b.txt", Body=b"streamed", Metadata={"s": "1"})
+    s3.put_object(Bucket=bucket, Key="dir/", Body=b"", Metadata={"m": "2"})
+    path = samba.share_path / bucket / "a" / "b.txt"
+    # streams_xattr keeps a stream in an xattr of its file, so it moves,
+    # and goes, with the file.
+    assert STREAM_XATTR in os.listxattr(path)
+    assert b'"s":"1"' in os.getxattr(path, STREAM_XATTR)
+    assert STREAM_XATTR in os.listxattr(samba.share_path / bucket / "dir")
+    assert not (samba.share_path / ".smbgate" / "meta").exists()
+    # Overwrites replace the stream with the file; readers see the new one.
+    s3.put_object(Bucket=bucket, Key="a/b.txt", Body=b"again", Metadata={"s": "3"})
+    h = s3.head_object(Bucket=bucket, Key="a/b.txt")
+    assert (h["Metadata"], h["ETag"]) == ({"s": "3"}, '"%s"' % hashlib.md5(b"again").hexdigest())
+    # A marker PUT again over an existing directory keeps it a marker.
+    s3.put_object(Bucket=bucket, Key="dir/", Body=b"", Metadata={"m": "a longer value than before"})
+    assert s3.head_object(Bucket=bucket, Key="dir/")["Metadata"] == {"m": "a longer value than before"}
+    s3.put_object(Bucket=bucket, Key="dir/", Body=b"", Metadata={"m": "3"})
+    assert s3.head_object(Bucket=bucket, Key="dir/")["Metadata"] == {"m": "3"}
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert keys == ["a/b.txt", "dir/"]

@@ -162,7 +162,7 @@ impl Store {
         }
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
-        share::set_eas(&d, self.records(), &[meta.to_ea()]).await?;
+        share::set_eas(&d, self.records(), &data_path, &[meta.to_ea()]).await?;
         self.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
         let _ = d.close().await;
         Ok(())
@@ -199,7 +199,13 @@ impl Store {
             if t.end_of_file != off {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }
-            share::set_eas(temp.handle(), self.records(), &[meta(temp.handle().info().on_disk_id()).to_ea()]).await?;
+            share::set_eas(
+                temp.handle(),
+                self.records(),
+                temp.path(),
+                &[meta(temp.handle().info().on_disk_id()).to_ea()],
+            )
+            .await?;
             self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
         }
         .await;

@@ -80,7 +80,7 @@ impl Store {
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums.clear();
             }
-            share::set_eas(temp.handle(), self.records(), &[meta.to_ea()]).await?;
+            share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
         }
         .await;

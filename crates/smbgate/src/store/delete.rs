@@ -37,7 +37,7 @@ impl Store {
             }
             // Drop the marker record; remove the directory if it is empty.
             // A sidecar goes first, since it is found by the directory's id.
-            if !self.records().in_eas() {
+            if self.records().in_sidecars() {
                 let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
                 match share::set_dir_ea(&tree, self.records(), &path, drop_record).await {
                     Err(e) if !is_not_found(&e) => return Err(e.into()),
@@ -60,7 +60,7 @@ impl Store {
         } else {
             // Without EAs the record is a sidecar found by the file's id,
             // which only an open tells.
-            let checked = !conditions.is_empty() || self.case_insensitive() || !self.records().in_eas();
+            let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
             let del = || async {
                 if !checked {
                     return tree.delete(&path, false).await.map(|_| Ok(true));

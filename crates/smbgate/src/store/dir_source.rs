@@ -10,7 +10,7 @@ use smb_client::Tree;
 use super::error::is_not_found;
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
-use super::meta::{derived_etag, ObjectMeta};
+use super::meta::{derived_etag, ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::types::ObjectInfo;
@@ -112,23 +112,31 @@ impl DirSource for SmbSource<'_> {
 
 impl SmbSource<'_> {
     /// On a share without EAs: the ids of the directories among `entries`
-    /// whose sidecar says they are marker objects, read when the directory
-    /// is, so that a page never loses places to candidates that are not.
+    /// (in `dir`) whose record (stream or sidecar) says they are marker
+    /// objects, read when the directory is, so that a page never loses
+    /// places to candidates that are not.
     ///
-    /// Errors: a sidecar read failed.
-    async fn sidecar_markers(&self, entries: &[smb_proto::info::DirEntry]) -> StoreResult<HashSet<u64>> {
+    /// Errors: a record read failed.
+    async fn record_markers(&self, dir: &str, entries: &[smb_proto::info::DirEntry]) -> StoreResult<HashSet<u64>> {
         if self.records.in_eas() {
             return Ok(HashSet::new());
         }
-        let dirs: Vec<FileKey> = entries
+        let dirs: Vec<(FileKey, String)> = entries
             .iter()
             .filter(|e| e.times.is_directory() && e.name != "." && e.name != "..")
-            .map(|e| FileKey { id: e.file_id, created: e.times.creation })
+            .map(|e| (FileKey { id: e.file_id, created: e.times.creation }, format!("{dir}\\{}", e.name)))
             .collect();
         let (records, tree) = (self.records, &self.tree);
         let found: Vec<Result<Option<u64>, smb_client::Error>> = stream::iter(dirs)
-            .map(|key| async move {
-                let eas = records.read_sidecar(tree, key).await?;
+            .map(|(key, path)| async move {
+                let eas = match records.in_streams() {
+                    true => records
+                        .read_stream(tree, path.trim_start_matches('\\'), META_EA)
+                        .await?
+                        .map(|value| vec![smb_proto::info::FullEa { name: META_EA.into(), value }])
+                        .unwrap_or_default(),
+                    false => records.read_sidecar(tree, key).await?,
+                };
                 Ok(ObjectMeta::from_eas(&eas).filter(|m| m.marker).map(|_| key.id))
             })
             .buffer_unordered(ETAG_CONCURRENCY)
@@ -149,7 +157,7 @@ impl SmbSource<'_> {
         };
         let mut items = Vec::with_capacity(entries.len());
         let bucket_root = dir == self.bucket_path.as_str();
-        let markers = self.sidecar_markers(&entries).await?;
+        let markers = self.record_markers(dir, &entries).await?;
         for e in entries {
             let name = decode_component(&e.name);
             // No key can name it (map_key refuses it), so it lists none: a

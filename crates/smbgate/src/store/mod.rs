@@ -182,9 +182,10 @@ impl Store {
         }
         let probe = internal.join("tmp").join(&format!("ea-probe-{:016x}", rand::random::<u64>()));
         let (eas, disk_ids) = share::probe_record_support(&tree, probe.as_str()).await?;
+        let streams = !eas && records::probe_streams(&tree, &internal.join("tmp"), &probe).await?;
         // Every write stores a record (failure class 27): a share that can
         // hold none refuses to start rather than fail each write.
-        let records = records::choose(&tree, &internal, eas, disk_ids).await.map_err(|e| match e {
+        let records = records::choose(&tree, &internal, eas, streams, disk_ids).await.map_err(|e| match e {
             smb_client::Error::InvalidArgument(m) => StoreError::InvalidArgument(m),
             e => e.into(),
         })?;

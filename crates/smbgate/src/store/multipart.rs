@@ -146,7 +146,7 @@ impl Store {
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
             Err(e) => return Err(e.into()),
         };
-        let eas = share::query_records(&f, self.records(), &[UPLOAD_EA]).await;
+        let eas = share::query_records(&f, self.records(), &self.upload_dir(id), &[UPLOAD_EA]).await;
         drop(f);
         eas?.iter()
             .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
@@ -324,7 +324,7 @@ impl Store {
                 // The claim shares the data file's connection: after a loss
                 // the part's bytes are in, so reopen the claim to record them.
                 let revived = claim.revive(None).await;
-                match revived.and(share::set_eas(claim.handle(), self.records(), &ea).await) {
+                match revived.and(share::set_eas(claim.handle(), self.records(), claim.path(), &ea).await) {
                     Ok(()) => Ok(put),
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
@@ -424,7 +424,7 @@ impl Store {
         let dir = self.upload_dir(id);
         let records = self.records();
         // Sidecars are found by id, which only an open or a listing tells.
-        let dir_key = match records.in_eas() {
+        let dir_key = match !records.in_sidecars() {
             true => None,
             false => share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info())),
         };
@@ -486,7 +486,7 @@ async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreRe
         Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let eas = share::query_records(&f, records, &[PART_EA]).await;
+    let eas = share::query_records(&f, records, path, &[PART_EA]).await;
     drop(f);
     Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }

@@ -195,7 +195,7 @@ impl Store {
     /// replacing publish is about to replace (`None` with EAs, which go
     /// with their file, or if nothing is there).
     pub(crate) async fn key_before_replace(&self, tree: &Tree, path: &str) -> Option<FileKey> {
-        if self.records().in_eas() {
+        if !self.records().in_sidecars() {
             return None;
         }
         share::stat_key(tree, path).await.ok().flatten()

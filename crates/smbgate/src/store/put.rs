@@ -220,7 +220,7 @@ impl Store {
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();
-        share::set_eas(temp.handle(), self.records(), &[meta.to_ea()]).await?;
+        share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
         }

@@ -4,8 +4,16 @@
 //! - [`Records::Ea`]: one extended attribute on the file or directory it
 //!   describes. Read in the same compound as the open, and renamed,
 //!   copied and deleted with the file by the server itself.
-//! - [`Records::Sidecar`]: for shares that store no EAs (Samba with
-//!   `ea support = no`, Azure Files, several NAS). A small file under
+//! - [`Records::Stream`]: for shares that store no EAs but have alternate
+//!   data streams (Samba with `ea support = no` and `streams_xattr`, some
+//!   NAS): a stream `file:smbgate.meta` on the file, which renames, copies
+//!   and deletes take along like an EA. It is addressed by name, not by
+//!   handle, so its read (sent beside the open, same round trip) may meet
+//!   another version of the file during a rename; object records name the
+//!   file id they were written for, and a record for another id makes the
+//!   caller open both again.
+//! - [`Records::Sidecar`]: for shares that store neither EAs nor streams
+//!   (Samba with `ea support = no`, Azure Files, several NAS). A small file under
 //!   `.smbgate\meta`, named after the on-disk file id of the file it
 //!   describes, which a rename keeps. It is written before the file is
 //!   published (by a rename of a complete temp file, so never seen half
@@ -42,6 +50,8 @@ const MAX_SIDECAR: u32 = 1 << 20;
 pub enum Records {
     /// In an EA on each file (the default; see the module docs).
     Ea,
+    /// In a named stream on each file, one per record name.
+    Stream,
     /// In sidecar files under `dir` (`<root>\.smbgate\meta`), for a share
     /// without EAs.
     Sidecar {
@@ -86,10 +96,21 @@ impl Records {
         matches!(self, Records::Ea)
     }
 
-    /// A name for the logs: `extended attributes` or `sidecar files`.
+    /// True if records are named streams of their files.
+    pub fn in_streams(&self) -> bool {
+        matches!(self, Records::Stream)
+    }
+
+    /// True if records are sidecar files, found by file id.
+    pub fn in_sidecars(&self) -> bool {
+        matches!(self, Records::Sidecar { .. })
+    }
+
+    /// A name for the logs.
     pub fn describe(&self) -> &'static str {
         match self {
             Records::Ea => "extended attributes",
+            Records::Stream => "alternate data streams",
             Records::Sidecar { .. } => "sidecar files under .smbgate/meta",
         }
     }
@@ -204,6 +225,70 @@ impl Records {
         outcome
     }
 
+    /// Writes `eas` (empty values remove) as named streams of the file or
+    /// directory at `path`. Only for [`Records::Stream`].
+    ///
+    /// A file nobody else reads yet (`fresh`: a temp file, a new upload
+    /// directory, a new part claim): CREATE(overwrite) + WRITE + CLOSE. An
+    /// existing one (a directory that becomes a marker): CREATE(open or
+    /// create) first, then one WRITE at offset 0 padded with spaces to the
+    /// stream's old length, which JSON ignores, so that a reader never
+    /// meets an empty or cut stream.
+    ///
+    /// Errors: the first failing step's NTSTATUS.
+    pub async fn write_streams(&self, tree: &Tree, path: &str, eas: &[FullEa], fresh: bool) -> Result<()> {
+        for ea in eas {
+            let name = stream_path(path, &ea.name);
+            if ea.value.is_empty() {
+                match tree.delete(&name, false).await {
+                    Err(e) if !super::error::is_not_found(&e) => return Err(e),
+                    _ => continue,
+                }
+            }
+            let create = CreateRequest {
+                name: &name,
+                oplock_level: 0,
+                desired_access: access::GENERIC_WRITE,
+                file_attributes: attributes::NORMAL,
+                share_access: share::ALL,
+                disposition: if fresh { Disposition::OverwriteIf } else { Disposition::OpenIf },
+                options: options::NON_DIRECTORY_FILE,
+                contexts: &[],
+            };
+            let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+            if fresh {
+                let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: &ea.value };
+                let chain: [&dyn Request; 3] = [&create, &write, &close];
+                let rs = tree.compound(&chain).await?;
+                let mut rs = rs.into_iter();
+                rs.next().ok_or_else(|| Error::Protocol("no answer to a stream create".into()))?.ok_or_status(&[])?;
+                let w = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream write".into()))?;
+                check_written(w.ok_or_status(&[])?.body(WriteResponse::decode)?.count, ea.value.len())?;
+                continue;
+            }
+            let h = tree.open(&create).await?;
+            let old = h.info().times.end_of_file as usize;
+            let mut data = ea.value.clone();
+            data.resize(data.len().max(old), b' ');
+            let written = tree.write(h.id(), 0, &data).await;
+            let _ = h.close().await;
+            check_written(written?, data.len())?;
+        }
+        Ok(())
+    }
+
+    /// The record `name` of the file or directory at `path`, from its
+    /// stream (`None` if it has none). Only for [`Records::Stream`].
+    ///
+    /// Errors: a failing status other than not-found, a transport error.
+    pub async fn read_stream(&self, tree: &Tree, path: &str, name: &str) -> Result<Option<Vec<u8>>> {
+        let stream = stream_path(path, name);
+        let (open, read, close) = stream_read(&stream, tree.max_read());
+        let chain: [&dyn Request; 3] = [&open, &read, &close];
+        let rs = tree.compound(&chain).await?;
+        stream_answer(rs)
+    }
+
     /// The records of the file `key` names, from its sidecar (empty if it
     /// has none, or if the sidecar was written for another file). Only for
     /// [`Records::Sidecar`].
@@ -299,19 +384,105 @@ impl Records {
     }
 }
 
-/// Chooses where this store root keeps its records: EAs if the share
-/// stores them (`ea_supported`), else sidecar files under
-/// `internal\meta`, which needs on-disk file ids (`has_disk_ids`).
+/// `path:name`, the named stream `name` of the file at `path`.
+pub fn stream_path(path: &str, name: &str) -> String {
+    format!("{path}:{name}")
+}
+
+/// CREATE(read) + READ + CLOSE of the stream at `stream`: a record read.
+pub fn stream_read(stream: &str, max_read: u32) -> (CreateRequest<'_>, ReadRequest, CloseRequest) {
+    (
+        smb_client::tree::read_open(stream, &[]),
+        ReadRequest { file_id: FileId::RELATED, length: MAX_SIDECAR.min(max_read), offset: 0, minimum_count: 0 },
+        CloseRequest { file_id: FileId::RELATED, post_query: false },
+    )
+}
+
+/// The bytes a [`stream_read`] chain answered, `None` if the stream is
+/// missing or empty.
 ///
-/// Errors: InvalidArgument, one line, for a share that can hold neither;
+/// Errors: a failing status other than not-found; a body that does not
+/// decode.
+pub fn stream_answer(rs: Vec<smb_client::connection::Response>) -> Result<Option<Vec<u8>>> {
+    let mut rs = rs.into_iter();
+    let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream open".into()))?;
+    if let Err(e) = created.ok_or_status(&[]) {
+        return if super::error::is_not_found(&e) { Ok(None) } else { Err(e) };
+    }
+    let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream read".into()))?;
+    if read.status() != NtStatus::STATUS_SUCCESS {
+        return Ok(None); // empty (END_OF_FILE)
+    }
+    Ok(Some(read.body(ReadResponse::decode)?.data.to_vec()))
+}
+
+fn check_written(count: u32, want: usize) -> Result<()> {
+    if count as usize == want {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("short write: {count} of {want} bytes")))
+    }
+}
+
+/// Whether the share keeps named streams on files and on directories: a
+/// stream created on a new file `probe` (then deleted with it) and on the
+/// directory `dir` (then deleted). Any failing status means no.
+///
+/// Errors: transport errors, and failing to create or remove `probe`.
+pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> Result<bool> {
+    tree.write_small(probe.as_str(), b"", &[]).await?;
+    let r = async {
+        for base in [probe.as_str(), dir.as_str()] {
+            let stream = stream_path(base, "smbgate.probe");
+            let create = CreateRequest {
+                name: &stream,
+                oplock_level: 0,
+                desired_access: access::GENERIC_WRITE | access::DELETE,
+                file_attributes: attributes::NORMAL,
+                share_access: share::ALL,
+                disposition: Disposition::Create,
+                options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
+                contexts: &[],
+            };
+            let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+            let chain: [&dyn Request; 2] = [&create, &close];
+            let rs = tree.compound(&chain).await?;
+            let created = rs.into_iter().next().ok_or_else(|| Error::Protocol("no answer to a stream probe".into()))?;
+            if let Err(e) = created.ok_or_status(&[]) {
+                tracing::debug!(error = %e, "the share keeps no named streams");
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+    .await;
+    tree.delete(probe.as_str(), false).await?;
+    r
+}
+
+/// Chooses where this store root keeps its records: EAs if the share
+/// stores them (`ea_supported`), else named streams if it has them
+/// (`streams`), else sidecar files under `internal\meta`, which need
+/// on-disk file ids (`has_disk_ids`).
+///
+/// Errors: InvalidArgument, one line, for a share that can hold none;
 /// the status of creating the sidecar directory.
-pub async fn choose(tree: &Tree, internal: &SharePath, ea_supported: bool, has_disk_ids: bool) -> Result<Records> {
+pub async fn choose(
+    tree: &Tree,
+    internal: &SharePath,
+    ea_supported: bool,
+    streams: bool,
+    has_disk_ids: bool,
+) -> Result<Records> {
     if ea_supported {
         return Ok(Records::Ea);
     }
+    if streams && has_disk_ids {
+        return Ok(Records::Stream);
+    }
     if !has_disk_ids {
         return Err(Error::InvalidArgument(
-            "the share stores neither extended attributes (STATUS_EAS_NOT_SUPPORTED) nor reports on-disk file \
+            "the share stores no extended attributes (STATUS_EAS_NOT_SUPPORTED) and reports no on-disk file \
              ids, so smbgate has nowhere to keep object metadata; enable EAs on the server (Samba: ea support = yes)"
                 .into(),
         ));

@@ -145,16 +145,113 @@ async fn sidecar_meta(rec: &Records, tree: &Tree, created: &CreateResponse) -> R
     Ok(ObjectMeta::from_eas(&eas).filter(|m| m.matches(created.times.end_of_file, created.on_disk_id())))
 }
 
-/// Our record from the answer to [`meta_query`] (EAs), or from the sidecar.
+/// Where a record answer came from: the EA query in the open's compound,
+/// the record stream read beside it, or neither (a sidecar, read next).
+enum RecordAnswer {
+    Ea(Response),
+    Stream(Option<Vec<u8>>),
+    /// The stream's open failed (the file was being replaced or deleted,
+    /// say): worth another try.
+    StreamFailed,
+    Later,
+}
+
+/// Our record of the file a CREATE answered for, if it matches the file;
+/// and whether a record was there that names another file id, which on a
+/// share with stream records may be a read that met another version during
+/// a rename (the caller opens both again, a few times).
+///
+/// Errors: reading the sidecar failed.
 async fn record_of(
     rec: &Records,
     tree: &Tree,
-    answer: Option<Response>,
+    answer: RecordAnswer,
     created: &CreateResponse,
-) -> Result<Option<ObjectMeta>> {
+) -> Result<(Option<ObjectMeta>, bool)> {
     match answer {
-        Some(r) if rec.in_eas() => Ok(decode_meta(&r, created)),
-        _ => sidecar_meta(rec, tree, created).await,
+        RecordAnswer::Ea(r) => Ok((decode_meta(&r, created), false)),
+        RecordAnswer::Stream(bytes) => {
+            let Some(meta) = bytes.as_deref().and_then(ObjectMeta::from_ea) else { return Ok((None, false)) };
+            let other_file = meta.disk_id.is_some() && meta.disk_id != created.on_disk_id();
+            Ok(match meta.matches(created.times.end_of_file, created.on_disk_id()) {
+                true => (Some(meta), false),
+                false => (None, other_file),
+            })
+        }
+        RecordAnswer::StreamFailed => Ok((None, true)),
+        RecordAnswer::Later => Ok((sidecar_meta(rec, tree, created).await?, false)),
+    }
+}
+
+/// Opens of a file tried in all, when its record keeps naming another file
+/// (see [`record_of`] and [`moved_on`]); between two, 10, 20, 40... ms.
+const STREAM_TRIES: usize = 6;
+
+/// The pause before try `attempt` + 1 of an open whose record named
+/// another file: it gives a writer mid-publish time to finish.
+async fn pause_before_retry(attempt: usize) {
+    tokio::time::sleep(std::time::Duration::from_millis(10 << attempt.min(5))).await;
+}
+
+/// On a share with sidecar records: true if the file opened at `path`
+/// (`opened`) has no record and `path` now names another file. An open can
+/// wait seconds on the server (an oplock break) and then return a version
+/// that was replaced meanwhile, whose sidecar may be gone; the caller then
+/// opens the current one. A file without a record that is still at `path`
+/// (one the gateway did not write) costs this one stat.
+async fn moved_on(rec: &Records, tree: &Tree, path: &str, meta: &Option<ObjectMeta>, opened: &CreateResponse) -> bool {
+    if !rec.in_sidecars() || meta.is_some() {
+        return false;
+    }
+    match stat_key(tree, path).await {
+        Ok(Some(now)) => Some(now) != FileKey::of(opened),
+        _ => false,
+    }
+}
+
+/// Sends `chain` (whose first request opens `path`) with the record query
+/// `q` after its CREATE where records are EAs, or with the read of `path`'s
+/// record stream beside it in the same round trip where they are streams.
+/// Returns the answers to `chain` (without `q`'s) and the record's answer.
+///
+/// Errors: a transport error; a stream read that fails other than with
+/// not-found.
+async fn compound_with_record(
+    tree: &Tree,
+    rec: &Records,
+    path: &str,
+    q: &QueryInfoRequest<'_>,
+    chain: &[&dyn Request],
+) -> Result<(Vec<Response>, RecordAnswer)> {
+    match rec {
+        Records::Ea => {
+            let mut with_q: Vec<&dyn Request> = Vec::with_capacity(chain.len() + 1);
+            with_q.push(chain[0]);
+            with_q.push(q);
+            with_q.extend_from_slice(&chain[1..]);
+            let mut rs = tree.compound(&with_q).await?;
+            if rs.len() < 2 {
+                return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), with_q.len())));
+            }
+            let answer = rs.remove(1);
+            Ok((rs, RecordAnswer::Ea(answer)))
+        }
+        Records::Stream => {
+            let stream = super::records::stream_path(path, META_EA);
+            let (o, r, c) = super::records::stream_read(&stream, tree.max_read());
+            let side: [&dyn Request; 3] = [&o, &r, &c];
+            let mut all = tree.compounds(&[chain, &side]).await?;
+            let (Some(s), Some(main)) = (all.pop(), all.pop()) else {
+                return Err(Error::Protocol("two compounds got another count of answers".into()));
+            };
+            let answer = match super::records::stream_answer(s) {
+                Ok(bytes) => RecordAnswer::Stream(bytes),
+                Err(e) if e.status().is_some() => RecordAnswer::StreamFailed,
+                Err(e) => return Err(e),
+            };
+            Ok((main, answer))
+        }
+        Records::Sidecar { .. } => Ok((tree.compound(chain).await?, RecordAnswer::Later)),
     }
 }
 
@@ -277,8 +374,10 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
     };
     let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
-    if !rec.in_eas() {
-        rec.write_sidecar(tree, key_of(&created)?, eas).await?;
+    match rec {
+        Records::Ea => {}
+        Records::Stream => rec.write_streams(tree, path, eas, true).await?,
+        Records::Sidecar { .. } => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
     }
     Ok(())
 }
@@ -316,36 +415,41 @@ pub async fn open_with_meta(
     // The name query goes last, so that its failure (a server without the
     // class) cannot touch the READ.
     let mut chain: Vec<&dyn Request> = vec![&create];
-    if rec.in_eas() {
-        chain.push(&q);
-    }
     if let Some(r) = &r {
         chain.push(r);
     }
     if name {
         chain.push(&NAME_QUERY);
     }
-    let mut rs = tree.compound(&chain).await?.into_iter();
-    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
-    let answer = if rec.in_eas() { rs.next() } else { None };
-    let read_answer = if r.is_some() { rs.next() } else { None };
-    let on_disk = match rs.next() {
-        Some(r) if name => decode_name(&r)?,
-        _ => None,
-    };
-    // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
-    // just brings no data: the caller decides what the open means.
-    let data = match read_answer {
-        Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => {
-            let data = resp.body(ReadResponse::decode)?.data;
-            smb_client::tree::check_read_len(data.len(), r.as_ref().map_or(0, |r| r.length))?;
-            Some(data)
+    for attempt in 1..=STREAM_TRIES {
+        let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
+        let mut rs = rs.into_iter();
+        let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+        let read_answer = if r.is_some() { rs.next() } else { None };
+        let on_disk = match rs.next() {
+            Some(r) if name => decode_name(&r)?,
+            _ => None,
+        };
+        // A READ that fails (a directory answers STATUS_INVALID_DEVICE_REQUEST)
+        // just brings no data: the caller decides what the open means.
+        let data = match read_answer {
+            Some(resp) if resp.status() == NtStatus::STATUS_SUCCESS => {
+                let data = resp.body(ReadResponse::decode)?.data;
+                smb_client::tree::check_read_len(data.len(), r.as_ref().map_or(0, |r| r.length))?;
+                Some(data)
+            }
+            Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
+            _ => None,
+        };
+        let (meta, other_file) = record_of(rec, tree, answer, handle.info()).await?;
+        let other_file = other_file || moved_on(rec, tree, path, &meta, handle.info()).await;
+        if other_file && attempt < STREAM_TRIES {
+            pause_before_retry(attempt).await;
+            continue;
         }
-        Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
-        _ => None,
-    };
-    let meta = record_of(rec, tree, answer, handle.info()).await?;
-    Ok((handle, meta, data, on_disk))
+        return Ok((handle, meta, data, on_disk));
+    }
+    unreachable!("the last try returns")
 }
 
 /// CREATE(read attributes, QFid) + CLOSE: the sidecar key of the file at
@@ -381,23 +485,27 @@ pub async fn stat_with_meta_and_name(
     let names = [META_EA];
     let q = meta_query(&names);
     let mut chain: Vec<&dyn Request> = vec![&create];
-    if rec.in_eas() {
-        chain.push(&q);
-    }
     if name {
         chain.push(&NAME_QUERY);
     }
     chain.push(&CLOSE_RELATED);
-    let rs = tree.compound(&chain).await?;
-    let mut rs = rs.into_iter();
-    let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
-    let answer = if rec.in_eas() { rs.next() } else { None };
-    let on_disk = match rs.next() {
-        Some(r) if name => decode_name(&r)?,
-        _ => None,
-    };
-    let meta = record_of(rec, tree, answer, &created).await?;
-    Ok((created, meta, on_disk))
+    for attempt in 1..=STREAM_TRIES {
+        let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
+        let mut rs = rs.into_iter();
+        let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
+        let on_disk = match rs.next() {
+            Some(r) if name => decode_name(&r)?,
+            _ => None,
+        };
+        let (meta, other_file) = record_of(rec, tree, answer, &created).await?;
+        let other_file = other_file || moved_on(rec, tree, path, &meta, &created).await;
+        if other_file && attempt < STREAM_TRIES {
+            pause_before_retry(attempt).await;
+            continue;
+        }
+        return Ok((created, meta, on_disk));
+    }
+    unreachable!("the last try returns")
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
@@ -447,21 +555,41 @@ async fn open_for_delete_with_meta(
     let names = [META_EA];
     let q = meta_query(&names);
     let mut chain: Vec<&dyn Request> = vec![&create];
-    if rec.in_eas() {
-        chain.push(&q);
-    }
     if name {
         chain.push(&NAME_QUERY);
     }
-    let mut rs = tree.compound(&chain).await?.into_iter();
-    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
-    let answer = if rec.in_eas() { rs.next() } else { None };
-    let on_disk = match rs.next() {
-        Some(r) if name => decode_name(&r)?,
-        _ => None,
-    };
-    let meta = record_of(rec, tree, answer, handle.info()).await?;
-    Ok((handle, meta, on_disk))
+    // Held without share-delete, the file cannot be renamed or replaced, so
+    // its path names it until closed: a stream record is read after the
+    // open, and is that file's.
+    let pinned = rec.in_streams() && share_access & share::DELETE == 0;
+    for attempt in 1..=STREAM_TRIES {
+        let (rs, answer) = match pinned {
+            true => (tree.compound(&chain).await?, None),
+            false => {
+                let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
+                (rs, Some(answer))
+            }
+        };
+        let mut rs = rs.into_iter();
+        let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+        let on_disk = match rs.next() {
+            Some(r) if name => decode_name(&r)?,
+            _ => None,
+        };
+        let answer = match answer {
+            Some(a) => a,
+            None => RecordAnswer::Stream(rec.read_stream(tree, path, META_EA).await?),
+        };
+        let (meta, other_file) = record_of(rec, tree, answer, handle.info()).await?;
+        let other_file = other_file || moved_on(rec, tree, path, &meta, handle.info()).await;
+        if other_file && attempt < STREAM_TRIES {
+            let _ = handle.close().await; // before the next open, which it would refuse
+            pause_before_retry(attempt).await;
+            continue;
+        }
+        return Ok((handle, meta, on_disk));
+    }
+    unreachable!("the last try returns")
 }
 
 /// The swap of an If-Match write, in one unrelated compound on the lock's
@@ -519,7 +647,7 @@ pub async fn create_temp_and_write(
         (temp, written.ok_or_status(&[])?.body(WriteResponse::decode)?.count)
     };
     if !in_create && !eas.is_empty() {
-        set_eas(temp.handle(), rec, eas).await?;
+        set_eas(temp.handle(), rec, path, eas).await?;
     }
     Ok((temp, n))
 }
@@ -609,6 +737,9 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
         contexts: &QFID,
     };
     let eas = [ea];
+    if rec.in_streams() {
+        return rec.write_streams(tree, path, &eas, false).await;
+    }
     if !rec.in_eas() {
         let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
         let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
@@ -706,16 +837,18 @@ pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> 
     handle.tree().rename(handle.id(), target, replace).await
 }
 
-/// Sets (or, with empty values, removes) records on the open `handle`: its
-/// EAs, or its sidecar on a share without EAs.
+/// Sets (or, with empty values, removes) records on the open `handle` of
+/// the file at `path`, which nobody else writes (a temp file, a part claim,
+/// an upload's data file): its EAs, its named streams, or its sidecar.
 ///
-/// Errors: the SET_INFO's NTSTATUS, or the sidecar write's; a handle
-/// opened without the QFid context cannot have a sidecar.
-pub async fn set_eas(handle: &Handle, rec: &Records, eas: &[FullEa]) -> Result<()> {
-    if rec.in_eas() {
-        return handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await;
+/// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
+/// handle opened without the QFid context cannot have a sidecar.
+pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
+    match rec {
+        Records::Ea => handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await,
+        Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
+        Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
     }
-    rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await
 }
 
 /// The sidecar key of an open file: from its CREATE's answer, or, for a
@@ -728,17 +861,27 @@ fn handle_key(handle: &Handle) -> Result<FileKey> {
         .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
 }
 
-/// The records named `names` of the open `handle`: QUERY_INFO of its EAs,
-/// or its sidecar on a share without EAs (every record it holds).
+/// The records named `names` of the open `handle` of the file at `path`:
+/// QUERY_INFO of its EAs, its named streams, or its sidecar (every record
+/// it holds).
 ///
-/// Errors: the QUERY_INFO's NTSTATUS, or the sidecar read's.
-pub async fn query_records(handle: &Handle, rec: &Records, names: &[&str]) -> Result<Vec<FullEa>> {
-    if rec.in_eas() {
-        return handle.tree().query_eas(handle.id(), names).await;
-    }
-    match handle_key(handle) {
-        Ok(key) => rec.read_sidecar(handle.tree(), key).await,
-        Err(_) => Ok(Vec::new()),
+/// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
+pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
+    match rec {
+        Records::Ea => handle.tree().query_eas(handle.id(), names).await,
+        Records::Stream => {
+            let mut out = Vec::new();
+            for name in names {
+                if let Some(value) = rec.read_stream(handle.tree(), path, name).await? {
+                    out.push(FullEa { name: name.to_string(), value });
+                }
+            }
+            Ok(out)
+        }
+        Records::Sidecar { .. } => match handle_key(handle) {
+            Ok(key) => rec.read_sidecar(handle.tree(), key).await,
+            Err(_) => Ok(Vec::new()),
+        },
     }
 }
 
