@@ -190,7 +190,7 @@ const STREAM_TRIES: usize = 6;
 /// The pause before try `attempt` + 1 of an open whose record named
 /// another file: it gives a writer mid-publish time to finish.
 async fn pause_before_retry(attempt: usize) {
-    tokio::time::sleep(std::time::Duration::from_millis(10 << attempt.min(5))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(10 << (attempt - 1).min(4))).await;
 }
 
 /// On a share with sidecar records: true if the file opened at `path`
