@@ -47,13 +47,18 @@ def kind_gw(request):
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def no_ea_gw():
-    s = Samba(*share_options("no-eas"))
+def logged_gateway(kind):
+    """A share of `kind` and a gateway on it that logs at INFO."""
+    s = Samba(*share_options(kind))
     g = Gateway(s, env={"SMBGATE_LOG": "info"})
     yield g, s
     g.stop()
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def no_ea_gw():
+    yield from logged_gateway("no-eas")
 
 
 def test_objects_on_each_share_kind(kind_gw):
@@ -209,11 +214,7 @@ def test_a_file_put_in_an_objects_place_is_not_described_by_its_record(no_ea_gw)
 
 @pytest.fixture(scope="module")
 def stream_gw():
-    s = Samba(*share_options("streams-no-eas"))
-    g = Gateway(s, env={"SMBGATE_LOG": "info"})
-    yield g, s
-    g.stop()
-    s.stop()
+    yield from logged_gateway("streams-no-eas")
 
 
 STREAM_XATTR = "user.DosStream.smbgate.meta:$DATA"
