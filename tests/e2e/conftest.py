@@ -64,9 +64,12 @@ def open_handles(samba, name):
 class Samba:
     def __init__(self, *args):
         # SMBGATE_TEST_SHARE_OPTIONS ("opt = v; opt2 = v2") runs every test
-        # on another kind of share, e.g. "ea support = no" (sidecar records).
+        # that does not choose its own share options on another kind of
+        # share, e.g. "ea support = no" (sidecar records).
         extra = [a for o in os.environ.get("SMBGATE_TEST_SHARE_OPTIONS", "").split(";") if o.strip()
                  for a in ("--share-option", o.strip())]
+        if "--share-option" in args:
+            extra = []
         out = subprocess.run(
             [str(ROOT / "scripts/samba-test-server"), "start", *extra, *args],
             check=True, capture_output=True, text=True,

@@ -87,17 +87,18 @@ impl Store {
                     Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(e)),
                 }
-                let info = ObjectInfo::new(handle.info(), meta, &path);
-                if let Err(e) = conditions.check_write(Some(info.current())) {
-                    return Ok(Err(e));
-                }
                 // Another conditional delete may have unlinked it between its
                 // close and our open (Samba lets an open reach a file whose
                 // last handle is closing): then it is gone, not ours to
-                // delete again.
+                // delete again, whatever its ETag (a stream record of a
+                // going file no longer opens).
                 if !conditions.is_empty() && handle.tree().query_standard(handle.id()).await?.is_going() {
                     let _ = handle.close().await;
                     return Ok(Ok(false));
+                }
+                let info = ObjectInfo::new(handle.info(), meta, &path);
+                if let Err(e) = conditions.check_write(Some(info.current())) {
+                    return Ok(Err(e));
                 }
                 let r = share::delete_on_close(&handle).await;
                 let key = FileKey::of(handle.info());

@@ -356,18 +356,23 @@ where
 /// Like [`retry_sharing`], for an open of a key that may be in the middle
 /// of an If-Match swap (renamed aside, the new version not yet renamed in:
 /// two steps of one compound on the server, failure class 25): a
-/// not-found is tried twice more, after 5 and 20 ms.
+/// not-found is tried twice more, after 5 and 20 ms. A sharing violation
+/// (another If-Match writer holds the key) is waited on for about 5 s,
+/// not 2: every racer takes its turn, and where records are streams or
+/// sidecars each turn takes a round trip longer.
 pub async fn retry_swap<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    let mut r = retry_sharing(&mut f).await;
+    const TURN: &[NtStatus] = &[NtStatus::STATUS_SHARING_VIOLATION];
+    let (first, cap) = (Duration::from_millis(5), Duration::from_millis(500));
+    let mut r = retry_while(TURN, 16, first, cap, &mut f).await;
     for wait in [5, 20] {
         match &r {
             Err(e) if error::is_not_found(e) => {
                 tokio::time::sleep(Duration::from_millis(wait)).await;
-                r = retry_sharing(&mut f).await;
+                r = retry_while(TURN, 16, first, cap, &mut f).await;
             }
             _ => break,
         }

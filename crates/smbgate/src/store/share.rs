@@ -578,7 +578,11 @@ async fn open_for_delete_with_meta(
         };
         let answer = match answer {
             Some(a) => a,
-            None => RecordAnswer::Stream(rec.read_stream(tree, path, META_EA).await?),
+            None => match rec.read_stream(tree, path, META_EA).await {
+                Ok(bytes) => RecordAnswer::Stream(bytes),
+                Err(e) if e.status().is_some() => RecordAnswer::StreamFailed,
+                Err(e) => return Err(e),
+            },
         };
         let (meta, other_file) = record_of(rec, tree, answer, handle.info()).await?;
         let other_file = other_file || moved_on(rec, tree, path, &meta, handle.info()).await;
