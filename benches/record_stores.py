@@ -1,8 +1,9 @@
-"""Cost of sidecar records (shares without EAs) against EA records: one
-gateway on a default share and one on a share with `ea support = no`,
+"""Cost of stream and sidecar records (shares without EAs) against EA
+records: one gateway on a default share, one on `ea support = no` with
+`vfs objects = streams_xattr`, and one on `ea support = no` alone,
 sequential 4 KiB PUT, HEAD and GET of the same keys, and a listing of
 them, in interleaved batches so that drift in the machine's speed hits
-both alike. Prints requests per second (median of the batches) per kind.
+all alike. Prints requests per second (median of the batches) per kind.
 
     SMBGATE_BIN=target/release/smbgate .venv/bin/python benches/record_stores.py [BATCHES] [PER_BATCH]
 """
@@ -18,7 +19,11 @@ from conftest import Gateway, Samba  # noqa: E402
 
 BATCHES = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 PER = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-KINDS = {"EA records": (), "sidecar records": ("--share-option", "ea support = no")}
+KINDS = {
+    "EA records": (),
+    "stream records": ("--share-option", "ea support = no", "--share-option", "vfs objects = streams_xattr"),
+    "sidecar records": ("--share-option", "ea support = no"),
+}
 
 
 def main():
