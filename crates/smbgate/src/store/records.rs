@@ -377,10 +377,9 @@ impl Records {
                 .and_then(|r| serde_json::from_slice::<Sidecar>(&r.data).ok())
                 .is_some_and(|s| s.id == key.id && s.created == key.created);
         if ours {
-            let _ = super::share::close_and_delete(handle).await;
-        } else {
-            let _ = handle.close().await;
+            let _ = tree.set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await;
         }
+        let _ = handle.close().await;
     }
 }
 
