@@ -45,6 +45,16 @@ impl Store {
         self.internal("tmp").join(&format!("lock-{}", hex::encode(digest)))
     }
 
+    /// True unless the creation lock of the object at `object` is known to
+    /// be absent (a stat of it answers not-found): while it is held, the
+    /// key may be between the two renames of an If-Match swap.
+    pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
+        match tree.stat(self.create_lock_path(object).as_str()).await {
+            Err(e) => !super::error::is_not_found(&e),
+            Ok(_) => true,
+        }
+    }
+
     /// Takes the creation lock of the object at `object`, waiting (up to 5
     /// s) while another publisher of that key holds it.
     ///

@@ -53,7 +53,7 @@ impl Store {
         let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
         let (handle, meta, data, on_disk) = self
-            .open_existing(&tree, bucket, || share::open_with_meta(&tree, self.records(), &path, read, exact))
+            .open_existing(&tree, bucket, &path, || share::open_with_meta(&tree, self.records(), &path, read, exact))
             .await?;
         let meta = check_record_key(meta, key)?;
         self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
@@ -72,7 +72,7 @@ impl Store {
         let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
         let (create, meta, on_disk) = self
-            .open_existing(&tree, bucket, || share::stat_with_meta_and_name(&tree, self.records(), &path, exact))
+            .open_existing(&tree, bucket, &path, || share::stat_with_meta_and_name(&tree, self.records(), &path, exact))
             .await?;
         let meta = check_record_key(meta, key)?;
         self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
@@ -134,8 +134,21 @@ impl Store {
     /// version (failure class 13). A missing key costs no more round trips
     /// than the bucket check already did.
     ///
+    /// Beside them goes a stat of the key's creation lock (`object` is the
+    /// key's path). An If-Match swap holds it while it renames the old
+    /// version aside and the new one in, two steps between which the key is
+    /// absent (failure class 25); a conditional create holds it too. While
+    /// it is held a not-found is tried again after 5, 10, 20, 40 and 80
+    /// ms, so readers see the old version or the new, not a 404.
+    ///
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
-    async fn open_existing<T, F, Fut>(&self, tree: &smb_client::Tree, bucket: &str, mut open: F) -> StoreResult<T>
+    async fn open_existing<T, F, Fut>(
+        &self,
+        tree: &smb_client::Tree,
+        bucket: &str,
+        object: &super::path::SharePath,
+        mut open: F,
+    ) -> StoreResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
@@ -151,11 +164,22 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         }
-        let (again, in_bucket) = tokio::join!(retry_sharing(&mut open), self.check_bucket(tree, bucket));
+        let (again, in_bucket, mut locked) =
+            tokio::join!(retry_sharing(&mut open), self.check_bucket(tree, bucket), self.is_locked(tree, object));
         in_bucket?;
+        let mut again = again;
+        let mut wait = std::time::Duration::from_millis(5);
+        while locked && matches!(&again, Err(e) if is_not_found(e)) && wait <= std::time::Duration::from_millis(80) {
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+            again = retry_sharing(&mut open).await;
+            if matches!(&again, Err(e) if is_not_found(e)) {
+                locked = self.is_locked(tree, object).await;
+            }
+        }
         match again {
             Ok(r) => {
-                tracing::debug!(bucket, "a key not found by its first open was found by the second");
+                tracing::debug!(bucket, "a key not found by its first open was found by a later one");
                 Ok(r)
             }
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchKey),
