@@ -130,13 +130,12 @@ impl Store {
                     return Ok(false);
                 }
                 let sub = dir.join(&e.name);
-                if !self.records().in_eas() {
-                    // Without EAs, only its sidecar tells a marker apart.
-                    if let Ok((_, Some(m))) = super::share::stat_with_meta(tree, self.records(), sub.as_str()).await {
-                        if m.marker {
-                            return Ok(false);
-                        }
-                    }
+                // Without EAs, only its stream or sidecar tells a marker apart.
+                if !self.records().in_eas()
+                    && matches!(super::share::stat_with_meta(tree, self.records(), sub.as_str()).await,
+                        Ok((_, Some(m))) if m.marker)
+                {
+                    return Ok(false);
                 }
                 if !self.remove_empty_tree(tree, &sub).await? {
                     return Ok(false);

@@ -121,23 +121,22 @@ impl SmbSource<'_> {
         if self.records.in_eas() {
             return Ok(HashSet::new());
         }
-        let dirs: Vec<(FileKey, String)> = entries
+        let parent = SharePath::root(dir);
+        let dirs: Vec<(FileKey, SharePath)> = entries
             .iter()
             .filter(|e| e.times.is_directory() && e.name != "." && e.name != "..")
-            .map(|e| (FileKey { id: e.file_id, created: e.times.creation }, format!("{dir}\\{}", e.name)))
+            .map(|e| (FileKey { id: e.file_id, created: e.times.creation }, parent.join(&e.name)))
             .collect();
         let (records, tree) = (self.records, &self.tree);
         let found: Vec<Result<Option<u64>, smb_client::Error>> = stream::iter(dirs)
             .map(|(key, path)| async move {
-                let eas = match records.in_streams() {
-                    true => records
-                        .read_stream(tree, path.trim_start_matches('\\'), META_EA)
-                        .await?
-                        .map(|value| vec![smb_proto::info::FullEa { name: META_EA.into(), value }])
-                        .unwrap_or_default(),
-                    false => records.read_sidecar(tree, key).await?,
+                let meta = match records.in_streams() {
+                    true => {
+                        records.read_stream(tree, path.as_str(), META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b))
+                    }
+                    false => ObjectMeta::from_eas(&records.read_sidecar(tree, key).await?),
                 };
-                Ok(ObjectMeta::from_eas(&eas).filter(|m| m.marker).map(|_| key.id))
+                Ok(meta.filter(|m| m.marker).map(|_| key.id))
             })
             .buffer_unordered(ETAG_CONCURRENCY)
             .collect()

@@ -424,9 +424,10 @@ impl Store {
         let dir = self.upload_dir(id);
         let records = self.records();
         // Sidecars are found by id, which only an open or a listing tells.
-        let dir_key = match !records.in_sidecars() {
-            true => None,
-            false => share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info())),
+        let dir_key = if records.in_sidecars() {
+            share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()))
+        } else {
+            None
         };
         for e in tree.list_dir(&dir).await? {
             if tree.delete(&dir.join(&e.name), false).await.is_ok() {

@@ -24,6 +24,7 @@
 //! got a reused id (inode) has another CreationTime, so a sidecar left
 //! behind by a deleted file never describes a new one.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use smb_client::{Error, Result, Tree};
 use smb_proto::create::{
@@ -132,7 +133,7 @@ impl Records {
     /// Errors: the first failing step's NTSTATUS.
     pub async fn write_sidecar(&self, tree: &Tree, key: FileKey, eas: &[FullEa]) -> Result<()> {
         let Records::Sidecar { dir, tmp } = self else {
-            return Err(Error::InvalidArgument("records are kept in EAs on this share".into()));
+            return Err(Error::InvalidArgument("this share keeps no sidecar records".into()));
         };
         let target = Self::sidecar_path(dir, key);
         let mut records = std::collections::BTreeMap::new();
@@ -209,14 +210,11 @@ impl Records {
         let [created, written, renamed, _closed]: [_; 4] =
             rs.try_into().map_err(|_| Error::Protocol("a compound of 4 got another count of answers".into()))?;
         created.ok_or_status(&[])?;
-        let outcome = written.ok_or_status(&[]).and_then(|w| w.body(WriteResponse::decode)).and_then(|w| {
-            if w.count as usize == body.len() {
-                Ok(())
-            } else {
-                Err(Error::InvalidArgument(format!("short write: {} of {} bytes", w.count, body.len())))
-            }
-        });
-        let outcome = outcome.and_then(|_| renamed.ok_or_status(&[]).map(|_| ()));
+        let outcome = written
+            .ok_or_status(&[])
+            .and_then(|w| w.body(WriteResponse::decode))
+            .and_then(|w| check_written(w.count, body.len()))
+            .and_then(|_| renamed.ok_or_status(&[]).map(|_| ()));
         if outcome.is_err() {
             // Not renamed: the temp file is ours to remove (else the sweep
             // takes it).
@@ -281,12 +279,11 @@ impl Records {
     /// stream (`None` if it has none). Only for [`Records::Stream`].
     ///
     /// Errors: a failing status other than not-found, a transport error.
-    pub async fn read_stream(&self, tree: &Tree, path: &str, name: &str) -> Result<Option<Vec<u8>>> {
+    pub async fn read_stream(&self, tree: &Tree, path: &str, name: &str) -> Result<Option<Bytes>> {
         let stream = stream_path(path, name);
-        let (open, read, close) = stream_read(&stream, tree.max_read());
+        let (open, read, close) = whole_read(&stream, tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
-        let rs = tree.compound(&chain).await?;
-        stream_answer(rs)
+        whole_read_answer(tree.compound(&chain).await?)
     }
 
     /// The records of the file `key` names, from its sidecar (empty if it
@@ -297,25 +294,9 @@ impl Records {
     pub async fn read_sidecar(&self, tree: &Tree, key: FileKey) -> Result<Vec<FullEa>> {
         let Records::Sidecar { dir, .. } = self else { return Ok(Vec::new()) };
         let path = Self::sidecar_path(dir, key);
-        let open = smb_client::tree::read_open(path.as_str(), &[]);
-        let read = ReadRequest {
-            file_id: FileId::RELATED,
-            length: MAX_SIDECAR.min(tree.max_read()),
-            offset: 0,
-            minimum_count: 0,
-        };
-        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
+        let (open, read, close) = whole_read(path.as_str(), tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
-        let mut rs = tree.compound(&chain).await?.into_iter();
-        let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a sidecar open".into()))?;
-        if let Err(e) = created.ok_or_status(&[]) {
-            return if super::error::is_not_found(&e) { Ok(Vec::new()) } else { Err(e) };
-        }
-        let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a sidecar read".into()))?;
-        if read.status() != NtStatus::STATUS_SUCCESS {
-            return Ok(Vec::new()); // empty (END_OF_FILE): not a record
-        }
-        let data = read.body(ReadResponse::decode)?.data;
+        let Some(data) = whole_read_answer(tree.compound(&chain).await?)? else { return Ok(Vec::new()) };
         // Unreadable, or another file's (a reused id): no record, so the
         // file is treated as one the gateway did not write.
         let Ok(s) = serde_json::from_slice::<Sidecar>(&data) else { return Ok(Vec::new()) };
@@ -349,21 +330,12 @@ impl Records {
     async fn forget_now(&self, tree: &Tree, key: FileKey) {
         let Records::Sidecar { dir, .. } = self else { return };
         let path = Self::sidecar_path(dir, key);
+        let (open, read, _) = whole_read(path.as_str(), tree.max_read());
         let open = CreateRequest {
-            name: path.as_str(),
-            oplock_level: 0,
             desired_access: access::GENERIC_READ | access::DELETE,
-            file_attributes: attributes::NORMAL,
             share_access: share::READ,
-            disposition: Disposition::Open,
             options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
-        let read = ReadRequest {
-            file_id: FileId::RELATED,
-            length: MAX_SIDECAR.min(tree.max_read()),
-            offset: 0,
-            minimum_count: 0,
+            ..open
         };
         let chain: [&dyn Request; 2] = [&open, &read];
         let Ok(rs) = tree.compound(&chain).await else { return };
@@ -388,31 +360,32 @@ pub fn stream_path(path: &str, name: &str) -> String {
     format!("{path}:{name}")
 }
 
-/// CREATE(read) + READ + CLOSE of the stream at `stream`: a record read.
-pub fn stream_read(stream: &str, max_read: u32) -> (CreateRequest<'_>, ReadRequest, CloseRequest) {
+/// CREATE(read) + READ (up to [`MAX_SIDECAR`] bytes) + CLOSE of the
+/// stream or file at `path`: a record read, whole, in one round trip.
+pub fn whole_read(path: &str, max_read: u32) -> (CreateRequest<'_>, ReadRequest, CloseRequest) {
     (
-        smb_client::tree::read_open(stream, &[]),
+        smb_client::tree::read_open(path, &[]),
         ReadRequest { file_id: FileId::RELATED, length: MAX_SIDECAR.min(max_read), offset: 0, minimum_count: 0 },
         CloseRequest { file_id: FileId::RELATED, post_query: false },
     )
 }
 
-/// The bytes a [`stream_read`] chain answered, `None` if the stream is
-/// missing or empty.
+/// The bytes a [`whole_read`] chain answered (its first two answers),
+/// `None` if the stream or file is missing or empty.
 ///
 /// Errors: a failing status other than not-found; a body that does not
 /// decode.
-pub fn stream_answer(rs: Vec<smb_client::connection::Response>) -> Result<Option<Vec<u8>>> {
+pub fn whole_read_answer(rs: Vec<smb_client::connection::Response>) -> Result<Option<Bytes>> {
     let mut rs = rs.into_iter();
-    let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream open".into()))?;
+    let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a record open".into()))?;
     if let Err(e) = created.ok_or_status(&[]) {
         return if super::error::is_not_found(&e) { Ok(None) } else { Err(e) };
     }
-    let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream read".into()))?;
+    let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a record read".into()))?;
     if read.status() != NtStatus::STATUS_SUCCESS {
         return Ok(None); // empty (END_OF_FILE)
     }
-    Ok(Some(read.body(ReadResponse::decode)?.data.to_vec()))
+    Ok(Some(read.body(ReadResponse::decode)?.data))
 }
 
 fn check_written(count: u32, want: usize) -> Result<()> {

@@ -149,7 +149,7 @@ async fn sidecar_meta(rec: &Records, tree: &Tree, created: &CreateResponse) -> R
 /// the record stream read beside it, or neither (a sidecar, read next).
 enum RecordAnswer {
     Ea(Response),
-    Stream(Option<Vec<u8>>),
+    Stream(Option<Bytes>),
     /// The stream's open failed (the file was being replaced or deleted,
     /// say): worth another try.
     StreamFailed,
@@ -159,7 +159,7 @@ enum RecordAnswer {
 /// Our record of the file a CREATE answered for, if it matches the file;
 /// and whether a record was there that names another file id, which on a
 /// share with stream records may be a read that met another version during
-/// a rename (the caller opens both again, a few times).
+/// a rename.
 ///
 /// Errors: reading the sidecar failed.
 async fn record_of(
@@ -184,72 +184,95 @@ async fn record_of(
 }
 
 /// Opens of a file tried in all, when its record keeps naming another file
-/// (see [`record_of`] and [`moved_on`]); between two, 10, 20, 40... ms.
-const STREAM_TRIES: usize = 6;
+/// (see [`record_or_retry`]); between two, 10, 20, 40, 80, 160 ms.
+const RECORD_TRIES: usize = 6;
 
-/// The pause before try `attempt` + 1 of an open whose record named
-/// another file: it gives a writer mid-publish time to finish.
-async fn pause_before_retry(attempt: usize) {
-    tokio::time::sleep(std::time::Duration::from_millis(10 << (attempt - 1).min(4))).await;
-}
-
-/// On a share with sidecar records: true if the file opened at `path`
-/// (`opened`) has no record and `path` now names another file. An open can
-/// wait seconds on the server (an oplock break) and then return a version
-/// that was replaced meanwhile, whose sidecar may be gone; the caller then
-/// opens the current one. A file without a record that is still at `path`
-/// (one the gateway did not write) costs this one stat.
-async fn moved_on(rec: &Records, tree: &Tree, path: &str, meta: &Option<ObjectMeta>, opened: &CreateResponse) -> bool {
-    if !rec.in_sidecars() || meta.is_some() {
-        return false;
-    }
-    match stat_key(tree, path).await {
-        Ok(Some(now)) => Some(now) != FileKey::of(opened),
-        _ => false,
-    }
-}
-
-/// Sends `chain` (whose first request opens `path`) with the record query
-/// `q` after its CREATE where records are EAs, or with the read of `path`'s
-/// record stream beside it in the same round trip where they are streams.
-/// Returns the answers to `chain` (without `q`'s) and the record's answer.
+/// The record of the file opened at `path` (`created`), decided from
+/// `answer`; or `None` when try `attempt` should be followed by another
+/// open, after a pause that gives a writer mid-publish time to finish.
+/// That is when the record names another file (a stream read that met
+/// another version), when a stream open failed, or when a sidecar share's
+/// file has no record and `path` now names another file: an open can wait
+/// seconds on the server (an oplock break) and then return a version that
+/// was replaced meanwhile, whose sidecar may be gone. A file without a
+/// record that is still at `path` (one the gateway did not write) costs
+/// one stat. The last try takes what it finds.
 ///
-/// Errors: a transport error; a stream read that fails other than with
-/// not-found.
+/// Errors: reading the sidecar failed.
+async fn record_or_retry(
+    rec: &Records,
+    tree: &Tree,
+    path: &str,
+    answer: RecordAnswer,
+    created: &CreateResponse,
+    attempt: usize,
+) -> Result<Option<Option<ObjectMeta>>> {
+    let (meta, mut other_file) = record_of(rec, tree, answer, created).await?;
+    if rec.in_sidecars() && meta.is_none() && !other_file {
+        other_file = matches!(stat_key(tree, path).await, Ok(Some(now)) if Some(now) != FileKey::of(created));
+    }
+    if other_file && attempt < RECORD_TRIES {
+        tokio::time::sleep(std::time::Duration::from_millis(10 << (attempt - 1).min(4))).await;
+        return Ok(None);
+    }
+    Ok(Some(meta))
+}
+
+/// The start of an open's chain: its CREATE, and where records are EAs the
+/// record query `q` right after it (see [`compound_with_record`]).
+fn opening<'a>(rec: &Records, create: &'a CreateRequest<'a>, q: &'a QueryInfoRequest<'a>) -> Vec<&'a dyn Request> {
+    match rec.in_eas() {
+        true => vec![create, q],
+        false => vec![create],
+    }
+}
+
+/// Sends `chain` (begun by [`opening`], so its CREATE opens `path`) and
+/// returns its answers, without the EA query's, and the record's answer:
+/// - EAs: the query's answer, from the same compound;
+/// - streams: the read of `path`'s record stream, sent beside the chain in
+///   the same round trip, or, for an open that `pins` its path (held
+///   without share-delete, so nobody can rename or replace the file),
+///   after it, once;
+/// - sidecars: nothing yet (read by file id once the CREATE has answered).
+///
+/// Errors: a transport error; a stream read that fails other than with a
+/// status.
 async fn compound_with_record(
     tree: &Tree,
     rec: &Records,
     path: &str,
-    q: &QueryInfoRequest<'_>,
     chain: &[&dyn Request],
+    pins: bool,
 ) -> Result<(Vec<Response>, RecordAnswer)> {
+    let stream_answer = |r: Result<Option<Bytes>>| match r {
+        Ok(bytes) => Ok(RecordAnswer::Stream(bytes)),
+        Err(e) if e.status().is_some() => Ok(RecordAnswer::StreamFailed),
+        Err(e) => Err(e),
+    };
     match rec {
         Records::Ea => {
-            let mut with_q: Vec<&dyn Request> = Vec::with_capacity(chain.len() + 1);
-            with_q.push(chain[0]);
-            with_q.push(q);
-            with_q.extend_from_slice(&chain[1..]);
-            let mut rs = tree.compound(&with_q).await?;
+            let mut rs = tree.compound(chain).await?;
             if rs.len() < 2 {
-                return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), with_q.len())));
+                return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), chain.len())));
             }
             let answer = rs.remove(1);
             Ok((rs, RecordAnswer::Ea(answer)))
         }
+        Records::Stream if pins => {
+            let rs = tree.compound(chain).await?;
+            let answer = stream_answer(rec.read_stream(tree, path, META_EA).await)?;
+            Ok((rs, answer))
+        }
         Records::Stream => {
             let stream = super::records::stream_path(path, META_EA);
-            let (o, r, c) = super::records::stream_read(&stream, tree.max_read());
+            let (o, r, c) = super::records::whole_read(&stream, tree.max_read());
             let side: [&dyn Request; 3] = [&o, &r, &c];
             let mut all = tree.compounds(&[chain, &side]).await?;
             let (Some(s), Some(main)) = (all.pop(), all.pop()) else {
                 return Err(Error::Protocol("two compounds got another count of answers".into()));
             };
-            let answer = match super::records::stream_answer(s) {
-                Ok(bytes) => RecordAnswer::Stream(bytes),
-                Err(e) if e.status().is_some() => RecordAnswer::StreamFailed,
-                Err(e) => return Err(e),
-            };
-            Ok((main, answer))
+            Ok((main, stream_answer(super::records::whole_read_answer(s))?))
         }
         Records::Sidecar { .. } => Ok((tree.compound(chain).await?, RecordAnswer::Later)),
     }
@@ -414,15 +437,15 @@ pub async fn open_with_meta(
     });
     // The name query goes last, so that its failure (a server without the
     // class) cannot touch the READ.
-    let mut chain: Vec<&dyn Request> = vec![&create];
+    let mut chain = opening(rec, &create, &q);
     if let Some(r) = &r {
         chain.push(r);
     }
     if name {
         chain.push(&NAME_QUERY);
     }
-    for attempt in 1..=STREAM_TRIES {
-        let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
+    for attempt in 1..=RECORD_TRIES {
+        let (rs, answer) = compound_with_record(tree, rec, path, &chain, false).await?;
         let mut rs = rs.into_iter();
         let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
         let read_answer = if r.is_some() { rs.next() } else { None };
@@ -441,13 +464,12 @@ pub async fn open_with_meta(
             Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
             _ => None,
         };
-        let (meta, other_file) = record_of(rec, tree, answer, handle.info()).await?;
-        let other_file = other_file || moved_on(rec, tree, path, &meta, handle.info()).await;
-        if other_file && attempt < STREAM_TRIES {
-            pause_before_retry(attempt).await;
-            continue;
+        match record_or_retry(rec, tree, path, answer, handle.info(), attempt).await? {
+            Some(meta) => return Ok((handle, meta, data, on_disk)),
+            None => {
+                let _ = handle.close().await;
+            }
         }
-        return Ok((handle, meta, data, on_disk));
     }
     unreachable!("the last try returns")
 }
@@ -484,26 +506,22 @@ pub async fn stat_with_meta_and_name(
     let create = read_req(path);
     let names = [META_EA];
     let q = meta_query(&names);
-    let mut chain: Vec<&dyn Request> = vec![&create];
+    let mut chain = opening(rec, &create, &q);
     if name {
         chain.push(&NAME_QUERY);
     }
     chain.push(&CLOSE_RELATED);
-    for attempt in 1..=STREAM_TRIES {
-        let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
+    for attempt in 1..=RECORD_TRIES {
+        let (rs, answer) = compound_with_record(tree, rec, path, &chain, false).await?;
         let mut rs = rs.into_iter();
         let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
         let on_disk = match rs.next() {
             Some(r) if name => decode_name(&r)?,
             _ => None,
         };
-        let (meta, other_file) = record_of(rec, tree, answer, &created).await?;
-        let other_file = other_file || moved_on(rec, tree, path, &meta, &created).await;
-        if other_file && attempt < STREAM_TRIES {
-            pause_before_retry(attempt).await;
-            continue;
+        if let Some(meta) = record_or_retry(rec, tree, path, answer, &created, attempt).await? {
+            return Ok((created, meta, on_disk));
         }
-        return Ok((created, meta, on_disk));
     }
     unreachable!("the last try returns")
 }
@@ -554,44 +572,26 @@ async fn open_for_delete_with_meta(
     };
     let names = [META_EA];
     let q = meta_query(&names);
-    let mut chain: Vec<&dyn Request> = vec![&create];
+    let mut chain = opening(rec, &create, &q);
     if name {
         chain.push(&NAME_QUERY);
     }
-    // Held without share-delete, the file cannot be renamed or replaced, so
-    // its path names it until closed: a stream record is read after the
-    // open, and is that file's.
-    let pinned = rec.in_streams() && share_access & share::DELETE == 0;
-    for attempt in 1..=STREAM_TRIES {
-        let (rs, answer) = match pinned {
-            true => (tree.compound(&chain).await?, None),
-            false => {
-                let (rs, answer) = compound_with_record(tree, rec, path, &q, &chain).await?;
-                (rs, Some(answer))
-            }
-        };
+    let pins = share_access & share::DELETE == 0;
+    for attempt in 1..=RECORD_TRIES {
+        let (rs, answer) = compound_with_record(tree, rec, path, &chain, pins).await?;
         let mut rs = rs.into_iter();
         let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
         let on_disk = match rs.next() {
             Some(r) if name => decode_name(&r)?,
             _ => None,
         };
-        let answer = match answer {
-            Some(a) => a,
-            None => match rec.read_stream(tree, path, META_EA).await {
-                Ok(bytes) => RecordAnswer::Stream(bytes),
-                Err(e) if e.status().is_some() => RecordAnswer::StreamFailed,
-                Err(e) => return Err(e),
-            },
-        };
-        let (meta, other_file) = record_of(rec, tree, answer, handle.info()).await?;
-        let other_file = other_file || moved_on(rec, tree, path, &meta, handle.info()).await;
-        if other_file && attempt < STREAM_TRIES {
-            let _ = handle.close().await; // before the next open, which it would refuse
-            pause_before_retry(attempt).await;
-            continue;
+        match record_or_retry(rec, tree, path, answer, handle.info(), attempt).await? {
+            Some(meta) => return Ok((handle, meta, on_disk)),
+            // Closed before the next open, which it would refuse.
+            None => {
+                let _ = handle.close().await;
+            }
         }
-        return Ok((handle, meta, on_disk));
     }
     unreachable!("the last try returns")
 }
@@ -877,7 +877,7 @@ pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[
             let mut out = Vec::new();
             for name in names {
                 if let Some(value) = rec.read_stream(handle.tree(), path, name).await? {
-                    out.push(FullEa { name: name.to_string(), value });
+                    out.push(FullEa { name: name.to_string(), value: value.to_vec() });
                 }
             }
             Ok(out)
