@@ -234,6 +234,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             true => None,
             false => precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc()),
         };
+        if refused.is_none() && !is_preflight {
+            precheck::admit_undeclared_length(&mut req);
+        }
         // An actual cross-origin request: its answer gets the headers of
         // the rule allowing it (the method a preflight named, if sent).
         let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);

@@ -1,5 +1,6 @@
 //! Checks made on a request before s3s reads it: requests refused outright
-//! (an HTTP/1 PUT that declares no body length, a POST Object form), and the
+//! (an HTTP/1 PUT that declares no body length, a POST Object form), a
+//! chunked UNSIGNED-PAYLOAD PUT let through to be streamed, and the
 //! rules on signature parameters that s3s leaves to us, checked before s3s
 //! verifies the signature itself:
 //!
@@ -110,6 +111,37 @@ pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime
         }
     }
     rules.check(req, now).err()
+}
+
+/// Marks a request whose body length was not declared (see
+/// [`admit_undeclared_length`]); its Content-Length header is a stand-in.
+#[derive(Debug, Clone, Copy)]
+pub struct UndeclaredLength;
+
+/// Lets a PUT body of unknown length through to be streamed: sent chunked
+/// (or framed by HTTP/2) with no Content-Length, and signed with
+/// `UNSIGNED-PAYLOAD`. s3s refuses such a body with 411 before any handler
+/// runs, so the request gets a stand-in `Content-Length: 0` and the
+/// [`UndeclaredLength`] mark, by which the handler knows to take the body
+/// as it comes. The stand-in is not signed (a client signs only headers it
+/// sends), so the signature still holds. A body signed with its SHA-256
+/// still needs its length, which that hash covers: s3s answers 411.
+/// Returns true if the request was marked.
+pub fn admit_undeclared_length<B>(req: &mut http::Request<B>) -> bool {
+    let h = req.headers();
+    let chunked = h
+        .get(http::header::TRANSFER_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|c| c.trim().eq_ignore_ascii_case("chunked")));
+    let undeclared = req.method() == http::Method::PUT
+        && !h.contains_key(http::header::CONTENT_LENGTH)
+        && (chunked || req.version() >= http::Version::HTTP_2)
+        && h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes() == b"UNSIGNED-PAYLOAD");
+    if undeclared {
+        req.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("0"));
+        req.extensions_mut().insert(UndeclaredLength);
+    }
+    undeclared
 }
 
 /// True if the request carries `Expect: 100-continue`.
@@ -346,6 +378,31 @@ mod tests {
 
     const V4: &str =
         "AWS4-HMAC-SHA256 Credential=AK/20261201/us-east-1/s3/aws4_request, SignedHeaders=host;date, Signature=00";
+
+    #[test]
+    fn only_an_unsigned_chunked_put_of_unknown_length_is_admitted() {
+        let put = |headers: &[(&str, &str)]| {
+            let mut r = get("/b/k", headers);
+            *r.method_mut() = http::Method::PUT;
+            r
+        };
+        let unsigned = ("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+        let chunked = ("transfer-encoding", "chunked");
+        let mut r = put(&[unsigned, chunked]);
+        assert!(admit_undeclared_length(&mut r));
+        assert_eq!(r.headers()["content-length"], "0");
+        assert!(r.extensions().get::<UndeclaredLength>().is_some());
+        // A declared length, a signed payload hash, or no chunking: as sent.
+        for headers in [
+            &[unsigned, chunked, ("content-length", "5")][..],
+            &[("x-amz-content-sha256", "e3b0c442"), chunked][..],
+            &[unsigned][..],
+        ] {
+            let mut r = put(headers);
+            assert!(!admit_undeclared_length(&mut r), "{headers:?}");
+            assert!(r.extensions().get::<UndeclaredLength>().is_none());
+        }
+    }
 
     #[test]
     fn paths_must_decode_to_utf8() {

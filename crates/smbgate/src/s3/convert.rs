@@ -161,8 +161,13 @@ pub fn trailer_algorithms(headers: &http::HeaderMap) -> Vec<Algorithm> {
 }
 
 /// The length of the request body in bytes: the decoded length of an
-/// aws-chunked body, else Content-Length.
-pub fn body_length(headers: &http::HeaderMap, content_length: Option<i64>) -> Option<u64> {
+/// aws-chunked body, else Content-Length; None when not known (`undeclared`:
+/// the front marked the request with
+/// [`crate::precheck::UndeclaredLength`], its Content-Length a stand-in).
+pub fn body_length(headers: &http::HeaderMap, content_length: Option<i64>, undeclared: bool) -> Option<u64> {
+    if undeclared {
+        return None;
+    }
     if let Some(v) = headers.get("x-amz-decoded-content-length") {
         return v.to_str().ok().and_then(|v| v.parse().ok());
     }

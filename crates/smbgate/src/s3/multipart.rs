@@ -40,6 +40,7 @@ pub async fn create(
 pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
+    let undeclared = req.extensions.get::<crate::precheck::UndeclaredLength>().is_some();
     let i = req.input;
     // As for PutObject: a missing upload is told before the body is sent.
     if crate::precheck::expects_continue(&headers) {
@@ -56,7 +57,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         ),
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
         trailer_checksums: trailer_algorithms(&headers),
-        content_length: body_length(&headers, i.content_length),
+        content_length: body_length(&headers, i.content_length, undeclared),
         ..Default::default()
     };
     let body =

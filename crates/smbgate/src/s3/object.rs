@@ -82,6 +82,7 @@ macro_rules! object_output {
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
+    let undeclared = req.extensions.get::<crate::precheck::UndeclaredLength>().is_some();
     let i = req.input;
     // A client that waits for 100 Continue learns of a missing bucket
     // before it sends the body: the body is only polled (and so the 100
@@ -109,7 +110,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         ),
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
         trailer_checksums: trailer_algorithms(&headers),
-        content_length: body_length(&headers, i.content_length),
+        content_length: body_length(&headers, i.content_length, undeclared),
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
     };
     let body = i.body.unwrap_or_else(|| {
