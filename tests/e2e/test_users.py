@@ -138,6 +138,10 @@ def test_a_user_cannot_read_a_folder_its_account_may_not(gw, share):
     assert [o["Key"] for o in b.list_objects_v2(Bucket="team", Prefix="bob-private/")["Contents"]] == \
         ["bob-private/plan.txt"]
     assert error(lambda: a.get_object(Bucket="team", Key="bob-private/plan.txt")) == ("AccessDenied", 403)
+    # A Range that is ignored (issue 11, item 14) goes the same way.
+    assert b.get_object(Bucket="team", Key="bob-private/plan.txt", Range="bytes=9-5")["Body"].read() == b"bob's plan"
+    assert error(lambda: a.get_object(Bucket="team", Key="bob-private/plan.txt", Range="bytes=9-5")) == \
+        ("AccessDenied", 403)
     assert error(lambda: a.head_object(Bucket="team", Key="bob-private/plan.txt")) == ("403", 403)
     assert error(lambda: a.list_objects_v2(Bucket="team", Prefix="bob-private/")) == ("AccessDenied", 403)
     assert error(lambda: a.put_object(Bucket="team", Key="bob-private/intruder", Body=b"x")) == \
@@ -177,6 +181,7 @@ def test_buckets_outside_a_users_list_are_403_copy_sources_included(gw, share):
     a, b = client(gw, ALICE), client(gw, BOB)
     a.put_object(Bucket="alice-own", Key="mine.txt", Body=b"alice's")
     assert error(lambda: b.get_object(Bucket="alice-own", Key="mine.txt")) == ("AccessDenied", 403)
+    assert error(lambda: b.get_object(Bucket="alice-own", Key="mine.txt", Range="bytes=9-5")) == ("AccessDenied", 403)
     assert error(lambda: b.list_objects_v2(Bucket="alice-own")) == ("AccessDenied", 403)
     assert error(lambda: b.put_object(Bucket="alice-own", Key="x", Body=b"x")) == ("AccessDenied", 403)
     # Into a bucket bob may use, from one he may not.

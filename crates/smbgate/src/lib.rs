@@ -8,7 +8,8 @@
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
-//!   rules s3s leaves to us.
+//!   rules s3s leaves to us; [`ignored_range`]: GET and HEAD with a Range
+//!   that does not parse, answered whole.
 //! - [`server`]: listeners, connection limits, drain and reload signals.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`cors`]: bucket CORS rules, preflights and response headers.
@@ -25,6 +26,7 @@ pub mod config_file;
 pub mod cors;
 pub mod front;
 pub mod identities;
+pub mod ignored_range;
 pub mod metrics;
 pub mod precheck;
 pub mod s3;

@@ -146,24 +146,15 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let identities = crate::identities::Identities::new(store, template, roots);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
-    let mut builder = s3s::service::S3ServiceBuilder::new(Gateway::new(identities.clone(), &args.region, cors.clone()));
-    // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
-    // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
-    // spare, where s3s's default of 20 MB per request adds up fast over
-    // --max-connections requests.
-    let mut s3_config = s3s::config::S3Config::default();
-    s3_config.xml_max_body_size = crate::precheck::MAX_XML_BODY;
-    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
+    let gateway = Gateway::new(identities.clone(), &args.region, cors.clone());
     let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
-    if let Some(d) = &domain {
-        builder.set_host(d.clone());
-    }
     let directory = crate::users::Directory::new(users);
-    if !directory.is_empty() {
-        builder.set_auth(directory.clone());
-    }
-    // Always: it also tells the handlers which bucket (root) a request is for.
-    builder.set_access(crate::front::Access { anonymous: args.anonymous, users: directory.clone() });
+    // The service behind the custom route for unusable Ranges: the same
+    // gateway, checks and config; its requests carry no signature (see
+    // ignored_range).
+    let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, args.anonymous).build();
+    let mut builder = s3_builder(gateway, domain.as_ref(), &directory, args.anonymous);
+    builder.set_route(crate::ignored_range::IgnoredRange::new(inner));
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let admin = match args.metrics_listen {
@@ -204,6 +195,35 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
     let users = UsersReload { directory, args: args.clone() };
     Ok(Prepared { listener, admin, plain, tls, service, limits, users })
+}
+
+/// An s3s service builder over `gateway` with smbgate's config, the
+/// virtual-host `domain` if set, and `users` as its auth (when there are
+/// any: s3s runs the access check only with auth set) and access check,
+/// serving unsigned requests if `anonymous`.
+fn s3_builder(
+    gateway: Gateway,
+    domain: Option<&crate::vhost::Domain>,
+    users: &crate::users::Directory,
+    anonymous: bool,
+) -> s3s::service::S3ServiceBuilder {
+    let mut builder = s3s::service::S3ServiceBuilder::new(gateway);
+    // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
+    // 4 MiB holds 10,000 parts or 1,000 keys of 1,024 bytes with room to
+    // spare, where s3s's default of 20 MB per request adds up fast over
+    // --max-connections requests.
+    let mut s3_config = s3s::config::S3Config::default();
+    s3_config.xml_max_body_size = crate::precheck::MAX_XML_BODY;
+    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3_config))));
+    if let Some(d) = domain {
+        builder.set_host(d.clone());
+    }
+    if !users.is_empty() {
+        builder.set_auth(users.clone());
+    }
+    // Always: it also tells the handlers which bucket (root) a request is for.
+    builder.set_access(crate::front::Access { anonymous, users: users.clone() });
+    builder
 }
 
 /// The configured buckets (`[buckets.NAME]` of the config file), each
