@@ -104,7 +104,7 @@ class Gateway:
         e = dict(os.environ)
         e.update({
             "SMBGATE_LISTEN": f"127.0.0.1:{self.port}",
-            "SMBGATE_SHARE": f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}",
+            "SMBGATE_SHARE": f"smb://{samba.env.get('SMB_HOST', '127.0.0.1')}:{samba.port}/{samba.env['SMB_SHARE']}",
             "SMBGATE_SMB_USER": samba.env["SMB_USER"],
             "SMBGATE_SMB_PASSWORD": samba.env["SMB_PASSWORD"],
             "SMBGATE_ACCESS_KEY": ACCESS_KEY,
