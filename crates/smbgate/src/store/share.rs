@@ -557,7 +557,51 @@ pub async fn open_to_replace(tree: &Tree, rec: &Records, path: &str) -> Result<(
     Ok((handle, meta))
 }
 
+/// How many times an open that pins its path (shares no DELETE) is made
+/// again when it comes back with a file no longer at that path.
+const STALE_TRIES: u32 = 4;
+
+/// [`open_for_delete_once`], checked, when the open pins its path, to hold
+/// the file that path names now. A clustered Samba (CTDB) can answer an
+/// open that waited on a sharing violation with the file the path named
+/// when it began, though the holder renamed it away meanwhile; that handle
+/// would then compare an old ETag and rename or delete by a stale name
+/// (two If-Match winners across nodes). Once the pinning handle is open the
+/// file cannot move, so a stat of the path that finds its on-disk id holds
+/// for as long as the handle does.
+///
+/// Errors: as [`open_for_delete_once`]; STATUS_SHARING_VIOLATION if every
+/// try came back stale.
 async fn open_for_delete_with_meta(
+    tree: &Tree,
+    rec: &Records,
+    path: &str,
+    share_access: u32,
+    name: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
+    let pins = share_access & share::DELETE == 0;
+    for stale in 1..=STALE_TRIES {
+        let (handle, meta, on_disk) = open_for_delete_once(tree, rec, path, share_access, name).await?;
+        let id = handle.info().on_disk_id();
+        if !pins || id.is_none() {
+            return Ok((handle, meta, on_disk));
+        }
+        match stat_key(tree, path).await {
+            Ok(Some(now)) if Some(now.id) == id => return Ok((handle, meta, on_disk)),
+            Ok(_) => {}
+            Err(e) => {
+                let _ = handle.close().await;
+                return Err(e);
+            }
+        }
+        let _ = handle.close().await;
+        tracing::debug!(path, stale, "a pinning open came back with a file no longer at its path; opening again");
+        tokio::time::sleep(std::time::Duration::from_millis(5 << stale)).await;
+    }
+    Err(Error::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
+}
+
+async fn open_for_delete_once(
     tree: &Tree,
     rec: &Records,
     path: &str,
