@@ -82,9 +82,27 @@ impl Store {
         // held by both, the key's creation lock orders them.
         let creating = self.create_lock(tree, &path).await?;
         publishing();
-        let swapped = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await;
+        // The locked file can refuse to move aside for a moment: a reader's
+        // open stream record (streams_xattr) makes Samba answer
+        // STATUS_ACCESS_DENIED until it closes, often on a CTDB cluster.
+        // Nothing has changed then and the lock still holds the file, so
+        // the swap is tried again (about 1.5 s in all) before a 503.
+        let swapped = retry_busy(|| async {
+            let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
+            match away {
+                Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) && into.is_err() => Err(e),
+                away => Ok((away, into)),
+            }
+        })
+        .await;
         creating.release().await;
-        let (away, into) = swapped?;
+        let (away, into) = match swapped {
+            Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {
+                tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
+                return Err(StoreError::Busy("the object could not be replaced; retry the request".into()));
+            }
+            other => other?,
+        };
         match (away, into) {
             (_, Ok(())) => {
                 let old = FileKey::of(lock.info());
