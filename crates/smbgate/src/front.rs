@@ -225,7 +225,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         // sends no 100; some clients then misread the next response on the
         // connection (failure class 23). Close it after this answer instead.
         let expects_continue = precheck::expects_continue(req.headers());
-        let empty_body = precheck::content_length(req.headers()) == 0;
+        let empty_body = !precheck::is_chunked(req.headers()) && precheck::content_length(req.headers()) == 0;
         let close_after = expects_continue && empty_body;
         let s3 = self.s3.clone();
         let slot = OperationSlot::default();

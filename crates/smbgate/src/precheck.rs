@@ -129,19 +129,38 @@ pub struct UndeclaredLength;
 /// Returns true if the request was marked.
 pub fn admit_undeclared_length<B>(req: &mut http::Request<B>) -> bool {
     let h = req.headers();
-    let chunked = h
-        .get(http::header::TRANSFER_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|c| c.trim().eq_ignore_ascii_case("chunked")));
     let undeclared = req.method() == http::Method::PUT
         && !h.contains_key(http::header::CONTENT_LENGTH)
-        && (chunked || req.version() >= http::Version::HTTP_2)
-        && h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes() == b"UNSIGNED-PAYLOAD");
+        && (is_chunked(h) || req.version() >= http::Version::HTTP_2)
+        && h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes() == b"UNSIGNED-PAYLOAD")
+        && is_object_or_part_put(req);
     if undeclared {
         req.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("0"));
         req.extensions_mut().insert(UndeclaredLength);
     }
     undeclared
+}
+
+/// True if `Transfer-Encoding` names `chunked`.
+pub fn is_chunked(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::TRANSFER_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|c| c.trim().eq_ignore_ascii_case("chunked")))
+}
+
+/// True for a PUT of an object or a part with a body: a path-style key
+/// (as [`missing_content_length`] reads it), no copy source, and no query
+/// but `partNumber`, `uploadId` (and the `x-id` some SDKs add). A PUT of a
+/// subresource (`?cors`, `?tagging`) carries XML that s3s reads whole
+/// against its Content-Length, so it is not admitted.
+fn is_object_or_part_put<B>(req: &http::Request<B>) -> bool {
+    let has_key = req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty());
+    let plain_query = req.uri().query().unwrap_or("").split('&').filter(|p| !p.is_empty()).all(|p| {
+        let name = p.split_once('=').map_or(p, |(n, _)| n);
+        matches!(name, "partNumber" | "uploadId" | "x-id")
+    });
+    has_key && plain_query && !req.headers().contains_key("x-amz-copy-source")
 }
 
 /// True if the request carries `Expect: 100-continue`.
@@ -401,6 +420,15 @@ mod tests {
             let mut r = put(headers);
             assert!(!admit_undeclared_length(&mut r), "{headers:?}");
             assert!(r.extensions().get::<UndeclaredLength>().is_none());
+        }
+        let mut part = get("/b/k?partNumber=2&uploadId=u1", &[unsigned, chunked]);
+        *part.method_mut() = http::Method::PUT;
+        assert!(admit_undeclared_length(&mut part));
+        // XML subresources and bucket PUTs are read whole by s3s: as sent.
+        for uri in ["/b/k?tagging", "/b?cors", "/b"] {
+            let mut r = get(uri, &[unsigned, chunked]);
+            *r.method_mut() = http::Method::PUT;
+            assert!(!admit_undeclared_length(&mut r), "{uri}");
         }
     }
 
