@@ -6,7 +6,6 @@ tests run here unchanged, each instance on its own node."""
 
 import importlib.util
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ _spec = importlib.util.spec_from_file_location("e2e_conftest", E2E / "conftest.p
 _e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_e2e)
 ACCESS_KEY, SECRET_KEY, REGION, ROOT = _e2e.ACCESS_KEY, _e2e.SECRET_KEY, _e2e.REGION, _e2e.ROOT
-Gateway, HAProxy = _e2e.Gateway, _e2e.HAProxy
+Gateway, HAProxy, balanced_pair = _e2e.Gateway, _e2e.HAProxy, _e2e.balanced_pair
 
 
 class Cluster:
@@ -32,14 +31,9 @@ class Cluster:
     def __init__(self):
         # As in tests/e2e: SMBGATE_TEST_SHARE_OPTIONS ("opt = v; opt2 = v2")
         # runs the trial on another kind of share.
-        extra = [a for o in os.environ.get("SMBGATE_TEST_SHARE_OPTIONS", "").split(";") if o.strip()
-                 for a in ("--share-option", o.strip())]
-        out = subprocess.run([str(ROOT / "scripts/ctdb-cluster"), "start", *extra],
+        out = subprocess.run([str(ROOT / "scripts/ctdb-cluster"), "start", *_e2e.share_options_from_env()],
                              check=True, capture_output=True, text=True).stdout
-        self.env = {}
-        for line in out.splitlines():
-            k, _, v = line.partition("=")
-            self.env[k] = shlex.split(v)[0] if v else ""
+        self.env = _e2e.parse_env_lines(out)
         self.port = int(self.env["SMB_PORT"])
         self.share_path = Path(self.env["SMB_SHARE_PATH"])
         self.nodes = [Node(self, host) for host in self.env["SMB_HOSTS"].split()]
@@ -74,13 +68,5 @@ def own_samba(cluster):
 @pytest.fixture(scope="module")
 def pair(cluster, tmp_path_factory):
     """smbgate a on node 0 and b on node 1, and HAProxy over both."""
-    d = tmp_path_factory.mktemp("ctdb")
-    env = {"SMBGATE_POOL_SIZE": "8", "SMBGATE_LOG": os.environ.get("SMBGATE_TRIAL_LOG", "warn")}
-    a = Gateway(cluster.nodes[0], env=dict(env, SMBGATE_ACCESS_LOG=str(d / "a.jsonl")))
-    b = Gateway(cluster.nodes[1], env=dict(env, SMBGATE_ACCESS_LOG=str(d / "b.jsonl")))
-    a.access_log, b.access_log = d / "a.jsonl", d / "b.jsonl"
-    lb = HAProxy([a, b], d)
-    yield a, b, lb
-    lb.stop()
-    a.stop()
-    b.stop()
+    env = {"SMBGATE_LOG": os.environ.get("SMBGATE_TRIAL_LOG", "warn")}
+    yield from balanced_pair(cluster.nodes[0], cluster.nodes[1], tmp_path_factory.mktemp("ctdb"), env)

@@ -61,23 +61,32 @@ def open_handles(samba, name):
     return [line for line in out.splitlines() if name in line]
 
 
+def share_options_from_env():
+    """`--share-option` arguments for SMBGATE_TEST_SHARE_OPTIONS."""
+    return [a for o in os.environ.get("SMBGATE_TEST_SHARE_OPTIONS", "").split(";") if o.strip()
+            for a in ("--share-option", o.strip())]
+
+
+def parse_env_lines(out):
+    """The NAME=value lines a server script prints (shell-quoted values)."""
+    env = {}
+    for line in out.splitlines():
+        k, _, v = line.partition("=")
+        env[k] = shlex.split(v)[0] if v else ""
+    return env
+
+
 class Samba:
     def __init__(self, *args):
         # SMBGATE_TEST_SHARE_OPTIONS ("opt = v; opt2 = v2") runs every test
         # that does not choose its own share options on another kind of
         # share, e.g. "ea support = no" (sidecar records).
-        extra = [a for o in os.environ.get("SMBGATE_TEST_SHARE_OPTIONS", "").split(";") if o.strip()
-                 for a in ("--share-option", o.strip())]
-        if "--share-option" in args:
-            extra = []
+        extra = [] if "--share-option" in args else share_options_from_env()
         out = subprocess.run(
             [str(ROOT / "scripts/samba-test-server"), "start", *extra, *args],
             check=True, capture_output=True, text=True,
         ).stdout
-        self.env = {}
-        for line in out.splitlines():
-            k, _, v = line.partition("=")
-            self.env[k] = shlex.split(v)[0] if v else ""
+        self.env = parse_env_lines(out)
         self.port = int(self.env["SMB_PORT"])
         self.share_path = Path(self.env["SMB_SHARE_PATH"])
 
@@ -163,6 +172,23 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def balanced_pair(samba_a, samba_b, workdir, env=None):
+    """Yields (a, b, lb): smbgate a on `samba_a`, b on `samba_b` (pool of 8,
+    access logs in `workdir`, at `.access_log`), and HAProxy over both;
+    stops them after."""
+    gws = []
+    for name, samba in (("a", samba_a), ("b", samba_b)):
+        log = Path(workdir) / f"{name}.jsonl"
+        g = Gateway(samba, env=dict(env or {}, SMBGATE_POOL_SIZE="8", SMBGATE_ACCESS_LOG=str(log)))
+        g.access_log = log
+        gws.append(g)
+    lb = HAProxy(gws, workdir)
+    yield gws[0], gws[1], lb
+    lb.stop()
+    for g in gws:
+        g.stop()
 
 
 class HAProxy:

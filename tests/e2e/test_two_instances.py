@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import Gateway, HAProxy
+from conftest import balanced_pair
 from s3util import racing_puts
 from test_overwrite_race import overwrite_race
 
@@ -20,15 +20,7 @@ MIB = 1 << 20
 
 @pytest.fixture(scope="module")
 def pair(own_samba, tmp_path_factory):
-    d = tmp_path_factory.mktemp("two")
-    a = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8", "SMBGATE_ACCESS_LOG": str(d / "a.jsonl")})
-    b = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8", "SMBGATE_ACCESS_LOG": str(d / "b.jsonl")})
-    a.access_log, b.access_log = d / "a.jsonl", d / "b.jsonl"
-    lb = HAProxy([a, b], d)
-    yield a, b, lb
-    lb.stop()
-    a.stop()
-    b.stop()
+    yield from balanced_pair(own_samba, own_samba, tmp_path_factory.mktemp("two"))
 
 
 def served(gw, operation, bucket):

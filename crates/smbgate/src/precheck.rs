@@ -149,18 +149,23 @@ pub fn is_chunked(headers: &http::HeaderMap) -> bool {
         .is_some_and(|v| v.split(',').any(|c| c.trim().eq_ignore_ascii_case("chunked")))
 }
 
+/// True if a path-style `uri` names a key (`/bucket/key`), not only a
+/// bucket.
+fn names_key(uri: &http::Uri) -> bool {
+    uri.path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
+}
+
 /// True for a PUT of an object or a part with a body: a path-style key
-/// (as [`missing_content_length`] reads it), no copy source, and no query
+/// ([`names_key`]), no copy source, and no query
 /// but `partNumber`, `uploadId` (and the `x-id` some SDKs add). A PUT of a
 /// subresource (`?cors`, `?tagging`) carries XML that s3s reads whole
 /// against its Content-Length, so it is not admitted.
 fn is_object_or_part_put<B>(req: &http::Request<B>) -> bool {
-    let has_key = req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty());
     let plain_query = req.uri().query().unwrap_or("").split('&').filter(|p| !p.is_empty()).all(|p| {
         let name = p.split_once('=').map_or(p, |(n, _)| n);
         matches!(name, "partNumber" | "uploadId" | "x-id")
     });
-    has_key && plain_query && !req.headers().contains_key("x-amz-copy-source")
+    names_key(req.uri()) && plain_query && !req.headers().contains_key("x-amz-copy-source")
 }
 
 /// True if the request carries `Expect: 100-continue`.
@@ -199,7 +204,7 @@ fn missing_content_length<B>(req: &http::Request<B>) -> bool {
         && !h.contains_key(http::header::CONTENT_LENGTH)
         && !h.contains_key(http::header::TRANSFER_ENCODING)
         && !h.contains_key("x-amz-copy-source")
-        && req.uri().path().trim_start_matches('/').split_once('/').is_some_and(|(_, key)| !key.is_empty())
+        && names_key(req.uri())
 }
 
 /// True for a browser form upload (POST Object, `multipart/form-data`),

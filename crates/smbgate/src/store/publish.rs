@@ -90,14 +90,14 @@ impl Store {
         let swapped = retry_busy(|| async {
             let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
             match away {
-                Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) && into.is_err() => Err(e),
+                Err(e) if is_busy(&e) && into.is_err() => Err(e),
                 away => Ok((away, into)),
             }
         })
         .await;
         creating.release().await;
         let (away, into) = match swapped {
-            Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {
+            Err(e) if is_busy(&e) => {
                 tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
                 return Err(StoreError::Busy("the object could not be replaced; retry the request".into()));
             }
@@ -279,7 +279,7 @@ impl Store {
             for other in others {
                 match share::rename_through_new_handle(&other, source, target, replace).await {
                     Ok(()) => return Ok(()),
-                    Err(e) if e.status().is_some_and(|s| BUSY.contains(&s)) => {}
+                    Err(e) if is_busy(&e) => {}
                     Err(e) => {
                         // A lost reply may hide a rename that happened: the
                         // temp name is ours alone, so if it is gone, it moved.
@@ -381,3 +381,8 @@ impl Store {
 
 /// Statuses of a rename refused because a file is open somewhere.
 const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
+
+/// True if `e` is one of the [`BUSY`] statuses.
+fn is_busy(e: &smb_client::Error) -> bool {
+    e.status().is_some_and(|s| BUSY.contains(&s))
+}

@@ -595,8 +595,10 @@ async fn open_for_delete_with_meta(
             }
         }
         let _ = handle.close().await;
-        tracing::debug!(path, stale, "a pinning open came back with a file no longer at its path; opening again");
-        tokio::time::sleep(std::time::Duration::from_millis(5 << stale)).await;
+        tracing::debug!(path, stale, "a pinning open came back with a file no longer at its path");
+        if stale < STALE_TRIES {
+            tokio::time::sleep(std::time::Duration::from_millis(5 << stale)).await;
+        }
     }
     Err(Error::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
 }
