@@ -772,7 +772,8 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
 
 /// Sets (or, with an empty value, removes) one record on a directory:
 /// CREATE(directory, write EA) + SET_INFO(`ea`) + CLOSE, or, on a share
-/// without EAs, CREATE + CLOSE for its on-disk id and then its sidecar.
+/// without EAs, CREATE + CLOSE (which fails on a file: STATUS_NOT_A_DIRECTORY)
+/// and then its stream or sidecar.
 ///
 /// Errors: the first failing step's NTSTATUS.
 pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> Result<()> {
@@ -788,6 +789,11 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
     };
     let eas = [ea];
     if rec.in_streams() {
+        // A stream is written by name: make sure the name is a directory's,
+        // or a marker's record would replace a file's own.
+        let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
+        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        created.ok_or_status(&[])?;
         return rec.write_streams(tree, path, &eas, false).await;
     }
     if !rec.in_eas() {
