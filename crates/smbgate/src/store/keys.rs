@@ -13,6 +13,9 @@
 //!   Unicode private-use area, exactly as macOS (Services for Macintosh, "SFM")
 //!   and Samba (`vfs_fruit` / `vfs_catia`) do, so files stay readable from Macs
 //!   and Windows (see [`encode_component`] for the table and its sources).
+//! - An object whose name is also a directory (`a/b` beside `a/b/c`, or a
+//!   marker `a/b/` with a body) is kept beside that directory, under its
+//!   name with [`BESIDE_MARK`] after it (see [`beside_name`]).
 //! - Keys that cannot be mapped are refused with a [`KeyError`] before
 //!   anything is written: empty keys and components, `.` and `..`, over-long
 //!   keys or components, NUL, literal characters from our private-use range
@@ -51,7 +54,7 @@ pub enum KeyError {
     EmptyComponent,
     /// The first component names the gateway's [`INTERNAL_DIR`].
     Internal,
-    /// The key contains a literal character in U+F001..=U+F02A, the range the
+    /// The key contains a literal character in U+F001..=U+F02B, the range the
     /// mapping itself uses; accepting it would make two keys share one name.
     ReservedChar,
     /// The key contains U+0000, which no SMB name can hold.
@@ -92,7 +95,7 @@ impl fmt::Display for KeyError {
             ),
             KeyError::Internal => write!(f, "keys beginning with {INTERNAL_DIR:?} are reserved by the gateway"),
             KeyError::ReservedChar => f.write_str(
-                "the object key contains a character in U+F001..U+F02A, \
+                "the object key contains a character in U+F001..U+F02B, \
                  which the gateway reserves for mapping characters the file share cannot hold",
             ),
             KeyError::NulChar => f.write_str("the object key contains a NUL character"),
@@ -134,8 +137,10 @@ pub struct MappedKey {
 
 /// First code point of the private-use block the mapping uses.
 const PUA_BASE: u32 = 0xF000;
-/// The reserved range: every character the mapping can produce.
+/// The characters [`decode_component`] maps back to ASCII.
 const RESERVED: std::ops::RangeInclusive<char> = '\u{F001}'..='\u{F02A}';
+/// Every character the mapping can produce: refused in keys.
+const REFUSED: std::ops::RangeInclusive<char> = '\u{F001}'..='\u{F02B}';
 /// Characters NTFS forbids anywhere in a name, in the order of their private
 /// use code points: `PUNCT[i]` maps to U+F020 + i.
 const PUNCT: [u8; 8] = *b"\"*:<>?\\|";
@@ -147,6 +152,13 @@ const TRAILING_PERIOD: char = pua(0x29);
 /// `CON\u{F02A}.txt`), which Windows refuses and Samba shows only under an
 /// 8.3 alias; decoding drops it. Ours, beyond the SFM table.
 const DEVICE_MARK: char = pua(0x2A);
+/// Put after the name of an object whose own name is a directory, because
+/// other keys continue under it: the object `a/b` beside `a/b/c` is the file
+/// `a\b\u{F02B}` beside the directory `a\b`, and a marker `a/b/` with a
+/// body is `a\b\u{F02B}\u{F02B}`. No key maps to it ([`map_key`] refuses it
+/// literally), and a directory listing shows the object beside its
+/// directory, so a walk meets it in S3 order. Ours, beyond the SFM table.
+pub const BESIDE_MARK: char = pua(0x2B);
 /// The DOS device names, the part of a name before its first `.` compared
 /// case-insensitively: Samba's list (`mangle_hash2.c`) plus Windows'
 /// superscript-digit ports.
@@ -304,7 +316,7 @@ pub fn map_key(key: &str) -> Result<MappedKey, KeyError> {
     if key.contains('\0') {
         return Err(KeyError::NulChar);
     }
-    if key.chars().any(|c| RESERVED.contains(&c)) {
+    if key.chars().any(|c| REFUSED.contains(&c)) {
         return Err(KeyError::ReservedChar);
     }
     let (path, dir_marker) = match key.strip_suffix('/') {
@@ -333,6 +345,34 @@ pub fn map_key(key: &str) -> Result<MappedKey, KeyError> {
         components.push(encoded);
     }
     Ok(MappedKey { components, dir_marker })
+}
+
+/// The name beside the directory `encoded` (an encoded component) under
+/// which the object of the same name is kept: `encoded` and one
+/// [`BESIDE_MARK`] for the object `…/name`, two for the marker `…/name/`
+/// with a body.
+pub fn beside_name(encoded: &str, marker: bool) -> String {
+    let mut out = String::with_capacity(encoded.len() + 6);
+    out.push_str(encoded);
+    out.push(BESIDE_MARK);
+    if marker {
+        out.push(BESIDE_MARK);
+    }
+    out
+}
+
+/// What a name found on the share stores, from its [`BESIDE_MARK`]s: the
+/// encoded name of the object and whether it is a marker (`…/name/`) kept
+/// beside its directory. `None` for a plain name (no mark); a name whose
+/// object part is empty or still holds a mark is no object's
+/// (`Some(("", _))` is never returned).
+pub fn split_beside(name: &str) -> Option<(&str, bool)> {
+    let once = name.strip_suffix(BESIDE_MARK)?;
+    let (stem, marker) = match once.strip_suffix(BESIDE_MARK) {
+        Some(twice) => (twice, true),
+        None => (once, false),
+    };
+    (!stem.is_empty() && !stem.contains(BESIDE_MARK)).then_some((stem, marker))
 }
 
 /// True when `component` names [`INTERNAL_DIR`] on a case-insensitive share.

@@ -102,7 +102,8 @@ fn unmappable_keys_are_refused() {
     assert_eq!(err("\u{F001}"), KeyError::ReservedChar);
     assert_eq!(err("x\u{F029}"), KeyError::ReservedChar);
     assert_eq!(err("x\u{F02A}"), KeyError::ReservedChar);
-    assert_eq!(ok("\u{F000}\u{F02B}"), ["\u{F000}\u{F02B}"]);
+    assert_eq!(err("x\u{F02B}"), KeyError::ReservedChar);
+    assert_eq!(ok("\u{F000}\u{F02C}"), ["\u{F000}\u{F02C}"]);
 }
 
 #[test]
@@ -245,9 +246,9 @@ fn component_char() -> impl Strategy<Value = char> {
         3 => any::<char>(),
         2 => prop::sample::select(vec!['a', 'Z', '.', ' ', '"', '*', ':', '<', '>', '?', '\\', '|', '%', '+', '~']),
         1 => (1u32..0x20).prop_map(|b| char::from_u32(b).unwrap()),
-        1 => prop::sample::select(vec!['é', 'ß', '\u{7f}', '\u{F000}', '\u{F02A}', '\u{FFFD}', '😀']),
+        1 => prop::sample::select(vec!['é', 'ß', '\u{7f}', '\u{F000}', '\u{F02A}', '\u{F02B}', '\u{FFFD}', '😀']),
     ]
-    .prop_filter("not a separator, NUL or reserved", |c| *c != '/' && *c != '\0' && !RESERVED.contains(c))
+    .prop_filter("not a separator, NUL or reserved", |c| *c != '/' && *c != '\0' && !REFUSED.contains(c))
 }
 
 fn component() -> impl Strategy<Value = String> {
@@ -347,5 +348,34 @@ proptest! {
         prop_assert_eq!(decode_component(&encode_component(&a)), a.clone());
         prop_assert_eq!(encode_component(&a) == encode_component(&b), a == b);
         prop_assert!(!is_device(&encode_component(&a)), "{:?} still a device name", a);
+    }
+}
+
+#[test]
+fn objects_beside_their_directory() {
+    assert_eq!(beside_name("bar", false), "bar\u{F02B}");
+    assert_eq!(beside_name("bar", true), "bar\u{F02B}\u{F02B}");
+    assert_eq!(split_beside("bar\u{F02B}"), Some(("bar", false)));
+    assert_eq!(split_beside("bar\u{F02B}\u{F02B}"), Some(("bar", true)));
+    // A device name keeps its own mark: `CON` beside the directory `CON`.
+    let con = encode_component("CON");
+    assert_eq!(split_beside(&beside_name(&con, false)), Some((con.as_str(), false)));
+    assert_eq!(split_beside("bar"), None);
+    // No object: an empty stem, a third mark, a mark inside.
+    assert_eq!(split_beside("\u{F02B}"), None);
+    assert_eq!(split_beside("\u{F02B}\u{F02B}"), None);
+    assert_eq!(split_beside("bar\u{F02B}\u{F02B}\u{F02B}"), None);
+    assert_eq!(split_beside("b\u{F02B}ar\u{F02B}"), None);
+}
+
+proptest! {
+    #[test]
+    fn no_key_maps_to_a_beside_name(key in valid_key()) {
+        let m = map_key(&key).unwrap();
+        for c in &m.components {
+            prop_assert!(!c.contains(BESIDE_MARK), "{:?} holds the beside mark", c);
+            let beside = beside_name(c, m.dir_marker);
+            prop_assert_eq!(split_beside(&beside), Some((c.as_str(), m.dir_marker)));
+        }
     }
 }

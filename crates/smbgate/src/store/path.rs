@@ -47,6 +47,18 @@ impl SharePath {
             .collect()
     }
 
+    /// The path beside this one (a directory's) where the object of the
+    /// same name is kept: the last component with
+    /// [`keys::BESIDE_MARK`](super::keys::BESIDE_MARK) after it, once for
+    /// the object `…/name`, twice (`marker`) for the marker `…/name/` with
+    /// a body. The share root has no such path: it is returned unchanged.
+    pub fn beside(&self, marker: bool) -> SharePath {
+        match self.split_leaf() {
+            Some((parent, leaf)) => parent.join(&super::keys::beside_name(leaf, marker)),
+            None => self.clone(),
+        }
+    }
+
     /// The parent and the last component; `None` for an empty path.
     pub fn split_leaf(&self) -> Option<(SharePath, &str)> {
         if self.0.is_empty() {
@@ -101,5 +113,7 @@ mod tests {
         assert_eq!((parent.as_str(), leaf), ("data\\s3\\bkt\\a\\b\u{f025}", "c"));
         assert_eq!(SharePath::root("").join("x").as_str(), "x");
         assert_eq!(SharePath::root("").split_leaf(), None);
+        assert_eq!(full.beside(false).as_str(), "data\\s3\\bkt\\a\\b\u{f025}\\c\u{f02b}");
+        assert_eq!(full.beside(true).as_str(), "data\\s3\\bkt\\a\\b\u{f025}\\c\u{f02b}\u{f02b}");
     }
 }
