@@ -136,39 +136,6 @@ def test_internal_dir_not_a_key(s3, bucket, samba):
     assert 400 <= st < 500, r
 
 
-def test_file_then_prefix_conflict(s3, bucket, samba):
-    s3.put_object(Bucket=bucket, Key="foo/bar", Body=b"file")
-    st, code, r = s3_error(s3.put_object, Bucket=bucket, Key="foo/bar/baz", Body=b"deeper")
-    assert st == 409, r
-    assert s3.get_object(Bucket=bucket, Key="foo/bar")["Body"].read() == b"file"
-    assert (samba.share_path / bucket / "foo" / "bar").read_bytes() == b"file"
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["foo/bar"]
-    assert wait_no_tmp(samba) == []
-
-
-def test_prefix_then_file_conflict(s3, bucket, samba):
-    s3.put_object(Bucket=bucket, Key="p/q", Body=b"inner")
-    st, code, r = s3_error(s3.put_object, Bucket=bucket, Key="p", Body=b"outer")
-    assert st == 409, r
-    assert s3.get_object(Bucket=bucket, Key="p/q")["Body"].read() == b"inner"
-    expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="p")
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["p/q"]
-    assert wait_no_tmp(samba) == []
-
-
-def test_conflict_via_copy_and_multipart(s3, bucket):
-    s3.put_object(Bucket=bucket, Key="f", Body=b"file")
-    s3.put_object(Bucket=bucket, Key="src", Body=b"src")
-    st, _, r = s3_error(s3.copy_object, Bucket=bucket, Key="f/child", CopySource={"Bucket": bucket, "Key": "src"})
-    assert st == 409, r
-    uid = s3.create_multipart_upload(Bucket=bucket, Key="f/mp")["UploadId"]
-    e = s3.upload_part(Bucket=bucket, Key="f/mp", UploadId=uid, PartNumber=1, Body=b"x")["ETag"]
-    st, _, r = s3_error(s3.complete_multipart_upload, Bucket=bucket, Key="f/mp", UploadId=uid,
-                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
-    assert st == 409, r
-    assert s3.get_object(Bucket=bucket, Key="f")["Body"].read() == b"file"
-
-
 def test_case_collision_never_merges(s3, bucket):
     s3.put_object(Bucket=bucket, Key="Case/File", Body=b"upper")
     try:
@@ -288,19 +255,6 @@ def test_directory_marker_with_metadata(s3, bucket):
     h = s3.head_object(Bucket=bucket, Key="m/")
     assert h["ContentType"] == "application/x-directory"
     assert h["Metadata"] == {"k": "v"}
-
-
-def test_directory_marker_with_content(s3, bucket):
-    # S3 allows a body on a key ending in "/"; a share cannot put bytes in a
-    # directory. Either it round-trips or it is refused with a 4xx, never lost.
-    try:
-        s3.put_object(Bucket=bucket, Key="c/", Body=b"content")
-    except Exception as e:  # noqa: BLE001
-        st = e.response["ResponseMetadata"]["HTTPStatusCode"]
-        assert 400 <= st < 500, e.response
-        expect_error(404, "404", s3.head_object, Bucket=bucket, Key="c/")
-        return
-    assert s3.get_object(Bucket=bucket, Key="c/")["Body"].read() == b"content"
 
 
 # ---------------------------------------------------------------- escapes

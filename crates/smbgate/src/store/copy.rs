@@ -31,11 +31,6 @@ impl Store {
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
         target_conditions: &Conditions,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
-        if let Target::Object { key, .. } = &target {
-            if key.dir_marker {
-                return Err(StoreError::InvalidArgument("cannot copy onto a key ending in '/'".into()));
-            }
-        }
         let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
         check(&info)?;
         if src.create().times.is_directory() {

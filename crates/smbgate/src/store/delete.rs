@@ -1,16 +1,18 @@
-//! DeleteObject: remove the file (or a marker's record), then prune the
-//! directories it leaves empty. A conditional delete (If-Match) is checked
+//! DeleteObject: remove the file (or a marker's record and body), then
+//! prune the directories it leaves empty. A conditional delete (If-Match) is checked
 //! on the very handle that deletes, so no other version can be deleted in
 //! between.
 
 use smb_client::Tree;
 use smb_proto::NtStatus;
 
+use super::beside::nothing_beside;
 use super::conditions::Conditions;
 use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
 use super::meta::META_EA;
 use super::open::check_record_key;
+use super::path::SharePath;
 use super::records::FileKey;
 use super::types::ObjectInfo;
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
@@ -35,11 +37,15 @@ impl Store {
                 })?;
                 conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
             }
+            // A body kept beside the directory goes first, then the record.
+            match tree.delete(&self.beside_path(bucket, &mapped), false).await {
+                Err(e) if !nothing_beside(&e) => return Err(e.into()),
+                _ => {}
+            }
             // Drop the marker record; remove the directory if it is empty.
             // A sidecar goes first, since it is found by the directory's id.
             if self.records().in_sidecars() {
-                let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
-                match share::set_dir_ea(&tree, self.records(), &path, drop_record).await {
+                match self.drop_marker_record(&tree, &path).await {
                     Err(e) if !is_not_found(&e) => return Err(e.into()),
                     _ => {}
                 }
@@ -47,92 +53,136 @@ impl Store {
             match tree.delete(&path, true).await {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {
-                    let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
-                    share::set_dir_ea(&tree, self.records(), &path, drop_record).await?;
+                    self.drop_marker_record(&tree, &path).await?;
                     return Ok(());
                 }
-                Err(e) if is_not_found(&e) => {
-                    self.check_bucket(&tree, bucket).await?;
-                    return Ok(());
-                }
+                Err(e) if is_not_found(&e) => self.check_bucket(&tree, bucket).await?,
                 Err(e) => return Err(e.into()),
             }
-        } else {
-            // Without EAs the record is a sidecar found by the file's id,
-            // which only an open tells.
-            let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
-            let del = || async {
-                if !checked {
-                    return tree.delete(&path, false).await.map(|_| Ok(true));
-                }
-                // Open first to read the record: on a case-insensitive share
-                // `mixed` would otherwise delete `Mixed`, and If-Match needs
-                // the ETag of exactly the file being deleted.
-                let (handle, meta, on_disk) = share::open_delete_with_meta(
-                    &tree,
-                    self.records(),
-                    &path,
-                    self.case_insensitive(),
-                    !conditions.is_empty(),
-                )
-                .await?;
-                let meta = match check_record_key(meta, key) {
-                    Ok(m) => m,
-                    Err(_) => return Ok(Ok(false)), // only a case-variant exists
-                };
-                // A file without a record naming its key (someone else's):
-                // its on-disk name decides, never a case-insensitive match.
-                match self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await {
-                    Ok(()) => {}
-                    Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
-                    Err(e) => return Ok(Err(e)),
-                }
-                // Another conditional delete may have unlinked it between its
-                // close and our open (Samba lets an open reach a file whose
-                // last handle is closing): then it is gone, not ours to
-                // delete again, whatever its ETag (a stream record of a
-                // going file no longer opens).
-                if !conditions.is_empty() && handle.tree().query_standard(handle.id()).await?.is_going() {
-                    let _ = handle.close().await;
-                    return Ok(Ok(false));
-                }
-                let info = ObjectInfo::new(handle.info(), meta, &path);
-                if let Err(e) = conditions.check_write(Some(info.current())) {
-                    return Ok(Err(e));
-                }
-                let r = share::delete_on_close(&handle).await;
-                let key = FileKey::of(handle.info());
-                let _ = handle.close().await;
-                if r.is_ok() {
-                    self.records().forget(&tree, key);
-                }
-                r.map(|_| Ok(true))
-            };
-            match retry_sharing(del).await {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false)) => return conditions.check_write(None),
-                Ok(Err(e)) => return Err(e),
-                Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
-                    self.check_bucket(&tree, bucket).await?;
-                    return conditions.check_write(None);
-                }
-                Err(e) => return Err(e.into()),
-            }
+            self.prune_parents(&tree, bucket, &mapped, false).await;
+            return Ok(());
         }
-        self.prune_parents(&tree, bucket, &mapped).await;
+        let mut at = path.clone();
+        let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+        // Not at its own path: other keys continue under it (a directory
+        // there), or it is moving between the two names; look beside.
+        if matches!(&deleted, Err(e) if is_not_found(e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY)) {
+            at = path.beside(false);
+            deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+        }
+        match deleted {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return conditions.check_write(None),
+            Ok(Err(e)) => return Err(e),
+            Err(e) if nothing_beside(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                self.check_bucket(&tree, bucket).await?;
+                return conditions.check_write(None);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // Deleted beside its directory: that directory may be empty now.
+        self.prune_parents(&tree, bucket, &mapped, at != path).await;
         Ok(())
     }
 
-    /// Removes now-empty parent directories that are not markers, deepest
-    /// first; stops at the first that is not empty (best effort).
-    async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) {
+    /// Deletes the file at `path`, the object `key`: `Ok(true)` if it went,
+    /// `Ok(false)` if the file there is not that object (a case-variant, or
+    /// one another conditional delete unlinked), `Err` inside for a failed
+    /// condition. Without EAs the record is a sidecar found by the file's
+    /// id, which only an open tells.
+    ///
+    /// Errors: the SMB failure (not-found, a directory, a sharing
+    /// violation to retry).
+    async fn delete_file(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        key: &str,
+        conditions: &Conditions,
+        path: &SharePath,
+    ) -> Result<StoreResult<bool>, smb_client::Error> {
+        let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
+        if !checked {
+            return tree.delete(path, false).await.map(|_| Ok(true));
+        }
+        // Open first to read the record: on a case-insensitive share
+        // `mixed` would otherwise delete `Mixed`, and If-Match needs the
+        // ETag of exactly the file being deleted.
+        let (handle, meta, on_disk) =
+            share::open_delete_with_meta(tree, self.records(), path, self.case_insensitive(), !conditions.is_empty())
+                .await?;
+        let meta = match check_record_key(meta, key) {
+            Ok(m) => m,
+            Err(_) => return Ok(Ok(false)), // only a case-variant exists
+        };
+        // A file without a record naming its key (someone else's): its
+        // on-disk name decides, never a case-insensitive match.
+        match self.check_exact_name(tree, bucket, mapped, &meta, on_disk.as_deref()).await {
+            Ok(()) => {}
+            Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
+            Err(e) => return Ok(Err(e)),
+        }
+        // Another conditional delete may have unlinked it between its close
+        // and our open (Samba lets an open reach a file whose last handle
+        // is closing): then it is gone, not ours to delete again, whatever
+        // its ETag (a stream record of a going file no longer opens).
+        if !conditions.is_empty() && handle.tree().query_standard(handle.id()).await?.is_going() {
+            let _ = handle.close().await;
+            return Ok(Ok(false));
+        }
+        let info = ObjectInfo::new(handle.info(), meta, path);
+        if let Err(e) = conditions.check_write(Some(info.current())) {
+            return Ok(Err(e));
+        }
+        let r = share::delete_on_close(&handle).await;
+        let file = FileKey::of(handle.info());
+        let _ = handle.close().await;
+        if r.is_ok() {
+            self.records().forget(tree, file);
+        }
+        r.map(|_| Ok(true))
+    }
+
+    /// Removes a directory's marker record (an empty value removes an EA,
+    /// a stream or a sidecar alike).
+    ///
+    /// Errors: SMB failures, not-found if the directory is gone.
+    pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), smb_client::Error> {
+        let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
+        share::set_dir_ea(tree, self.records(), dir, drop_record).await
+    }
+
+    /// Removes now-empty directories that are not markers, deepest first
+    /// (the key's own path too if `own`: its object was kept beside it);
+    /// stops at the first that is not empty (best effort). A removed
+    /// directory with an object kept beside it gives that object its name
+    /// back ([`Store::restore_beside`]), and the walk up ends there.
+    async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, own: bool) {
         let mut dirs = self.bucket_path(bucket).ancestors_of(mapped);
-        dirs.pop(); // the object itself
+        if !own {
+            dirs.pop(); // the object itself
+        }
         for dir in dirs.iter().rev() {
-            match share::stat_with_meta(tree, self.records(), dir).await {
+            let beside = dir.beside(false);
+            let (found, beside_found) =
+                tokio::join!(share::stat_with_meta(tree, self.records(), dir), tree.stat(&beside));
+            match found {
                 Ok((_, Some(m))) if m.marker => return,
                 Ok(_) => {}
                 Err(_) => return,
+            }
+            match beside_found {
+                Ok(_) => {
+                    self.restore_beside(tree, dir, &beside).await;
+                    return;
+                }
+                Err(e) if nothing_beside(&e) => {}
+                // Unknown: the directory stays, where reads find the object.
+                Err(e) => {
+                    tracing::debug!(error = %e, "no look beside a directory; it is not pruned");
+                    return;
+                }
             }
             if tree.delete(dir, true).await.is_err() {
                 return;

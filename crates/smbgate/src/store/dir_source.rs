@@ -15,7 +15,7 @@ use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
-use super::{share, Store, StoreError, StoreResult};
+use super::{Store, StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
 const ETAG_CONCURRENCY: usize = 64;
@@ -157,8 +157,16 @@ impl SmbSource<'_> {
         let mut items = Vec::with_capacity(entries.len());
         let bucket_root = dir == self.bucket_path.as_str();
         let markers = self.record_markers(dir, &entries).await?;
+        // Objects kept beside their directory, added once the plain names
+        // are known (see `beside`).
+        let mut beside = Vec::new();
         for e in entries {
-            let name = decode_component(&e.name);
+            let (stored, kept_beside) = match keys::split_beside(&e.name) {
+                Some((stem, marker)) if !e.times.is_directory() => (stem, Some(marker)),
+                _ if e.name.contains(keys::BESIDE_MARK) => continue,
+                _ => (e.name.as_str(), None),
+            };
+            let name = decode_component(stored);
             // No key can name it (map_key refuses it), so it lists none: a
             // configured bucket's own gateway state lives there.
             if bucket_root && keys::is_internal(&name) {
@@ -166,7 +174,17 @@ impl SmbSource<'_> {
             }
             // Names another client made that our mapping cannot reproduce
             // would list as keys that do not open; leave them out.
-            if encode_component(&name) != e.name || name.is_empty() {
+            if encode_component(&name) != stored || name.is_empty() {
+                continue;
+            }
+            if let Some(marker) = kept_beside {
+                beside.push(DirItem {
+                    name: if marker { format!("{name}/") } else { name },
+                    is_dir: false,
+                    size: e.times.end_of_file,
+                    last_modified: e.times.last_write,
+                    etag_hint: None,
+                });
                 continue;
             }
             let is_dir = e.times.is_directory();
@@ -197,6 +215,21 @@ impl SmbSource<'_> {
                 etag_hint: (!is_dir && self.records.in_eas() && e.ea_size == 0)
                     .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
+        }
+        // One item per key: where a plain entry (a file, or a marker
+        // candidate) has the name too, the lookup of its ETag decides which
+        // answers, as a read would. The plain entry may be no file at all:
+        // Samba lists a directory removed while a handle held it as an
+        // empty file (see `beside`).
+        if !beside.is_empty() {
+            let plain: std::collections::HashMap<String, usize> =
+                items.iter().enumerate().filter(|(_, i)| !i.is_dir).map(|(at, i)| (i.name.clone(), at)).collect();
+            for b in beside {
+                match plain.get(&b.name) {
+                    Some(&at) => items[at].etag_hint = None,
+                    None => items.push(b),
+                }
+            }
         }
         Ok(Some((times, items)))
     }
@@ -238,7 +271,6 @@ impl Store {
         let mut page = list(&src, req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).
-        let bucket_path = self.bucket_path(bucket);
         let lookups: Vec<(usize, String)> = page
             .entries
             .iter()
@@ -253,23 +285,18 @@ impl Store {
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
-                let records = self.records();
                 let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
-                let path = map_key(&key).map(|m| bucket_path.join_key(&m));
+                let mapped = map_key(&key);
                 async move {
-                    let Ok(path) = path else { return (i, Ok(None)) };
-                    let v = match share::stat_with_meta(&tree, records, &path).await {
-                        Ok((c, meta)) => {
-                            let is_marker = key.ends_with('/');
-                            if c.times.is_directory() && !(is_marker && meta.as_ref().is_some_and(|m| m.marker)) {
-                                Ok(None)
-                            } else {
-                                let info = ObjectInfo::new(&c, meta, &path);
-                                Ok(Some((info.etag, info.size, info.last_modified)))
-                            }
+                    let Ok(mapped) = mapped else { return (i, Ok(None)) };
+                    // Wherever it is kept; None: deleted since the directory
+                    // was read, or a directory that is no marker.
+                    let v = match self.stat_object(&tree, bucket, &mapped, true).await {
+                        Ok(Some((c, meta, path))) => {
+                            let info = ObjectInfo::new(&c, meta, &path);
+                            Ok(Some((info.etag, info.size, info.last_modified)))
                         }
-                        // Deleted since the directory was read.
-                        Err(e) if is_not_found(&e) => Ok(None),
+                        Ok(None) => Ok(None),
                         Err(e) => Err(e.into()),
                     };
                     (i, v)

@@ -137,6 +137,12 @@ pub fn smb_error_counts() -> Vec<(String, u64)> {
     SMB_ERRORS.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect()
 }
 
+/// True if the server refused the name itself: too long for it, or a
+/// character it cannot store.
+pub fn is_unholdable_name(e: &SmbError) -> bool {
+    matches!(e.status(), Some(NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(NtStatus::STATUS_NAME_TOO_LONG))
+}
+
 /// True if `e` says a path cannot be walked (a component is a file or
 /// the syntax is refused): the parents need a look.
 pub fn is_bad_path(e: &SmbError) -> bool {

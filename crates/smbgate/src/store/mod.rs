@@ -8,11 +8,13 @@
 //! Layers, bottom up: `share` is the only code that builds SMB requests
 //! (handles that close themselves, temp files that delete themselves,
 //! named compounds); `path`, `keys`, `meta` and `records` say where and
-//! how an object is stored; the S3 rules sit above them, one file per
+//! how an object is stored (`beside` where its name is also a directory);
+//! the S3 rules sit above them, one file per
 //! concern (`open`, `put`, `copy`, `delete`, `publish`, `multipart`,
 //! `dir_source` and `walk` for listings, `stream` for split streaming),
 //! sharing `conditions`, `checksum` and `verify`.
 
+mod beside;
 pub mod bucket;
 mod bucket_cors;
 pub mod budget;

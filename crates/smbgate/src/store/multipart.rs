@@ -112,10 +112,7 @@ impl Store {
     ///
     /// Errors: NoSuchBucket, InvalidKey.
     pub async fn create_upload(&self, bucket: &str, key: &str, meta: ObjectMeta) -> StoreResult<String> {
-        let mapped = map_key(key)?;
-        if mapped.dir_marker {
-            return Err(StoreError::InvalidArgument("multipart upload to a key ending in '/'".into()));
-        }
+        map_key(key)?;
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
         let id = format!("{:032x}", rand::random::<u128>());

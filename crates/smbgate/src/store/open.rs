@@ -2,10 +2,13 @@
 //! metadata record and (for GET) the first READ.
 
 use bytes::Bytes;
+use smb_proto::NtStatus;
 
-use super::error::is_not_found;
+use super::beside::{not_a_file, nothing_beside, stands_for};
+use super::error::{is_not_found, is_unholdable_name};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
+use super::path::SharePath;
 use super::types::{ObjectInfo, Opened};
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -50,35 +53,183 @@ impl Store {
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
-        let (handle, meta, data, on_disk) = self
-            .open_existing(&tree, bucket, &path, || share::open_with_meta(&tree, self.records(), &path, read, exact))
+        let records = self.records();
+        let ((handle, meta, data, on_disk), path, beside) = self
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let tree = &tree;
+                    async move { share::open_with_meta(tree, records, &p, read, exact, file_only).await }
+                },
+                |(h, m, _, _)| (not_a_file(&h.info().times), m.as_ref().is_some_and(|m| m.marker)),
+            )
             .await?;
-        let meta = check_record_key(meta, key)?;
-        self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
-        let info = ObjectInfo::new(handle.info(), meta.clone(), &path);
-        check_kind(handle.info().times.is_directory(), mapped.dir_marker, &info)?;
+        let (meta, info) = self
+            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, beside))
+            .await?;
         Ok((Opened { handle, meta }, info, data))
     }
 
     /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
-    /// trip.
+    /// trip (two for an object kept beside its directory).
     ///
     /// Errors: as [`Store::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let path = self.object_path(bucket, &mapped);
         let exact = self.case_insensitive();
-        let (create, meta, on_disk) = self
-            .open_existing(&tree, bucket, &path, || share::stat_with_meta_and_name(&tree, self.records(), &path, exact))
+        let records = self.records();
+        let ((create, meta, on_disk), path, beside) = self
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let tree = &tree;
+                    async move { share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await }
+                },
+                |(c, m, _)| (not_a_file(&c.times), m.as_ref().is_some_and(|m| m.marker)),
+            )
             .await?;
-        let meta = check_record_key(meta, key)?;
-        self.check_exact_name(&tree, bucket, &mapped, &meta, on_disk.as_deref()).await?;
-        let info = ObjectInfo::new(&create, meta, &path);
-        check_kind(create.times.is_directory(), mapped.dir_marker, &info)?;
+        let (_, info) =
+            self.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, beside)).await?;
         Ok(info)
+    }
+
+    /// What an open of `key` (`mapped`) found at `at` = (path, beside),
+    /// checked: the record names this key ([`check_record_key`]), the
+    /// on-disk name matches on a case-insensitive share
+    /// ([`Store::check_exact_name`]), and it is the kind of thing the key
+    /// names ([`check_kind`]). Returns the record and the object's info.
+    ///
+    /// Errors: NoSuchKey; SMB failures of the name lookup.
+    #[allow(clippy::too_many_arguments)]
+    async fn checked(
+        &self,
+        tree: &smb_client::Tree,
+        bucket: &str,
+        (mapped, key): (&MappedKey, &str),
+        create: &smb_proto::create::CreateResponse,
+        meta: Option<ObjectMeta>,
+        on_disk: Option<&str>,
+        (path, beside): (&SharePath, bool),
+    ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
+        let meta = check_record_key(meta, key)?;
+        self.check_exact_name(tree, bucket, mapped, &meta, on_disk).await?;
+        let info = ObjectInfo::new(create, meta.clone(), path);
+        check_kind(create.times.is_directory(), mapped.dir_marker && !beside, &info)?;
+        Ok((meta, info))
+    }
+
+    /// Runs `open` (a GET's or HEAD's) where `mapped` is kept: its own
+    /// path, or beside the directory there (a key whose name is also a
+    /// directory, or a marker with a body; see `beside`). `kind` says of
+    /// what opened whether it is a directory and has a marker record (see
+    /// [`stands_for`]). Returns what opened, its path, and whether that is
+    /// beside.
+    ///
+    /// The own path is opened alone first: one round trip for most reads.
+    /// If it holds no object, the next round trip looks beside it, stats
+    /// the key's creation lock, and, after a first miss, opens the own path
+    /// once more and checks the bucket. A second open finds a version that
+    /// other clients renamed in meanwhile (seen about once in 20,000 reads
+    /// under 16 writers; failure class 13), and a missing key costs no more
+    /// round trips than the bucket check already did. The lock is held
+    /// while an If-Match swap renames the old version aside and the new one
+    /// in (failure class 25), and while an object moves beside its
+    /// directory or back (`beside`): two steps between which the key is in
+    /// neither place. While it is held, the search is tried again after 5,
+    /// 10, 20, 40 and 80 ms, so readers see the old version or the new, not
+    /// a 404.
+    ///
+    /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
+    async fn open_stored<T, F, Fut>(
+        &self,
+        tree: &smb_client::Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        open: F,
+        kind: impl Fn(&T) -> (bool, bool),
+    ) -> StoreResult<(T, SharePath, bool)>
+    where
+        F: Fn(SharePath, bool) -> Fut,
+        Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+    {
+        let path = self.object_path(bucket, mapped);
+        let beside = path.beside(mapped.dir_marker);
+        // A plain key's own path is opened as a file only: a directory there
+        // answers STATUS_FILE_IS_A_DIRECTORY, and no handle on it keeps it
+        // delete-pending if it is removed meanwhile (see `beside`).
+        let open_own = || retry_sharing(|| open(path.clone(), !mapped.dir_marker));
+        let mut own = open_own().await;
+        let mut first_miss = true;
+        let mut wait = std::time::Duration::from_millis(5);
+        loop {
+            let missing = match own {
+                Ok(r) => {
+                    let (is_dir, marker) = kind(&r);
+                    if stands_for(is_dir, marker, mapped) {
+                        return Ok((r, path, false));
+                    }
+                    false // a directory: the object, if any, is beside it
+                }
+                Err(e) if is_not_found(&e) => true,
+                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => false,
+                // A name the server cannot hold (over its name length, say)
+                // is no object of its.
+                Err(e) if is_unholdable_name(&e) => {
+                    self.check_bucket(tree, bucket).await?;
+                    return Err(StoreError::NoSuchKey);
+                }
+                Err(e) => return Err(e.into()),
+            };
+            // Sent in this order on one connection: beside first, the own
+            // path again last, so an object that moves back between the
+            // two is seen at one of them.
+            let check_bucket = missing && first_miss;
+            let (aside, locked, retried, in_bucket) = tokio::join!(
+                retry_sharing(|| open(beside.clone(), true)),
+                self.is_locked(tree, &path),
+                open_own(),
+                async {
+                    match check_bucket {
+                        true => self.check_bucket(tree, bucket).await,
+                        false => Ok(()),
+                    }
+                }
+            );
+            in_bucket?;
+            first_miss = false;
+            match aside {
+                Ok(r) if !kind(&r).0 => return Ok((r, beside, true)),
+                Err(e) if !nothing_beside(&e) => return Err(e.into()),
+                _ => {}
+            }
+            match retried {
+                Ok(r)
+                    if {
+                        let (d, m) = kind(&r);
+                        stands_for(d, m, mapped)
+                    } =>
+                {
+                    tracing::debug!(bucket, "a key not found by its first look was found by a later one");
+                    return Ok((r, path, false));
+                }
+                Err(e) if !is_not_found(&e) && e.status() != Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                    return Err(e.into())
+                }
+                _ => {}
+            }
+            if !locked || wait > std::time::Duration::from_millis(80) {
+                return Err(StoreError::NoSuchKey);
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+            own = open_own().await;
+        }
     }
 
     /// NoSuchKey if, on a case-insensitive share, the file that opened is
@@ -125,74 +276,4 @@ impl Store {
             }
         }
     }
-
-    /// Runs `open` (a GET's or HEAD's open of a key); if it finds nothing,
-    /// runs it once more alongside the bucket check, in the same round
-    /// trip, before answering 404. An open of a key that other clients keep
-    /// renaming new versions over was seen to fail with not-found (about
-    /// once in 20,000 reads under 16 writers); a second open finds the new
-    /// version (failure class 13). A missing key costs no more round trips
-    /// than the bucket check already did.
-    ///
-    /// Beside them goes a stat of the key's creation lock (`object` is the
-    /// key's path). An If-Match swap holds it while it renames the old
-    /// version aside and the new one in, two steps between which the key is
-    /// absent (failure class 25); a conditional create holds it too. While
-    /// it is held a not-found is tried again after 5, 10, 20, 40 and 80
-    /// ms, so readers see the old version or the new, not a 404.
-    ///
-    /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
-    async fn open_existing<T, F, Fut>(
-        &self,
-        tree: &smb_client::Tree,
-        bucket: &str,
-        object: &super::path::SharePath,
-        mut open: F,
-    ) -> StoreResult<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
-    {
-        match retry_sharing(&mut open).await {
-            Ok(r) => return Ok(r),
-            Err(e) if is_not_found(&e) => {}
-            // A name the server cannot hold (over its name length, say) is
-            // no object of its.
-            Err(e) if is_unholdable_name(&e) => {
-                self.check_bucket(tree, bucket).await?;
-                return Err(StoreError::NoSuchKey);
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let (again, in_bucket, mut locked) =
-            tokio::join!(retry_sharing(&mut open), self.check_bucket(tree, bucket), self.is_locked(tree, object));
-        in_bucket?;
-        let mut again = again;
-        let mut wait = std::time::Duration::from_millis(5);
-        while locked && matches!(&again, Err(e) if is_not_found(e)) && wait <= std::time::Duration::from_millis(80) {
-            tokio::time::sleep(wait).await;
-            wait *= 2;
-            again = retry_sharing(&mut open).await;
-            if matches!(&again, Err(e) if is_not_found(e)) {
-                locked = self.is_locked(tree, object).await;
-            }
-        }
-        match again {
-            Ok(r) => {
-                tracing::debug!(bucket, "a key not found by its first open was found by a later one");
-                Ok(r)
-            }
-            Err(e) if is_not_found(&e) => Err(StoreError::NoSuchKey),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-/// True if the server refused the name itself: too long for it, or a
-/// character it cannot store.
-fn is_unholdable_name(e: &smb_client::Error) -> bool {
-    matches!(
-        e.status(),
-        Some(smb_proto::NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(smb_proto::NtStatus::STATUS_NAME_TOO_LONG)
-    )
 }

@@ -11,8 +11,9 @@
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
+use super::beside::{is_busy, too_long_to_keep_beside};
 use super::conditions::{Conditions, EtagCondition};
-use super::error::{is_bad_path, is_not_found};
+use super::error::{is_bad_path, is_not_found, is_unholdable_name};
 use super::keys::MappedKey;
 use super::open::check_record_key;
 use super::path::SharePath;
@@ -59,9 +60,16 @@ impl Store {
         cond: &EtagCondition,
     ) -> StoreResult<()> {
         let tree = file.tree();
-        let path = self.object_path(bucket, mapped);
+        let plain = self.object_path(bucket, mapped);
+        let mut path = self.write_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
-        let (lock, meta) = match retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await {
+        let mut locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
+        if !mapped.dir_marker && matches!(&locked, Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY)) {
+            // Other keys continue under this one: it is kept beside.
+            path = plain.beside(false);
+            locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
+        }
+        let (lock, meta) = match locked {
             Ok(r) => r,
             Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
                 self.check_bucket(tree, bucket).await?;
@@ -80,7 +88,7 @@ impl Store {
         let backup = self.temp_path();
         // A creator's rename and our second rename both check, then rename:
         // held by both, the key's creation lock orders them.
-        let creating = self.create_lock(tree, &path).await?;
+        let creating = self.create_lock(tree, &plain).await?;
         publishing();
         // The locked file can refuse to move aside for a moment: a reader's
         // open stream record (streams_xattr) makes Samba answer
@@ -139,7 +147,9 @@ impl Store {
     /// conditions: If-Match as a compare-and-swap
     /// ([`Store::publish_if_match`]), `If-None-Match: *` by a rename that
     /// may not replace, else a replacing rename. `publishing` is called just
-    /// before the rename.
+    /// before the rename. A marker (`a/b/`) published with a body then
+    /// drops the record that made its directory an empty marker, which
+    /// reads would otherwise still find first.
     ///
     /// Errors: as [`Store::publish_if`] and [`Store::publish_if_match`].
     pub(crate) async fn publish_with(
@@ -153,13 +163,25 @@ impl Store {
         match (target, &conditions.if_match) {
             (Target::Object { bucket, key }, Some(cond)) => {
                 let original = target.key().unwrap_or_default();
-                self.publish_if_match(file, publishing, bucket, key, &original, cond).await
+                self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
             }
             _ => {
                 publishing();
-                self.publish_if(file, source, target, !conditions.forbids_existing()).await
+                self.publish_if(file, source, target, !conditions.forbids_existing()).await?;
             }
         }
+        if let Target::Object { bucket, key } = target {
+            if key.dir_marker {
+                match self.drop_marker_record(file.tree(), &self.object_path(bucket, key)).await {
+                    Ok(()) => {}
+                    Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Renames the open file `file` (at share-relative `source`, opened
@@ -192,21 +214,22 @@ impl Store {
         };
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
-        let target = self.object_path(bucket, mapped);
+        let target = self.write_path(bucket, mapped);
         if replace {
             let old = self.key_before_replace(tree, target.as_str()).await;
             let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, true).await;
-            if published.is_ok() {
+            // Beside its directory, the replaced file's record went there.
+            if published.as_ref().is_ok_and(|at| *at == target) {
                 self.forget_replaced(tree, old, file.info().on_disk_id());
             }
-            return published;
+            return published.map(|_| ());
         }
         // Create-if-absent: the server's rename checks, then renames over
         // whatever is there by then; the creation lock makes it one step.
-        let creating = self.create_lock(tree, &target).await?;
+        let creating = self.create_lock(tree, &self.object_path(bucket, mapped)).await?;
         let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, false).await;
         creating.release().await;
-        published
+        published.map(|_| ())
     }
 
     /// On a share without EAs, the sidecar key of the file at `path` that a
@@ -228,9 +251,12 @@ impl Store {
         }
     }
 
-    /// The rename of `file` (at `source`) to `target`, the object path of
+    /// The rename of `file` (at `source`) to `target`, the write path of
     /// `bucket`/`mapped`, creating the key's parent directories if they are
-    /// missing; errors mapped as [`Store::publish_if`] says.
+    /// missing (a file among them moves beside the directory it becomes),
+    /// or beside `target` if that is a directory (other keys continue
+    /// under this one). Returns where the file went; errors mapped as
+    /// [`Store::publish_if`] says.
     #[allow(clippy::too_many_arguments)]
     async fn rename_into_place(
         &self,
@@ -241,20 +267,44 @@ impl Store {
         mapped: &MappedKey,
         target: &SharePath,
         replace: bool,
-    ) -> StoreResult<()> {
-        match self.rename_over(file, source, target, replace).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) || is_bad_path(&e) => {}
-            Err(e) => return Err(self.rename_error(tree, target, mapped, e).await),
+    ) -> StoreResult<SharePath> {
+        let e = match self.rename_over(file, source, target, replace).await {
+            Ok(()) => return Ok(target.clone()),
+            Err(e) => e,
+        };
+        if is_not_found(&e) || is_bad_path(&e) {
+            // A parent is missing: the bucket, or directories for the key's
+            // prefix.
+            self.check_bucket(tree, bucket).await?;
+            self.make_parents(tree, bucket, mapped).await?;
+            match self.rename_over(file, source, target, replace).await {
+                Ok(()) => return Ok(target.clone()),
+                Err(e) if mapped.dir_marker || !self.is_directory(tree, target).await => {
+                    return Err(self.rename_error(tree, target, mapped, e).await)
+                }
+                Err(_) => {}
+            }
+        } else if mapped.dir_marker || !self.is_directory(tree, target).await {
+            return Err(self.rename_error(tree, target, mapped, e).await);
         }
-        // A parent is missing: the bucket, or directories for the key's
-        // prefix.
-        self.check_bucket(tree, bucket).await?;
-        self.make_parents(tree, bucket, mapped).await?;
-        match self.rename_over(file, source, target, replace).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.rename_error(tree, target, mapped, e).await),
+        let beside = target.beside(false);
+        let old = match replace {
+            true => self.key_before_replace(tree, beside.as_str()).await,
+            false => None,
+        };
+        match self.rename_over(file, source, &beside, replace).await {
+            Ok(()) => {
+                self.forget_replaced(tree, old, file.info().on_disk_id());
+                Ok(beside)
+            }
+            Err(e) if is_unholdable_name(&e) => Err(too_long_to_keep_beside(target)),
+            Err(e) => Err(self.rename_error(tree, &beside, mapped, e).await),
         }
+    }
+
+    /// True if `path` is a directory now.
+    async fn is_directory(&self, tree: &Tree, path: &str) -> bool {
+        tree.stat(path).await.is_ok_and(|t| t.is_directory())
     }
 
     /// The rename itself, with bounded backoff while it is refused: first
@@ -303,7 +353,7 @@ impl Store {
         mapped: &MappedKey,
         e: smb_client::Error,
     ) -> StoreError {
-        if matches!(e.status(), Some(NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(NtStatus::STATUS_NAME_TOO_LONG)) {
+        if is_unholdable_name(&e) {
             // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
             return if mapped.components.iter().any(|c| c.len() > 255) {
                 StoreError::NameTooLong
@@ -353,9 +403,11 @@ impl Store {
     }
 
     /// mkdir -p for the directories of `mapped` (all components but the
-    /// last, or all for a marker).
+    /// last, or all for a marker); an object named like one of them moves
+    /// beside it ([`Store::displace`]).
     ///
-    /// Errors: Conflict if a prefix of the key is an existing object.
+    /// Errors: Conflict if a prefix of the key vanished into a file midway;
+    /// Busy if an object in the way could not move; SMB errors.
     pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
         let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
         for path in self.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
@@ -363,10 +415,8 @@ impl Store {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
                     if !tree.stat(&path).await?.is_directory() {
-                        return Err(StoreError::Conflict(format!(
-                            "a prefix of the key is an existing object ({}); an SMB share cannot hold both",
-                            super::keys::decode_component(path.leaf())
-                        )));
+                        // A prefix of the key is an object: it moves beside.
+                        self.displace(tree, &path).await?;
                     }
                 }
                 Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
@@ -377,12 +427,4 @@ impl Store {
         }
         Ok(())
     }
-}
-
-/// Statuses of a rename refused because a file is open somewhere.
-const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
-
-/// True if `e` is one of the [`BUSY`] statuses.
-fn is_busy(e: &smb_client::Error) -> bool {
-    e.status().is_some_and(|s| BUSY.contains(&s))
 }

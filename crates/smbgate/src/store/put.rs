@@ -1,7 +1,8 @@
 //! PUT: stream the body into a temporary file, verify it, store the
 //! metadata record and publish it by rename. Small bodies are buffered,
-//! verified before any SMB I/O and written with two compounds; directory
-//! markers are directories with a record.
+//! verified before any SMB I/O and written with two compounds; empty
+//! directory markers are directories with a record, markers with a body
+//! files beside their directory (see `beside`).
 
 use std::collections::BTreeMap;
 
@@ -9,9 +10,10 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use smb_client::{Handle, Tree};
+use smb_proto::NtStatus;
 
 use super::checksum::{Algorithm, Checksums};
-use super::error::{is_bad_path, is_not_found};
+use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
 use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
@@ -44,9 +46,22 @@ impl Store {
     {
         let mapped = map_key(key)?;
         let tree = self.tree().await?;
-        if mapped.dir_marker {
-            return self.put_marker(&tree, bucket, &mapped, body, req).await;
+        if !mapped.dir_marker {
+            return self
+                .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
+                .await;
         }
+        // A marker: the directory itself with a record while it is empty,
+        // a file beside the directory once it has a body.
+        let mut body = body;
+        let first = loop {
+            match self.next_chunk(&mut body).await? {
+                Some(c) if c.is_empty() => continue,
+                next => break next,
+            }
+        };
+        let Some(first) = first else { return self.put_marker(&tree, bucket, &mapped, req).await };
+        let body = futures::stream::iter([Ok::<Bytes, E>(first)]).chain(body);
         self.put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer).await
     }
 
@@ -160,7 +175,7 @@ impl Store {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
                 self.check_case(tree, bucket, key).await?;
                 self.forget_listing(bucket, key);
-                self.object_path(bucket, key).to_string()
+                self.write_path(bucket, key).to_string()
             }
             Target::Part(p) => p.clone(),
         };
@@ -173,9 +188,11 @@ impl Store {
         }
         let result =
             PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
-        // Conditional writes go through the creation lock (publish_with);
+        // Conditional writes go through the creation lock (publish_with), and
+        // so do markers with a body (which replace an empty marker's record);
         // the one-compound rename below is for plain PUTs.
-        if req.conditions.if_match.is_some() || req.conditions.forbids_existing() {
+        let marker = matches!(target, Target::Object { key, .. } if key.dir_marker);
+        if req.conditions.if_match.is_some() || req.conditions.forbids_existing() || marker {
             let published =
                 self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
             let published = published.await.map(|()| result);
@@ -256,16 +273,24 @@ impl Store {
         if !req.conditions.needs_current() {
             return Ok(());
         }
-        let path = self.object_path(bucket, mapped);
-        let stat = || share::stat_with_meta(tree, self.records(), &path);
+        let stat = || async {
+            match self.stat_object(tree, bucket, mapped, false).await {
+                Ok(Some(found)) => Ok(found),
+                // Absent: as a not-found, so that If-Match looks again.
+                Ok(None) => Err(smb_client::Error::Status {
+                    command: smb_proto::Command::Create,
+                    status: NtStatus::STATUS_OBJECT_NAME_NOT_FOUND,
+                }),
+                Err(e) => Err(e),
+            }
+        };
         // Only If-Match turns a missing key into an answer (NoSuchKey), and a
         // key inside another writer's If-Match swap is absent for an
         // instant: only then look again. `If-None-Match: *` on a new key,
         // the lock-file case, pays no wait.
         let found = if req.conditions.if_match.is_some() { super::retry_swap(stat).await } else { stat().await };
         let current = match found {
-            Ok((c, m)) if !c.times.is_directory() => Some(ObjectInfo::new(&c, m, &path)),
-            Ok(_) => None,
+            Ok((c, m, path)) => Some(ObjectInfo::new(&c, m, &path)),
             Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(e.into()),
         };
@@ -273,52 +298,25 @@ impl Store {
     }
 
     /// Checks, without changing anything, that `mapped` could be published:
-    /// the bucket exists, no case-variant exists, no prefix of the key is a
-    /// file and the key itself is not a directory.
+    /// the bucket exists and no case-variant of the key does. (A prefix of
+    /// the key that is an object, or a key that is a directory, moves
+    /// beside; see `beside`.)
     ///
     /// Errors: NoSuchBucket, Conflict.
     pub(crate) async fn preflight(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
         self.check_bucket(tree, bucket).await?;
-        self.check_case(tree, bucket, mapped).await?;
-        let paths = self.bucket_path(bucket).ancestors_of(mapped);
-        for (i, path) in paths.iter().enumerate() {
-            let last = i + 1 == paths.len();
-            match tree.stat(path).await {
-                Ok(t) if !last && !t.is_directory() => {
-                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()))
-                }
-                Ok(t) if last && t.is_directory() && !mapped.dir_marker => {
-                    return Err(StoreError::Conflict(
-                        "the key is also a prefix of other keys (a directory on the share)".into(),
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) if is_not_found(&e) || is_bad_path(&e) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
+        self.check_case(tree, bucket, mapped).await
     }
 
-    async fn put_marker<S, E>(
+    /// An empty marker (`a/b/`): the directory with a marker record; a body
+    /// kept beside it by an earlier write goes.
+    async fn put_marker(
         &self,
         tree: &Tree,
         bucket: &str,
         mapped: &MappedKey,
-        mut body: S,
         req: PutRequest,
-    ) -> StoreResult<PutResult>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        while let Some(c) = self.next_chunk(&mut body).await? {
-            if !c.is_empty() {
-                return Err(StoreError::InvalidArgument(
-                    "a key ending in '/' is a directory on the share and cannot hold data".into(),
-                ));
-            }
-        }
+    ) -> StoreResult<PutResult> {
         self.check_bucket(tree, bucket).await?;
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
@@ -329,6 +327,10 @@ impl Store {
         meta.marker = true;
         meta.key = Some(mapped.original());
         share::set_dir_ea(tree, self.records(), &self.object_path(bucket, mapped), meta.to_ea()).await?;
+        match tree.delete(&self.beside_path(bucket, mapped), false).await {
+            Err(e) if !is_not_found(&e) => tracing::debug!(error = %e, "a marker's old body could not be removed"),
+            _ => {}
+        }
         Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
     }
 }

@@ -37,6 +37,19 @@ fn read_req(name: &str) -> CreateRequest<'_> {
     CreateRequest { contexts: &QFID, ..smb_client::tree::read_open(name, &[]) }
 }
 
+/// [`read_req`], and with `file_only` refused for a directory
+/// (STATUS_FILE_IS_A_DIRECTORY) without a handle ever being made: a handle
+/// on a directory keeps it, once removed, delete-pending until it closes,
+/// and such a directory opens on Samba as an empty file with made-up
+/// attributes (see `beside`).
+fn lookup_req(name: &str, file_only: bool) -> CreateRequest<'_> {
+    let req = read_req(name);
+    match file_only {
+        true => CreateRequest { options: req.options | options::NON_DIRECTORY_FILE, ..req },
+        false => req,
+    }
+}
+
 /// A new temporary file, read/write/delete, sharing everything: share-delete
 /// so that once renamed into place the still-open file does not block the
 /// next writer's rename over it; share-write so that a large body can be
@@ -416,17 +429,21 @@ fn key_of(created: &CreateResponse) -> Result<FileKey> {
 
 /// CREATE(read) + QUERY_INFO(our EA) [+ READ of `read = (offset, length)`],
 /// the handle left open. Returns the handle, our record if it matches the
-/// file, and the first bytes (empty at end of file).
+/// file, the first bytes (empty at end of file), and with `name` the
+/// on-disk path. With `file_only` a directory is refused (see
+/// [`lookup_req`]).
 ///
-/// Errors: the CREATE's NTSTATUS (a failing READ only brings no data).
+/// Errors: the CREATE's NTSTATUS (a failing READ only brings no data;
+/// STATUS_FILE_IS_A_DIRECTORY with `file_only`).
 pub async fn open_with_meta(
     tree: &Tree,
     rec: &Records,
     path: &str,
     read: Option<(u64, u32)>,
     name: bool,
+    file_only: bool,
 ) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>)> {
-    let create = read_req(path);
+    let create = lookup_req(path, file_only);
     let names = [META_EA];
     let q = meta_query(&names);
     let r = read.map(|(offset, length)| ReadRequest {
@@ -489,12 +506,13 @@ pub async fn stat_key(tree: &Tree, path: &str) -> Result<Option<FileKey>> {
 ///
 /// Errors: the CREATE's NTSTATUS.
 pub async fn stat_with_meta(tree: &Tree, rec: &Records, path: &str) -> Result<(CreateResponse, Option<ObjectMeta>)> {
-    let (created, meta, _) = stat_with_meta_and_name(tree, rec, path, false).await?;
+    let (created, meta, _) = stat_with_meta_and_name(tree, rec, path, false, false).await?;
     Ok((created, meta))
 }
 
 /// [`stat_with_meta`], and with `name` the on-disk path too (one more
-/// QUERY_INFO in the same compound).
+/// QUERY_INFO in the same compound); with `file_only` a directory is
+/// refused (see [`lookup_req`]).
 ///
 /// Errors: the CREATE's NTSTATUS.
 pub async fn stat_with_meta_and_name(
@@ -502,8 +520,9 @@ pub async fn stat_with_meta_and_name(
     rec: &Records,
     path: &str,
     name: bool,
+    file_only: bool,
 ) -> Result<(CreateResponse, Option<ObjectMeta>, Option<String>)> {
-    let create = read_req(path);
+    let create = lookup_req(path, file_only);
     let names = [META_EA];
     let q = meta_query(&names);
     let mut chain = opening(rec, &create, &q);

@@ -1,0 +1,242 @@
+//! Objects kept beside a directory of the same name. S3 lets `a/b` and
+//! `a/b/c` both exist, and a key ending in `/` have a body; a file system
+//! holds either a file or a directory under one name. So while `a\b` is a
+//! directory (other keys continue under it), the object `a/b` is the file
+//! `a\b\u{F02B}` beside it, and a marker `a/b/` with a body is
+//! `a\b\u{F02B}\u{F02B}` (see [`super::keys::beside_name`]). Both stand in
+//! the parent's directory listing, so a walk meets them in S3 order with no
+//! extra lookup.
+//!
+//! The moves between the two forms hold the object's creation lock (see
+//! `create_lock`): a reader that finds neither form waits while the lock
+//! is held (`open_existing`), and conditional writers of the key take
+//! turns with the move.
+
+use std::time::Duration;
+
+use smb_client::Tree;
+use smb_proto::NtStatus;
+
+use smb_proto::create::CreateResponse;
+
+use super::error::{is_not_found, is_unholdable_name};
+use super::keys::MappedKey;
+use super::meta::ObjectMeta;
+use super::path::SharePath;
+use super::{share, Store, StoreError, StoreResult};
+
+/// How often [`Store::displace`] tries again while the file cannot move
+/// (another writer holds it, or keeps putting new versions there).
+const DISPLACE_TRIES: u32 = 12;
+
+/// How often [`Store::rename_back`] tries while the removed directory
+/// lingers.
+const RENAME_BACK_TRIES: u32 = 10;
+
+impl Store {
+    /// Where `mapped` is kept while its own path is a directory: beside it.
+    pub(crate) fn beside_path(&self, bucket: &str, mapped: &MappedKey) -> SharePath {
+        self.object_path(bucket, mapped).beside(mapped.dir_marker)
+    }
+
+    /// Where a write of `mapped` publishes its file: the object's own path,
+    /// or, for a marker (`a/b/`) with a body, beside its directory (an
+    /// empty marker is the directory itself, see `put`).
+    pub(crate) fn write_path(&self, bucket: &str, mapped: &MappedKey) -> SharePath {
+        match mapped.dir_marker {
+            true => self.beside_path(bucket, mapped),
+            false => self.object_path(bucket, mapped),
+        }
+    }
+
+    /// What the CREATE says of the object `mapped` and its record, wherever
+    /// it is kept (its own path, or beside the directory there), and that
+    /// path; `None` if there is no such object. One round trip, or two for
+    /// an object kept beside its directory. With `missing_too`, a missing
+    /// own path is looked beside as well: a listing that saw the object
+    /// may meet it in the middle of a move (see [`Store::displace`]).
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub(crate) async fn stat_object(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        missing_too: bool,
+    ) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, smb_client::Error> {
+        let path = self.object_path(bucket, mapped);
+        let records = self.records();
+        // File-only for a plain key, as reads open it (see `open`).
+        let file_only = !mapped.dir_marker;
+        let stat = |p: SharePath| async move {
+            match share::stat_with_meta_and_name(tree, records, &p, false, file_only).await {
+                Ok((c, m, _)) => Ok(Some((c, m, p))),
+                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let stands = |c: &CreateResponse, m: &Option<ObjectMeta>| {
+            stands_for(not_a_file(&c.times), m.as_ref().is_some_and(|m| m.marker), mapped)
+        };
+        match stat(path.clone()).await {
+            Ok(Some((c, m, p))) if stands(&c, &m) => return Ok(Some((c, m, p))),
+            Ok(_) => {} // a directory
+            Err(e) if is_not_found(&e) && (mapped.dir_marker || missing_too) => {}
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        // Beside first, the own path again last, in one round trip: an
+        // object that moves back between the two is seen at one of them.
+        let beside = path.beside(mapped.dir_marker);
+        let (aside, again) = tokio::join!(stat(beside), stat(path));
+        match aside {
+            Ok(Some((c, m, p))) if !not_a_file(&c.times) => return Ok(Some((c, m, p))),
+            Err(e) if !nothing_beside(&e) => return Err(e),
+            _ => {}
+        }
+        match again {
+            Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
+            Err(e) if !is_not_found(&e) => Err(e),
+            _ => Ok(None),
+        }
+    }
+
+    /// Makes the file at `path` (an object a longer key now needs as a
+    /// directory) into that directory: the file is renamed beside it, over
+    /// any stale file there, and the directory is made, both under the
+    /// object's creation lock. A writer that puts a new version at `path`
+    /// between the two steps wins: that version is moved beside too.
+    ///
+    /// Errors: Busy (503) if the file stays open without sharing delete
+    /// (an If-Match writer holds it) for about 3 s; SMB errors.
+    pub(crate) async fn displace(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
+        let beside = path.beside(false);
+        let mut pause = Duration::from_millis(5);
+        for _ in 0..DISPLACE_TRIES {
+            let lock = self.create_lock(tree, path).await?;
+            let moved = share::rename_through_new_handle(tree, path, &beside, true).await;
+            let made = match moved {
+                Ok(()) => tree.mkdir(path).await,
+                Err(e) if is_not_found(&e) => tree.mkdir(path).await,
+                Err(e) if is_busy(&e) => {
+                    // Not while holding the lock: the holder of the file
+                    // may be waiting for it.
+                    lock.release().await;
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+                Err(e) => {
+                    lock.release().await;
+                    return Err(match is_unholdable_name(&e) {
+                        true => too_long_to_keep_beside(path),
+                        false => e.into(),
+                    });
+                }
+            };
+            lock.release().await;
+            match made {
+                Ok(()) => return Ok(()),
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                    if tree.stat(path).await?.is_directory() {
+                        return Ok(()); // another writer made it first
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Busy("a prefix of the key is an object that is being written; retry the request".into()))
+    }
+
+    /// Removes the directory `dir` if it is empty and, if it was, gives the
+    /// object kept beside it (`beside`, known to exist) its name back, under
+    /// the object's creation lock. Returns true if the directory went.
+    /// Best effort: an object left beside is still found there by reads.
+    pub(crate) async fn restore_beside(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) -> bool {
+        let Ok(lock) = self.create_lock(tree, dir).await else { return false };
+        let removed = tree.delete(dir, true).await.is_ok();
+        if removed {
+            self.rename_back(tree, dir, beside).await;
+        }
+        lock.release().await;
+        removed
+    }
+
+    /// The rename of `beside` to `dir`, a directory just removed. A removed
+    /// directory that a reader still holds open lingers, delete-pending,
+    /// until it closes (Samba then answers a stat of it with no attributes
+    /// at all, so it cannot be told from a file): the rename meets a
+    /// collision and tries again, about 1 s in all. A directory there again
+    /// (a writer under it) keeps the object beside, as it should be. Nothing
+    /// is ever deleted here: if the name stays taken by something else (a
+    /// PUT of the key that landed in this instant), the object stays beside
+    /// and a warning says so.
+    async fn rename_back(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) {
+        let mut pause = Duration::from_millis(2);
+        for _ in 0..RENAME_BACK_TRIES {
+            match share::rename_through_new_handle(tree, beside, dir, false).await {
+                Ok(()) => return,
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "an object kept beside its directory could not take its name back");
+                    return;
+                }
+            }
+            if tree.stat(dir).await.is_ok_and(|t| t.is_directory()) {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
+        }
+        tracing::warn!(
+            dir = dir.as_str(),
+            "an object kept beside its removed directory stays beside it: the name is taken"
+        );
+    }
+}
+
+/// The answer to a rename beside `path` that the server refused for its
+/// name ([`is_unholdable_name`]: the mark made it too long; Linux holds 255
+/// bytes of UTF-8, the mark takes 3): a conflict the share cannot resolve.
+pub(crate) fn too_long_to_keep_beside(path: &SharePath) -> StoreError {
+    StoreError::Conflict(format!(
+        "the object {:?} is also a prefix of this key, and its name is too long for the share to keep it \
+         beside a directory of the same name",
+        super::keys::decode_component(path.leaf())
+    ))
+}
+
+/// True if a lookup beside a name found nothing there: not found, or a
+/// name the server cannot hold (a name at its length limit has no room
+/// for the mark, so nothing can be kept beside it).
+pub(crate) fn nothing_beside(e: &smb_client::Error) -> bool {
+    is_not_found(e) || is_unholdable_name(e)
+}
+
+/// True if what opened is a directory, or no file at all: an open of a
+/// directory that was removed while another handle held it (delete
+/// pending) succeeds on Samba with no attributes, where every file has at
+/// least FILE_ATTRIBUTE_NORMAL or ARCHIVE (MS-FSCC 2.6). Taken for a
+/// file, it would answer 200 with an empty body.
+pub(crate) fn not_a_file(times: &smb_proto::info::FileTimes) -> bool {
+    times.is_directory() || times.attributes == 0
+}
+
+/// True if what opened at a key's own path is that key's object: a file
+/// for a plain key, a directory with a marker record for a key ending in
+/// `/`. Otherwise the object, if any, is kept beside (or a marker's body
+/// is, where the directory has no record).
+pub(crate) fn stands_for(is_dir: bool, marker_record: bool, mapped: &MappedKey) -> bool {
+    match mapped.dir_marker {
+        true => is_dir && marker_record,
+        false => !is_dir,
+    }
+}
+
+/// Statuses of a rename refused because a file is open somewhere.
+const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
+
+/// True if `e` is one of the [`BUSY`] statuses.
+pub(crate) fn is_busy(e: &smb_client::Error) -> bool {
+    e.status().is_some_and(|s| BUSY.contains(&s))
+}
