@@ -8,6 +8,7 @@ operation treats it as an ordinary object: GET, HEAD, listings in S3 order
 multipart, deletes."""
 
 import collections
+import concurrent.futures
 import hashlib
 import io
 import os
@@ -316,3 +317,84 @@ def test_names_with_no_room_for_the_mark(s3, bucket, key):
     assert status(s3.delete_object(Bucket=bucket, Key=key)) == 204
     expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key=key)
     assert keys(s3, bucket) == []
+
+
+def _together(*calls):
+    """Runs the calls at once; returns their results (or ClientErrors)."""
+    def run(call):
+        try:
+            return call()
+        except ClientError as e:
+            return e
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as ex:
+        return list(ex.map(run, calls))
+
+
+def test_parallel_uploads_under_an_existing_object(gateway, bucket):
+    """Tools that upload a tree in parallel create many keys under one
+    prefix at once; when the prefix is an object, every upload moves it (or
+    finds it moved) and all succeed."""
+    clients = [gateway.client() for _ in range(8)]
+    for round in range(3):
+        top = f"up{round}"
+        clients[0].put_object(Bucket=bucket, Key=top, Body=b"top")
+        results = _together(*[
+            (lambda c=c, i=i: c.put_object(Bucket=bucket, Key=f"{top}/f{i}", Body=b"%d" % i))
+            for i, c in enumerate(clients)])
+        assert [status(r) if isinstance(r, dict) else r for r in results] == [200] * len(clients)
+        assert body(clients[0], bucket, top) == b"top"
+        assert keys(clients[0], bucket, Prefix=top) == [top] + sorted(f"{top}/f{i}" for i in range(8))
+
+
+def test_writes_of_the_key_racing_its_moves_keep_the_last_write(gateway, bucket):
+    """A writer overwrites `w/k` while another creates and deletes a key
+    under it, so that the object keeps moving beside its directory and back:
+    every overwrite lands, and what is read at the end is the last one."""
+    writer, mover = gateway.client(), gateway.client()
+    last = b"v0"
+    writer.put_object(Bucket=bucket, Key="w/k", Body=last)
+    for i in range(20):
+        new = b"v%d" % (i + 1)
+        put, _ = _together(
+            lambda: writer.put_object(Bucket=bucket, Key="w/k", Body=new),
+            lambda: (mover.put_object(Bucket=bucket, Key=f"w/k/x{i}", Body=b"x"),
+                     mover.delete_object(Bucket=bucket, Key=f"w/k/x{i}")),
+        )
+        assert status(put) == 200, put
+        last = new
+        assert body(writer, bucket, "w/k") == last, i
+    assert keys(writer, bucket) == ["w/k"]
+
+
+def test_if_match_racing_a_key_created_under_it(gateway, bucket):
+    """An If-Match swap of `s/k` races a PUT of `s/k/c`, which makes `s\\k`
+    a directory: the swap's result is beside it, never lost."""
+    swapper, child = gateway.client(), gateway.client()
+    etag = swapper.put_object(Bucket=bucket, Key="s/k", Body=b"s0")["ETag"]
+    current = b"s0"
+    for i in range(15):
+        new = b"s%d" % (i + 1)
+        swap, made = _together(
+            lambda: swapper.put_object(Bucket=bucket, Key="s/k", Body=new, IfMatch=etag),
+            lambda: child.put_object(Bucket=bucket, Key=f"s/k/c{i}", Body=b"c"),
+        )
+        assert status(made) == 200, made
+        if isinstance(swap, dict):
+            etag, current = swap["ETag"], new
+        else:
+            assert swap.response["ResponseMetadata"]["HTTPStatusCode"] == 503, swap.response
+        assert body(swapper, bucket, "s/k") == current, i
+        child.delete_object(Bucket=bucket, Key=f"s/k/c{i}")
+        assert body(swapper, bucket, "s/k") == current, i
+
+
+def test_empty_and_body_markers_racing(gateway, bucket):
+    a, b = gateway.client(), gateway.client()
+    for i in range(15):
+        results = _together(
+            lambda: a.put_object(Bucket=bucket, Key="m/", Body=b""),
+            lambda: b.put_object(Bucket=bucket, Key="m/", Body=b"body"),
+        )
+        assert [status(r) for r in results] == [200, 200], results
+        assert body(a, bucket, "m/") in (b"", b"body"), i
+        assert keys(a, bucket) == ["m/"]

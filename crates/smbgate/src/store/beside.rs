@@ -118,6 +118,11 @@ impl Store {
             let made = match moved {
                 Ok(()) => tree.mkdir(path).await,
                 Err(e) if is_not_found(&e) => tree.mkdir(path).await,
+                // Another writer made it a directory first.
+                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                    lock.release().await;
+                    return Ok(());
+                }
                 Err(e) if is_busy(&e) => {
                     // Not while holding the lock: the holder of the file
                     // may be waiting for it.
@@ -138,9 +143,16 @@ impl Store {
             match made {
                 Ok(()) => return Ok(()),
                 Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
-                    if tree.stat(path).await?.is_directory() {
-                        return Ok(()); // another writer made it first
+                    match tree.stat(path).await {
+                        Ok(t) if t.is_directory() => return Ok(()), // another writer made it first
+                        Ok(_) => {}
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) => return Err(e.into()),
                     }
+                    // A writer put a new version there meanwhile: it moves
+                    // beside too, on the next turn.
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -166,20 +178,23 @@ impl Store {
     /// directory that a reader still holds open lingers, delete-pending,
     /// until it closes (Samba then answers a stat of it with no attributes
     /// at all, so it cannot be told from a file): the rename meets a
-    /// collision and tries again, about 1 s in all. A directory there again
-    /// (a writer under it) keeps the object beside, as it should be. Nothing
-    /// is ever deleted here: if the name stays taken by something else (a
-    /// PUT of the key that landed in this instant), the object stays beside
-    /// and a warning says so.
+    /// collision and tries again, as it does while the file is busy (an
+    /// If-Match writer holds it), about 1 s in all. A directory there again
+    /// (a writer under it) keeps the object beside, as it should be.
+    /// Nothing is ever deleted here. If the rename still fails, the
+    /// directory is made again, so that the object stays beside a
+    /// directory as everything else expects; if even that fails (a PUT of
+    /// the key put a file there meanwhile) a warning says so.
     async fn rename_back(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) {
         let mut pause = Duration::from_millis(2);
         for _ in 0..RENAME_BACK_TRIES {
             match share::rename_through_new_handle(tree, beside, dir, false).await {
                 Ok(()) => return,
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
+                Err(e) if nothing_beside(&e) => return, // deleted meanwhile
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) || is_busy(&e) => {}
                 Err(e) => {
                     tracing::debug!(error = %e, "an object kept beside its directory could not take its name back");
-                    return;
+                    break;
                 }
             }
             if tree.stat(dir).await.is_ok_and(|t| t.is_directory()) {
@@ -188,10 +203,14 @@ impl Store {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(200));
         }
-        tracing::warn!(
-            dir = dir.as_str(),
-            "an object kept beside its removed directory stays beside it: the name is taken"
-        );
+        match tree.mkdir(dir).await {
+            Ok(()) => tracing::info!(dir = dir.as_str(), "an object kept beside its directory stays beside it"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                dir = dir.as_str(),
+                "an object kept beside its removed directory stays beside it, and its name is taken"
+            ),
+        }
     }
 }
 
@@ -204,6 +223,21 @@ pub(crate) fn too_long_to_keep_beside(path: &SharePath) -> StoreError {
          beside a directory of the same name",
         super::keys::decode_component(path.leaf())
     ))
+}
+
+/// `mapped` as the names of where its object is kept: with `beside`, its
+/// last component followed by the mark (twice for a marker), so that an
+/// on-disk name is compared with the name the object really has
+/// (`Store::check_exact_name`, case-insensitive shares).
+pub(crate) fn kept_as(mapped: &MappedKey, beside: bool) -> std::borrow::Cow<'_, MappedKey> {
+    match (beside, mapped.components.split_last()) {
+        (true, Some((last, rest))) => {
+            let mut components = rest.to_vec();
+            components.push(super::keys::beside_name(last, mapped.dir_marker));
+            std::borrow::Cow::Owned(MappedKey { components, dir_marker: false })
+        }
+        _ => std::borrow::Cow::Borrowed(mapped),
+    }
 }
 
 /// True if a lookup beside a name found nothing there: not found, or a

@@ -6,7 +6,7 @@
 use smb_client::Tree;
 use smb_proto::NtStatus;
 
-use super::beside::nothing_beside;
+use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
 use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
@@ -37,38 +37,42 @@ impl Store {
                 })?;
                 conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
             }
-            // A body kept beside the directory goes first, then the record.
-            match tree.delete(&self.beside_path(bucket, &mapped), false).await {
-                Err(e) if !nothing_beside(&e) => return Err(e.into()),
+            // The body kept beside the directory and the directory's record
+            // go under the key's creation lock, as they are written (see
+            // `put`); then the directory goes if it is empty, as any prefix.
+            let creating = self.create_lock(&tree, &path).await?;
+            let body = tree.delete(&self.beside_path(bucket, &mapped), false).await;
+            let record = match &body {
+                Err(e) if !nothing_beside(e) => None,
+                _ => Some(self.drop_marker_record(&tree, &path).await),
+            };
+            creating.release().await;
+            match (body, record) {
+                (Err(e), _) if !nothing_beside(&e) => return Err(e.into()),
+                (_, Some(Err(e))) if !is_not_found(&e) && e.status() != Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {
+                    return Err(e.into())
+                }
+                (Err(_), Some(Err(_))) => self.check_bucket(&tree, bucket).await?,
                 _ => {}
             }
-            // Drop the marker record; remove the directory if it is empty.
-            // A sidecar goes first, since it is found by the directory's id.
-            if self.records().in_sidecars() {
-                match self.drop_marker_record(&tree, &path).await {
-                    Err(e) if !is_not_found(&e) => return Err(e.into()),
-                    _ => {}
-                }
-            }
-            match tree.delete(&path, true).await {
-                Ok(()) => {}
-                Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {
-                    self.drop_marker_record(&tree, &path).await?;
-                    return Ok(());
-                }
-                Err(e) if is_not_found(&e) => self.check_bucket(&tree, bucket).await?,
-                Err(e) => return Err(e.into()),
-            }
-            self.prune_parents(&tree, bucket, &mapped, false).await;
+            self.prune_parents(&tree, bucket, &mapped, true).await;
             return Ok(());
         }
         let mut at = path.clone();
         let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
         // Not at its own path: other keys continue under it (a directory
         // there), or it is moving between the two names; look beside.
-        if matches!(&deleted, Err(e) if is_not_found(e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY)) {
+        let directory = |d: &Result<_, smb_client::Error>| matches!(d, Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY));
+        if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
+            let was_directory = directory(&deleted);
             at = path.beside(false);
             deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+            // Not beside either, though a directory stood at its name: it
+            // may have just taken that name back (see `beside`).
+            if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
+                at = path.clone();
+                deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+            }
         }
         match deleted {
             Ok(Ok(true)) => {}
@@ -118,7 +122,8 @@ impl Store {
         };
         // A file without a record naming its key (someone else's): its
         // on-disk name decides, never a case-insensitive match.
-        match self.check_exact_name(tree, bucket, mapped, &meta, on_disk.as_deref()).await {
+        let kept = kept_as(mapped, *path != self.object_path(bucket, mapped));
+        match self.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await {
             Ok(()) => {}
             Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
             Err(e) => return Ok(Err(e)),

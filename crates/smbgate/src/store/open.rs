@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use smb_proto::NtStatus;
 
-use super::beside::{not_a_file, nothing_beside, stands_for};
+use super::beside::{kept_as, not_a_file, nothing_beside, stands_for};
 use super::error::{is_not_found, is_unholdable_name};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
@@ -118,7 +118,7 @@ impl Store {
         (path, beside): (&SharePath, bool),
     ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
         let meta = check_record_key(meta, key)?;
-        self.check_exact_name(tree, bucket, mapped, &meta, on_disk).await?;
+        self.check_exact_name(tree, bucket, &kept_as(mapped, beside), &meta, on_disk).await?;
         let info = ObjectInfo::new(create, meta.clone(), path);
         check_kind(create.times.is_directory(), mapped.dir_marker && !beside, &info)?;
         Ok((meta, info))

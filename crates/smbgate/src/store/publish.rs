@@ -11,10 +11,10 @@
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
-use super::beside::{is_busy, too_long_to_keep_beside};
+use super::beside::{is_busy, not_a_file, nothing_beside, too_long_to_keep_beside};
 use super::conditions::{Conditions, EtagCondition};
 use super::error::{is_bad_path, is_not_found, is_unholdable_name};
-use super::keys::MappedKey;
+use super::keys::{self, MappedKey};
 use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
@@ -22,6 +22,12 @@ use super::share::{self, TempFile};
 use super::types::ObjectInfo;
 use super::types::Target;
 use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
+
+/// What a swap's two renames answered: the old version aside, the new in.
+type SwapSteps = (Result<(), smb_client::Error>, Result<(), smb_client::Error>);
+
+/// How often [`Store::make_dir`] tries while the name comes and goes.
+const MAKE_DIR_TRIES: usize = 8;
 
 impl Store {
     /// Publishes a verified temp file at `target` (see [`Store::publish_if`]),
@@ -64,14 +70,23 @@ impl Store {
         let mut path = self.write_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
         let mut locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
-        if !mapped.dir_marker && matches!(&locked, Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY)) {
-            // Other keys continue under this one: it is kept beside.
+        let elsewhere =
+            |e: &smb_client::Error| is_not_found(e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY);
+        if !mapped.dir_marker && matches!(&locked, Err(e) if elsewhere(e)) {
+            // Other keys continue under this one (a directory at its path),
+            // or it is moving between its two names: look beside, and if it
+            // is not there, at its own name once more (it may have just
+            // moved back).
             path = plain.beside(false);
             locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
+            if matches!(&locked, Err(e) if nothing_beside(e)) {
+                path = plain.clone();
+                locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
+            }
         }
         let (lock, meta) = match locked {
             Ok(r) => r,
-            Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+            Err(e) if elsewhere(&e) || nothing_beside(&e) => {
                 self.check_bucket(tree, bucket).await?;
                 return Err(StoreError::NoSuchKey);
             }
@@ -103,7 +118,24 @@ impl Store {
             }
         })
         .await;
+        let outcome = self.settle_swap(file, lock, swapped, &path, mapped, &backup).await;
         creating.release().await;
+        outcome
+    }
+
+    /// What a swap's two renames did, settled while the key's creation lock
+    /// is still held: the old version (`lock`, at `backup` if it moved)
+    /// goes, or goes back, and the answer.
+    async fn settle_swap(
+        &self,
+        file: &Handle,
+        lock: Handle,
+        swapped: Result<SwapSteps, smb_client::Error>,
+        path: &SharePath,
+        mapped: &MappedKey,
+        backup: &SharePath,
+    ) -> StoreResult<()> {
+        let tree = file.tree();
         let (away, into) = match swapped {
             Err(e) if is_busy(&e) => {
                 tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
@@ -111,6 +143,7 @@ impl Store {
             }
             other => other?,
         };
+        let busy = || StoreError::Busy("the object could not be replaced; retry the request".into());
         match (away, into) {
             (_, Ok(())) => {
                 let old = FileKey::of(lock.info());
@@ -118,17 +151,43 @@ impl Store {
                 self.records().forget(tree, old);
                 Ok(())
             }
+            (Ok(()), Err(e))
+                if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION)
+                    && !mapped.dir_marker
+                    && !path.ends_with(keys::BESIDE_MARK)
+                    && self.holds_no_file(tree, path).await =>
+            {
+                // A directory was made at the key's name between the two
+                // renames (a PUT of a longer key: its mkdir takes no lock).
+                // The new version goes beside it; the old one goes.
+                match share::rename(file, path.beside(false).as_str(), true).await {
+                    Ok(()) => {
+                        let old = FileKey::of(lock.info());
+                        let _ = share::close_and_delete(lock).await;
+                        self.records().forget(tree, old);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
+                        if let Err(r) = share::rename(&lock, path.beside(false).as_str(), false).await {
+                            tracing::error!(error = %r, backup = backup.as_str(), "If-Match write: the old version is left at its backup name");
+                        }
+                        let _ = lock.close().await;
+                        Err(busy())
+                    }
+                }
+            }
             (Ok(()), Err(e)) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
                 // The new version could not go in: put the old one back
                 // under its name (nobody else can have taken it but a
-                // creator, and then the collision above applies).
+                // creator, and then the collision below applies).
                 tracing::warn!(error = %e, "If-Match write: the new version could not be renamed in; restoring the old");
                 if let Err(r) = share::rename(&lock, path.as_str(), false).await {
                     tracing::error!(error = %r, backup = backup.as_str(), "If-Match write: the old version is left at its backup name");
-                    return Err(StoreError::Busy("the object could not be replaced; retry the request".into()));
+                    return Err(busy());
                 }
                 let _ = lock.close().await;
-                Err(StoreError::Busy("the object could not be replaced; retry the request".into()))
+                Err(busy())
             }
             (Ok(()), Err(e)) => {
                 tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
@@ -138,7 +197,7 @@ impl Store {
             }
             (Err(e), Err(_)) => {
                 tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
-                Err(StoreError::Busy("the object could not be replaced; retry the request".into()))
+                Err(busy())
             }
         }
     }
@@ -164,24 +223,20 @@ impl Store {
             (Target::Object { bucket, key }, Some(cond)) => {
                 let original = target.key().unwrap_or_default();
                 self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
+                if key.dir_marker {
+                    match self.drop_marker_record(file.tree(), &self.object_path(bucket, key)).await {
+                        Ok(()) => {}
+                        Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
+                        Err(e) => tracing::warn!(error = %e, "a marker's empty record could not be dropped"),
+                    }
+                }
+                Ok(())
             }
             _ => {
                 publishing();
-                self.publish_if(file, source, target, !conditions.forbids_existing()).await?;
+                self.publish_if(file, source, target, !conditions.forbids_existing()).await
             }
         }
-        if let Target::Object { bucket, key } = target {
-            if key.dir_marker {
-                match self.drop_marker_record(file.tree(), &self.object_path(bucket, key)).await {
-                    Ok(()) => {}
-                    Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Renames the open file `file` (at share-relative `source`, opened
@@ -215,21 +270,27 @@ impl Store {
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
         let target = self.write_path(bucket, mapped);
-        if replace {
-            let old = self.key_before_replace(tree, target.as_str()).await;
-            let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, true).await;
-            // Beside its directory, the replaced file's record went there.
-            if published.as_ref().is_ok_and(|at| *at == target) {
-                self.forget_replaced(tree, old, file.info().on_disk_id());
-            }
-            return published.map(|_| ());
+        if replace && !mapped.dir_marker {
+            return self.rename_into_place(tree, file, source, bucket, mapped, &target, true, false).await;
         }
-        // Create-if-absent: the server's rename checks, then renames over
-        // whatever is there by then; the creation lock makes it one step.
-        let creating = self.create_lock(tree, &self.object_path(bucket, mapped)).await?;
-        let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, false).await;
+        // Under the key's creation lock: a create-if-absent (the server's
+        // rename checks, then renames over whatever is there by then; the
+        // lock makes it one step), and a marker's body, which replaces the
+        // directory's empty-marker record (both forms change under the lock).
+        let plain = self.object_path(bucket, mapped);
+        let creating = self.create_lock(tree, &plain).await?;
+        let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, replace, true).await;
+        if published.is_ok() && mapped.dir_marker {
+            match self.drop_marker_record(tree, &plain).await {
+                Ok(()) => {}
+                Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
+                }
+            }
+        }
         creating.release().await;
-        published.map(|_| ())
+        published
     }
 
     /// On a share without EAs, the sidecar key of the file at `path` that a
@@ -252,11 +313,14 @@ impl Store {
     }
 
     /// The rename of `file` (at `source`) to `target`, the write path of
-    /// `bucket`/`mapped`, creating the key's parent directories if they are
-    /// missing (a file among them moves beside the directory it becomes),
-    /// or beside `target` if that is a directory (other keys continue
-    /// under this one). Returns where the file went; errors mapped as
-    /// [`Store::publish_if`] says.
+    /// `bucket`/`mapped`, over an existing file only if `replace`, creating
+    /// the key's parent directories if they are missing (a file among them
+    /// moves beside the directory it becomes). If `target` holds a
+    /// directory (other keys continue under this one), the file goes beside
+    /// it, decided under the key's creation lock (taken here unless the
+    /// caller holds it: `locked`), since the object moves between its two
+    /// names under that lock. A replaced file's sidecar record goes.
+    /// Errors mapped as [`Store::publish_if`] says.
     #[allow(clippy::too_many_arguments)]
     async fn rename_into_place(
         &self,
@@ -267,44 +331,69 @@ impl Store {
         mapped: &MappedKey,
         target: &SharePath,
         replace: bool,
-    ) -> StoreResult<SharePath> {
+        locked: bool,
+    ) -> StoreResult<()> {
+        let old = match replace {
+            true => self.key_before_replace(tree, target.as_str()).await,
+            false => None,
+        };
         let e = match self.rename_over(file, source, target, replace).await {
-            Ok(()) => return Ok(target.clone()),
+            Ok(()) => {
+                self.forget_replaced(tree, old, file.info().on_disk_id());
+                return Ok(());
+            }
             Err(e) => e,
         };
         if is_not_found(&e) || is_bad_path(&e) {
             // A parent is missing: the bucket, or directories for the key's
             // prefix.
             self.check_bucket(tree, bucket).await?;
-            self.make_parents(tree, bucket, mapped).await?;
+            self.make_parents(tree, bucket, mapped, false).await?;
             match self.rename_over(file, source, target, replace).await {
-                Ok(()) => return Ok(target.clone()),
-                Err(e) if mapped.dir_marker || !self.is_directory(tree, target).await => {
+                Ok(()) => {
+                    self.forget_replaced(tree, old, file.info().on_disk_id());
+                    return Ok(());
+                }
+                Err(e) if mapped.dir_marker || !self.holds_no_file(tree, target).await => {
                     return Err(self.rename_error(tree, target, mapped, e).await)
                 }
                 Err(_) => {}
             }
-        } else if mapped.dir_marker || !self.is_directory(tree, target).await {
+        } else if mapped.dir_marker || !self.holds_no_file(tree, target).await {
             return Err(self.rename_error(tree, target, mapped, e).await);
         }
-        let beside = target.beside(false);
+        let lock = match locked {
+            true => None,
+            false => Some(self.create_lock(tree, target).await?),
+        };
+        // Under the lock: the directory may have gone and the object taken
+        // its own name back meanwhile; then it is replaced there.
+        let at = match self.holds_no_file(tree, target).await {
+            true => target.beside(false),
+            false => target.clone(),
+        };
         let old = match replace {
-            true => self.key_before_replace(tree, beside.as_str()).await,
+            true => self.key_before_replace(tree, at.as_str()).await,
             false => None,
         };
-        match self.rename_over(file, source, &beside, replace).await {
+        let renamed = self.rename_over(file, source, &at, replace).await;
+        if let Some(lock) = lock {
+            lock.release().await;
+        }
+        match renamed {
             Ok(()) => {
                 self.forget_replaced(tree, old, file.info().on_disk_id());
-                Ok(beside)
+                Ok(())
             }
             Err(e) if is_unholdable_name(&e) => Err(too_long_to_keep_beside(target)),
-            Err(e) => Err(self.rename_error(tree, &beside, mapped, e).await),
+            Err(e) => Err(self.rename_error(tree, &at, mapped, e).await),
         }
     }
 
-    /// True if `path` is a directory now.
-    async fn is_directory(&self, tree: &Tree, path: &str) -> bool {
-        tree.stat(path).await.is_ok_and(|t| t.is_directory())
+    /// True if `path` holds no file now: a directory, or a directory
+    /// removed while a handle still holds it (see `beside::not_a_file`).
+    async fn holds_no_file(&self, tree: &Tree, path: &str) -> bool {
+        tree.stat(path).await.is_ok_and(|t| not_a_file(&t))
     }
 
     /// The rename itself, with bounded backoff while it is refused: first
@@ -402,29 +491,51 @@ impl Store {
         }
     }
 
-    /// mkdir -p for the directories of `mapped` (all components but the
-    /// last, or all for a marker); an object named like one of them moves
-    /// beside it ([`Store::displace`]).
+    /// mkdir -p for the directories of `mapped`: all components but the
+    /// last, and the last too if `own` (an empty marker is its own
+    /// directory; a file, a marker's body included, needs only its parents).
+    /// An object named like one of them moves beside it
+    /// ([`Store::displace`]).
     ///
     /// Errors: Conflict if a prefix of the key vanished into a file midway;
     /// Busy if an object in the way could not move; SMB errors.
-    pub(crate) async fn make_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
-        let n = if mapped.dir_marker { mapped.components.len() } else { mapped.components.len() - 1 };
+    pub(crate) async fn make_parents(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        own: bool,
+    ) -> StoreResult<()> {
+        let n = if own { mapped.components.len() } else { mapped.components.len() - 1 };
         for path in self.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
-            match tree.mkdir(&path).await {
-                Ok(()) => {}
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
-                    if !tree.stat(&path).await?.is_directory() {
-                        // A prefix of the key is an object: it moves beside.
-                        self.displace(tree, &path).await?;
-                    }
-                }
+            self.make_dir(tree, &path).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes the directory `path` unless it is one: an object there moves
+    /// beside it ([`Store::displace`]). A name that comes and goes between
+    /// the mkdir and the look at it (another writer moving the object
+    /// beside) is tried again, a few times.
+    ///
+    /// Errors: Conflict if a parent of `path` is a file; Busy; SMB errors.
+    async fn make_dir(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
+        for _ in 0..MAKE_DIR_TRIES {
+            match tree.mkdir(path).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => match tree.stat(path).await {
+                    Ok(t) if t.is_directory() => return Ok(()),
+                    // A prefix of the key is an object: it moves beside.
+                    Ok(_) => return self.displace(tree, path).await,
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => return Err(e.into()),
+                },
                 Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
                     return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Err(StoreError::Busy("a prefix of the key keeps changing; retry the request".into()))
     }
 }

@@ -12,6 +12,7 @@ use md5::{Digest, Md5};
 use smb_client::{Handle, Tree};
 use smb_proto::NtStatus;
 
+use super::beside::nothing_beside;
 use super::checksum::{Algorithm, Checksums};
 use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
@@ -308,8 +309,9 @@ impl Store {
         self.check_case(tree, bucket, mapped).await
     }
 
-    /// An empty marker (`a/b/`): the directory with a marker record; a body
-    /// kept beside it by an earlier write goes.
+    /// An empty marker (`a/b/`): the directory (made first, an object of
+    /// its name moving beside it) with a marker record; a body kept beside
+    /// it by an earlier write goes.
     async fn put_marker(
         &self,
         tree: &Tree,
@@ -320,17 +322,27 @@ impl Store {
         self.check_bucket(tree, bucket).await?;
         self.check_case(tree, bucket, mapped).await?;
         self.forget_listing(bucket, mapped);
-        self.make_parents(tree, bucket, mapped).await?;
+        self.make_parents(tree, bucket, mapped, true).await?;
         let mut meta = req.meta.clone();
         meta.etag = hex::encode(Md5::digest(b""));
         meta.size = 0;
         meta.marker = true;
         meta.key = Some(mapped.original());
-        share::set_dir_ea(tree, self.records(), &self.object_path(bucket, mapped), meta.to_ea()).await?;
-        match tree.delete(&self.beside_path(bucket, mapped), false).await {
-            Err(e) if !is_not_found(&e) => tracing::debug!(error = %e, "a marker's old body could not be removed"),
-            _ => {}
+        // The record and the old body change under the key's creation lock,
+        // as a body's publish does (see `publish`): one form or the other.
+        let dir = self.object_path(bucket, mapped);
+        let creating = self.create_lock(tree, &dir).await?;
+        let recorded = share::set_dir_ea(tree, self.records(), &dir, meta.to_ea()).await;
+        if recorded.is_ok() {
+            match tree.delete(&self.beside_path(bucket, mapped), false).await {
+                Err(e) if !nothing_beside(&e) => {
+                    tracing::debug!(error = %e, "a marker's old body could not be removed")
+                }
+                _ => {}
+            }
         }
+        creating.release().await;
+        recorded?;
         Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
     }
 }
