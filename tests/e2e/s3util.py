@@ -55,8 +55,16 @@ def raw(endpoint, method, path, headers=None, body=None):
     u = urlparse(endpoint)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError):
+            # The server answered (and closed) before it took the whole
+            # body, as HTTP allows (RFC 9112, 9.5): read that answer.
+            if conn.sock is None:
+                raise
+            r = http.client.HTTPResponse(conn.sock, method=method)
+            r.begin()
         data = r.read()
         return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
     finally:
