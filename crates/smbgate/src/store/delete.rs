@@ -49,9 +49,7 @@ impl Store {
             creating.release().await;
             match (body, record) {
                 (Err(e), _) if !nothing_beside(&e) => return Err(e.into()),
-                (_, Some(Err(e))) if !is_not_found(&e) && e.status() != Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {
-                    return Err(e.into())
-                }
+                (_, Some(Err(e))) if !is_not_found(&e) => return Err(e.into()),
                 (Err(_), Some(Err(_))) => self.check_bucket(&tree, bucket).await?,
                 _ => {}
             }
@@ -152,10 +150,24 @@ impl Store {
     /// Removes a directory's marker record (an empty value removes an EA,
     /// a stream or a sidecar alike).
     ///
-    /// Errors: SMB failures, not-found if the directory is gone.
+    /// Errors: SMB failures; not-found ones (STATUS_NOT_A_DIRECTORY among
+    /// them) if there is no directory at `dir`.
     pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), smb_client::Error> {
         let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
         share::set_dir_ea(tree, self.records(), dir, drop_record).await
+    }
+
+    /// After a marker's body was published: the directory `dir` is no
+    /// empty marker any more (its record would still answer first). No
+    /// directory there is fine; another failure is logged, not answered,
+    /// since the body is already in place.
+    pub(crate) async fn body_replaces_empty_marker(&self, tree: &Tree, dir: &SharePath) {
+        match self.drop_marker_record(tree, dir).await {
+            Err(e) if !is_not_found(&e) => {
+                tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
+            }
+            _ => {}
+        }
     }
 
     /// Removes now-empty directories that are not markers, deepest first

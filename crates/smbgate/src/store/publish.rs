@@ -224,11 +224,7 @@ impl Store {
                 let original = target.key().unwrap_or_default();
                 self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
                 if key.dir_marker {
-                    match self.drop_marker_record(file.tree(), &self.object_path(bucket, key)).await {
-                        Ok(()) => {}
-                        Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
-                        Err(e) => tracing::warn!(error = %e, "a marker's empty record could not be dropped"),
-                    }
+                    self.body_replaces_empty_marker(file.tree(), &self.object_path(bucket, key)).await;
                 }
                 Ok(())
             }
@@ -281,13 +277,7 @@ impl Store {
         let creating = self.create_lock(tree, &plain).await?;
         let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, replace, true).await;
         if published.is_ok() && mapped.dir_marker {
-            match self.drop_marker_record(tree, &plain).await {
-                Ok(()) => {}
-                Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_NOT_A_DIRECTORY) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
-                }
-            }
+            self.body_replaces_empty_marker(tree, &plain).await;
         }
         creating.release().await;
         published
