@@ -344,13 +344,10 @@ impl Store {
                     self.forget_replaced(tree, old, file.info().on_disk_id());
                     return Ok(());
                 }
-                Err(e) if mapped.dir_marker || !self.holds_no_file(tree, target).await => {
-                    return Err(self.rename_error(tree, target, mapped, e).await)
-                }
-                Err(_) => {}
+                Err(e) => self.beside_or_error(tree, target, mapped, e).await?,
             }
-        } else if mapped.dir_marker || !self.holds_no_file(tree, target).await {
-            return Err(self.rename_error(tree, target, mapped, e).await);
+        } else {
+            self.beside_or_error(tree, target, mapped, e).await?;
         }
         let lock = match locked {
             true => None,
@@ -384,6 +381,27 @@ impl Store {
     /// removed while a handle still holds it (see `beside::not_a_file`).
     async fn holds_no_file(&self, tree: &Tree, path: &str) -> bool {
         tree.stat(path).await.is_ok_and(|t| not_a_file(&t))
+    }
+
+    /// After a rename to `target` (a plain key's own path) failed with `e`:
+    /// `Ok` if `target` holds no file (a directory: the object goes beside
+    /// it), else the error to answer. One stat serves both, so that a
+    /// losing create-if-absent holds the key's lock no longer than before.
+    async fn beside_or_error(
+        &self,
+        tree: &Tree,
+        target: &str,
+        mapped: &MappedKey,
+        e: smb_client::Error,
+    ) -> StoreResult<()> {
+        if is_unholdable_name(&e) {
+            return Err(self.rename_error_seen(tree, target, mapped, e, None).await);
+        }
+        let now = tree.stat(target).await;
+        match &now {
+            Ok(t) if !mapped.dir_marker && not_a_file(t) => Ok(()),
+            _ => Err(self.rename_error_seen(tree, target, mapped, e, Some(now)).await),
+        }
     }
 
     /// The rename itself, with bounded backoff while it is refused: first
@@ -432,6 +450,19 @@ impl Store {
         mapped: &MappedKey,
         e: smb_client::Error,
     ) -> StoreError {
+        self.rename_error_seen(tree, target, mapped, e, None).await
+    }
+
+    /// [`Store::rename_error`], with the stat of `target` taken after the
+    /// failure if the caller has it already.
+    async fn rename_error_seen(
+        &self,
+        tree: &Tree,
+        target: &str,
+        mapped: &MappedKey,
+        e: smb_client::Error,
+        seen: Option<Result<smb_proto::info::FileTimes, smb_client::Error>>,
+    ) -> StoreError {
         if is_unholdable_name(&e) {
             // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
             return if mapped.components.iter().any(|c| c.len() > 255) {
@@ -440,7 +471,10 @@ impl Store {
                 StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
             };
         }
-        let stat = tree.stat(target).await;
+        let stat = match seen {
+            Some(stat) => stat,
+            None => tree.stat(target).await,
+        };
         if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) && matches!(&stat, Err(s) if is_not_found(s)) {
             // It was there when the server decided, and someone deleted it
             // since: the create-if-absent failed all the same.
