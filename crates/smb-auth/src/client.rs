@@ -6,7 +6,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::crypto::{mac, seal_key, sign_key, Direction, Rc4};
-use crate::ntlm::{authenticate, flags, negotiate_message, AuthInputs};
+use crate::flags;
+use crate::ntlm::{authenticate, negotiate_message, AuthInputs};
 use crate::spnego::{NegState, NegTokenInit, NegTokenResp, NTLMSSP_OID};
 use crate::AuthError;
 

@@ -142,7 +142,7 @@ pub(crate) fn sign_key(exported: &[u8; 16], dir: Direction) -> [u8; 16] {
 /// SEALKEY with extended session security (MS-NLMP 3.4.5.3): the exported
 /// key is first cut to 16, 7 or 5 bytes by the 128/56 flags.
 pub(crate) fn seal_key(exported: &[u8; 16], flags: u32, dir: Direction) -> [u8; 16] {
-    use crate::ntlm::flags::{NEGOTIATE_128, NEGOTIATE_56};
+    use crate::flags::{NEGOTIATE_128, NEGOTIATE_56};
     let len = if flags & NEGOTIATE_128 != 0 {
         16
     } else if flags & NEGOTIATE_56 != 0 {
@@ -177,7 +177,7 @@ pub(crate) fn mac(sign_key: &[u8; 16], seal: Option<&mut Rc4>, seq: u32, msg: &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ntlm::flags;
+    use crate::flags;
     use crate::vectors::{hex, TARGET_INFO};
 
     #[test]

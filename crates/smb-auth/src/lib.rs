@@ -24,7 +24,8 @@
 //! [`NtlmOptions`] so that exchanges are reproducible in tests.
 //!
 //! Layers, bottom up: `reader` (bounds-checked cursor), `der` (the DER subset
-//! SPNEGO needs), [`spnego`] (RFC 4178 tokens), `crypto` (NTOWFv2, RC4, keys),
+//! SPNEGO needs), [`spnego`] (RFC 4178 tokens), `flags` (NegotiateFlags),
+//! `crypto` (NTOWFv2, RC4, keys),
 //! `ntlm` (MS-NLMP messages) and `client` (the state machine).
 
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@
 mod client;
 mod crypto;
 mod der;
+mod flags;
 mod ntlm;
 mod reader;
 pub mod spnego;
