@@ -6,8 +6,10 @@ use bytes::{Bytes, BytesMut};
 use crate::error::{DecodeError, DecodeResult};
 use crate::header::{Command, HEADER_LEN};
 use crate::info::{encode_full_ea, FileTimes, FullEa};
-use crate::message::{patch_u16, patch_u32, put_u16, put_u32, put_u64, Request};
+use crate::message::{patch_u16, patch_u32, put_u16, put_u32, put_u64, OpenIntent, Request};
 use crate::reader::{pad_to, put_utf16, range_at, Reader};
+
+pub use crate::create_flags::{access, attributes, create_action, oplock, options, share, Disposition};
 
 /// An SMB2_FILEID: persistent and volatile halves (MS-SMB2 2.2.14.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -33,92 +35,6 @@ impl FileId {
     pub fn read(r: &mut Reader<'_>) -> DecodeResult<FileId> {
         Ok(FileId { persistent: r.u64("FileId.Persistent")?, volatile: r.u64("FileId.Volatile")? })
     }
-}
-
-/// Access mask bits (MS-SMB2 2.2.13.1.1).
-pub mod access {
-    #![allow(missing_docs)]
-    pub const FILE_READ_DATA: u32 = 0x0000_0001;
-    pub const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
-    pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
-    pub const FILE_ADD_FILE: u32 = 0x0000_0002;
-    pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
-    pub const FILE_ADD_SUBDIRECTORY: u32 = 0x0000_0004;
-    pub const FILE_READ_EA: u32 = 0x0000_0008;
-    pub const FILE_WRITE_EA: u32 = 0x0000_0010;
-    pub const FILE_TRAVERSE: u32 = 0x0000_0020;
-    pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
-    pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
-    pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
-    pub const DELETE: u32 = 0x0001_0000;
-    pub const READ_CONTROL: u32 = 0x0002_0000;
-    pub const SYNCHRONIZE: u32 = 0x0010_0000;
-    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
-    pub const GENERIC_ALL: u32 = 0x1000_0000;
-    pub const GENERIC_WRITE: u32 = 0x4000_0000;
-    pub const GENERIC_READ: u32 = 0x8000_0000;
-}
-
-/// ShareAccess bits.
-pub mod share {
-    #![allow(missing_docs)]
-    pub const READ: u32 = 1;
-    pub const WRITE: u32 = 2;
-    pub const DELETE: u32 = 4;
-    pub const ALL: u32 = 7;
-}
-
-/// CreateDisposition values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-#[allow(missing_docs)]
-pub enum Disposition {
-    Supersede = 0,
-    Open = 1,
-    Create = 2,
-    OpenIf = 3,
-    Overwrite = 4,
-    OverwriteIf = 5,
-}
-
-/// CreateOptions bits.
-pub mod options {
-    #![allow(missing_docs)]
-    pub const DIRECTORY_FILE: u32 = 0x0000_0001;
-    pub const WRITE_THROUGH: u32 = 0x0000_0002;
-    pub const SEQUENTIAL_ONLY: u32 = 0x0000_0004;
-    pub const NON_DIRECTORY_FILE: u32 = 0x0000_0040;
-    pub const RANDOM_ACCESS: u32 = 0x0000_0800;
-    pub const DELETE_ON_CLOSE: u32 = 0x0000_1000;
-    pub const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
-}
-
-/// File attribute bits (MS-FSCC 2.6).
-pub mod attributes {
-    #![allow(missing_docs)]
-    pub const READONLY: u32 = 0x0000_0001;
-    pub const HIDDEN: u32 = 0x0000_0002;
-    pub const DIRECTORY: u32 = 0x0000_0010;
-    pub const ARCHIVE: u32 = 0x0000_0020;
-    pub const NORMAL: u32 = 0x0000_0080;
-}
-
-/// Oplock levels (MS-SMB2 2.2.13, 2.2.23).
-pub mod oplock {
-    #![allow(missing_docs)]
-    pub const NONE: u8 = 0x00;
-    pub const LEVEL_II: u8 = 0x01;
-    pub const EXCLUSIVE: u8 = 0x08;
-    pub const BATCH: u8 = 0x09;
-}
-
-/// CreateAction values of the response.
-pub mod create_action {
-    #![allow(missing_docs)]
-    pub const SUPERSEDED: u32 = 0;
-    pub const OPENED: u32 = 1;
-    pub const CREATED: u32 = 2;
-    pub const OVERWRITTEN: u32 = 3;
 }
 
 /// Create contexts we send (MS-SMB2 2.2.13.2).
@@ -194,8 +110,8 @@ impl Request for CreateRequest<'_> {
     fn command(&self) -> Command {
         Command::Create
     }
-    fn as_create(&self) -> Option<&CreateRequest<'_>> {
-        Some(self)
+    fn opens(&self) -> Option<OpenIntent> {
+        Some(OpenIntent { disposition: self.disposition, desired_access: self.desired_access, options: self.options })
     }
     fn check(&self) -> Result<(), String> {
         crate::message::check_utf16_u16("CREATE name", self.name)

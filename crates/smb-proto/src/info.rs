@@ -72,7 +72,7 @@ impl FileTimes {
 
     /// True if FILE_ATTRIBUTE_DIRECTORY is set.
     pub fn is_directory(&self) -> bool {
-        self.attributes & crate::create::attributes::DIRECTORY != 0
+        self.attributes & crate::create_flags::attributes::DIRECTORY != 0
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod compound;
 pub mod create;
+pub mod create_flags;
 pub mod error;
 pub mod frame;
 pub mod header;

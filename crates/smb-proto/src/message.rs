@@ -3,6 +3,7 @@
 
 use bytes::BytesMut;
 
+use crate::create_flags::Disposition;
 use crate::header::Command;
 
 /// A request body that can be appended after its SMB2 header.
@@ -17,10 +18,10 @@ pub trait Request: Send + Sync {
     fn credit_bytes(&self) -> u64 {
         0
     }
-    /// This body as a CREATE, if it is one, so that a client can see what
-    /// a CREATE asked for (its disposition, access, options) without
+    /// What this body opens, if it is a CREATE, so that a client can see
+    /// what a CREATE asked for (its disposition, access, options) without
     /// downcasting.
-    fn as_create(&self) -> Option<&crate::create::CreateRequest<'_>> {
+    fn opens(&self) -> Option<OpenIntent> {
         None
     }
     /// Whether the body fits its wire fields (a name's 16-bit byte count,
@@ -30,6 +31,18 @@ pub trait Request: Send + Sync {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// What a CREATE asks of the server (MS-SMB2 2.2.13), as
+/// [`Request::opens`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenIntent {
+    /// CreateDisposition.
+    pub disposition: Disposition,
+    /// DesiredAccess, see [`crate::create_flags::access`].
+    pub desired_access: u32,
+    /// CreateOptions, see [`crate::create_flags::options`].
+    pub options: u32,
 }
 
 /// Errors unless `s` in UTF-16 fits a 16-bit byte count (`field`).
