@@ -19,12 +19,12 @@
 
 use std::time::Duration;
 
-use smb_proto::create::{oplock, CreateContext, CreateRequest, CreateResponseContext, Disposition, FileId};
+use smb_proto::create::{oplock, CreateContext, CreateRequest, CreateResponseContext};
 use smb_proto::NtStatus;
 
-use crate::connection::Inner;
 use crate::error::{Error, Result};
 use crate::file::Handle;
+pub use crate::reopen::Reopen;
 use crate::tree::Tree;
 
 /// How long the server is asked to keep a disconnected durable handle, in
@@ -34,68 +34,6 @@ pub const DURABLE_TIMEOUT_MS: u32 = 60_000;
 /// How long a reclaim that finds nothing is retried: the old connection's
 /// server process may not have released the open yet.
 pub const RECLAIM_WAIT: Duration = Duration::from_secs(2);
-
-/// What it takes to open a file again after its handle's connection was
-/// lost: the open's parameters, its durable CreateGuid if the server
-/// granted one, and the file's on-disk id. From [`Handle::reopen_info`].
-#[derive(Clone)]
-pub struct Reopen {
-    name: String,
-    desired_access: u32,
-    share_access: u32,
-    file_attributes: u32,
-    options: u32,
-    file_id: FileId,
-    /// The CreateGuid, if the handle was granted durability.
-    durable: Option<[u8; 16]>,
-    on_disk_id: Option<u64>,
-    /// The connection the handle lives on, to read the oplock it still
-    /// holds there; weak, so it never keeps a dead connection alive.
-    was_on: std::sync::Weak<Inner>,
-}
-
-impl std::fmt::Debug for Reopen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reopen")
-            .field("name", &self.name)
-            .field("file_id", &self.file_id)
-            .field("durable", &self.durable.is_some())
-            .field("on_disk_id", &self.on_disk_id)
-            .finish()
-    }
-}
-
-impl Reopen {
-    /// The share-relative path the file was opened at.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The on-disk file id the first open reported (QFid), if it did; a
-    /// reclaimed handle's own answer carries none.
-    pub fn on_disk_id(&self) -> Option<u64> {
-        self.on_disk_id
-    }
-
-    /// True if the server can still hold the handle after a disconnect:
-    /// it was granted durability and its batch oplock was never broken.
-    pub fn may_be_reclaimed(&self) -> bool {
-        self.durable.is_some() && self.was_on.upgrade().is_some_and(|c| c.oplocks.level(self.file_id) == oplock::BATCH)
-    }
-
-    fn request<'a>(&'a self, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
-        CreateRequest {
-            name: &self.name,
-            oplock_level: oplock::BATCH,
-            desired_access: self.desired_access,
-            file_attributes: self.file_attributes,
-            share_access: self.share_access,
-            disposition: Disposition::Open,
-            options: self.options,
-            contexts,
-        }
-    }
-}
 
 /// How [`Tree::reopen`] got the file back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,12 +6,15 @@
 //! dropped because the client hung up) queues the CLOSE on the
 //! connection's reaper, without blocking.
 
-use smb_proto::create::{CloseResponse, CreateResponse, FileId};
+use smb_proto::create::{access, options, share, CloseResponse, CreateRequest, CreateResponse, Disposition, FileId};
+use smb_proto::info::{class, decode_dir_entries, DirEntry, FileTimes};
+use smb_proto::query::{OutputBuffer, QueryDirectoryRequest};
+use smb_proto::NtStatus;
 
 use crate::connection::Response;
-use crate::durable::Reopen;
 use crate::error::Result;
-use crate::tree::Tree;
+use crate::reopen::Reopen;
+use crate::tree::{smb_path, Tree};
 
 /// An open handle on one tree; closes itself on drop.
 pub struct Handle {
@@ -109,5 +112,83 @@ impl Drop for Handle {
             }
             self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
         }
+    }
+}
+
+/// The operations of a tree that hold a [`Handle`]: an open that closes
+/// itself, and directory reads whose handle closes itself if the read is
+/// abandoned between pages.
+impl Tree {
+    /// CREATE (MS-SMB2 2.2.13) returning a [`Handle`] that closes itself
+    /// when dropped.
+    ///
+    /// Errors: as [`Tree::create`].
+    pub async fn open(&self, req: &CreateRequest<'_>) -> Result<Handle> {
+        Handle::from_response(self, self.call(req).await?)
+    }
+
+    /// Lists a directory with QUERY_DIRECTORY (FileIdFullDirectoryInformation),
+    /// `.` and `..` excluded. The first page comes in the same round trip as
+    /// the CREATE; later pages reuse the handle (resumable enumeration).
+    pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        Ok(self.list_dir_timed(path).await?.1)
+    }
+
+    /// [`Tree::list_dir`], with the directory's own times as its CREATE
+    /// answered them, before any entry was read: a later [`Tree::stat`]
+    /// whose LastWriteTime and ChangeTime are the same says that no entry
+    /// was added, removed or renamed since (as far as the server's
+    /// timestamp resolution can tell).
+    pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
+        let name = smb_path(path);
+        let open = CreateRequest {
+            name: &name,
+            oplock_level: 0,
+            desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition: Disposition::Open,
+            options: options::DIRECTORY_FILE,
+            contexts: &[],
+        };
+        let buf_len = self.session().negotiated.max_transact_size.min(1 << 20);
+        let q = QueryDirectoryRequest {
+            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
+            flags: 0,
+            file_id: FileId::RELATED,
+            pattern: "*",
+            output_buffer_length: buf_len,
+        };
+        let rs = self.compound(&[&open, &q]).await?;
+        let mut it = rs.into_iter();
+        // The handle closes itself if this future is dropped between pages
+        // (a look-ahead listing abandoned when a page fills).
+        let dir = Handle::from_response(self, it.next().expect("two responses"))?;
+        let fid = dir.id();
+        let times = dir.info().times;
+        let mut entries = Vec::new();
+        let result: Result<()> = async {
+            let mut page = it.next().expect("two responses");
+            loop {
+                if page.status() == NtStatus::STATUS_NO_MORE_FILES {
+                    return Ok(());
+                }
+                let page_ok = page.ok_or_status(&[])?;
+                page_ok.body(|m| {
+                    decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| {
+                        if e.name != "." && e.name != ".." {
+                            entries.push(e);
+                        }
+                    })
+                })?;
+                let next = QueryDirectoryRequest { file_id: fid, ..q };
+                page = self.call(&next).await?;
+            }
+        }
+        .await;
+        let closed = dir.close().await;
+        result?;
+        closed?;
+        Ok((times, entries))
     }
 }

@@ -28,6 +28,7 @@ pub mod pipeline;
 pub mod pool;
 mod reaper;
 mod recvbuf;
+mod reopen;
 pub mod session;
 pub mod tree;
 

@@ -6,7 +6,7 @@
 //! dropped without [`crate::file::Handle::close`]. Either way Drop cannot
 //! send a CLOSE itself: it may not block, and a CLOSE needs credits and a
 //! MessageId. So Drop queues the FileId here, and one task per connection
-//! (`reaper_task` in `connection.rs`) sends the CLOSEs in batches on that
+//! ([`reaper_task`], below) sends the CLOSEs in batches on that
 //! same connection. The queue never
 //! blocks. If the connection dies first, the server closes the handles
 //! with the session (MS-SMB2 3.3.7.1), so nothing is left behind.
@@ -21,9 +21,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use smb_proto::create::{access, options, CreateRequest, CreateResponse, Disposition, FileId};
-use smb_proto::NtStatus;
+use smb_proto::create::CloseRequest;
+use smb_proto::create::{access, options, CreateResponse, Disposition, FileId};
+use smb_proto::info::SetFileInfo;
+use smb_proto::message::OpenIntent;
+use smb_proto::query::SetInfoRequest;
+use smb_proto::{Command, NtStatus};
 use tokio::sync::mpsc;
+
+use crate::connection::{Connection, Inner, Op};
 
 /// One handle to close.
 pub(crate) struct Orphan {
@@ -37,7 +43,7 @@ pub(crate) struct Orphan {
 
 /// Whether an unclaimed answer to `req` made a file that is to be deleted
 /// (see the module docs): FILE_CREATE of a non-directory with DELETE access.
-pub(crate) fn undo_if_abandoned(req: &CreateRequest<'_>) -> bool {
+pub(crate) fn undo_if_abandoned(req: OpenIntent) -> bool {
     req.disposition == Disposition::Create
         && req.options & options::NON_DIRECTORY_FILE != 0
         && req.desired_access & (access::DELETE | access::GENERIC_ALL) != 0
@@ -99,6 +105,79 @@ impl Ticket {
             tracing::debug!(file_id = ?c.file_id, delete, "closing a handle whose opener has gone");
             let o = Orphan { tree_id: self.tree_id, file_id: c.file_id, encrypt: self.encrypt, delete };
             let _ = self.reaper.tx.send(o);
+        }
+    }
+}
+
+/// Most CLOSEs the reaper sends in one batch (one buffer, one write).
+const REAP_BATCH: usize = 64;
+
+/// The reaper task of one connection: sends queued CLOSEs until the
+/// connection is gone.
+pub(crate) async fn reaper_task(
+    weak: std::sync::Weak<Inner>,
+    reaper: Reaper,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Orphan>,
+) {
+    while let Some(first) = rx.recv().await {
+        let Some(inner) = weak.upgrade() else { return };
+        let conn = Connection::unguarded(inner);
+        if conn.is_poisoned() {
+            continue; // the server dropped these handles with the connection
+        }
+        // Never ask for more credits than the window holds (failure class 2).
+        let most = (conn.credit_window() as usize).clamp(1, REAP_BATCH);
+        let mut batch = vec![first];
+        while batch.len() < most {
+            match rx.try_recv() {
+                Ok(o) => batch.push(o),
+                Err(_) => break,
+            }
+        }
+        for encrypt in [false, true] {
+            let mine: Vec<&Orphan> = batch.iter().filter(|o| o.encrypt == encrypt).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            // A file to undo is marked delete-pending, then closed, in one
+            // chain: the CLOSE runs even if the mark fails.
+            let marks: Vec<SetInfoRequest<'_>> = mine
+                .iter()
+                .map(|o| SetInfoRequest { file_id: o.file_id, info: SetFileInfo::Disposition { delete_pending: true } })
+                .collect();
+            let closes: Vec<CloseRequest> =
+                mine.iter().map(|o| CloseRequest { file_id: o.file_id, post_query: false }).collect();
+            let ops: Vec<Vec<Op<'_>>> = mine
+                .iter()
+                .zip(marks.iter().zip(&closes))
+                .map(|(o, (mark, close))| {
+                    let close = Op { body: close, tree_id: o.tree_id };
+                    if o.delete {
+                        vec![Op { body: mark, tree_id: o.tree_id }, close]
+                    } else {
+                        vec![close]
+                    }
+                })
+                .collect();
+            let chains: Vec<&[Op<'_>]> = ops.iter().map(|o| &o[..]).collect();
+            let rxs = match conn.send_batch(&chains, encrypt).await {
+                Ok(rxs) => rxs,
+                Err(e) => {
+                    tracing::debug!(error = %e, "reaper: connection gone; the server closes its handles");
+                    break;
+                }
+            };
+            let mut rxs = rxs.into_iter();
+            for chain in &ops {
+                let mut closed = false;
+                for op in chain {
+                    let r = conn.wait(rxs.next().expect("one future per message")).await;
+                    closed = op.body.command() == Command::Close && r.is_ok();
+                }
+                if closed {
+                    reaper.count_closed();
+                }
+            }
         }
     }
 }

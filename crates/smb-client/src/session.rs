@@ -10,7 +10,6 @@ use smb_proto::negotiate::{
     capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse, SigningAlgorithm,
 };
 use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupResponse};
-use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
 use smb_proto::{Command, NtStatus};
 
 use smb_proto::create::FileId;
@@ -19,7 +18,6 @@ use smb_proto::ioctl::{IoctlRequest, IoctlResponse, FSCTL_VALIDATE_NEGOTIATE_INF
 use crate::connection::{Connection, ConnectionOptions, Op};
 use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
-use crate::tree::Tree;
 
 /// Largest READ/WRITE we issue, whatever the server allows (bytes).
 pub const MAX_IO_SIZE: u32 = 8 << 20;
@@ -368,24 +366,16 @@ impl Session {
         Ok(())
     }
 
-    /// TREE_CONNECT to `share` (a share name, e.g. `data`).
+    /// Checks a new tree's connection with FSCTL_VALIDATE_NEGOTIATE_INFO
+    /// on 3.0 and 3.0.2 (3.1.1's preauth hash already covers it).
     ///
-    /// Errors: STATUS_BAD_NETWORK_NAME for a missing share,
-    /// STATUS_ACCESS_DENIED, or [`Error::Protocol`] if the share requires
-    /// encryption and no cipher was negotiated.
-    pub async fn tree_connect(&self, share: &str) -> Result<Tree> {
-        let path = format!("\\\\{}\\{}", self.config.server_name, share);
-        let req = TreeConnectRequest { path: &path };
-        let resp = self.conn.call(Op { body: &req, tree_id: 0 }, false).await?.ok_or_status(&[])?;
-        let tc = resp.body(TreeConnectResponse::decode)?;
-        let encrypt = tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
-        if encrypt && self.negotiated.cipher.is_none() {
-            return Err(Error::Protocol(format!("share {share} requires encryption, which this session cannot do")));
+    /// Errors: the server's answer does not match the NEGOTIATE (a
+    /// downgrade), or the IOCTL fails.
+    pub(crate) async fn validate_tree(&self, tree_id: u32, encrypt: bool) -> Result<()> {
+        match &self.validate {
+            Some(v) => self.validate_negotiate(tree_id, encrypt, v).await,
+            None => Ok(()),
         }
-        if let Some(v) = &self.validate {
-            self.validate_negotiate(resp.header.tree_id, encrypt, v).await?;
-        }
-        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, share.to_string()))
     }
 
     /// ECHO round trip (MS-SMB2 2.2.28): a liveness probe.

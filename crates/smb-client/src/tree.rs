@@ -16,11 +16,11 @@ use smb_proto::ioctl::{
 };
 use smb_proto::message::Empty;
 use smb_proto::query::{dir_flags, OutputBuffer, QueryDirectoryRequest, QueryInfoRequest, SetInfoRequest};
+use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
 use smb_proto::{Command, NtStatus, Request};
 
 use crate::connection::{Connection, Op, Response};
 use crate::error::{Error, Result};
-use crate::file::Handle;
 use crate::session::Session;
 
 /// Converts an S3-style path (`a/b/c`) to the share-relative SMB form
@@ -37,6 +37,26 @@ pub struct Tree {
     tree_id: u32,
     encrypt: bool,
     share: String,
+}
+
+impl Session {
+    /// TREE_CONNECT to `share` (a share name, e.g. `data`).
+    ///
+    /// Errors: STATUS_BAD_NETWORK_NAME for a missing share,
+    /// STATUS_ACCESS_DENIED, or [`Error::Protocol`] if the share requires
+    /// encryption and no cipher was negotiated.
+    pub async fn tree_connect(&self, share: &str) -> Result<Tree> {
+        let path = format!("\\\\{}\\{}", self.config().server_name, share);
+        let req = TreeConnectRequest { path: &path };
+        let resp = self.conn.call(Op { body: &req, tree_id: 0 }, false).await?.ok_or_status(&[])?;
+        let tc = resp.body(TreeConnectResponse::decode)?;
+        let encrypt = tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
+        if encrypt && self.negotiated.cipher.is_none() {
+            return Err(Error::Protocol(format!("share {share} requires encryption, which this session cannot do")));
+        }
+        self.validate_tree(resp.header.tree_id, encrypt).await?;
+        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, share.to_string()))
+    }
 }
 
 impl Tree {
@@ -170,14 +190,6 @@ impl Tree {
         self.call(req).await?.into_create()
     }
 
-    /// CREATE (MS-SMB2 2.2.13) returning a [`Handle`] that closes itself
-    /// when dropped.
-    ///
-    /// Errors: as [`Tree::create`].
-    pub async fn open(&self, req: &CreateRequest<'_>) -> Result<Handle> {
-        Handle::from_response(self, self.call(req).await?)
-    }
-
     /// Opens an existing file or directory for reading (share
     /// Read|Write|Delete, so renames and deletes by others never wait on us).
     pub async fn open_read(&self, path: &str) -> Result<CreateResponse> {
@@ -293,71 +305,6 @@ impl Tree {
     pub async fn rename(&self, file_id: FileId, target: &str, replace_if_exists: bool) -> Result<()> {
         let t = smb_path(target);
         self.set_info(file_id, SetFileInfo::Rename { target: &t, replace_if_exists }).await
-    }
-
-    /// Lists a directory with QUERY_DIRECTORY (FileIdFullDirectoryInformation),
-    /// `.` and `..` excluded. The first page comes in the same round trip as
-    /// the CREATE; later pages reuse the handle (resumable enumeration).
-    pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
-        Ok(self.list_dir_timed(path).await?.1)
-    }
-
-    /// [`Tree::list_dir`], with the directory's own times as its CREATE
-    /// answered them, before any entry was read: a later [`Tree::stat`]
-    /// whose LastWriteTime and ChangeTime are the same says that no entry
-    /// was added, removed or renamed since (as far as the server's
-    /// timestamp resolution can tell).
-    pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
-        let name = smb_path(path);
-        let open = CreateRequest {
-            name: &name,
-            oplock_level: 0,
-            desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-            file_attributes: 0,
-            share_access: share::ALL,
-            disposition: Disposition::Open,
-            options: options::DIRECTORY_FILE,
-            contexts: &[],
-        };
-        let buf_len = self.session.negotiated.max_transact_size.min(1 << 20);
-        let q = QueryDirectoryRequest {
-            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
-            flags: 0,
-            file_id: FileId::RELATED,
-            pattern: "*",
-            output_buffer_length: buf_len,
-        };
-        let rs = self.compound(&[&open, &q]).await?;
-        let mut it = rs.into_iter();
-        // The handle closes itself if this future is dropped between pages
-        // (a look-ahead listing abandoned when a page fills).
-        let dir = Handle::from_response(self, it.next().expect("two responses"))?;
-        let fid = dir.id();
-        let times = dir.info().times;
-        let mut entries = Vec::new();
-        let result: Result<()> = async {
-            let mut page = it.next().expect("two responses");
-            loop {
-                if page.status() == NtStatus::STATUS_NO_MORE_FILES {
-                    return Ok(());
-                }
-                let page_ok = page.ok_or_status(&[])?;
-                page_ok.body(|m| {
-                    decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| {
-                        if e.name != "." && e.name != ".." {
-                            entries.push(e);
-                        }
-                    })
-                })?;
-                let next = QueryDirectoryRequest { file_id: fid, ..q };
-                page = self.call(&next).await?;
-            }
-        }
-        .await;
-        let closed = dir.close().await;
-        result?;
-        closed?;
-        Ok((times, entries))
     }
 
     /// One QUERY_DIRECTORY page on an open directory handle; `None` at the
