@@ -12,26 +12,17 @@
 //! is held (`open_existing`), and conditional writers of the key take
 //! turns with the move.
 
-use std::time::Duration;
-
 use smb_client::Tree;
 use smb_proto::NtStatus;
 
 use smb_proto::create::CreateResponse;
 
+use super::backoff;
 use super::error::{is_not_found, is_unholdable_name};
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::{share, Store, StoreError, StoreResult};
-
-/// How often [`Store::displace`] tries again while the file cannot move
-/// (another writer holds it, or keeps putting new versions there).
-const DISPLACE_TRIES: u32 = 12;
-
-/// How often [`Store::rename_back`] tries while the removed directory
-/// lingers.
-const RENAME_BACK_TRIES: u32 = 10;
 
 impl Store {
     /// Where `mapped` is kept while its own path is a directory: beside it.
@@ -111,8 +102,8 @@ impl Store {
     /// (an If-Match writer holds it) for about 3 s; SMB errors.
     pub(crate) async fn displace(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
         let beside = path.beside(false);
-        let mut pause = Duration::from_millis(5);
-        for _ in 0..DISPLACE_TRIES {
+        let mut backoff = backoff::DISPLACE.start();
+        loop {
             let lock = self.create_lock(tree, path).await?;
             let moved = share::rename_through_new_handle(tree, path, &beside, true).await;
             let made = match moved {
@@ -127,9 +118,10 @@ impl Store {
                     // Not while holding the lock: the holder of the file
                     // may be waiting for it.
                     lock.release().await;
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                    continue;
+                    if backoff.wait().await {
+                        continue;
+                    }
+                    break;
                 }
                 Err(e) => {
                     lock.release().await;
@@ -151,8 +143,9 @@ impl Store {
                     }
                     // A writer put a new version there meanwhile: it moves
                     // beside too, on the next turn.
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    if !backoff.wait().await {
+                        break;
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -186,8 +179,8 @@ impl Store {
     /// directory as everything else expects; if even that fails (a PUT of
     /// the key put a file there meanwhile) a warning says so.
     async fn rename_back(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) {
-        let mut pause = Duration::from_millis(2);
-        for _ in 0..RENAME_BACK_TRIES {
+        let mut backoff = backoff::RENAME_BACK.start();
+        loop {
             match share::rename_through_new_handle(tree, beside, dir, false).await {
                 Ok(()) => return,
                 Err(e) if nothing_beside(&e) => return, // deleted meanwhile
@@ -200,8 +193,9 @@ impl Store {
             if tree.stat(dir).await.is_ok_and(|t| t.is_directory()) {
                 return;
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(200));
+            if !backoff.wait().await {
+                break;
+            }
         }
         match tree.mkdir(dir).await {
             Ok(()) => tracing::info!(dir = dir.as_str(), "an object kept beside its directory stays beside it"),

@@ -14,18 +14,11 @@
 //! lock left by a server crash is found to be held by nobody (an open
 //! sharing nothing succeeds) and removed, and the sweep removes it too.
 
-use std::time::Duration;
-
 use md5::{Digest, Md5};
 use smb_client::{Handle, Tree};
 
 use super::path::SharePath;
-use super::{share, Store, StoreError, StoreResult};
-
-/// Longest wait for another publisher's lock on the same key. Racers take
-/// turns; 20 creators of 3 MiB on a loaded 2-core machine outlasted 5 s
-/// (one 503 in a CI run), so the wait matches `retry_swap`'s.
-const WAIT: Duration = Duration::from_secs(10);
+use super::{backoff, share, Store, StoreError, StoreResult};
 
 /// A held creation lock; released by [`CreateLock::release`] (or, if
 /// dropped, by its handle's close).
@@ -57,14 +50,12 @@ impl Store {
         }
     }
 
-    /// Takes the creation lock of the object at `object`, waiting (up to 10
-    /// s) while another publisher of that key holds it.
+    /// Takes the creation lock of the object at `object`, waiting ([`backoff::CREATION_LOCK`], 10 s) while another publisher of that key holds it.
     ///
     /// Errors: Busy (503 SlowDown) after the wait; SMB failures.
     pub(crate) async fn create_lock(&self, tree: &Tree, object: &SharePath) -> StoreResult<CreateLock> {
         let path = self.create_lock_path(object);
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let mut pause = Duration::from_millis(2);
+        let mut backoff = backoff::CREATION_LOCK.start();
         loop {
             if let Some(h) = share::create_lock(tree, &path).await? {
                 return Ok(CreateLock(h));
@@ -76,11 +67,9 @@ impl Store {
                 let _ = share::close_and_delete(h).await;
                 continue;
             }
-            if tokio::time::Instant::now() >= deadline {
+            if !backoff.wait().await {
                 return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 }

@@ -39,9 +39,10 @@ struct SmbSource<'a> {
 /// are read again (one round trip): a change through another instance or
 /// an SMB user moves them, and the directory is read anew (failure class
 /// 30).
-#[derive(Default)]
 pub struct DirCache {
     dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
+    /// How long a listing is kept ([`super::StoreOptions::listing_cache_ttl`]).
+    ttl: std::time::Duration,
 }
 
 /// When a directory was read, its (LastWriteTime, ChangeTime) then, and
@@ -55,13 +56,17 @@ fn stamp(t: &smb_proto::info::FileTimes) -> DirStamp {
     (t.last_write, t.change)
 }
 
-const DIR_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const DIR_CACHE_DIRS: usize = 256;
 
 impl DirCache {
+    /// An empty cache whose listings are kept for `ttl`.
+    pub fn new(ttl: std::time::Duration) -> DirCache {
+        DirCache { dirs: Default::default(), ttl }
+    }
+
     fn get(&self, path: &str) -> Option<(DirStamp, Prepared)> {
         let dirs = self.dirs.lock().unwrap();
-        dirs.get(path).filter(|(t, _, _)| t.elapsed() < DIR_CACHE_TTL).map(|(_, s, v)| (*s, v.clone()))
+        dirs.get(path).filter(|(t, _, _)| t.elapsed() < self.ttl).map(|(_, s, v)| (*s, v.clone()))
     }
 
     /// Drops the listing of `dir` (after a write into it).
@@ -71,7 +76,8 @@ impl DirCache {
 
     fn put(&self, path: String, stamp: DirStamp, items: Prepared) {
         let mut dirs = self.dirs.lock().unwrap();
-        dirs.retain(|_, (t, _, _)| t.elapsed() < DIR_CACHE_TTL);
+        let ttl = self.ttl;
+        dirs.retain(|_, (t, _, _)| t.elapsed() < ttl);
         if dirs.len() >= DIR_CACHE_DIRS {
             if let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _))| *t).map(|(k, _)| k.clone()) {
                 dirs.remove(&oldest);

@@ -14,6 +14,7 @@
 //! `dir_source` and `walk` for listings, `stream` for split streaming),
 //! sharing `conditions`, `checksum` and `verify`.
 
+mod backoff;
 mod beside;
 pub mod bucket;
 mod bucket_cors;
@@ -79,6 +80,10 @@ pub struct StoreOptions {
     /// Longest wait for the next bytes of a PUT or UploadPart body before
     /// the request fails with RequestTimeout (400).
     pub body_read_timeout: Duration,
+    /// How long a directory listing is kept for the next pages of a
+    /// paginated ListObjects (each use checks the directory's times first,
+    /// see [`dir_source::DirCache`]).
+    pub listing_cache_ttl: Duration,
 }
 
 impl Default for StoreOptions {
@@ -93,6 +98,7 @@ impl Default for StoreOptions {
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),
             sweep_interval: Duration::from_secs(300),
             body_read_timeout: Duration::from_secs(60),
+            listing_cache_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -196,6 +202,7 @@ impl Store {
         // a failure stays one line.
         tracing::debug!(case_insensitive, records = records.describe(), "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
+        let dir_cache = dir_source::DirCache::new(opts.listing_cache_ttl);
         let store = Store {
             inner: Arc::new(Inner {
                 pool,
@@ -203,7 +210,7 @@ impl Store {
                 opts,
                 case_insensitive,
                 records,
-                dir_cache: Default::default(),
+                dir_cache,
                 single_bucket,
                 read_ahead,
                 write_behind,
@@ -229,7 +236,7 @@ impl Store {
                 opts: i.opts.clone(),
                 case_insensitive: i.case_insensitive,
                 records: i.records.clone(),
-                dir_cache: Default::default(),
+                dir_cache: dir_source::DirCache::new(i.opts.listing_cache_ttl),
                 single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
                 write_behind: i.write_behind.clone(),
@@ -331,81 +338,52 @@ impl Store {
     }
 }
 
-/// Retries `f` while the server reports a sharing violation, with backoff
-/// (failure class 12): another client's open blocks ours only briefly.
+/// Retries `f` while the server reports a sharing violation
+/// ([`backoff::SHARING`], failure class 12): another client's open blocks
+/// ours only briefly.
 pub async fn retry_sharing<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    retry_while(&[NtStatus::STATUS_SHARING_VIOLATION], 10, Duration::from_millis(5), Duration::from_millis(500), f)
-        .await
+    backoff::retry(&backoff::SHARING, |e| has_status(e, &[NtStatus::STATUS_SHARING_VIOLATION]), f).await
 }
 
 /// Like [`retry_sharing`], for a rename over a file that another handle
 /// holds open: Samba refuses it with STATUS_ACCESS_DENIED while a
 /// concurrent writer or reader has it open (failure class 13), so that is
-/// retried too, with bounded backoff (about 1.5 s in all).
+/// retried too ([`backoff::RENAME_OVER_OPEN`]).
 pub async fn retry_busy<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
     let busy = [NtStatus::STATUS_SHARING_VIOLATION, NtStatus::STATUS_ACCESS_DENIED];
-    retry_while(&busy, 12, Duration::from_millis(2), Duration::from_millis(250), f).await
+    backoff::retry(&backoff::RENAME_OVER_OPEN, |e| has_status(e, &busy), f).await
 }
 
 /// Like [`retry_sharing`], for an open of a key that may be in the middle
 /// of an If-Match swap (renamed aside, the new version not yet renamed in:
 /// two steps of one compound on the server, failure class 25): a
-/// not-found is tried twice more, after 5 and 20 ms. A sharing violation
-/// (another If-Match writer holds the key) is waited on for about 10 s:
-/// every racer takes its turn, each turn takes a round trip longer where
-/// records are streams or sidecars (and one more to check the pinned path),
-/// and on a loaded machine 20 racers of 3 MiB outlasted 5 s (one 503 in
-/// a CI run).
+/// not-found is looked at again ([`backoff::SWAP_GAP`]), and a sharing
+/// violation (another If-Match writer holds the key) waits for that
+/// writer's turn ([`backoff::SWAP_TURN`]).
 pub async fn retry_swap<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    const TURN: &[NtStatus] = &[NtStatus::STATUS_SHARING_VIOLATION];
-    let (first, cap) = (Duration::from_millis(5), Duration::from_millis(500));
-    const TRIES: usize = 26;
-    let mut r = retry_while(TURN, TRIES, first, cap, &mut f).await;
-    for wait in [5, 20] {
-        match &r {
-            Err(e) if error::is_not_found(e) => {
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-                r = retry_while(TURN, TRIES, first, cap, &mut f).await;
-            }
-            _ => break,
-        }
-    }
-    r
-}
-
-/// Calls `f` up to `retries + 1` times while it fails with one of
-/// `statuses`, sleeping `delay` (doubling up to `cap`) in between.
-async fn retry_while<T, F, Fut>(
-    statuses: &[NtStatus],
-    retries: usize,
-    mut delay: Duration,
-    cap: Duration,
-    mut f: F,
-) -> Result<T, smb_client::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
-{
-    for _ in 0..retries {
-        match f().await {
-            Err(e) if e.status().is_some_and(|s| statuses.contains(&s)) => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(cap);
-            }
+    let turn = |e: &smb_client::Error| has_status(e, &[NtStatus::STATUS_SHARING_VIOLATION]);
+    let mut gap = backoff::SWAP_GAP.start();
+    loop {
+        match backoff::retry(&backoff::SWAP_TURN, turn, &mut f).await {
+            Err(e) if error::is_not_found(&e) && gap.wait().await => {}
             r => return r,
         }
     }
-    f().await
+}
+
+/// True if `e` is the server's answer with one of `statuses`.
+fn has_status(e: &smb_client::Error, statuses: &[NtStatus]) -> bool {
+    e.status().is_some_and(|s| statuses.contains(&s))
 }

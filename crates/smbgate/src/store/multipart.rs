@@ -30,7 +30,7 @@ use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
 use super::verify::verified_meta;
-use super::{Store, StoreError, StoreResult};
+use super::{backoff, Store, StoreError, StoreResult};
 
 /// Minimum size of every part but the last (S3: 5 MiB).
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -242,9 +242,9 @@ impl Store {
         };
         // The creator writes the stride in the same compound as its CREATE,
         // so a reader can meet the file empty for that long: read again a
-        // few times (about 100 ms in all) before answering 503.
+        // few times ([`backoff::STRIDE`]) before answering 503.
         let settled = || async {
-            let mut pause = std::time::Duration::from_millis(2);
+            let mut backoff = backoff::STRIDE.start();
             loop {
                 let got = match tree.read_small(&path, 64).await {
                     Ok((_, data)) => read(data),
@@ -252,10 +252,7 @@ impl Store {
                     Err(e) => Err(e.into()),
                 };
                 match got {
-                    Err(StoreError::Busy(_)) if pause < std::time::Duration::from_millis(64) => {
-                        tokio::time::sleep(pause).await;
-                        pause *= 2;
-                    }
+                    Err(StoreError::Busy(_)) if backoff.wait().await => {}
                     other => return other,
                 }
             }

@@ -10,7 +10,7 @@ use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::types::{ObjectInfo, Opened};
-use super::{retry_sharing, share, Store, StoreError, StoreResult};
+use super::{backoff, retry_sharing, share, Store, StoreError, StoreResult};
 
 /// Checks the record's key against the requested one: `Err(NoSuchKey)` if
 /// the open landed on a case-variant of the key (case-insensitive share),
@@ -166,7 +166,7 @@ impl Store {
         let open_own = || retry_sharing(|| open(path.clone(), !mapped.dir_marker));
         let mut own = open_own().await;
         let mut first_miss = true;
-        let mut wait = std::time::Duration::from_millis(5);
+        let mut motion = backoff::KEY_IN_MOTION.start();
         loop {
             let missing = match own {
                 Ok(r) => {
@@ -223,11 +223,9 @@ impl Store {
                 }
                 _ => {}
             }
-            if !locked || wait > std::time::Duration::from_millis(80) {
+            if !locked || !motion.wait().await {
                 return Err(StoreError::NoSuchKey);
             }
-            tokio::time::sleep(wait).await;
-            wait *= 2;
             own = open_own().await;
         }
     }

@@ -35,11 +35,8 @@ use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
 use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
+use super::backoff;
 use super::path::SharePath;
-
-/// How long a replaced or deleted file's sidecar stays for readers that
-/// opened the file just before (see [`Records::forget`]).
-pub const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Longest sidecar read, in bytes: an object record of 10,000 parts is
 /// about 200 KiB.
@@ -169,22 +166,10 @@ impl Records {
     /// [`Records::publish`], tried again for a while when the old sidecar
     /// is held by a [`Records::forget`] (one round trip).
     async fn publish_retrying(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
-        let mut wait = std::time::Duration::from_millis(2);
-        for _ in 0..8 {
-            match self.publish(tree, temp, target, body).await {
-                Err(e)
-                    if matches!(
-                        e.status(),
-                        Some(NtStatus::STATUS_SHARING_VIOLATION | NtStatus::STATUS_ACCESS_DENIED)
-                    ) =>
-                {
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                }
-                r => return r,
-            }
-        }
-        self.publish(tree, temp, target, body).await
+        let held = |e: &smb_client::Error| {
+            matches!(e.status(), Some(NtStatus::STATUS_SHARING_VIOLATION | NtStatus::STATUS_ACCESS_DENIED))
+        };
+        backoff::retry(&backoff::SIDECAR_HELD, held, || self.publish(tree, temp, target, body)).await
     }
 
     async fn publish(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
@@ -306,7 +291,7 @@ impl Records {
         Ok(s.records.into_iter().map(|(name, value)| FullEa { name, value: value.into_bytes() }).collect())
     }
 
-    /// Removes, [`FORGET_AFTER`] from now, the sidecar of the file `key`
+    /// Removes, [`backoff::SIDECAR_FORGET_DELAY`] from now, the sidecar of the file `key`
     /// names: after the file itself was deleted or replaced. The wait is for
     /// readers that opened the file just before and read its sidecar next
     /// (they would otherwise see a file without a record, with a derived
@@ -316,7 +301,7 @@ impl Records {
         let (Records::Sidecar { .. }, Some(key)) = (self, key) else { return };
         let (records, tree) = (self.clone(), tree.clone());
         tokio::spawn(async move {
-            tokio::time::sleep(FORGET_AFTER).await;
+            backoff::pause(backoff::SIDECAR_FORGET_DELAY).await;
             records.forget_now(&tree, key).await;
         });
     }

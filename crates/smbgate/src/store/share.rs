@@ -24,6 +24,7 @@ use smb_proto::{NtStatus, Request};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::backoff::{self, Backoff};
 use super::meta::{ObjectMeta, META_EA};
 use super::records::{FileKey, Records};
 
@@ -196,13 +197,10 @@ async fn record_of(
     }
 }
 
-/// Opens of a file tried in all, when its record keeps naming another file
-/// (see [`record_or_retry`]); between two, 10, 20, 40, 80, 160 ms.
-const RECORD_TRIES: usize = 6;
-
 /// The record of the file opened at `path` (`created`), decided from
-/// `answer`; or `None` when try `attempt` should be followed by another
-/// open, after a pause that gives a writer mid-publish time to finish.
+/// `answer`; or `None` when another open should follow, after a pause
+/// ([`backoff::OTHER_VERSION`]) that gives a writer mid-publish time to
+/// finish.
 /// That is when the record names another file (a stream read that met
 /// another version), when a stream open failed, or when a sidecar share's
 /// file has no record and `path` now names another file: an open can wait
@@ -218,14 +216,13 @@ async fn record_or_retry(
     path: &str,
     answer: RecordAnswer,
     created: &CreateResponse,
-    attempt: usize,
+    other_version: &mut Backoff,
 ) -> Result<Option<Option<ObjectMeta>>> {
     let (meta, mut other_file) = record_of(rec, tree, answer, created).await?;
     if rec.in_sidecars() && meta.is_none() && !other_file {
         other_file = matches!(stat_key(tree, path).await, Ok(Some(now)) if Some(now) != FileKey::of(created));
     }
-    if other_file && attempt < RECORD_TRIES {
-        tokio::time::sleep(std::time::Duration::from_millis(10 << (attempt - 1).min(4))).await;
+    if other_file && other_version.wait().await {
         return Ok(None);
     }
     Ok(Some(meta))
@@ -461,7 +458,8 @@ pub async fn open_with_meta(
     if name {
         chain.push(&NAME_QUERY);
     }
-    for attempt in 1..=RECORD_TRIES {
+    let mut other_version = backoff::OTHER_VERSION.start();
+    loop {
         let (rs, answer) = compound_with_record(tree, rec, path, &chain, false).await?;
         let mut rs = rs.into_iter();
         let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
@@ -481,14 +479,13 @@ pub async fn open_with_meta(
             Some(resp) if resp.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
             _ => None,
         };
-        match record_or_retry(rec, tree, path, answer, handle.info(), attempt).await? {
+        match record_or_retry(rec, tree, path, answer, handle.info(), &mut other_version).await? {
             Some(meta) => return Ok((handle, meta, data, on_disk)),
             None => {
                 let _ = handle.close().await;
             }
         }
     }
-    unreachable!("the last try returns")
 }
 
 /// CREATE(read attributes, QFid) + CLOSE: the sidecar key of the file at
@@ -530,7 +527,8 @@ pub async fn stat_with_meta_and_name(
         chain.push(&NAME_QUERY);
     }
     chain.push(&CLOSE_RELATED);
-    for attempt in 1..=RECORD_TRIES {
+    let mut other_version = backoff::OTHER_VERSION.start();
+    loop {
         let (rs, answer) = compound_with_record(tree, rec, path, &chain, false).await?;
         let mut rs = rs.into_iter();
         let created = rs.next().expect("one answer per request").ok_or_status(&[])?.body(CreateResponse::decode)?;
@@ -538,11 +536,10 @@ pub async fn stat_with_meta_and_name(
             Some(r) if name => decode_name(&r)?,
             _ => None,
         };
-        if let Some(meta) = record_or_retry(rec, tree, path, answer, &created, attempt).await? {
+        if let Some(meta) = record_or_retry(rec, tree, path, answer, &created, &mut other_version).await? {
             return Ok((created, meta, on_disk));
         }
     }
-    unreachable!("the last try returns")
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
@@ -576,10 +573,6 @@ pub async fn open_to_replace(tree: &Tree, rec: &Records, path: &str) -> Result<(
     Ok((handle, meta))
 }
 
-/// How many times an open that pins its path (shares no DELETE) is made
-/// again when it comes back with a file no longer at that path.
-const STALE_TRIES: u32 = 4;
-
 /// [`open_for_delete_once`], checked, when the open pins its path, to hold
 /// the file that path names now. A clustered Samba (CTDB) can answer an
 /// open that waited on a sharing violation with the file the path named
@@ -599,7 +592,8 @@ async fn open_for_delete_with_meta(
     name: bool,
 ) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
     let pins = share_access & share::DELETE == 0;
-    for stale in 1..=STALE_TRIES {
+    let mut stale = backoff::STALE_PIN.start();
+    loop {
         let (handle, meta, on_disk) = open_for_delete_once(tree, rec, path, share_access, name).await?;
         let id = handle.info().on_disk_id();
         if !pins || id.is_none() {
@@ -614,9 +608,9 @@ async fn open_for_delete_with_meta(
             }
         }
         let _ = handle.close().await;
-        tracing::debug!(path, stale, "a pinning open came back with a file no longer at its path");
-        if stale < STALE_TRIES {
-            tokio::time::sleep(std::time::Duration::from_millis(5 << stale)).await;
+        tracing::debug!(path, stale = stale.pauses() + 1, "a pinning open came back with a file no longer at its path");
+        if !stale.wait().await {
+            break;
         }
     }
     Err(Error::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
@@ -642,7 +636,8 @@ async fn open_for_delete_once(
         chain.push(&NAME_QUERY);
     }
     let pins = share_access & share::DELETE == 0;
-    for attempt in 1..=RECORD_TRIES {
+    let mut other_version = backoff::OTHER_VERSION.start();
+    loop {
         let (rs, answer) = compound_with_record(tree, rec, path, &chain, pins).await?;
         let mut rs = rs.into_iter();
         let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
@@ -650,7 +645,7 @@ async fn open_for_delete_once(
             Some(r) if name => decode_name(&r)?,
             _ => None,
         };
-        match record_or_retry(rec, tree, path, answer, handle.info(), attempt).await? {
+        match record_or_retry(rec, tree, path, answer, handle.info(), &mut other_version).await? {
             Some(meta) => return Ok((handle, meta, on_disk)),
             // Closed before the next open, which it would refuse.
             None => {
@@ -658,7 +653,6 @@ async fn open_for_delete_once(
             }
         }
     }
-    unreachable!("the last try returns")
 }
 
 /// The swap of an If-Match write, in one unrelated compound on the lock's

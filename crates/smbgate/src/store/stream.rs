@@ -23,7 +23,7 @@ use smb_client::Handle;
 
 use super::share;
 use super::types::{ObjectInfo, Opened};
-use super::Store;
+use super::{backoff, Store};
 
 /// The response body: bytes from the segment pipeline, in order.
 pub struct BodyStream {
@@ -229,17 +229,18 @@ async fn stream_resuming(
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> Result<(), std::io::Error> {
     let mut pos = range.start;
-    let mut attempt = 0;
+    let mut backoff = backoff::SEGMENT.start();
     loop {
-        attempt += 1;
         let from = pos;
         let handle = match first.take() {
             Some(h) => h,
             None => match open_same(store, info).await {
                 Ok(h) => h,
-                Err(FetchError::Other(e)) if attempt < ATTEMPTS => {
+                Err(FetchError::Other(e)) => {
+                    if !before_retry(store, &mut backoff).await {
+                        return Err(e);
+                    }
                     tracing::debug!(error = %e, "GET could not re-open the object; retrying");
-                    before_retry(store, attempt).await;
                     continue;
                 }
                 Err(e) => return Err(e.into_io()),
@@ -254,14 +255,16 @@ async fn stream_resuming(
                 return Err(io_err(format!("object shrank while reading: {got} of {want} bytes")));
             }
             Ok(()) => return Ok(()),
-            Err(e) if e.is_connection_error() && (attempt < ATTEMPTS || pos > from) => {
-                tracing::debug!(error = %e, offset = pos, "GET resumes on another connection");
+            Err(e) if e.is_connection_error() => {
                 if pos > from {
                     // Losses far apart each get their own attempts; the
                     // object's size bounds how often that can happen.
-                    attempt = 0;
+                    backoff = backoff::SEGMENT.start();
                 }
-                before_retry(store, attempt.max(1)).await;
+                if !before_retry(store, &mut backoff).await {
+                    return Err(io_err(e));
+                }
+                tracing::debug!(error = %e, offset = pos, "GET resumes on another connection");
             }
             Err(e) => return Err(io_err(e)),
         }
@@ -293,30 +296,26 @@ async fn stream_from(
 /// connection after a connection failure. Checks that the file is the same
 /// generation (size and LastWriteTime) as when the GET started.
 async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
-    let mut last = None;
-    for attempt in 1..=ATTEMPTS {
+    let mut backoff = backoff::SEGMENT.start();
+    loop {
         match fetch_once(&store, &info, seg.clone()).await {
             Ok(v) => return Ok(v),
             Err(e @ FetchError::Changed) => return Err(e.into_io()),
-            Err(FetchError::Other(e)) => last = Some(e),
-        }
-        if attempt < ATTEMPTS {
-            before_retry(&store, attempt).await;
+            Err(FetchError::Other(e)) => {
+                if !before_retry(&store, &mut backoff).await {
+                    return Err(e);
+                }
+            }
         }
     }
-    Err(last.unwrap_or_else(|| io_err("segment failed")))
 }
 
-/// Tries a segment gets before its GET is aborted.
-const ATTEMPTS: u32 = 4;
-
-/// Between attempts: start replacing broken connections, then wait 50,
-/// 200, 800 ms. A server that dropped every connection at once needs a
-/// moment to take new ones; retrying at once would only meet the other
-/// dying connections.
-async fn before_retry(store: &Store, attempt: u32) {
+/// Between attempts: start replacing broken connections, then wait
+/// ([`backoff::SEGMENT`]). Returns false, with no wait, once the attempts
+/// are spent and the GET is to be aborted.
+async fn before_retry(store: &Store, backoff: &mut backoff::Backoff) -> bool {
     store.pool().kick();
-    tokio::time::sleep(std::time::Duration::from_millis(50 << (2 * (attempt - 1)))).await;
+    backoff.wait().await
 }
 
 enum FetchError {

@@ -14,13 +14,13 @@
 
 use smb_proto::NtStatus;
 
-use super::{share, Store};
+use super::{backoff, share, Store};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Store) {
     loop {
         sweep_once(&store).await;
-        tokio::time::sleep(store.options().sweep_interval).await;
+        backoff::pause(store.options().sweep_interval).await;
     }
 }
 
