@@ -35,7 +35,7 @@ mod open;
 pub mod path;
 mod publish;
 mod put;
-pub mod records;
+pub use share::records;
 pub mod share;
 mod spread;
 pub mod stream;

@@ -1,0 +1,80 @@
+//! Directories that carry a record: markers (`photos/`) and their
+//! records, on every kind of record store.
+
+use smb_client::{Result, Tree};
+use smb_proto::create::{
+    access, attributes, options, share, CreateContext, CreateRequest, CreateResponse, Disposition, FileId,
+};
+use smb_proto::info::{FullEa, SetFileInfo};
+use smb_proto::query::SetInfoRequest;
+
+use super::lookup::key_of;
+use super::records::Records;
+use super::requests::{take, CLOSE_RELATED, QFID};
+
+/// Creates a directory with `eas` as its records: set by the CREATE itself
+/// (CREATE + CLOSE), or, on a share without EAs, written to its sidecar
+/// once the CREATE has told its on-disk id.
+///
+/// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND; the
+/// sidecar's write.
+pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
+    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
+    let req = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE,
+        file_attributes: attributes::DIRECTORY,
+        share_access: share::ALL,
+        disposition: Disposition::Create,
+        options: options::DIRECTORY_FILE,
+        contexts: if rec.in_eas() { &ctx[..1] } else { &ctx[1..] },
+    };
+    let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
+    let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+    match rec {
+        Records::Ea => {}
+        Records::Stream => rec.write_streams(tree, path, eas, true).await?,
+        Records::Sidecar { .. } => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
+    }
+    Ok(())
+}
+
+/// Sets (or, with an empty value, removes) one record on a directory:
+/// CREATE(directory, write EA) + SET_INFO(`ea`) + CLOSE, or, on a share
+/// without EAs, CREATE + CLOSE (which fails on a file: STATUS_NOT_A_DIRECTORY)
+/// and then its stream or sidecar.
+///
+/// Errors: the first failing step's NTSTATUS.
+pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> Result<()> {
+    let open = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
+        file_attributes: 0,
+        share_access: share::ALL,
+        disposition: Disposition::Open,
+        options: options::DIRECTORY_FILE,
+        contexts: &QFID,
+    };
+    let eas = [ea];
+    if rec.in_streams() {
+        // A stream is written by name: make sure the name is a directory's,
+        // or a marker's record would replace a file's own.
+        let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
+        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        created.ok_or_status(&[])?;
+        return rec.write_streams(tree, path, &eas, false).await;
+    }
+    if !rec.in_eas() {
+        let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
+        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+        return rec.write_sidecar(tree, key_of(&created)?, &eas).await;
+    }
+    let set = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::FullEa(&eas) };
+    let [created, set, _closed] = take(tree.compound(&[&open, &set, &CLOSE_RELATED]).await?)?;
+    created.ok_or_status(&[])?;
+    set.ok_or_status(&[])?;
+    Ok(())
+}

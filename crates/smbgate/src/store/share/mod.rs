@@ -1,0 +1,32 @@
+//! The share layer: the only code in the gateway that builds SMB requests.
+//!
+//! Everything above it (the S3 rules in `store/`) works with typed
+//! operations and [`Handle`]s. Three rules hold here, so that no caller can
+//! leak a handle or publish unchecked data (failure class 26):
+//! - Every open returns a [`Handle`], which closes itself when dropped, also
+//!   when a request future is dropped mid-flight (see `smb_client::file`).
+//! - A temporary file is a [`TempFile`]: dropped unpublished, it deletes
+//!   its file.
+//! - A compound is one named function that returns typed results; a failure
+//!   of any step is an error of that step.
+
+mod dirs;
+mod lookup;
+mod own_files;
+mod record_io;
+pub mod records;
+mod replace;
+mod requests;
+mod temp;
+
+pub use dirs::{create_dir_with_eas, set_dir_ea};
+pub use lookup::{normalized_names, open_read, open_with_meta, stat_key, stat_with_meta, stat_with_meta_and_name};
+pub use own_files::{
+    create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
+};
+pub use record_io::{probe_record_support, query_records, set_eas};
+pub use replace::{
+    close_and_delete, delete_on_close, open_delete_with_meta, open_for_delete, open_to_replace, rename,
+    rename_through_new_handle, swap_in,
+};
+pub use temp::{create_temp, create_temp_and_write, publish_and_close, reopen, TempFile};

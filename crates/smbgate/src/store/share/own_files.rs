@@ -1,0 +1,116 @@
+//! Opens of the files the gateway keeps for itself: creation locks, upload
+//! state, part claims, data files and write lanes.
+
+use smb_client::{Error, Handle, Result, Tree};
+use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition, FileId};
+use smb_proto::info::SetFileInfo;
+use smb_proto::io::{WriteRequest, WriteResponse};
+use smb_proto::NtStatus;
+
+use super::requests::{take, temp_req, upload_file_req, CLOSE_RELATED, QFID};
+
+/// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
+/// exists exactly while this handle is open, and that only one opener can
+/// create (the server's create-if-absent is atomic, where its rename
+/// without ReplaceIfExists is not: Samba checks the target, then renames
+/// over whatever is there by then). Returns `None` if the file exists
+/// already, is being deleted, or is open.
+///
+/// Errors: any other failing status.
+pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
+    let req = CreateRequest {
+        name: path,
+        oplock_level: 0,
+        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+        file_attributes: attributes::NORMAL,
+        share_access: 0,
+        disposition: Disposition::Create,
+        options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
+        contexts: &[],
+    };
+    match tree.open(&req).await {
+        Ok(h) => Ok(Some(h)),
+        Err(e)
+            if matches!(
+                e.status(),
+                Some(
+                    NtStatus::STATUS_OBJECT_NAME_COLLISION
+                        | NtStatus::STATUS_DELETE_PENDING
+                        | NtStatus::STATUS_SHARING_VIOLATION
+                )
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens an existing file for writing data only: another lane of a body
+/// spread over several connections (`store::spread`).
+pub async fn open_lane(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
+        ..upload_file_req(path, Disposition::Open)
+    };
+    tree.open_durable(&req).await
+}
+
+/// Opens, or creates, a file in an upload's directory for reading and
+/// writing, shared with every other open.
+pub async fn open_upload_file(tree: &Tree, path: &str) -> Result<Handle> {
+    tree.open_durable(&upload_file_req(path, Disposition::OpenIf)).await
+}
+
+/// Creates a multipart part's claim record: a new empty file, read/write/
+/// delete, that others may read or delete but not write.
+///
+/// Errors: STATUS_OBJECT_NAME_COLLISION if the part already has a record.
+pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        share_access: share::READ | share::DELETE,
+        contexts: &QFID, // a sidecar record is keyed by the on-disk id
+        ..upload_file_req(path, Disposition::Create)
+    };
+    tree.open_durable(&req).await
+}
+
+/// Opens (or creates) an upload's data file to complete it in place:
+/// read/write/delete (it is renamed into place), QFid, shared with readers
+/// and deleters but not writers.
+pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
+    let req = CreateRequest {
+        desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
+        share_access: share::READ | share::DELETE,
+        disposition: Disposition::OpenIf,
+        ..temp_req(path, &QFID)
+    };
+    tree.open(&req).await
+}
+
+/// CREATE(new file, fails if it exists) + WRITE(`data`) + CLOSE: a small
+/// file written once by whoever creates it first. Returns false if the file
+/// already existed.
+///
+/// Errors: the CREATE's NTSTATUS other than a collision; a short or failed
+/// WRITE.
+pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
+    let create = upload_file_req(path, Disposition::Create);
+    let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
+    let [created, written, _closed] = take(tree.compound(&[&create, &write, &CLOSE_RELATED]).await?)?;
+    if created.status() == NtStatus::STATUS_OBJECT_NAME_COLLISION {
+        return Ok(false);
+    }
+    created.ok_or_status(&[])?;
+    let n = written.ok_or_status(&[])?.body(WriteResponse::decode)?.count;
+    if n as usize != data.len() {
+        return Err(Error::InvalidArgument(format!("short write: {n} of {} bytes", data.len())));
+    }
+    Ok(true)
+}
+
+/// Truncates or extends the open `handle` to `size` bytes.
+pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
+    handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await
+}

@@ -1,0 +1,84 @@
+//! Records through an open handle (EAs, named streams or a sidecar), and
+//! the startup probe of what records a share can hold.
+
+use smb_client::{Error, Handle, Result, Tree};
+use smb_proto::create::{options, CreateContext, CreateRequest, CreateResponse};
+use smb_proto::info::{FullEa, SetFileInfo};
+use smb_proto::NtStatus;
+
+use super::records::{FileKey, Records};
+use super::requests::{take, temp_req, CLOSE_RELATED};
+
+/// Sets (or, with empty values, removes) records on the open `handle` of
+/// the file at `path`, which nobody else writes (a temp file, a part claim,
+/// an upload's data file): its EAs, its named streams, or its sidecar.
+///
+/// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
+/// handle opened without the QFid context cannot have a sidecar.
+pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
+    match rec {
+        Records::Ea => handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await,
+        Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
+        Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
+    }
+}
+
+/// The sidecar key of an open file: from its CREATE's answer, or, for a
+/// reclaimed durable handle (whose answer has no QFid), the first open's id.
+///
+/// Errors: no on-disk id is known.
+pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
+    let id = handle.info().on_disk_id().or_else(|| handle.reopen_info().and_then(|r| r.on_disk_id()));
+    id.map(|id| FileKey { id, created: handle.info().times.creation })
+        .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
+}
+
+/// The records named `names` of the open `handle` of the file at `path`:
+/// QUERY_INFO of its EAs, its named streams, or its sidecar (every record
+/// it holds).
+///
+/// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
+pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
+    match rec {
+        Records::Ea => handle.tree().query_eas(handle.id(), names).await,
+        Records::Stream => {
+            let mut out = Vec::new();
+            for name in names {
+                if let Some(value) = rec.read_stream(handle.tree(), path, name).await? {
+                    out.push(FullEa { name: name.to_string(), value: value.to_vec() });
+                }
+            }
+            Ok(out)
+        }
+        Records::Sidecar { .. } => match handle_key(handle) {
+            Ok(key) => rec.read_sidecar(handle.tree(), key).await,
+            Err(_) => Ok(Vec::new()),
+        },
+    }
+}
+
+/// What the share can hold records in, asked the way a PUT uses them:
+/// CREATE of a new file `path` carrying an EA (EaBuffer context) and the
+/// QFid context, delete-on-close, then CLOSE, in one round trip; if the
+/// server answers STATUS_EAS_NOT_SUPPORTED (Samba with `ea support = no`,
+/// Azure Files, some NAS), the same without the EA. Returns whether EAs are
+/// stored, and whether the CREATE reports on-disk file ids.
+///
+/// Errors: any other failing status.
+pub async fn probe_record_support(tree: &Tree, path: &str) -> Result<(bool, bool)> {
+    let eas = [FullEa { name: "smbgate.probe".into(), value: b"1".to_vec() }];
+    let ctx = [CreateContext::EaBuffer(&eas), CreateContext::QueryOnDiskId];
+    for with_ea in [true, false] {
+        let create = CreateRequest {
+            options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
+            ..temp_req(path, if with_ea { &ctx[..] } else { &ctx[1..] })
+        };
+        let [created, _closed] = take(tree.compound(&[&create, &CLOSE_RELATED]).await?)?;
+        match created.ok_or_status(&[]) {
+            Ok(r) => return Ok((with_ea, r.body(CreateResponse::decode)?.on_disk_id().is_some())),
+            Err(e) if with_ea && e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the second probe returns")
+}
