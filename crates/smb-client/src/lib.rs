@@ -26,7 +26,6 @@ pub mod file;
 mod oplock;
 pub mod pipeline;
 pub mod pool;
-mod reaper;
 mod recvbuf;
 mod reopen;
 pub mod session;

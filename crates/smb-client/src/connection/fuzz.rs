@@ -11,10 +11,10 @@ use smb_proto::negotiate::{Cipher, SigningAlgorithm};
 use smb_proto::transform::TRANSFORM_HEADER_LEN;
 use smb_proto::Command;
 
+use super::reaper::Reaper;
 use super::table::Bind;
 use super::{ConnectionOptions, Inner};
 use crate::crypto::{Cipherer, SessionKeys, Signer};
-use crate::reaper::Reaper;
 
 const SESSION_ID: u64 = 0x11;
 const TREE_ID: u32 = 5;

@@ -10,9 +10,9 @@
 //! - `table`: the MessageId and credit table, plain data with its tests;
 //! - `seal`: signing and encryption, out and in, written once;
 //! - `writer` and `reader`: the two socket tasks;
+//! - `reaper`: the queue of handles nobody will close, and the task that
+//!   closes them;
 //! - [`fuzz`]: the receive path without a socket, for the fuzz target.
-//!
-//! The reaper task, which closes handles nobody will, lives in `reaper`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,11 +29,12 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::oplock::Oplocks;
-use crate::reaper::{reaper_task, Reaper, Ticket};
+use reaper::{reaper_task, Reaper, Ticket};
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 mod reader;
+mod reaper;
 mod response;
 mod seal;
 mod table;
@@ -457,7 +458,7 @@ impl Connection {
                         reaper: self.inner.reaper.clone(),
                         tree_id: op.tree_id,
                         encrypt,
-                        delete: op.body.opens().is_some_and(crate::reaper::undo_if_abandoned),
+                        delete: op.body.opens().is_some_and(reaper::undo_if_abandoned),
                     }));
                 }
             }

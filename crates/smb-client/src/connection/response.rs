@@ -9,9 +9,9 @@ use smb_proto::header::Header;
 use smb_proto::{NtStatus, Request};
 use tokio::sync::oneshot;
 
+use super::reaper::Ticket;
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::reaper::Ticket;
 
 /// A received message: its header and the whole message bytes (header
 /// first), sliced from the received frame without a copy.

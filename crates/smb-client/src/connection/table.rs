@@ -11,10 +11,10 @@ use smb_proto::header::{flags, Header};
 use smb_proto::{Command, NtStatus};
 use tokio::sync::oneshot;
 
+use super::reaper::Ticket;
 use super::response::{Response, ResponseFuture};
 use crate::credits::CreditWindow;
 use crate::error::{Error, Result};
-use crate::reaper::Ticket;
 
 /// What a response must match to answer a request (failure class 24).
 #[derive(Debug, Clone, Copy)]

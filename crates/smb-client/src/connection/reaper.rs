@@ -29,7 +29,7 @@ use smb_proto::query::SetInfoRequest;
 use smb_proto::{Command, NtStatus};
 use tokio::sync::mpsc;
 
-use crate::connection::{Connection, Inner, Op};
+use super::{Connection, Inner, Op};
 
 /// One handle to close.
 pub(crate) struct Orphan {
