@@ -14,6 +14,12 @@
 //! [`Vouched`], and [`crate::front::Access`] decides on it as on a signed
 //! request (the same user, buckets and SMB identity). Nothing outside the
 //! process can reach the second service, nor set [`Vouched`].
+//!
+//! The store decides everything else about a GET's bytes
+//! (`store::read_plan`), but it cannot ignore a Range that never reaches
+//! it: s3s 0.14 refuses the request while decoding its input, before any
+//! handler of ours runs. Hence this detour, until s3s can be told to drop
+//! an unparsable Range itself.
 
 use hyper::http::Extensions;
 use hyper::{HeaderMap, Method, Uri};

@@ -70,7 +70,18 @@ impl Gateway {
     }
 }
 
-/// Maps a store error to the S3 error clients expect.
+/// A header map of one header (a value that is not a valid header value is
+/// left out).
+fn one_header(name: http::header::HeaderName, value: &str) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(value) {
+        h.insert(name, v);
+    }
+    h
+}
+
+/// Maps a store error to the S3 error clients expect: the code, and the
+/// headers a 304 (ETag) or a 416 (Content-Range) carries.
 pub fn s3_error(e: StoreError) -> S3Error {
     use S3ErrorCode as C;
     let msg = e.to_string();
@@ -95,7 +106,16 @@ pub fn s3_error(e: StoreError) -> S3Error {
             return err;
         }
         StoreError::PreconditionFailed => C::PreconditionFailed,
-        StoreError::NotModified => C::NotModified,
+        StoreError::NotModified { etag } => {
+            let mut err = S3Error::with_message(C::NotModified, msg);
+            err.set_headers(one_header(http::header::ETAG, &format!("\"{etag}\"")));
+            return err;
+        }
+        StoreError::RangeNotSatisfiable { size } => {
+            let mut err = S3Error::with_message(C::InvalidRange, msg);
+            err.set_headers(one_header(http::header::CONTENT_RANGE, &format!("bytes */{size}")));
+            return err;
+        }
         StoreError::BadDigest(_) => C::BadDigest,
         StoreError::InvalidDigest(_) => C::InvalidDigest,
         StoreError::IncompleteBody => C::IncompleteBody,

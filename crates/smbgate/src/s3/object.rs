@@ -10,14 +10,11 @@ use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
 use crate::store::keys::map_key;
+use crate::store::read_plan::{ByteRange, Read, ReadRequest};
 use crate::store::types::{ObjectInfo, PutRequest, Target};
-use crate::store::StoreError;
 
 /// Most keys one DeleteObjects request may name.
 const MAX_DELETE_KEYS: usize = 1000;
-
-/// Bytes read together with the open of a GET.
-const SMALL_READ: u32 = 1 << 20;
 
 fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     if !enabled {
@@ -26,16 +23,29 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
     super::convert::checksum_fields(&info.meta.checksums)
 }
 
-/// The If-* headers of a GetObject or HeadObject input.
-macro_rules! read_conditions {
+/// The store's [`ReadRequest`] of a GetObject or HeadObject input: its
+/// conditional headers, `partNumber` and `Range`.
+macro_rules! read_request {
     ($i:expr) => {
-        conditions(
-            $i.if_match.as_ref(),
-            $i.if_none_match.as_ref(),
-            $i.if_modified_since.as_ref(),
-            $i.if_unmodified_since.as_ref(),
-        )
+        ReadRequest {
+            conditions: conditions(
+                $i.if_match.as_ref(),
+                $i.if_none_match.as_ref(),
+                $i.if_modified_since.as_ref(),
+                $i.if_unmodified_since.as_ref(),
+            ),
+            part_number: $i.part_number,
+            range: $i.range.as_ref().map(byte_range),
+        }
     };
+}
+
+/// An s3s Range as the store's [`ByteRange`].
+fn byte_range(r: &Range) -> ByteRange {
+    match *r {
+        Range::Int { first, last } => ByteRange::FromTo { first, last },
+        Range::Suffix { length } => ByteRange::Suffix { length },
+    }
 }
 
 /// Builds a GetObjectOutput or HeadObjectOutput: the headers both share
@@ -130,92 +140,23 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     }))
 }
 
-/// Byte range of `partNumber` of an object (whole object for part 1 of a
-/// single-part object). A part the object does not have is 400
-/// InvalidPart, as AWS answers (and Ceph's s3-tests check) for multipart
-/// and single-PUT objects alike.
-fn part_range(info: &ObjectInfo, n: i32) -> Result<std::ops::Range<u64>, S3Error> {
-    let parts = &info.meta.parts;
-    let bad = || {
-        S3Error::with_message(
-            S3ErrorCode::InvalidPart,
-            format!("the object has no part {n}: it has {} part(s)", parts.len().max(1)),
-        )
-    };
-    if parts.is_empty() {
-        return if n == 1 { Ok(0..info.size) } else { Err(bad()) };
-    }
-    if n < 1 || n as usize > parts.len() {
-        return Err(bad());
-    }
-    let start: u64 = parts[..n as usize - 1].iter().sum();
-    Ok(start..start + parts[n as usize - 1])
-}
-
-fn unsatisfiable(size: u64) -> S3Error {
-    let mut e = s3_error(StoreError::InvalidRange);
-    let mut h = http::HeaderMap::new();
-    if let Ok(v) = http::HeaderValue::from_str(&format!("bytes */{size}")) {
-        h.insert(http::header::CONTENT_RANGE, v);
-    }
-    e.set_headers(h);
-    e
-}
-
-fn not_modified_error(e: StoreError, info: &ObjectInfo) -> S3Error {
-    let mut err = s3_error(e);
-    let mut h = http::HeaderMap::new();
-    if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", info.etag)) {
-        h.insert(http::header::ETAG, v);
-    }
-    err.set_headers(h);
-    err
-}
-
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
-    // Read the first MiB with the open (one round trip for small objects)
-    // when the start of the range is known.
-    let read = match (&i.part_number, &i.range) {
-        (None, None) => Some((0, SMALL_READ)),
-        (None, Some(Range::Int { first, .. })) => Some((*first, SMALL_READ)),
-        _ => None,
-    };
-    let (opened, info, head) = gw.store.open_object(&i.bucket, &i.key, read).await.map_err(s3_error)?;
-    let cond = read_conditions!(i);
-    // On an early return the handle closes itself.
-    cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
-    let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
-    let head = head.filter(|_| read.is_some_and(|(off, _)| off == range.start));
-    let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), head);
+    let req = read_request!(i);
+    let Read { opened, info, plan, first } = gw.store.get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let (range, partial) = (plan.range, plan.partial);
+    let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), first);
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),
     });
     Ok(S3Response::new(out))
 }
 
-/// The byte range a GET/HEAD answers with, and whether it is partial (206):
-/// `partNumber` selects a part, a suffix range of an empty object is the
-/// whole (empty) object, an unsatisfiable range is 416 with `bytes */size`.
-fn resolve_range(
-    info: &ObjectInfo,
-    part_number: Option<i32>,
-    range: Option<&Range>,
-) -> S3Result<(std::ops::Range<u64>, bool)> {
-    match (part_number, range) {
-        (Some(n), _) => Ok((part_range(info, n)?, true)),
-        (None, Some(Range::Suffix { .. })) if info.size == 0 => Ok((0..0, false)),
-        (None, Some(r)) => Ok((r.check(info.size).map_err(|_| unsatisfiable(info.size))?, true)),
-        (None, None) => Ok((0..info.size, false)),
-    }
-}
-
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
-    let info = gw.store.head_object(&i.bucket, &i.key).await.map_err(s3_error)?;
-    let cond = read_conditions!(i);
-    cond.check_read(info.current()).map_err(|e| not_modified_error(e, &info))?;
-    let (range, partial) = resolve_range(&info, i.part_number, i.range.as_ref())?;
+    let req = read_request!(i);
+    let (info, plan) = gw.store.head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let (range, partial) = (plan.range, plan.partial);
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
     resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
     Ok(resp)

@@ -79,15 +79,15 @@ impl Conditions {
     /// PreconditionFailed, a failed If-None-Match / If-Modified-Since 304
     /// NotModified.
     pub fn check_read(&self, info: Current<'_>) -> Result<(), StoreError> {
-        self.check(info, StoreError::NotModified)
+        self.check(info, || StoreError::NotModified { etag: info.etag.to_string() })
     }
 
     /// A copy source (x-amz-copy-source-if-*): every failure is 412.
     pub fn check_copy_source(&self, info: Current<'_>) -> Result<(), StoreError> {
-        self.check(info, StoreError::PreconditionFailed)
+        self.check(info, || StoreError::PreconditionFailed)
     }
 
-    fn check(&self, info: Current<'_>, not_modified: StoreError) -> Result<(), StoreError> {
+    fn check(&self, info: Current<'_>, not_modified: impl FnOnce() -> StoreError) -> Result<(), StoreError> {
         let modified = super::meta::filetime_to_unix(info.last_modified).0;
         if let Some(c) = &self.if_match {
             if !c.matches(info.etag) {
@@ -98,10 +98,10 @@ impl Conditions {
         }
         if let Some(c) = &self.if_none_match {
             if c.matches(info.etag) {
-                return Err(not_modified);
+                return Err(not_modified());
             }
         } else if self.if_modified_since.is_some_and(|t| modified <= t) {
-            return Err(not_modified);
+            return Err(not_modified());
         }
         Ok(())
     }

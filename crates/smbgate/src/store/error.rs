@@ -35,9 +35,13 @@ pub enum StoreError {
     /// If-Match / If-Unmodified-Since / If-None-Match on a write failed.
     #[error("at least one of the preconditions you specified did not hold")]
     PreconditionFailed,
-    /// If-None-Match / If-Modified-Since on a read: not modified.
+    /// If-None-Match / If-Modified-Since on a read: not modified; the
+    /// answer (304) carries the object's ETag, unquoted here.
     #[error("not modified")]
-    NotModified,
+    NotModified {
+        /// The current object's ETag.
+        etag: String,
+    },
     /// Content-MD5 or an x-amz-checksum-* did not match the body.
     #[error("{0}")]
     BadDigest(String),
@@ -53,6 +57,13 @@ pub enum StoreError {
     /// Range outside the object.
     #[error("the requested range is not satisfiable")]
     InvalidRange,
+    /// A GET or HEAD Range of which no byte is in the object (416); the
+    /// answer's Content-Range gives the object's size (`bytes */size`).
+    #[error("the requested range is not satisfiable")]
+    RangeNotSatisfiable {
+        /// The object's size in bytes.
+        size: u64,
+    },
     /// Unknown UploadId.
     #[error("the specified multipart upload does not exist")]
     NoSuchUpload,

@@ -35,6 +35,7 @@ mod open;
 pub mod path;
 mod publish;
 mod put;
+pub mod read_plan;
 pub use share::records;
 pub mod share;
 mod spread;
