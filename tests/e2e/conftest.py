@@ -5,6 +5,7 @@ boto3 and CLI helpers. Every test talks to real peers over loopback."""
 import os
 import shlex
 import socket
+import shutil
 import subprocess
 import sys
 import time
@@ -119,7 +120,9 @@ class Gateway:
             "SMBGATE_ACCESS_KEY": ACCESS_KEY,
             "SMBGATE_SECRET_KEY": SECRET_KEY,
             "SMBGATE_POOL_SIZE": "4",
-            "SMBGATE_LOG": "warn",
+            # SMBGATE_TEST_LOG sets the gateways' log filter (to measure
+            # something in their logs, with SMBGATE_TEST_LOG_DIR to keep them).
+            "SMBGATE_LOG": os.environ.get("SMBGATE_TEST_LOG", "warn"),
         })
         for k, v in (env or {}).items():
             if v is None:
@@ -172,6 +175,10 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+        keep = os.environ.get("SMBGATE_TEST_LOG_DIR")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.log.name, Path(keep) / Path(self.log.name).name)
 
 
 def balanced_pair(samba_a, samba_b, workdir, env=None):
