@@ -2,15 +2,13 @@
 //! records, on every kind of record store.
 
 use smb_client::{Result, Tree};
-use smb_proto::create::{
-    access, attributes, options, share, CreateContext, CreateRequest, CreateResponse, Disposition, FileId,
-};
+use smb_proto::create::{access, options, CreateContext, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::query::SetInfoRequest;
 
 use super::lookup::key_of;
 use super::records::Records;
-use super::requests::{take, CLOSE_RELATED, QFID};
+use super::requests::{take, Create, CLOSE_RELATED, QFID};
 
 /// Creates a directory with `eas` as its records: set by the CREATE itself
 /// (CREATE + CLOSE), or, on a share without EAs, written to its sidecar
@@ -20,16 +18,8 @@ use super::requests::{take, CLOSE_RELATED, QFID};
 /// sidecar's write.
 pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
-    let req = CreateRequest {
-        name: path,
-        oplock_level: 0,
-        desired_access: access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE,
-        file_attributes: attributes::DIRECTORY,
-        share_access: share::ALL,
-        disposition: Disposition::Create,
-        options: options::DIRECTORY_FILE,
-        contexts: if rec.in_eas() { &ctx[..1] } else { &ctx[1..] },
-    };
+    let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
+    let req = Create::directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] }).build();
     let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
     match rec {
@@ -47,16 +37,10 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
 ///
 /// Errors: the first failing step's NTSTATUS.
 pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> Result<()> {
-    let open = CreateRequest {
-        name: path,
-        oplock_level: 0,
-        desired_access: access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES,
-        file_attributes: 0,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: options::DIRECTORY_FILE,
-        contexts: &QFID,
-    };
+    let open = Create::open(path, access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES)
+        .options(options::DIRECTORY_FILE)
+        .contexts(&QFID)
+        .build();
     let eas = [ea];
     if rec.in_streams() {
         // A stream is written by name: make sure the name is a directory's,

@@ -6,14 +6,14 @@
 use bytes::Bytes;
 use smb_client::connection::Response;
 use smb_client::{Error, Handle, Result, Tree};
-use smb_proto::create::{access, share, CreateRequest, CreateResponse, Disposition, FileId};
+use smb_proto::create::{access, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{decode_file_name_information, decode_full_ea};
 use smb_proto::io::{ReadRequest, ReadResponse};
 use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::{NtStatus, Request};
 
 use super::records::{FileKey, Records};
-use super::requests::{lookup_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
+use super::requests::{lookup_req, meta_query, read_req, take, Create, CLOSE_RELATED, NAME_QUERY};
 use crate::store::backoff::{self, Backoff};
 use crate::store::meta::{ObjectMeta, META_EA};
 
@@ -327,19 +327,8 @@ pub async fn stat_with_meta_and_name(
 ///
 /// Errors: a transport error, or an answer that does not decode.
 pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Option<String>>> {
-    let opens: Vec<CreateRequest<'_>> = paths
-        .iter()
-        .map(|path| CreateRequest {
-            name: path,
-            oplock_level: 0,
-            desired_access: access::FILE_READ_ATTRIBUTES,
-            file_attributes: 0,
-            share_access: share::ALL,
-            disposition: Disposition::Open,
-            options: 0,
-            contexts: &[],
-        })
-        .collect();
+    let opens: Vec<CreateRequest<'_>> =
+        paths.iter().map(|path| Create::open(path, access::FILE_READ_ATTRIBUTES).build()).collect();
     let chains: Vec<[&dyn Request; 3]> =
         opens.iter().map(|o| [o as &dyn Request, &NAME_QUERY, &CLOSE_RELATED]).collect();
     let refs: Vec<&[&dyn Request]> = chains.iter().map(|c| &c[..]).collect();

@@ -2,12 +2,12 @@
 //! state, part claims, data files and write lanes.
 
 use smb_client::{Error, Handle, Result, Tree};
-use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition, FileId};
+use smb_proto::create::{access, options, share, CreateRequest, Disposition, FileId};
 use smb_proto::info::SetFileInfo;
 use smb_proto::io::{WriteRequest, WriteResponse};
 use smb_proto::NtStatus;
 
-use super::requests::{take, temp_req, upload_file_req, CLOSE_RELATED, QFID};
+use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QFID};
 
 /// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
 /// exists exactly while this handle is open, and that only one opener can
@@ -18,16 +18,10 @@ use super::requests::{take, temp_req, upload_file_req, CLOSE_RELATED, QFID};
 ///
 /// Errors: any other failing status.
 pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
-    let req = CreateRequest {
-        name: path,
-        oplock_level: 0,
-        desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-        file_attributes: attributes::NORMAL,
-        share_access: 0,
-        disposition: Disposition::Create,
-        options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
-        contexts: &[],
-    };
+    let req = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
+        .sharing(0)
+        .options(options::DELETE_ON_CLOSE)
+        .build();
     match tree.open(&req).await {
         Ok(h) => Ok(Some(h)),
         Err(e)

@@ -27,14 +27,13 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use smb_client::{Error, Result, Tree};
-use smb_proto::create::{
-    access, attributes, options, share, CloseRequest, CreateRequest, CreateResponse, Disposition, FileId,
-};
+use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, CreateResponse, Disposition, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
 use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
+use super::requests::Create;
 use crate::store::backoff;
 use crate::store::path::SharePath;
 
@@ -173,16 +172,7 @@ impl Records {
     }
 
     async fn publish(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
-        let create = CreateRequest {
-            name: temp.as_str(),
-            oplock_level: 0,
-            desired_access: access::GENERIC_WRITE | access::DELETE,
-            file_attributes: attributes::NORMAL,
-            share_access: share::ALL,
-            disposition: Disposition::Create,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: &[],
-        };
+        let create = Create::file(temp.as_str(), access::GENERIC_WRITE | access::DELETE).build();
         let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: body };
         let t = smb_client::tree::smb_path(target.as_str());
         let rename = SetInfoRequest {
@@ -228,16 +218,8 @@ impl Records {
                     _ => continue,
                 }
             }
-            let create = CreateRequest {
-                name: &name,
-                oplock_level: 0,
-                desired_access: access::GENERIC_WRITE,
-                file_attributes: attributes::NORMAL,
-                share_access: share::ALL,
-                disposition: if fresh { Disposition::OverwriteIf } else { Disposition::OpenIf },
-                options: options::NON_DIRECTORY_FILE,
-                contexts: &[],
-            };
+            let disposition = if fresh { Disposition::OverwriteIf } else { Disposition::OpenIf };
+            let create = Create::file(&name, access::GENERIC_WRITE).disposition(disposition).build();
             let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
             if fresh {
                 let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: &ea.value };
@@ -391,16 +373,8 @@ pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> R
     let r = async {
         for base in [probe.as_str(), dir.as_str()] {
             let stream = stream_path(base, "smbgate.probe");
-            let create = CreateRequest {
-                name: &stream,
-                oplock_level: 0,
-                desired_access: access::GENERIC_WRITE | access::DELETE,
-                file_attributes: attributes::NORMAL,
-                share_access: share::ALL,
-                disposition: Disposition::Create,
-                options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
-                contexts: &[],
-            };
+            let create =
+                Create::file(&stream, access::GENERIC_WRITE | access::DELETE).options(options::DELETE_ON_CLOSE).build();
             let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
             let chain: [&dyn Request; 2] = [&create, &close];
             let rs = tree.compound(&chain).await?;
