@@ -13,15 +13,15 @@
 //! turns with the move.
 
 use smb_client::Tree;
-use smb_proto::NtStatus;
 
 use smb_proto::create::CreateResponse;
 
 use super::backoff;
-use super::error::{is_not_found, is_unholdable_name};
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
+use super::share::{is_busy, Failure, SmbFailure};
+use super::share::{is_not_found, is_unholdable_name};
 use super::{share, Store, StoreError, StoreResult};
 
 impl Store {
@@ -62,7 +62,7 @@ impl Store {
         let stat = |p: SharePath| async move {
             match share::stat_with_meta_and_name(tree, records, &p, false, file_only).await {
                 Ok((c, m, _)) => Ok(Some((c, m, p))),
-                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => Ok(None),
+                Err(e) if e.failure() == Failure::IsDirectory => Ok(None),
                 Err(e) => Err(e),
             }
         };
@@ -110,7 +110,7 @@ impl Store {
                 Ok(()) => tree.mkdir(path).await,
                 Err(e) if is_not_found(&e) => tree.mkdir(path).await,
                 // Another writer made it a directory first.
-                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+                Err(e) if e.failure() == Failure::IsDirectory => {
                     lock.release().await;
                     return Ok(());
                 }
@@ -134,7 +134,7 @@ impl Store {
             lock.release().await;
             match made {
                 Ok(()) => return Ok(()),
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                Err(e) if e.failure() == Failure::Collision => {
                     match tree.stat(path).await {
                         Ok(t) if t.is_directory() => return Ok(()), // another writer made it first
                         Ok(_) => {}
@@ -184,7 +184,7 @@ impl Store {
             match share::rename_through_new_handle(tree, beside, dir, false).await {
                 Ok(()) => return,
                 Err(e) if nothing_beside(&e) => return, // deleted meanwhile
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) || is_busy(&e) => {}
+                Err(e) if e.failure() == Failure::Collision || is_busy(&e) => {}
                 Err(e) => {
                     tracing::debug!(error = %e, "an object kept beside its directory could not take its name back");
                     break;
@@ -259,12 +259,4 @@ pub(crate) fn stands_for(is_dir: bool, marker_record: bool, mapped: &MappedKey) 
         true => is_dir && marker_record,
         false => !is_dir,
     }
-}
-
-/// Statuses of a rename refused because a file is open somewhere.
-const BUSY: [NtStatus; 2] = [NtStatus::STATUS_ACCESS_DENIED, NtStatus::STATUS_SHARING_VIOLATION];
-
-/// True if `e` is one of the [`BUSY`] statuses.
-pub(crate) fn is_busy(e: &smb_client::Error) -> bool {
-    e.status().is_some_and(|s| BUSY.contains(&s))
 }

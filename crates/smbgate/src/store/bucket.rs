@@ -1,8 +1,7 @@
 //! Buckets: the top-level directories under the share root.
 
-use smb_proto::NtStatus;
-
-use super::error::is_not_found;
+use super::share::is_not_found;
+use super::share::{Failure, SmbFailure};
 use super::{Store, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
@@ -48,7 +47,7 @@ impl Store {
         let tree = self.tree().await?;
         match tree.mkdir(&self.bucket_path(bucket)).await {
             Ok(()) => Ok(()),
-            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+            Err(e) if e.failure() == Failure::Collision => {
                 if tree.stat(&self.bucket_path(bucket)).await?.is_directory() {
                     Err(StoreError::BucketAlreadyOwnedByYou)
                 } else {
@@ -100,7 +99,7 @@ impl Store {
         match tree.delete(&path, true).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
-            Err(e) if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) => {}
+            Err(e) if e.failure() == Failure::NotEmpty => {}
             Err(e) => return Err(e.into()),
         }
         // Only empty, unmarked directories inside? Remove them bottom-up.
@@ -108,7 +107,7 @@ impl Store {
             return Err(StoreError::BucketNotEmpty);
         }
         tree.delete(&path, true).await.map_err(|e| {
-            if e.status() == Some(NtStatus::STATUS_DIRECTORY_NOT_EMPTY) {
+            if e.failure() == Failure::NotEmpty {
                 StoreError::BucketNotEmpty
             } else {
                 e.into()

@@ -3,9 +3,8 @@
 //! serving the share applies the same rules. The store keeps the bytes;
 //! what they say is `crate::cors`'s.
 
-use smb_proto::NtStatus;
-
-use super::error::is_not_found;
+use super::share::is_not_found;
+use super::share::{Failure, SmbFailure};
 use super::{share, Store, StoreError, StoreResult};
 
 /// Largest configuration kept, in bytes (AWS allows 64 KB of XML; the JSON
@@ -45,7 +44,7 @@ impl Store {
         let dir = self.internal("cors");
         match tree.mkdir(&dir).await {
             Ok(()) => {}
-            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
+            Err(e) if e.failure() == Failure::Collision => {}
             Err(e) => return Err(e.into()),
         }
         // Held open from creation to rename, so no sweep takes it for a dead

@@ -45,7 +45,7 @@ impl Store {
     /// key may be between the two renames of an If-Match swap.
     pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
         match tree.stat(self.create_lock_path(object).as_str()).await {
-            Err(e) => !super::error::is_not_found(&e),
+            Err(e) => !super::share::is_not_found(&e),
             Ok(_) => true,
         }
     }

@@ -4,16 +4,16 @@
 //! between.
 
 use smb_client::Tree;
-use smb_proto::NtStatus;
 
 use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
-use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
 use super::meta::META_EA;
 use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
+use super::share::is_not_found;
+use super::share::{Failure, SmbFailure};
 use super::types::ObjectInfo;
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -60,7 +60,7 @@ impl Store {
         let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
         // Not at its own path: other keys continue under it (a directory
         // there), or it is moving between the two names; look beside.
-        let directory = |d: &Result<_, smb_client::Error>| matches!(d, Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY));
+        let directory = |d: &Result<_, smb_client::Error>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
         if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
             let was_directory = directory(&deleted);
             at = path.beside(false);
@@ -76,7 +76,7 @@ impl Store {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => return conditions.check_write(None),
             Ok(Err(e)) => return Err(e),
-            Err(e) if nothing_beside(&e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
+            Err(e) if nothing_beside(&e) || e.failure() == Failure::IsDirectory => {
                 self.check_bucket(&tree, bucket).await?;
                 return conditions.check_write(None);
             }

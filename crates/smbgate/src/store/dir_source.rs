@@ -7,12 +7,12 @@ use std::collections::HashSet;
 use futures::stream::{self, StreamExt};
 use smb_client::Tree;
 
-use super::error::is_not_found;
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
 use super::meta::{derived_etag, ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::records::{FileKey, Records};
+use super::share::is_not_found;
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{Store, StoreError, StoreResult};

@@ -1,7 +1,6 @@
 //! Store errors: S3-meaningful outcomes, independent of the HTTP layer.
 
 use smb_client::Error as SmbError;
-use smb_proto::NtStatus;
 
 use super::keys::KeyError;
 
@@ -104,75 +103,7 @@ pub enum StoreError {
     Body(String),
 }
 
-impl From<SmbError> for StoreError {
-    fn from(e: SmbError) -> Self {
-        count_smb_error(&e);
-        match e.status() {
-            Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
-                // The S3 answer names no SMB command; the log does.
-                tracing::debug!(error = %e, "SMB access denied");
-                StoreError::AccessDenied
-            }
-            Some(NtStatus::STATUS_SHARING_VIOLATION)
-            | Some(NtStatus::STATUS_INSUFFICIENT_RESOURCES)
-            | Some(NtStatus::STATUS_TOO_MANY_SESSIONS)
-            | Some(NtStatus::STATUS_FILE_LOCK_CONFLICT) => StoreError::Busy(e.to_string()),
-            _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
-            _ => StoreError::Smb(e),
-        }
-    }
-}
-
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// SMB errors that reached the store's error mapping, by status name
-/// (process-wide; read by the metrics at each scrape).
-static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// Counts one SMB error: its NTSTATUS name (`STATUS_DISK_FULL`), its hex
-/// value when it has no name, `connection` for a lost or poisoned
-/// connection, or `other`.
-fn count_smb_error(e: &SmbError) {
-    let status = match e.status() {
-        Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
-        None if e.is_connection_error() => "connection".to_string(),
-        None => "other".to_string(),
-    };
-    *SMB_ERRORS.lock().unwrap().entry(status).or_default() += 1;
-}
-
-/// Every SMB error count so far, by status name (see `count_smb_error`).
-pub fn smb_error_counts() -> Vec<(String, u64)> {
-    SMB_ERRORS.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect()
-}
-
-/// True if the server refused the name itself: too long for it, or a
-/// character it cannot store.
-pub fn is_unholdable_name(e: &SmbError) -> bool {
-    matches!(e.status(), Some(NtStatus::STATUS_OBJECT_NAME_INVALID) | Some(NtStatus::STATUS_NAME_TOO_LONG))
-}
-
-/// True if `e` says a path cannot be walked (a component is a file or
-/// the syntax is refused): the parents need a look.
-pub fn is_bad_path(e: &SmbError) -> bool {
-    matches!(
-        e.status(),
-        Some(NtStatus::STATUS_OBJECT_PATH_INVALID)
-            | Some(NtStatus::STATUS_OBJECT_PATH_SYNTAX_BAD)
-            | Some(NtStatus::STATUS_NOT_A_DIRECTORY)
-    )
-}
-
-/// True if `e` says a name does not exist.
-pub fn is_not_found(e: &SmbError) -> bool {
-    matches!(
-        e.status(),
-        Some(NtStatus::STATUS_OBJECT_NAME_NOT_FOUND)
-            | Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND)
-            | Some(NtStatus::STATUS_NO_SUCH_FILE)
-            | Some(NtStatus::STATUS_DELETE_PENDING)
-            | Some(NtStatus::STATUS_NOT_A_DIRECTORY)
-    )
-}
+pub use super::share::smb_error_counts;

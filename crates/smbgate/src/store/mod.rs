@@ -49,11 +49,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smb_client::{Pool, Tree};
-use smb_proto::NtStatus;
 
 pub use budget::Budget;
 pub use error::{StoreError, StoreResult};
 use path::SharePath;
+use share::{Failure, SmbFailure};
 
 /// Tuning for the data path.
 #[derive(Debug, Clone)]
@@ -172,7 +172,7 @@ impl Store {
         let root = SharePath::root(root);
         let tree = pool.get().await?;
         let root_times = tree.stat(&root).await.map_err(|e| {
-            if error::is_not_found(&e) {
+            if share::is_not_found(&e) {
                 StoreError::InvalidArgument(format!("share path {:?} does not exist", root.as_str()))
             } else {
                 e.into()
@@ -185,7 +185,7 @@ impl Store {
         for d in [internal.clone(), internal.join("tmp"), internal.join("uploads")] {
             match tree.mkdir(&d).await {
                 Ok(()) => {}
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {}
+                Err(e) if e.failure() == Failure::Collision => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -333,7 +333,7 @@ impl Store {
         match tree.stat(&self.bucket_path(bucket)).await {
             Ok(t) if t.is_directory() => Ok(()),
             Ok(_) => Err(StoreError::NoSuchBucket),
-            Err(e) if error::is_not_found(&e) => Err(StoreError::NoSuchBucket),
+            Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),
             Err(e) => Err(e.into()),
         }
     }
@@ -347,7 +347,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    backoff::retry(&backoff::SHARING, |e| has_status(e, &[NtStatus::STATUS_SHARING_VIOLATION]), f).await
+    backoff::retry(&backoff::SHARING, |e| e.failure() == Failure::SharingViolation, f).await
 }
 
 /// Like [`retry_sharing`], for a rename over a file that another handle
@@ -359,8 +359,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    let busy = [NtStatus::STATUS_SHARING_VIOLATION, NtStatus::STATUS_ACCESS_DENIED];
-    backoff::retry(&backoff::RENAME_OVER_OPEN, |e| has_status(e, &busy), f).await
+    backoff::retry(&backoff::RENAME_OVER_OPEN, share::is_busy, f).await
 }
 
 /// Like [`retry_sharing`], for an open of a key that may be in the middle
@@ -374,17 +373,12 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
 {
-    let turn = |e: &smb_client::Error| has_status(e, &[NtStatus::STATUS_SHARING_VIOLATION]);
+    let turn = |e: &smb_client::Error| e.failure() == Failure::SharingViolation;
     let mut gap = backoff::SWAP_GAP.start();
     loop {
         match backoff::retry(&backoff::SWAP_TURN, turn, &mut f).await {
-            Err(e) if error::is_not_found(&e) && gap.wait().await => {}
+            Err(e) if share::is_not_found(&e) && gap.wait().await => {}
             r => return r,
         }
     }
-}
-
-/// True if `e` is the server's answer with one of `statuses`.
-fn has_status(e: &smb_client::Error, statuses: &[NtStatus]) -> bool {
-    e.status().is_some_and(|s| statuses.contains(&s))
 }

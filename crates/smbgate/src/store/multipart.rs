@@ -19,14 +19,14 @@ use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use smb_client::Tree;
 use smb_proto::info::FullEa;
-use smb_proto::NtStatus;
 
-use super::error::is_not_found;
 use super::keys::map_key;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::records::{FileKey, Records};
+use super::share::is_not_found;
 use super::share::{self, TempFile};
+use super::share::{Failure, SmbFailure};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
 use super::verify::verified_meta;
@@ -222,7 +222,7 @@ impl Store {
         let record = self.part_path(id, n);
         match share::create_claim(tree, &record).await {
             Ok(c) => Ok(Some(TempFile::with_shared_name(self.pool(), c, &record))),
-            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => Ok(None),
+            Err(e) if e.failure() == Failure::Collision => Ok(None),
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),
         }
@@ -263,7 +263,7 @@ impl Store {
         match share::create_once(tree, &path, len.to_string().as_bytes()).await {
             Ok(true) => Ok(Some(len)),
             Ok(false) => settled().await,
-            Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => Err(StoreError::NoSuchUpload),
+            Err(e) if e.failure() == Failure::PathNotFound => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),
         }
     }
@@ -323,7 +323,7 @@ impl Store {
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
                     // open with share-delete): that one is the part now.
-                    Err(e) if is_not_found(&e) || e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => {
+                    Err(e) if is_not_found(&e) || e.failure() == Failure::AccessDenied => {
                         Err(StoreError::Busy("a concurrent upload of this part replaced it; retry the request".into()))
                     }
                     Err(e) => Err(e.into()),

@@ -2,13 +2,13 @@
 //! metadata record and (for GET) the first READ.
 
 use bytes::Bytes;
-use smb_proto::NtStatus;
 
 use super::beside::{kept_as, not_a_file, nothing_beside, stands_for};
-use super::error::{is_not_found, is_unholdable_name};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
+use super::share::{is_not_found, is_unholdable_name};
+use super::share::{Failure, SmbFailure};
 use super::types::{ObjectInfo, Opened};
 use super::{backoff, retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -177,7 +177,7 @@ impl Store {
                     false // a directory: the object, if any, is beside it
                 }
                 Err(e) if is_not_found(&e) => true,
-                Err(e) if e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => false,
+                Err(e) if e.failure() == Failure::IsDirectory => false,
                 // A name the server cannot hold (over its name length, say)
                 // is no object of its.
                 Err(e) if is_unholdable_name(&e) => {
@@ -218,9 +218,7 @@ impl Store {
                     tracing::debug!(bucket, "a key not found by its first look was found by a later one");
                     return Ok((r, path, false));
                 }
-                Err(e) if !is_not_found(&e) && e.status() != Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY) => {
-                    return Err(e.into())
-                }
+                Err(e) if !is_not_found(&e) && e.failure() != Failure::IsDirectory => return Err(e.into()),
                 _ => {}
             }
             if !locked || !motion.wait().await {

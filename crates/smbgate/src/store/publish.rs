@@ -9,16 +9,17 @@
 //! of the other pooled connections before it backs off (failure class 13).
 
 use smb_client::{Handle, Tree};
-use smb_proto::NtStatus;
 
-use super::beside::{is_busy, not_a_file, nothing_beside, too_long_to_keep_beside};
+use super::beside::{not_a_file, nothing_beside, too_long_to_keep_beside};
 use super::conditions::{Conditions, EtagCondition};
-use super::error::{is_bad_path, is_not_found, is_unholdable_name};
 use super::keys::{self, MappedKey};
 use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
+use super::share::is_busy;
 use super::share::{self, TempFile};
+use super::share::{is_bad_path, is_not_found, is_unholdable_name};
+use super::share::{Failure, SmbFailure};
 use super::types::ObjectInfo;
 use super::types::Target;
 use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
@@ -70,8 +71,7 @@ impl Store {
         let mut path = self.write_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
         let mut locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
-        let elsewhere =
-            |e: &smb_client::Error| is_not_found(e) || e.status() == Some(NtStatus::STATUS_FILE_IS_A_DIRECTORY);
+        let elsewhere = |e: &smb_client::Error| is_not_found(e) || e.failure() == Failure::IsDirectory;
         if !mapped.dir_marker && matches!(&locked, Err(e) if elsewhere(e)) {
             // Other keys continue under this one (a directory at its path),
             // or it is moving between its two names: look beside, and if it
@@ -90,7 +90,7 @@ impl Store {
                 self.check_bucket(tree, bucket).await?;
                 return Err(StoreError::NoSuchKey);
             }
-            Err(e) if e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
+            Err(e) if e.failure() == Failure::SharingViolation => {
                 return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()))
             }
             Err(e) => return Err(e.into()),
@@ -152,7 +152,7 @@ impl Store {
                 Ok(())
             }
             (Ok(()), Err(e))
-                if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION)
+                if e.failure() == Failure::Collision
                     && !mapped.dir_marker
                     && !path.ends_with(keys::BESIDE_MARK)
                     && self.holds_no_file(tree, path).await =>
@@ -177,7 +177,7 @@ impl Store {
                     }
                 }
             }
-            (Ok(()), Err(e)) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+            (Ok(()), Err(e)) if e.failure() != Failure::Collision => {
                 // The new version could not go in: put the old one back
                 // under its name (nobody else can have taken it but a
                 // creator, and then the collision below applies).
@@ -256,7 +256,7 @@ impl Store {
                 return match retry_busy(|| share::rename(file, path, true)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
-                    Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => {
+                    Err(e) if e.failure() == Failure::AccessDenied => {
                         Err(StoreError::Busy("another upload of this part is in progress; retry the request".into()))
                     }
                     Err(e) => Err(e.into()),
@@ -418,7 +418,7 @@ impl Store {
         let tree = file.tree();
         retry_busy(|| async {
             let refused = match share::rename(file, target, replace).await {
-                Err(e) if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) => e,
+                Err(e) if e.failure() == Failure::AccessDenied => e,
                 r => return r,
             };
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
@@ -475,13 +475,13 @@ impl Store {
             Some(stat) => stat,
             None => tree.stat(target).await,
         };
-        if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) && matches!(&stat, Err(s) if is_not_found(s)) {
+        if e.failure() == Failure::Collision && matches!(&stat, Err(s) if is_not_found(s)) {
             // It was there when the server decided, and someone deleted it
             // since: the create-if-absent failed all the same.
             return StoreError::PreconditionFailed;
         }
         if let Ok(t) = stat {
-            if !t.is_directory() && e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) {
+            if !t.is_directory() && e.failure() == Failure::Collision {
                 // A rename that may not replace: the object exists (it may
                 // have just been created by a racing writer).
                 return StoreError::PreconditionFailed;
@@ -492,7 +492,7 @@ impl Store {
                         .into(),
                 );
             }
-            if e.status() == Some(NtStatus::STATUS_ACCESS_DENIED) && self.open_elsewhere(tree, target).await {
+            if e.failure() == Failure::AccessDenied && self.open_elsewhere(tree, target).await {
                 // The old object is still open (long GETs on every pooled
                 // connection, or a server that refuses to replace any open
                 // file). Retryable: 503 SlowDown, not 403.
@@ -511,7 +511,7 @@ impl Store {
                 let _ = f.close().await;
                 false
             }
-            Err(e) => e.status() == Some(NtStatus::STATUS_SHARING_VIOLATION),
+            Err(e) => e.failure() == Failure::SharingViolation,
         }
     }
 
@@ -547,14 +547,14 @@ impl Store {
         for _ in 0..MAKE_DIR_TRIES {
             match tree.mkdir(path).await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => match tree.stat(path).await {
+                Err(e) if e.failure() == Failure::Collision => match tree.stat(path).await {
                     Ok(t) if t.is_directory() => return Ok(()),
                     // A prefix of the key is an object: it moves beside.
                     Ok(_) => return self.displace(tree, path).await,
                     Err(e) if is_not_found(&e) => {}
                     Err(e) => return Err(e.into()),
                 },
-                Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
+                Err(e) if e.failure() == Failure::PathNotFound => {
                     return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
                 }
                 Err(e) => return Err(e.into()),

@@ -10,12 +10,11 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use smb_client::{Handle, Tree};
-use smb_proto::NtStatus;
 
 use super::beside::nothing_beside;
 use super::checksum::{Algorithm, Checksums};
-use super::error::is_not_found;
 use super::keys::{map_key, MappedKey};
+use super::share::is_not_found;
 use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
@@ -278,10 +277,7 @@ impl Store {
             match self.stat_object(tree, bucket, mapped, false).await {
                 Ok(Some(found)) => Ok(found),
                 // Absent: as a not-found, so that If-Match looks again.
-                Ok(None) => Err(smb_client::Error::Status {
-                    command: smb_proto::Command::Create,
-                    status: NtStatus::STATUS_OBJECT_NAME_NOT_FOUND,
-                }),
+                Ok(None) => Err(share::not_found()),
                 Err(e) => Err(e),
             }
         };

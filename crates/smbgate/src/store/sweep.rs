@@ -12,8 +12,7 @@
 //!   directory's creation time, from one directory listing: no upload
 //!   record is read.
 
-use smb_proto::NtStatus;
-
+use super::share::{Failure, SmbFailure};
 use super::{backoff, share, Store};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
@@ -47,7 +46,7 @@ async fn sweep_once(store: &Store) {
                     }
                     Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),
                 },
-                Err(err) if err.status() == Some(NtStatus::STATUS_SHARING_VIOLATION) => {
+                Err(err) if err.failure() == Failure::SharingViolation => {
                     tracing::debug!(temp = %e.name, "temp file held open by a live writer; kept")
                 }
                 Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),

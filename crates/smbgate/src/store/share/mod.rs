@@ -11,6 +11,7 @@
 //!   of any step is an error of that step.
 
 mod dirs;
+mod failure;
 mod lookup;
 mod own_files;
 mod record_io;
@@ -20,6 +21,10 @@ mod requests;
 mod temp;
 
 pub use dirs::{create_dir_with_eas, set_dir_ea};
+pub use failure::{
+    is_bad_path, is_busy, is_not_found, is_unholdable_name, not_found, sharing_violation, smb_error_counts, Failure,
+    SmbFailure,
+};
 pub use lookup::{normalized_names, open_read, open_with_meta, stat_key, stat_with_meta, stat_with_meta_and_name};
 pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,

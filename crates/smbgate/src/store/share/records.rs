@@ -140,7 +140,7 @@ impl Records {
         }
         if records.is_empty() {
             return match tree.delete(target.as_str(), false).await {
-                Err(e) if !crate::store::error::is_not_found(&e) => Err(e),
+                Err(e) if !super::failure::is_not_found(&e) => Err(e),
                 _ => Ok(()),
             };
         }
@@ -214,7 +214,7 @@ impl Records {
             let name = stream_path(path, &ea.name);
             if ea.value.is_empty() {
                 match tree.delete(&name, false).await {
-                    Err(e) if !crate::store::error::is_not_found(&e) => return Err(e),
+                    Err(e) if !super::failure::is_not_found(&e) => return Err(e),
                     _ => continue,
                 }
             }
@@ -346,7 +346,7 @@ pub fn whole_read_answer(rs: Vec<smb_client::connection::Response>) -> Result<Op
     let mut rs = rs.into_iter();
     let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a record open".into()))?;
     if let Err(e) = created.ok_or_status(&[]) {
-        return if crate::store::error::is_not_found(&e) { Ok(None) } else { Err(e) };
+        return if super::failure::is_not_found(&e) { Ok(None) } else { Err(e) };
     }
     let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a record read".into()))?;
     if read.status() != NtStatus::STATUS_SUCCESS {

@@ -3,7 +3,7 @@
 //! names now (clustered Samba), the If-Match swap, and the renames and
 //! deletes through a handle.
 
-use smb_client::{Error, Handle, Result, Tree};
+use smb_client::{Handle, Result, Tree};
 use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, FileId};
 use smb_proto::info::SetFileInfo;
 use smb_proto::query::SetInfoRequest;
@@ -93,7 +93,7 @@ pub(crate) async fn open_for_delete_with_meta(
             break;
         }
     }
-    Err(Error::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
+    Err(super::failure::sharing_violation())
 }
 
 pub(crate) async fn open_for_delete_once(

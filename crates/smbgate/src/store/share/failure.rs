@@ -1,0 +1,219 @@
+//! What an SMB failure means to the store: the server's NTSTATUS turned
+//! into a [`Failure`] (MS-ERREF 2.3 names them), so that no rule above the
+//! share layer matches a wire status; the mapping of what is left to a
+//! [`StoreError`]; and the count of SMB errors by status for the metrics.
+
+use smb_client::Error as SmbError;
+use smb_proto::NtStatus;
+
+use crate::store::StoreError;
+
+/// One kind of failed SMB request, as the store tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The name does not exist (STATUS_OBJECT_NAME_NOT_FOUND,
+    /// STATUS_NO_SUCH_FILE).
+    NameNotFound,
+    /// A directory on the way to the name does not exist
+    /// (STATUS_OBJECT_PATH_NOT_FOUND).
+    PathNotFound,
+    /// A component of the path is a file (STATUS_NOT_A_DIRECTORY).
+    NotADirectory,
+    /// The path's syntax is refused (STATUS_OBJECT_PATH_INVALID,
+    /// STATUS_OBJECT_PATH_SYNTAX_BAD).
+    BadPath,
+    /// The file is being deleted and goes once its last open closes
+    /// (STATUS_DELETE_PENDING).
+    DeletePending,
+    /// A directory stands where a file was asked for
+    /// (STATUS_FILE_IS_A_DIRECTORY).
+    IsDirectory,
+    /// The directory still has entries (STATUS_DIRECTORY_NOT_EMPTY).
+    NotEmpty,
+    /// The name is taken (STATUS_OBJECT_NAME_COLLISION).
+    Collision,
+    /// Another open denies what this one needs
+    /// (STATUS_SHARING_VIOLATION).
+    SharingViolation,
+    /// STATUS_ACCESS_DENIED: no right to it, or, on Samba, a rename over
+    /// a file another handle holds open.
+    AccessDenied,
+    /// STATUS_NETWORK_ACCESS_DENIED.
+    NetworkAccessDenied,
+    /// The server cannot hold the name: too long, or a character it cannot
+    /// store (STATUS_OBJECT_NAME_INVALID, STATUS_NAME_TOO_LONG).
+    NameInvalid,
+    /// A byte-range lock is in the way (STATUS_FILE_LOCK_CONFLICT).
+    LockConflict,
+    /// The server is out of resources or sessions
+    /// (STATUS_INSUFFICIENT_RESOURCES, STATUS_TOO_MANY_SESSIONS).
+    Exhausted,
+    /// The share keeps no extended attributes (STATUS_EAS_NOT_SUPPORTED).
+    EasNotSupported,
+    /// Any other status, or no status at all (a lost connection, a
+    /// protocol error).
+    Other,
+}
+
+impl Failure {
+    /// The failure a server's `status` means.
+    pub fn of_status(status: NtStatus) -> Failure {
+        match status {
+            NtStatus::STATUS_OBJECT_NAME_NOT_FOUND | NtStatus::STATUS_NO_SUCH_FILE => Failure::NameNotFound,
+            NtStatus::STATUS_OBJECT_PATH_NOT_FOUND => Failure::PathNotFound,
+            NtStatus::STATUS_NOT_A_DIRECTORY => Failure::NotADirectory,
+            NtStatus::STATUS_OBJECT_PATH_INVALID | NtStatus::STATUS_OBJECT_PATH_SYNTAX_BAD => Failure::BadPath,
+            NtStatus::STATUS_DELETE_PENDING => Failure::DeletePending,
+            NtStatus::STATUS_FILE_IS_A_DIRECTORY => Failure::IsDirectory,
+            NtStatus::STATUS_DIRECTORY_NOT_EMPTY => Failure::NotEmpty,
+            NtStatus::STATUS_OBJECT_NAME_COLLISION => Failure::Collision,
+            NtStatus::STATUS_SHARING_VIOLATION => Failure::SharingViolation,
+            NtStatus::STATUS_ACCESS_DENIED => Failure::AccessDenied,
+            NtStatus::STATUS_NETWORK_ACCESS_DENIED => Failure::NetworkAccessDenied,
+            NtStatus::STATUS_OBJECT_NAME_INVALID | NtStatus::STATUS_NAME_TOO_LONG => Failure::NameInvalid,
+            NtStatus::STATUS_FILE_LOCK_CONFLICT => Failure::LockConflict,
+            NtStatus::STATUS_INSUFFICIENT_RESOURCES | NtStatus::STATUS_TOO_MANY_SESSIONS => Failure::Exhausted,
+            NtStatus::STATUS_EAS_NOT_SUPPORTED => Failure::EasNotSupported,
+            _ => Failure::Other,
+        }
+    }
+
+    /// Nothing is at the name: it, or a directory on its path, does not
+    /// exist, is a file where a directory was needed, or is going.
+    pub fn is_not_found(self) -> bool {
+        matches!(self, Failure::NameNotFound | Failure::PathNotFound | Failure::DeletePending | Failure::NotADirectory)
+    }
+
+    /// The path cannot be walked (a component is a file, or the syntax is
+    /// refused): its parents need a look.
+    pub fn is_bad_path(self) -> bool {
+        matches!(self, Failure::BadPath | Failure::NotADirectory)
+    }
+
+    /// Another client holds the file: a sharing violation, or Samba's
+    /// access denied for a rename over a file open elsewhere.
+    pub fn is_busy(self) -> bool {
+        matches!(self, Failure::SharingViolation | Failure::AccessDenied)
+    }
+}
+
+/// The [`Failure`] of an SMB error.
+pub trait SmbFailure {
+    /// What the error means to the store ([`Failure::Other`] for one
+    /// without a status).
+    fn failure(&self) -> Failure;
+}
+
+impl SmbFailure for SmbError {
+    fn failure(&self) -> Failure {
+        self.status().map_or(Failure::Other, Failure::of_status)
+    }
+}
+
+/// True if nothing is at the name ([`Failure::is_not_found`]).
+pub fn is_not_found(e: &SmbError) -> bool {
+    e.failure().is_not_found()
+}
+
+/// True if the path cannot be walked ([`Failure::is_bad_path`]).
+pub fn is_bad_path(e: &SmbError) -> bool {
+    e.failure().is_bad_path()
+}
+
+/// True if the server refused the name itself: too long for it, or a
+/// character it cannot store.
+pub fn is_unholdable_name(e: &SmbError) -> bool {
+    e.failure() == Failure::NameInvalid
+}
+
+/// True if another client holds the file ([`Failure::is_busy`]).
+pub fn is_busy(e: &SmbError) -> bool {
+    e.failure().is_busy()
+}
+
+/// A not-found error of a CREATE, for an answer the store makes up (a
+/// name that cannot be the object asked for).
+pub fn not_found() -> SmbError {
+    SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_OBJECT_NAME_NOT_FOUND }
+}
+
+/// A sharing-violation error of a CREATE, for an open that gave up (every
+/// try came back stale).
+pub fn sharing_violation() -> SmbError {
+    SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION }
+}
+
+impl From<SmbError> for StoreError {
+    fn from(e: SmbError) -> Self {
+        count_smb_error(&e);
+        match e.failure() {
+            Failure::AccessDenied | Failure::NetworkAccessDenied => {
+                // The S3 answer names no SMB command; the log does.
+                tracing::debug!(error = %e, "SMB access denied");
+                StoreError::AccessDenied
+            }
+            Failure::SharingViolation | Failure::Exhausted | Failure::LockConflict => StoreError::Busy(e.to_string()),
+            _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
+            _ => StoreError::Smb(e),
+        }
+    }
+}
+
+/// SMB errors that reached the store's error mapping, by status name
+/// (process-wide; read by the metrics at each scrape).
+static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts one SMB error: its NTSTATUS name (`STATUS_DISK_FULL`), its hex
+/// value when it has no name, `connection` for a lost or poisoned
+/// connection, or `other`.
+fn count_smb_error(e: &SmbError) {
+    let status = match e.status() {
+        Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
+        None if e.is_connection_error() => "connection".to_string(),
+        None => "other".to_string(),
+    };
+    *SMB_ERRORS.lock().unwrap().entry(status).or_default() += 1;
+}
+
+/// Every SMB error count so far, by status name (see `count_smb_error`).
+pub fn smb_error_counts() -> Vec<(String, u64)> {
+    SMB_ERRORS.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_groups_hold_what_the_rules_rely_on() {
+        let f = |s| Failure::of_status(s);
+        for s in [
+            NtStatus::STATUS_OBJECT_NAME_NOT_FOUND,
+            NtStatus::STATUS_OBJECT_PATH_NOT_FOUND,
+            NtStatus::STATUS_NO_SUCH_FILE,
+            NtStatus::STATUS_DELETE_PENDING,
+            NtStatus::STATUS_NOT_A_DIRECTORY,
+        ] {
+            assert!(f(s).is_not_found(), "{s}");
+        }
+        assert!(!f(NtStatus::STATUS_FILE_IS_A_DIRECTORY).is_not_found());
+        assert!(f(NtStatus::STATUS_NOT_A_DIRECTORY).is_bad_path());
+        assert!(f(NtStatus::STATUS_OBJECT_PATH_SYNTAX_BAD).is_bad_path());
+        assert!(!f(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND).is_bad_path());
+        assert!(f(NtStatus::STATUS_ACCESS_DENIED).is_busy() && f(NtStatus::STATUS_SHARING_VIOLATION).is_busy());
+        assert!(!f(NtStatus::STATUS_NETWORK_ACCESS_DENIED).is_busy());
+        assert_eq!(f(NtStatus::STATUS_NAME_TOO_LONG), Failure::NameInvalid);
+        assert_eq!(SmbError::Timeout("t").failure(), Failure::Other);
+    }
+
+    #[test]
+    fn busy_servers_are_503_and_denials_403() {
+        let e = |status| SmbError::Status { command: smb_proto::Command::Create, status };
+        assert!(matches!(StoreError::from(e(NtStatus::STATUS_SHARING_VIOLATION)), StoreError::Busy(_)));
+        assert!(matches!(StoreError::from(e(NtStatus::STATUS_TOO_MANY_SESSIONS)), StoreError::Busy(_)));
+        assert!(matches!(StoreError::from(e(NtStatus::STATUS_NETWORK_ACCESS_DENIED)), StoreError::AccessDenied));
+        assert!(matches!(StoreError::from(e(NtStatus::STATUS_DISK_FULL)), StoreError::Smb(_)));
+        assert!(matches!(StoreError::from(SmbError::Timeout("t")), StoreError::Busy(_)));
+    }
+}
