@@ -191,7 +191,7 @@ impl Collector for SmbGauges {
         let help = "SMB connections replaced after a loss, by pool";
         reconnects.encode(encoder.encode_descriptor("smb_reconnects", help, None, reconnects.metric_type())?)?;
         let errors = Family::<StatusLabels, Counter>::default();
-        for (status, n) in crate::store::error::smb_error_counts() {
+        for (status, n) in crate::store::share::smb_error_counts() {
             errors.get_or_create(&StatusLabels { status }).inc_by(n);
         }
         let help = "SMB errors that reached an S3 request, by NTSTATUS name";

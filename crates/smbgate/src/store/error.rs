@@ -105,5 +105,3 @@ pub enum StoreError {
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
-
-pub use super::share::smb_error_counts;

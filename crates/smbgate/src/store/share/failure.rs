@@ -6,7 +6,7 @@
 use smb_client::Error as SmbError;
 use smb_proto::NtStatus;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// One kind of failed SMB request, as the store tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
