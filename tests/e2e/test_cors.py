@@ -98,6 +98,21 @@ def test_preflights_are_answered_as_aws_does(gateway, cors_bucket, bucket):
     assert preflight(gateway, f"/{cors_bucket}/x", Origin="http://app.example")[0] == 400
 
 
+def test_a_preflight_names_no_path_outside_the_buckets(gateway, bucket):
+    """A preflight is never signed, so its bucket is checked with S3's naming
+    rules before the share is asked anything (issue 23, point 5). A path that
+    climbs out of the buckets gets the answer of a bucket without CORS,
+    whether or not what it names exists on the share: nothing tells an
+    anonymous client which paths exist, and nothing is read as the gateway's
+    own account."""
+    missing = f"nope-{uuid.uuid4().hex[:8]}"
+    for path in [f"/..%2F{bucket}/x", f"/..%2F..%2F{bucket}", f"/..%2F{missing}", f"/{bucket}%2F..%2F{bucket}",
+                 f"/..%5C{bucket}", "/..", "/.smbgate", "/a%00b"]:
+        st, h, body = preflight(gateway, path, Origin="http://app.example", Access_Control_Request_Method="GET")
+        assert (st, b"CORS is not enabled for this bucket" in body) == (403, True), (path, st, body)
+        assert "access-control-allow-origin" not in h
+
+
 def test_a_plain_options_on_a_presigned_url_is_400(s3, gateway, cors_bucket):
     url = s3.generate_presigned_url("get_object", Params={"Bucket": cors_bucket, "Key": "k"}, ExpiresIn=300)
     path = url[len(gateway.endpoint):]

@@ -129,16 +129,20 @@ struct CorsFront {
 
 impl CorsFront {
     /// The bucket a request names: by its Host under `--domain`, else the
-    /// first segment of its path.
+    /// first segment of its path; `None` unless it is a valid S3 bucket
+    /// name. A preflight is never signed and s3s never sees it, so this is
+    /// the check that keeps `..`, separators and other names no bucket can
+    /// have away from the share (the answer is then that of a bucket
+    /// without CORS, whatever the path names).
     fn bucket_of<B>(&self, req: &http::Request<B>) -> Option<String> {
         if let (Some(d), Some(host)) = (&self.domain, req.headers().get(http::header::HOST)) {
             if let Some(b) = host.to_str().ok().and_then(|h| d.bucket_of(h)) {
-                return Some(b.to_string());
+                return s3s::path::check_bucket_name(b).then(|| b.to_string());
             }
         }
         let first = req.uri().path().trim_start_matches('/').split('/').next()?;
         let b = percent_encoding::percent_decode_str(first).decode_utf8().ok()?;
-        (!b.is_empty()).then(|| b.into_owned())
+        s3s::path::check_bucket_name(&b).then(|| b.into_owned())
     }
 }
 
