@@ -107,8 +107,8 @@ impl Store {
             let lock = self.create_lock(tree, path).await?;
             let moved = share::rename_through_new_handle(tree, path, &beside, true).await;
             let made = match moved {
-                Ok(()) => tree.mkdir(path).await,
-                Err(e) if is_not_found(&e) => tree.mkdir(path).await,
+                Ok(()) => share::mkdir(tree, path).await,
+                Err(e) if is_not_found(&e) => share::mkdir(tree, path).await,
                 // Another writer made it a directory first.
                 Err(e) if e.failure() == Failure::IsDirectory => {
                     lock.release().await;
@@ -135,7 +135,7 @@ impl Store {
             match made {
                 Ok(()) => return Ok(()),
                 Err(e) if e.failure() == Failure::Collision => {
-                    match tree.stat(path).await {
+                    match share::stat(tree, path).await {
                         Ok(t) if t.is_directory() => return Ok(()), // another writer made it first
                         Ok(_) => {}
                         Err(e) if is_not_found(&e) => {}
@@ -159,7 +159,7 @@ impl Store {
     /// Best effort: an object left beside is still found there by reads.
     pub(crate) async fn restore_beside(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) -> bool {
         let Ok(lock) = self.create_lock(tree, dir).await else { return false };
-        let removed = tree.delete(dir, true).await.is_ok();
+        let removed = share::delete(tree, dir, true).await.is_ok();
         if removed {
             self.rename_back(tree, dir, beside).await;
         }
@@ -190,14 +190,14 @@ impl Store {
                     break;
                 }
             }
-            if tree.stat(dir).await.is_ok_and(|t| t.is_directory()) {
+            if share::stat(tree, dir).await.is_ok_and(|t| t.is_directory()) {
                 return;
             }
             if !backoff.wait().await {
                 break;
             }
         }
-        match tree.mkdir(dir).await {
+        match share::mkdir(tree, dir).await {
             Ok(()) => tracing::info!(dir = dir.as_str(), "an object kept beside its directory stays beside it"),
             Err(e) => tracing::warn!(
                 error = %e,

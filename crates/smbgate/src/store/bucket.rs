@@ -1,6 +1,6 @@
 //! Buckets: the top-level directories under the share root.
 
-use super::share::is_not_found;
+use super::share::{self, is_not_found};
 use super::share::{Failure, SmbFailure};
 use super::{Store, StoreError, StoreResult, INTERNAL};
 
@@ -20,7 +20,7 @@ impl Store {
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let tree = self.tree().await?;
         if let Some(name) = self.single_bucket() {
-            return match tree.stat(self.root()).await {
+            return match share::stat(&tree, self.root()).await {
                 Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
                 Ok(_) => Err(StoreError::NoSuchBucket),
                 Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
@@ -45,10 +45,10 @@ impl Store {
     pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket)?;
         let tree = self.tree().await?;
-        match tree.mkdir(&self.bucket_path(bucket)).await {
+        match share::mkdir(&tree, &self.bucket_path(bucket)).await {
             Ok(()) => Ok(()),
             Err(e) if e.failure() == Failure::Collision => {
-                if tree.stat(&self.bucket_path(bucket)).await?.is_directory() {
+                if share::stat(&tree, &self.bucket_path(bucket)).await?.is_directory() {
                     Err(StoreError::BucketAlreadyOwnedByYou)
                 } else {
                     Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
@@ -84,7 +84,7 @@ impl Store {
         }
         let tree = self.tree().await?;
         self.remove_bucket_dir(&tree, bucket).await?;
-        match tree.delete(&self.cors_path(bucket), false).await {
+        match share::delete(&tree, &self.cors_path(bucket), false).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => {
@@ -96,7 +96,7 @@ impl Store {
 
     async fn remove_bucket_dir(&self, tree: &smb_client::Tree, bucket: &str) -> StoreResult<()> {
         let path = self.bucket_path(bucket);
-        match tree.delete(&path, true).await {
+        match share::delete(tree, &path, true).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
             Err(e) if e.failure() == Failure::NotEmpty => {}
@@ -106,7 +106,7 @@ impl Store {
         if !self.remove_empty_tree(tree, &path).await? {
             return Err(StoreError::BucketNotEmpty);
         }
-        tree.delete(&path, true).await.map_err(|e| {
+        share::delete(tree, &path, true).await.map_err(|e| {
             if e.failure() == Failure::NotEmpty {
                 StoreError::BucketNotEmpty
             } else {
@@ -124,7 +124,7 @@ impl Store {
         dir: &'a super::path::SharePath,
     ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {
-            for e in tree.list_dir(dir).await? {
+            for e in share::list_dir(tree, dir).await? {
                 if !e.times.is_directory() || e.ea_size > 0 {
                     return Ok(false);
                 }
@@ -139,7 +139,7 @@ impl Store {
                 if !self.remove_empty_tree(tree, &sub).await? {
                     return Ok(false);
                 }
-                tree.delete(&sub, true).await?;
+                share::delete(tree, &sub, true).await?;
             }
             Ok(true)
         })

@@ -22,7 +22,7 @@ impl Store {
     /// Errors: SMB failures other than not-found.
     pub async fn bucket_cors(&self, bucket: &str) -> StoreResult<Option<bytes::Bytes>> {
         let tree = self.tree().await?;
-        match tree.read_small(&self.cors_path(bucket), MAX_CONFIG).await {
+        match share::read_small(&tree, &self.cors_path(bucket), MAX_CONFIG).await {
             Ok((_, data)) => Ok(Some(data)),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e.into()),
@@ -42,7 +42,7 @@ impl Store {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
         let dir = self.internal("cors");
-        match tree.mkdir(&dir).await {
+        match share::mkdir(&tree, &dir).await {
             Ok(()) => {}
             Err(e) if e.failure() == Failure::Collision => {}
             Err(e) => return Err(e.into()),
@@ -73,7 +73,7 @@ impl Store {
     pub async fn delete_bucket_cors(&self, bucket: &str) -> StoreResult<()> {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
-        match tree.delete(&self.cors_path(bucket), false).await {
+        match share::delete(&tree, &self.cors_path(bucket), false).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(e.into()),

@@ -16,9 +16,9 @@ use super::{share, Store, StoreError, StoreResult};
 pub(crate) async fn probe_case_insensitive(tree: &Tree, dir: &SharePath) -> StoreResult<bool> {
     let name = format!("CaseProbe-{:016x}", rand::random::<u64>());
     let path = dir.join(&name);
-    tree.write_small(&path, b"", &[]).await?;
-    let insensitive = tree.stat(&dir.join(&name.to_lowercase())).await.is_ok();
-    let _ = tree.delete(&path, false).await;
+    share::write_small(tree, &path, b"").await?;
+    let insensitive = share::stat(tree, &dir.join(&name.to_lowercase())).await.is_ok();
+    let _ = share::delete(tree, &path, false).await;
     Ok(insensitive)
 }
 

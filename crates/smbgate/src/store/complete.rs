@@ -154,7 +154,7 @@ impl Store {
         for (i, p) in plan.parts.iter().enumerate() {
             if p.data_offset.is_none() && p.size > 0 {
                 let f = share::open_read(&tree, &self.part_path(id, p.number)).await?;
-                let n = tree.copy_chunks(f.id(), 0, d.id(), i as u64 * stride, p.size).await?;
+                let n = share::copy_chunks(&tree, &f, 0, &d, i as u64 * stride, p.size).await?;
                 if n != p.size {
                     return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
                 }
@@ -188,7 +188,7 @@ impl Store {
                         None => (self.part_path(id, p.number), 0),
                     };
                     let f = share::open_read(&tree, &src).await?;
-                    let n = tree.copy_chunks(f.id(), src_off, temp.handle().id(), off, p.size).await?;
+                    let n = share::copy_chunks(&tree, &f, src_off, temp.handle(), off, p.size).await?;
                     if n != p.size {
                         return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
                     }

@@ -45,7 +45,7 @@ impl Store {
         let result: StoreResult<PutResult> = async {
             let len = range.end - range.start;
             if len > 0 {
-                let n = tree.copy_chunks(src.handle.id(), range.start, temp.handle().id(), 0, len).await?;
+                let n = share::copy_chunks(&tree, &src.handle, range.start, temp.handle(), 0, len).await?;
                 if n != len {
                     return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
                 }

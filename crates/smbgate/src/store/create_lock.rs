@@ -44,7 +44,7 @@ impl Store {
     /// be absent (a stat of it answers not-found): while it is held, the
     /// key may be between the two renames of an If-Match swap.
     pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
-        match tree.stat(self.create_lock_path(object).as_str()).await {
+        match share::stat(tree, self.create_lock_path(object).as_str()).await {
             Err(e) => !super::share::is_not_found(&e),
             Ok(_) => true,
         }

@@ -41,7 +41,7 @@ impl Store {
             // go under the key's creation lock, as they are written (see
             // `put`); then the directory goes if it is empty, as any prefix.
             let creating = self.create_lock(&tree, &path).await?;
-            let body = tree.delete(&self.beside_path(bucket, &mapped), false).await;
+            let body = share::delete(&tree, &self.beside_path(bucket, &mapped), false).await;
             let record = match &body {
                 Err(e) if !nothing_beside(e) => None,
                 _ => Some(self.drop_marker_record(&tree, &path).await),
@@ -106,7 +106,7 @@ impl Store {
     ) -> Result<StoreResult<bool>, smb_client::Error> {
         let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
         if !checked {
-            return tree.delete(path, false).await.map(|_| Ok(true));
+            return share::delete(tree, path, false).await.map(|_| Ok(true));
         }
         // Open first to read the record: on a case-insensitive share
         // `mixed` would otherwise delete `Mixed`, and If-Match needs the
@@ -183,7 +183,7 @@ impl Store {
         for dir in dirs.iter().rev() {
             let beside = dir.beside(false);
             let (found, beside_found) =
-                tokio::join!(share::stat_with_meta(tree, self.records(), dir), tree.stat(&beside));
+                tokio::join!(share::stat_with_meta(tree, self.records(), dir), share::stat(tree, &beside));
             match found {
                 Ok((_, Some(m))) if m.marker => return,
                 Ok(_) => {}
@@ -201,7 +201,7 @@ impl Store {
                     return;
                 }
             }
-            if tree.delete(dir, true).await.is_err() {
+            if share::delete(tree, dir, true).await.is_err() {
                 return;
             }
         }

@@ -12,7 +12,7 @@ use super::keys::{self, decode_component, encode_component};
 use super::meta::{derived_etag, ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::records::{FileKey, Records};
-use super::share::is_not_found;
+use super::share::{self, is_not_found};
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{Store, StoreError, StoreResult};
@@ -101,7 +101,7 @@ impl DirSource for SmbSource<'_> {
         if self.reuse {
             if let Some((cached, items)) = self.cache.get(&dir) {
                 // Unchanged since it was read: no entry came or went.
-                match self.tree.stat(&dir).await {
+                match share::stat(&self.tree, &dir).await {
                     Ok(now) if stamp(&now) == cached => return Ok(Some(items)),
                     Ok(_) => {}
                     Err(e) if is_not_found(&e) => return Ok(None),
@@ -155,7 +155,7 @@ impl SmbSource<'_> {
     }
 
     async fn read(&self, dir: &str) -> Result<Option<(smb_proto::info::FileTimes, Vec<DirItem>)>, StoreError> {
-        let (times, entries) = match self.tree.list_dir_timed(dir).await {
+        let (times, entries) = match share::list_dir_timed(&self.tree, dir).await {
             Ok(e) => e,
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e.into()),

@@ -171,7 +171,7 @@ impl Store {
     ) -> StoreResult<Store> {
         let root = SharePath::root(root);
         let tree = pool.get().await?;
-        let root_times = tree.stat(&root).await.map_err(|e| {
+        let root_times = share::stat(&tree, &root).await.map_err(|e| {
             if share::is_not_found(&e) {
                 StoreError::InvalidArgument(format!("share path {:?} does not exist", root.as_str()))
             } else {
@@ -183,7 +183,7 @@ impl Store {
         }
         let internal = root.join(INTERNAL);
         for d in [internal.clone(), internal.join("tmp"), internal.join("uploads")] {
-            match tree.mkdir(&d).await {
+            match share::mkdir(&tree, &d).await {
                 Ok(()) => {}
                 Err(e) if e.failure() == Failure::Collision => {}
                 Err(e) => return Err(e.into()),
@@ -330,7 +330,7 @@ impl Store {
 
     /// Fails with NoSuchBucket unless `bucket` is an existing directory.
     pub async fn check_bucket(&self, tree: &Tree, bucket: &str) -> StoreResult<()> {
-        match tree.stat(&self.bucket_path(bucket)).await {
+        match share::stat(tree, &self.bucket_path(bucket)).await {
             Ok(t) if t.is_directory() => Ok(()),
             Ok(_) => Err(StoreError::NoSuchBucket),
             Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),

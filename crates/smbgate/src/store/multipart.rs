@@ -246,7 +246,7 @@ impl Store {
         let settled = || async {
             let mut backoff = backoff::STRIDE.start();
             loop {
-                let got = match tree.read_small(&path, 64).await {
+                let got = match share::read_small(tree, &path, 64).await {
                     Ok((_, data)) => read(data),
                     Err(e) if is_not_found(&e) => Ok(None),
                     Err(e) => Err(e.into()),
@@ -371,7 +371,7 @@ impl Store {
         let tree = self.tree().await?;
         let dir = self.upload_dir(id);
         let mut parts = Vec::new();
-        for e in tree.list_dir(&dir).await? {
+        for e in share::list_dir(&tree, &dir).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = dir.join(&e.name);
             if (e.ea_size > 0 || !self.records().in_eas()) && e.times.end_of_file == 0 {
@@ -423,12 +423,12 @@ impl Store {
         } else {
             None
         };
-        for e in tree.list_dir(&dir).await? {
-            if tree.delete(&dir.join(&e.name), false).await.is_ok() {
+        for e in share::list_dir(&tree, &dir).await? {
+            if share::delete(&tree, &dir.join(&e.name), false).await.is_ok() {
                 records.forget(&tree, Some(FileKey { id: e.file_id, created: e.times.creation }));
             }
         }
-        match tree.delete(&dir, true).await {
+        match share::delete(&tree, &dir, true).await {
             Ok(()) => {
                 records.forget(&tree, dir_key);
                 Ok(())

@@ -380,7 +380,7 @@ impl Store {
     /// True if `path` holds no file now: a directory, or a directory
     /// removed while a handle still holds it (see `beside::not_a_file`).
     async fn holds_no_file(&self, tree: &Tree, path: &str) -> bool {
-        tree.stat(path).await.is_ok_and(|t| not_a_file(&t))
+        share::stat(tree, path).await.is_ok_and(|t| not_a_file(&t))
     }
 
     /// After a rename to `target` (a plain key's own path) failed with `e`:
@@ -397,7 +397,7 @@ impl Store {
         if is_unholdable_name(&e) {
             return Err(self.rename_error_seen(tree, target, mapped, e, None).await);
         }
-        let now = tree.stat(target).await;
+        let now = share::stat(tree, target).await;
         match &now {
             Ok(t) if !mapped.dir_marker && not_a_file(t) => Ok(()),
             _ => Err(self.rename_error_seen(tree, target, mapped, e, Some(now)).await),
@@ -430,7 +430,7 @@ impl Store {
                     Err(e) => {
                         // A lost reply may hide a rename that happened: the
                         // temp name is ours alone, so if it is gone, it moved.
-                        if matches!(tree.stat(source).await, Err(ref s) if is_not_found(s)) {
+                        if matches!(share::stat(tree, source).await, Err(ref s) if is_not_found(s)) {
                             return Ok(());
                         }
                         tracing::debug!(error = %e, "rename through another connection failed");
@@ -473,7 +473,7 @@ impl Store {
         }
         let stat = match seen {
             Some(stat) => stat,
-            None => tree.stat(target).await,
+            None => share::stat(tree, target).await,
         };
         if e.failure() == Failure::Collision && matches!(&stat, Err(s) if is_not_found(s)) {
             // It was there when the server decided, and someone deleted it
@@ -545,9 +545,9 @@ impl Store {
     /// Errors: Conflict if a parent of `path` is a file; Busy; SMB errors.
     async fn make_dir(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
         for _ in 0..MAKE_DIR_TRIES {
-            match tree.mkdir(path).await {
+            match share::mkdir(tree, path).await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.failure() == Failure::Collision => match tree.stat(path).await {
+                Err(e) if e.failure() == Failure::Collision => match share::stat(tree, path).await {
                     Ok(t) if t.is_directory() => return Ok(()),
                     // A prefix of the key is an object: it moves beside.
                     Ok(_) => return self.displace(tree, path).await,

@@ -330,7 +330,7 @@ impl Store {
         let creating = self.create_lock(tree, &dir).await?;
         let recorded = share::set_dir_ea(tree, self.records(), &dir, meta.to_ea()).await;
         if recorded.is_ok() {
-            match tree.delete(&self.beside_path(bucket, mapped), false).await {
+            match share::delete(tree, &self.beside_path(bucket, mapped), false).await {
                 Err(e) if !nothing_beside(&e) => {
                     tracing::debug!(error = %e, "a marker's old body could not be removed")
                 }

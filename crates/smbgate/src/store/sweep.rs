@@ -29,11 +29,11 @@ async fn sweep_once(store: &Store) {
     let tmp = store.internal("tmp");
     // "Now" on the server: the LastWriteTime of a file made now.
     let probe = tmp.join(&format!("clock-{:016x}", rand::random::<u64>()));
-    let Ok(c) = tree.write_small(&probe, b"", &[]).await else { return };
+    let Ok(c) = share::write_small(&tree, &probe, b"").await else { return };
     let now = c.times.last_write;
-    let _ = tree.delete(&probe, false).await;
+    let _ = share::delete(&tree, &probe, false).await;
     let quiet = store.options().sweep_interval.as_nanos() as u64 / 100;
-    if let Ok(entries) = tree.list_dir(&tmp).await {
+    if let Ok(entries) = share::list_dir(&tree, &tmp).await {
         for e in entries {
             if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
                 continue;
@@ -54,7 +54,7 @@ async fn sweep_once(store: &Store) {
         }
     }
     let expiry = store.options().multipart_expiry.as_nanos() as u64 / 100;
-    if let Ok(entries) = tree.list_dir(&store.internal("uploads")).await {
+    if let Ok(entries) = share::list_dir(&tree, &store.internal("uploads")).await {
         for e in entries {
             if e.times.is_directory()
                 && super::multipart::valid_upload_id(&e.name)

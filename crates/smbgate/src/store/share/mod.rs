@@ -13,6 +13,7 @@
 mod dirs;
 mod failure;
 mod lookup;
+mod names;
 mod own_files;
 mod record_io;
 pub mod records;
@@ -26,6 +27,7 @@ pub use failure::{
     SmbFailure,
 };
 pub use lookup::{normalized_names, open_read, open_with_meta, stat_key, stat_with_meta, stat_with_meta_and_name};
+pub use names::{copy_chunks, delete, list_dir, list_dir_timed, mkdir, read_small, stat, write_small};
 pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
 };

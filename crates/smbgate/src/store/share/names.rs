@@ -1,0 +1,81 @@
+//! Operations on a name that the store makes without holding a handle:
+//! stat, make a directory, remove, list a directory, read or write a small
+//! file whole, and the server-side copy between two open files. They are
+//! here, not called on the tree by the rules above, so that every open,
+//! rename and delete the gateway makes passes through the share layer
+//! (what a cache of open files must see).
+
+use bytes::Bytes;
+use smb_client::{Handle, Result, Tree};
+use smb_proto::create::{CloseResponse, CreateResponse};
+use smb_proto::info::{DirEntry, FileTimes};
+
+/// CREATE + CLOSE of `path`: its times, size and attributes.
+///
+/// Errors: the CREATE's NTSTATUS (see [`super::Failure`]).
+pub async fn stat(tree: &Tree, path: &str) -> Result<FileTimes> {
+    tree.stat(path).await
+}
+
+/// Makes the directory `path`; its parent must exist.
+///
+/// Errors: [`super::Failure::Collision`] if the name is taken,
+/// [`super::Failure::PathNotFound`] if the parent is missing.
+pub async fn mkdir(tree: &Tree, path: &str) -> Result<()> {
+    tree.mkdir(path).await
+}
+
+/// Removes the file, or with `directory` the empty directory, at `path`.
+///
+/// Errors: [`super::Failure::NotEmpty`] for a directory with entries;
+/// not-found and sharing failures as the server answers them.
+pub async fn delete(tree: &Tree, path: &str, directory: bool) -> Result<()> {
+    tree.delete(path, directory).await
+}
+
+/// The entries of the directory `path`, `.` and `..` left out.
+///
+/// Errors: the CREATE's or QUERY_DIRECTORY's NTSTATUS.
+pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
+    tree.list_dir(path).await
+}
+
+/// [`list_dir`], with the directory's own times as its open answered them
+/// (a later [`stat`] with the same times says nothing changed in it).
+///
+/// Errors: as [`list_dir`].
+pub async fn list_dir_timed(tree: &Tree, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
+    tree.list_dir_timed(path).await
+}
+
+/// CREATE + READ + CLOSE of the small file at `path`: what its open
+/// answered and up to `max_len` bytes of it.
+///
+/// Errors: the CREATE's or READ's NTSTATUS.
+pub async fn read_small(tree: &Tree, path: &str, max_len: u32) -> Result<(CreateResponse, Bytes)> {
+    tree.read_small(path, max_len).await
+}
+
+/// CREATE (over any file there) + WRITE + CLOSE: `data` as the whole file
+/// at `path`. Returns what the CLOSE answered (its times).
+///
+/// Errors: the NTSTATUS of a step.
+pub async fn write_small(tree: &Tree, path: &str, data: &[u8]) -> Result<CloseResponse> {
+    tree.write_small(path, data, &[]).await
+}
+
+/// Server-side copy (FSCTL_SRV_COPYCHUNK_WRITE) of `len` bytes from `src`
+/// at `src_offset` to `dst` at `dst_offset`, both open on `tree`'s
+/// connection. Returns the bytes the server reports copied.
+///
+/// Errors: the IOCTL's NTSTATUS.
+pub async fn copy_chunks(
+    tree: &Tree,
+    src: &Handle,
+    src_offset: u64,
+    dst: &Handle,
+    dst_offset: u64,
+    len: u64,
+) -> Result<u64> {
+    tree.copy_chunks(src.id(), src_offset, dst.id(), dst_offset, len).await
+}
