@@ -195,7 +195,7 @@ impl Store {
                 }
                 off += p.size;
             }
-            let t = tree.query_times(temp.handle().id()).await?;
+            let t = share::query_times(temp.handle()).await?;
             if t.end_of_file != off {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }

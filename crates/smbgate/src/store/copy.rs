@@ -50,7 +50,7 @@ impl Store {
                     return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
                 }
             }
-            let now = tree.query_times(src.handle.id()).await?;
+            let now = share::query_times(&src.handle).await?;
             if now.end_of_file != info.size || now.last_write != info.last_modified {
                 return Err(StoreError::Busy("the source changed during the copy; retry".into()));
             }
@@ -67,7 +67,7 @@ impl Store {
             } else {
                 // Range copies and foreign/multipart sources: hash the copy.
                 let mut md5 = Md5::new();
-                tree.read_pipelined(temp.handle().id(), 0, len, self.in_flight(), |b| {
+                share::read_all(temp.handle(), len, self.in_flight(), |b| {
                     md5.update(&b);
                     Ok(())
                 })

@@ -130,7 +130,7 @@ impl Store {
         // and our open (Samba lets an open reach a file whose last handle
         // is closing): then it is gone, not ours to delete again, whatever
         // its ETag (a stream record of a going file no longer opens).
-        if !conditions.is_empty() && handle.tree().query_standard(handle.id()).await?.is_going() {
+        if !conditions.is_empty() && share::is_going(&handle).await? {
             let _ = handle.close().await;
             return Ok(Ok(false));
         }

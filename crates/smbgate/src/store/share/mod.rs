@@ -12,6 +12,7 @@
 
 mod dirs;
 mod failure;
+mod handles;
 mod lookup;
 mod names;
 mod own_files;
@@ -26,6 +27,7 @@ pub use failure::{
     is_bad_path, is_busy, is_not_found, is_unholdable_name, not_found, sharing_violation, smb_error_counts, Failure,
     SmbFailure,
 };
+pub use handles::{is_going, query_times, read_all};
 pub use lookup::{normalized_names, open_read, open_with_meta, stat_key, stat_with_meta, stat_with_meta_and_name};
 pub use names::{copy_chunks, delete, list_dir, list_dir_timed, mkdir, read_small, stat, write_small};
 pub use own_files::{
