@@ -186,3 +186,15 @@ def test_size_settings_take_units(samba):
         assert s3.get_object(Bucket=b, Key="k")["Body"].read() == body
     finally:
         g.stop()
+
+
+@pytest.mark.parametrize("how", ["file", "value"])
+def test_a_blank_metrics_token_is_refused(samba, tmp_path, how):
+    """A blank metrics token would serve /metrics to anyone while the
+    operator believes it protected: startup refuses it, naming the setting
+    (issue 23, point 6.5). Leaving the setting out is how to go without one."""
+    blank = tmp_path / "metrics.token"
+    blank.write_text("\n  \n")
+    setting = ["--metrics-token-file", str(blank)] if how == "file" else ["--metrics-token", " "]
+    r, _ = _run([*_smb_args(samba), *KEYS, "--metrics-listen", f"127.0.0.1:{_free_port()}", *setting])
+    _assert_one_line_failure(r, "--metrics-token-file" if how == "file" else "--metrics-token", "empty")

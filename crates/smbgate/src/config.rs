@@ -324,6 +324,24 @@ pub fn secret(value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<S
     Ok(value.clone())
 }
 
+/// The bearer token `/metrics` requires: `--metrics-token`, or the first
+/// line of `--metrics-token-file`; `None` when neither is set.
+///
+/// Errors: the file cannot be read; the token is blank, which would serve
+/// `/metrics` to anyone while the setting says it is protected.
+pub fn metrics_token(args: &ServeArgs) -> Result<Option<String>, String> {
+    match secret(&args.metrics_token, &args.metrics_token_file)? {
+        Some(t) if t.trim().is_empty() => {
+            let setting = match &args.metrics_token_file {
+                Some(f) => format!("--metrics-token-file {}", f.display()),
+                None => "--metrics-token".to_string(),
+            };
+            Err(format!("{setting} is empty: /metrics would answer anyone; give it a token, or leave the setting out"))
+        }
+        t => Ok(t),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -312,7 +312,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     ShareUrl::parse(&args.share)?;
     // Every secret file is read, as serve would.
     crate::config::secret(&args.smb_password, &args.smb_password_file)?;
-    crate::config::secret(&args.metrics_token, &args.metrics_token_file)?;
+    crate::config::metrics_token(&args)?;
     let users = users_of(&args)?;
     let buckets = file.buckets()?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());

@@ -141,7 +141,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
-    let metrics_token = secret(&args.metrics_token, &args.metrics_token_file)?.filter(|t| !t.is_empty());
+    let metrics_token = crate::config::metrics_token(args)?;
     let roots = open_bucket_roots(args, &smb_password, &opts).await?;
     let identities = crate::identities::Identities::new(store, template, roots);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
