@@ -241,6 +241,17 @@ impl Rules {
     ///
     /// Errors: the [`Refusal`] to answer with.
     pub fn check<B>(&self, req: &mut http::Request<B>, now: OffsetDateTime) -> Result<(), Refusal> {
+        // A presigned URL sent with any Authorization header as well: AWS
+        // refuses it, and letting the header win would skip the query's
+        // checks (its lifetime, its region, SigV2 being off).
+        if req.headers().contains_key(http::header::AUTHORIZATION) && is_presigned(req.uri().query().unwrap_or("")) {
+            return Err(Refusal::new(
+                http::StatusCode::BAD_REQUEST,
+                "InvalidArgument",
+                "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string \
+                 parameter or the Authorization header should be specified",
+            ));
+        }
         if let Some(a) = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
             if let Some(rest) = a.strip_prefix("AWS4-HMAC-SHA256 ") {
                 let fields = rest.to_string();
@@ -345,6 +356,16 @@ impl Rules {
             )),
         }
     }
+}
+
+/// True if the query string `q` carries a presigned signature: SigV4's
+/// `X-Amz-Algorithm` or `X-Amz-Signature`, or SigV2's `Signature`.
+fn is_presigned(q: &str) -> bool {
+    if !q.contains("X-Amz-") && !q.contains("Signature") {
+        return false;
+    }
+    form_urlencoded::parse(q.as_bytes())
+        .any(|(k, _)| matches!(k.as_ref(), "X-Amz-Algorithm" | "X-Amz-Signature" | "Signature"))
 }
 
 fn malformed(detail: &str) -> Refusal {
@@ -501,5 +522,23 @@ mod tests {
         let presigned = "/b/k?AWSAccessKeyId=AK&Expires=1796119200&Signature=c2ln";
         assert!(rules().check(&mut get(presigned, &[]), now).is_ok());
         assert_eq!(off.check(&mut get(presigned, &[]), now).unwrap_err().code, "InvalidRequest");
+    }
+
+    #[test]
+    fn a_presigned_url_with_an_authorization_header_is_refused() {
+        let now = at("20261201T100500Z");
+        let v4 = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20261201%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261201T100000Z&X-Amz-Expires=60&X-Amz-Signature=00";
+        let v2 = "/b/k?AWSAccessKeyId=AK&Expires=1796119200&Signature=c2ln";
+        let off = Rules { sigv2: false, ..rules() };
+        for (url, rules) in [(v4, rules()), (v2, off)] {
+            for auth in ["Bearer x", V4, "AWS AK:c2ln"] {
+                let e = rules.check(&mut get(url, &[("authorization", auth)]), now).unwrap_err();
+                assert_eq!((e.status.as_u16(), e.code), (400, "InvalidArgument"), "{url} with {auth}");
+                assert!(e.message.starts_with("Only one auth mechanism allowed"));
+            }
+        }
+        // A signature-like word elsewhere in the query is no presigned URL.
+        let listing = "/b?list-type=2&prefix=Signature";
+        assert!(rules().check(&mut get(listing, &[("authorization", V4)]), now).is_ok());
     }
 }
