@@ -73,6 +73,22 @@ def test_a_chunked_put_without_content_length_is_stored(s3, gateway, bucket, sig
     assert got["Body"].read() == DATA
 
 
+def test_a_replayed_put_that_signed_a_zero_length_cannot_carry_a_body(s3, gateway, bucket):
+    """An UNSIGNED-PAYLOAD PUT whose signature covers `content-length: 0`
+    (captured on its way to an empty object) replayed chunked with a body:
+    the gateway must not put its stand-in `Content-Length: 0` back, which
+    would make the signature hold for any body (issue 23, point 6.3)."""
+    path = f"/{bucket}/replayed"
+    req = AWSRequest(method="PUT", url=gateway.endpoint + path,
+                     headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD", "Content-Length": "0"})
+    SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(req)
+    headers = {k: v for k, v in req.headers.items() if k.lower() != "content-length"}
+    assert "content-length" in headers["Authorization"].split("SignedHeaders=")[1].split(",")[0]
+    status, _, body = _chunked(gateway, "PUT", path, headers, b"not what was signed")
+    assert status == 403 and b"<Code>SignatureDoesNotMatch</Code>" in body, (status, body)
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
 def test_a_chunked_put_signed_with_its_sha256_needs_its_length(s3, gateway, bucket):
     path = f"/{bucket}/chunked-sha"
     headers = _signed(gateway, "PUT", path, hashlib.sha256(DATA).hexdigest())

@@ -124,21 +124,36 @@ pub struct UndeclaredLength;
 /// runs, so the request gets a stand-in `Content-Length: 0` and the
 /// [`UndeclaredLength`] mark, by which the handler knows to take the body
 /// as it comes. The stand-in is not signed (a client signs only headers it
-/// sends), so the signature still holds. A body signed with its SHA-256
-/// still needs its length, which that hash covers: s3s answers 411.
-/// Returns true if the request was marked.
+/// sends), so the signature still holds. A request whose signature covers
+/// `content-length` is left as sent: it was signed with a length, and a
+/// stand-in `0` would let a captured request (one that signed
+/// `content-length: 0`) be replayed chunked with any body. A body signed
+/// with its SHA-256 still needs its length, which that hash covers: s3s
+/// answers 411. Returns true if the request was marked.
 pub fn admit_undeclared_length<B>(req: &mut http::Request<B>) -> bool {
     let h = req.headers();
     let undeclared = req.method() == http::Method::PUT
         && !h.contains_key(http::header::CONTENT_LENGTH)
         && (is_chunked(h) || req.version() >= http::Version::HTTP_2)
         && h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes() == b"UNSIGNED-PAYLOAD")
-        && is_object_or_part_put(req);
+        && is_object_or_part_put(req)
+        && !signs_content_length(req);
     if undeclared {
         req.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("0"));
         req.extensions_mut().insert(UndeclaredLength);
     }
     undeclared
+}
+
+/// True if the request's SigV4 Authorization header names
+/// `content-length` among its signed headers. (A presigned URL's query is
+/// never admitted: see [`is_object_or_part_put`].)
+fn signs_content_length<B>(req: &http::Request<B>) -> bool {
+    let names = |list: &str| list.split(';').any(|n| n.trim().eq_ignore_ascii_case("content-length"));
+    let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    header
+        .and_then(|a| a.strip_prefix("AWS4-HMAC-SHA256 "))
+        .is_some_and(|fields| fields.split(',').filter_map(|f| f.trim().strip_prefix("SignedHeaders=")).any(names))
 }
 
 /// True if `Transfer-Encoding` names `chunked`.
@@ -447,6 +462,13 @@ mod tests {
             assert!(!admit_undeclared_length(&mut r), "{headers:?}");
             assert!(r.extensions().get::<UndeclaredLength>().is_none());
         }
+        // A signature that covers content-length was made with one: as sent.
+        let signed_length =
+            "AWS4-HMAC-SHA256 Credential=AK/20261201/us-east-1/s3/aws4_request, SignedHeaders=content-length;host;x-amz-date, Signature=00";
+        let mut r = put(&[unsigned, chunked, ("authorization", signed_length)]);
+        assert!(!admit_undeclared_length(&mut r), "content-length was signed");
+        let mut r = put(&[unsigned, chunked, ("authorization", V4)]);
+        assert!(admit_undeclared_length(&mut r), "a signature without content-length");
         let mut part = get("/b/k?partNumber=2&uploadId=u1", &[unsigned, chunked]);
         *part.method_mut() = http::Method::PUT;
         assert!(admit_undeclared_length(&mut part));
