@@ -10,10 +10,14 @@ import hmac
 import time
 import urllib.parse
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway
@@ -137,3 +141,27 @@ def test_errors_carry_aws_messages(gateway):
         client(gateway).create_bucket(Bucket="Bad_Name")
     assert e.value.response["Error"]["Code"] == "InvalidBucketName"
     assert e.value.response["Error"]["Message"].startswith("The specified bucket is not valid. Bucket names are 3 to 63")
+
+
+def test_a_debug_log_never_shows_the_signature_a_request_should_have_had(samba):
+    """With s3s's own debug log on, a request whose signature does not match
+    must not get the right one written to the log (s3s logs it as
+    `expected`), where anyone who reads the log could send it (issue 23,
+    point 6.4)."""
+    gw = Gateway(samba, env={"SMBGATE_LOG": "info,s3s=debug"})
+    try:
+        req = AWSRequest(method="GET", url=gw.endpoint + "/some-bucket/k",
+                         headers={"x-amz-content-sha256": hashlib.sha256(b"").hexdigest()})
+        SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(req)
+        headers = dict(req.headers.items())
+        right = headers["Authorization"].rsplit("Signature=", 1)[1]
+        wrong = right[:-4] + ("0000" if right[-4:] != "0000" else "1111")
+        headers["Authorization"] = headers["Authorization"].replace(right, wrong)
+        st, _, body = raw(gw.endpoint, "GET", "/some-bucket/k", headers=headers)
+        assert st == 403 and b"<Code>SignatureDoesNotMatch</Code>" in body, body
+        time.sleep(0.5)
+        log = Path(gw.log.name).read_text()
+        assert "s3s" in log, "s3s's debug log is on"
+        assert right not in log, "the right signature is in the log"
+    finally:
+        gw.stop()

@@ -2,6 +2,7 @@
 
 use clap::{CommandFactory, FromArgMatches};
 use smbgate::config::{Cli, Command, ConfigCommand};
+use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -25,7 +26,7 @@ fn main() {
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()));
+        .with_filter(log_filter(std::env::var("SMBGATE_LOG").ok().as_deref()).and(no_secrets()));
     let access_log = match &cli.command {
         Command::Serve(args) => args.access_log.clone(),
         Command::Config(_) => None,
@@ -127,6 +128,14 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
     let access = smbgate::front::ACCESS_TARGET;
     EnvFilter::try_new(format!("{s},{access}=off"))
         .unwrap_or_else(|_| EnvFilter::new(format!("info,s3s=off,{access}=off")))
+}
+
+/// Drops, whatever the log filter lets through, every event that carries a
+/// field named `expected`: s3s logs the signature it computed under that
+/// name when a request's does not match (at DEBUG), and that is the
+/// signature anyone who can read the log could then send.
+fn no_secrets() -> tracing_subscriber::filter::FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+    tracing_subscriber::filter::filter_fn(|meta| !meta.is_event() || meta.fields().field("expected").is_none())
 }
 
 /// Where access-log lines go: a file opened for appending, or `-` for
