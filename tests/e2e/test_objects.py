@@ -573,6 +573,40 @@ def test_delete_objects_over_1000_keys_is_malformed_xml_and_deletes_nothing(s3, 
     assert not (samba.share_path / bucket / "keep").exists()
 
 
+@pytest.mark.parametrize("digest", ["content-md5", "x-amz-checksum-crc32", "x-amz-checksum-sha256"])
+def test_delete_objects_whose_digest_does_not_match_deletes_nothing(s3, gateway, bucket, samba, digest):
+    """A DeleteObjects key list that does not match its Content-MD5 or
+    x-amz-checksum-* (damaged on the way) is 400 BadDigest and deletes
+    nothing, as on AWS (issue 23, point 7); the same list with its right
+    digest deletes."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from conftest import SECRET_KEY
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"x")
+    body = b'<Delete><Object><Key>kept</Key></Object></Delete>'
+    b64 = lambda d: base64.b64encode(d).decode()  # noqa: E731
+    digests = {
+        "content-md5": lambda b: b64(hashlib.md5(b).digest()),
+        "x-amz-checksum-crc32": lambda b: b64(struct.pack(">I", zlib.crc32(b))),
+        "x-amz-checksum-sha256": lambda b: b64(hashlib.sha256(b).digest()),
+    }
+
+    def send(value):
+        req = AWSRequest(method="POST", url=f"{gateway.endpoint}/{bucket}?delete", data=body,
+                         headers={digest: value, "x-amz-content-sha256": hashlib.sha256(body).hexdigest()})
+        SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(req)
+        return raw(gateway.endpoint, "POST", f"/{bucket}?delete", headers=dict(req.headers.items()), body=body)
+
+    # The digest of another key list, as if the body had been damaged.
+    st, _, answer = send(digests[digest](body.replace(b"kept", b"kepT")))
+    assert st == 400 and b"<Code>BadDigest</Code>" in answer, (st, answer)
+    assert (samba.share_path / bucket / "kept").read_bytes() == b"x"
+    st, _, answer = send(digests[digest](body))
+    assert st == 200 and b"<Deleted><Key>kept</Key></Deleted>" in answer, (st, answer)
+    assert not (samba.share_path / bucket / "kept").exists()
+
+
 def test_delete_objects_missing_bucket(s3):
     expect_error(404, "NoSuchBucket", s3.delete_objects, Bucket="no-such-bucket-xyz",
                  Delete={"Objects": [{"Key": "a"}]})

@@ -190,6 +190,41 @@ async fn preflight(cors: &CorsFront, req: &http::Request<Incoming>) -> HttpRespo
     resp
 }
 
+/// True for DeleteObjects: a POST with the `delete` subresource.
+fn is_delete_objects<B>(req: &http::Request<B>) -> bool {
+    req.method() == http::Method::POST
+        && req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "delete" || p.starts_with("delete=")))
+}
+
+/// A DeleteObjects request whose key list has been read (at most
+/// [`precheck::MAX_XML_BODY`] bytes) and checked against its Content-MD5 or
+/// `x-amz-checksum-*` header: s3s leaves those unchecked, and a key list
+/// damaged on the way must delete nothing (AWS answers 400 BadDigest). A
+/// body framed as aws-chunked (its checksum in a trailer) goes on as read.
+///
+/// Errors: BadDigest, InvalidDigest; Body if the body cannot be read whole.
+async fn checked_delete_objects(
+    req: http::Request<Incoming>,
+) -> Result<http::Request<s3s::Body>, crate::store::StoreError> {
+    use crate::store::checksum::Algorithm;
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, precheck::MAX_XML_BODY);
+    let bytes = limited.collect().await.map_err(|e| crate::store::StoreError::Body(e.to_string()))?.to_bytes();
+    let h = &parts.headers;
+    let framed = h.contains_key("x-amz-trailer")
+        || h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes().starts_with(b"STREAMING-"));
+    if !framed {
+        let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
+        let sums = Algorithm::ALL
+            .into_iter()
+            .filter_map(|a| Some((a, text(&format!("x-amz-checksum-{}", a.name().to_lowercase()))?.to_string())))
+            .collect();
+        crate::store::verify::verify_body(&bytes, text("content-md5"), &sums)?;
+    }
+    Ok(http::Request::from_parts(parts, s3s::Body::from(bytes)))
+}
+
 /// Most bytes of a refused request's body read and dropped.
 const DRAIN_MAX: u64 = 8 << 20;
 /// Longest time spent reading a refused request's body.
@@ -274,6 +309,14 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     r.to_response()
                 }
                 None if is_preflight => preflight(&cors_front, &req).await,
+                None if is_delete_objects(&req) => match checked_delete_objects(req).await {
+                    Ok(req) => s3.call(req).await?,
+                    Err(e) => crate::s3::s3_error(e).to_http_response().unwrap_or_else(|_| {
+                        let mut r = http::Response::new(s3s::Body::empty());
+                        *r.status_mut() = http::StatusCode::BAD_REQUEST;
+                        r
+                    }),
+                },
                 None => hyper::service::Service::call(&s3, req).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.

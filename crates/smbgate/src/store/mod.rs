@@ -42,7 +42,7 @@ mod spread;
 pub mod stream;
 mod sweep;
 pub mod types;
-mod verify;
+pub mod verify;
 pub mod walk;
 
 use std::sync::Arc;

@@ -70,6 +70,24 @@ pub(crate) fn hash_now(data: &[u8], algs: &[Algorithm]) -> ([u8; 16], Checksums)
     (Md5::digest(data).into(), sums)
 }
 
+/// Checks a body held whole (a DeleteObjects key list) against its
+/// Content-MD5 and `x-amz-checksum-*` values (base64), before anything acts
+/// on it.
+///
+/// Errors: InvalidDigest (a Content-MD5 that is not 16 bytes of base64);
+/// BadDigest (a mismatch).
+pub fn verify_body(data: &[u8], content_md5: Option<&str>, checksums: &BTreeMap<Algorithm, String>) -> StoreResult<()> {
+    use base64::Engine as _;
+    let req = PutRequest { content_md5: content_md5.map(str::to_string), ..Default::default() };
+    check_content_md5(&req)?;
+    let algorithms: Vec<Algorithm> = checksums.keys().copied().collect();
+    let (md5, sums) = hash_now(data, &algorithms);
+    if content_md5.is_some_and(|want| want.trim() != base64::engine::general_purpose::STANDARD.encode(md5)) {
+        return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));
+    }
+    checksum::verify(checksums, &sums.finish())
+}
+
 /// Checks a received body of `size` bytes, with MD5 `md5` and checksums
 /// `sums`, against what the request declared (Content-Length, Content-MD5,
 /// checksum headers, and the trailer's checksums), and builds the metadata
