@@ -300,6 +300,24 @@ def test_checksum_wrong_value_nothing_stored(gateway, bucket, samba, alg):
     assert wait_no_tmp(samba) == []
 
 
+def test_an_unknown_checksum_algorithm_is_refused_and_nothing_stored(gateway, bucket, samba):
+    """`x-amz-sdk-checksum-algorithm: CRC99` is 400 InvalidRequest and nothing
+    is stored, as on AWS (issue 23, point 7); it was ignored before."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from conftest import SECRET_KEY
+    body = b"with an unknown checksum"
+    req = AWSRequest(method="PUT", url=f"{gateway.endpoint}/{bucket}/crc99", data=body,
+                     headers={"x-amz-sdk-checksum-algorithm": "CRC99",
+                              "x-amz-content-sha256": hashlib.sha256(body).hexdigest()})
+    SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(req)
+    st, _, answer = raw(gateway.endpoint, "PUT", f"/{bucket}/crc99", headers=dict(req.headers.items()), body=body)
+    assert st == 400 and b"<Code>InvalidRequest</Code>" in answer, (st, answer)
+    assert b"x-amz-sdk-checksum-algorithm" in answer
+    assert files_under(samba.share_path / bucket) == []
+
+
 def test_checksum_wrong_crc32_old_version_intact(gateway, bucket, samba):
     s3 = no_auto_checksum(gateway)
     s3.put_object(Bucket=bucket, Key="c", Body=b"old")

@@ -139,12 +139,29 @@ pub fn trailer_checksums(t: &Option<s3s::TrailingHeaders>) -> BTreeMap<Algorithm
     m
 }
 
-/// Algorithms the client asked us to compute: the SDK's declared
-/// algorithm and any announced in `x-amz-trailer`.
-pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::HeaderMap) -> Vec<Algorithm> {
-    let mut v: Vec<Algorithm> = alg.and_then(|a| Algorithm::parse(a.as_str()).ok()).into_iter().collect();
+/// Algorithms the client asked us to compute: the declared algorithm
+/// (`x-amz-checksum-algorithm`, which s3s reads, or the SDKs'
+/// `x-amz-sdk-checksum-algorithm`, which it does not) and any announced in
+/// `x-amz-trailer`.
+///
+/// Errors: 400 InvalidRequest for a declared algorithm S3 does not define
+/// (`CRC99`), as AWS answers, before any byte is stored.
+pub fn requested_algorithms(alg: Option<&ChecksumAlgorithm>, headers: &http::HeaderMap) -> S3Result<Vec<Algorithm>> {
+    let sdk = headers.get("x-amz-sdk-checksum-algorithm").map(|v| v.to_str().unwrap_or("?"));
+    let mut v = Vec::new();
+    for (header, name) in [("x-amz-checksum-algorithm", alg.map(|a| a.as_str())), ("x-amz-sdk-checksum-algorithm", sdk)]
+    {
+        if let Some(name) = name {
+            let a = Algorithm::parse(name).map_err(|_| {
+                S3Error::with_message(S3ErrorCode::InvalidRequest, format!("Value for {header} header is invalid."))
+            })?;
+            if !v.contains(&a) {
+                v.push(a);
+            }
+        }
+    }
     v.extend(trailer_algorithms(headers));
-    v
+    Ok(v)
 }
 
 /// Algorithms announced in `x-amz-trailer` (`x-amz-checksum-crc32`, ...).

@@ -55,7 +55,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
             i.checksum_sha1,
             i.checksum_sha256,
         ),
-        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
+        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers)?,
         trailer_checksums: trailer_algorithms(&headers),
         content_length: body_length(&headers, i.content_length, undeclared),
         ..Default::default()

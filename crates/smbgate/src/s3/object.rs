@@ -118,7 +118,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
             i.checksum_sha1,
             i.checksum_sha256,
         ),
-        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers),
+        checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers)?,
         trailer_checksums: trailer_algorithms(&headers),
         content_length: body_length(&headers, i.content_length, undeclared),
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
