@@ -59,6 +59,10 @@ def test_clock_skew_is_request_time_too_skewed(gateway, bucket):
     assert status == 403, body
     assert b"<Code>RequestTimeTooSkewed</Code>" in body
     assert b"<ServerTime>" in body
+    # As AWS answers (issue 23, point 7): the request's own time as it was
+    # sent, and the skew allowed.
+    assert f"<RequestTime>{h['X-Amz-Date']}</RequestTime>".encode() in body, body
+    assert b"<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>" in body
 
 
 def _chunked_signed(gateway, path, data, chunk=64 * 1024, corrupt=False):

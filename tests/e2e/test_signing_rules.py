@@ -112,6 +112,8 @@ def test_header_signed_sigv2_must_be_fresh(gateway, obj):
     stale = email.utils.formatdate(time.time() - 20 * 60, usegmt=True)
     st, _, body = sigv2_get(gateway, f"/{obj}/k", stale)
     assert st == 403 and b"<Code>RequestTimeTooSkewed</Code>" in body, body
+    assert f"<RequestTime>{stale}</RequestTime>".encode() in body, body
+    assert b"<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>" in body
 
 
 def test_sigv2_can_be_switched_off(samba, obj):

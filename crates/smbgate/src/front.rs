@@ -275,6 +275,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
         let (method, uri) = (req.method().clone(), req.uri().clone());
         let is_preflight = req.method() == http::Method::OPTIONS;
+        // Before the rules may add an x-amz-date: the time as it was sent.
+        let sent_at = request_time(&req);
         // A preflight is never signed; its answer is the bucket's CORS rules.
         let refused = match is_preflight {
             true => None,
@@ -332,7 +334,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 false => resolved.map_or(UNKNOWN_OPERATION, |r| r.operation),
             };
             if resp.status().is_client_error() || resp.status().is_server_error() {
-                resp = error_with_ids(resp, &ids, &method, uri.path()).await;
+                resp = error_with_ids(resp, &ids, &method, uri.path(), sent_at.as_deref()).await;
             }
             if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
                 resp = one_xml_declaration(resp);
@@ -433,7 +435,13 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 /// for RequestTimeTooSkewed (so a client with a wrong clock learns the
 /// server's). Server faults (5xx) are logged at ERROR, client errors at
 /// DEBUG, each once, inside the request's span.
-async fn error_with_ids(resp: HttpResponse, ids: &RequestIds, method: &http::Method, path: &str) -> HttpResponse {
+async fn error_with_ids(
+    resp: HttpResponse,
+    ids: &RequestIds,
+    method: &http::Method,
+    path: &str,
+    sent_at: Option<&str>,
+) -> HttpResponse {
     use http_body_util::BodyExt;
     let (mut parts, body) = resp.into_parts();
     let bytes = match body.bytes() {
@@ -465,19 +473,39 @@ async fn error_with_ids(resp: HttpResponse, ids: &RequestIds, method: &http::Met
                 extra.push_str(&format!("<Message>{m}</Message>"));
             }
         }
-        extra.push_str(&format!("<RequestId>{}</RequestId><HostId>{}</HostId>", ids.request_id, ids.host_id));
-        if code == "RequestTimeTooSkewed" && !text.contains("<ServerTime>") {
-            let now = time::OffsetDateTime::now_utc()
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default();
-            extra.push_str(&format!("<ServerTime>{now}</ServerTime>"));
+        if code == "RequestTimeTooSkewed" {
+            if let Some(t) = sent_at.filter(|_| !text.contains("<RequestTime>")) {
+                extra.push_str(&format!("<RequestTime>{}</RequestTime>", precheck::xml_escape(t)));
+            }
+            if !text.contains("<ServerTime>") {
+                let now = time::OffsetDateTime::now_utc()
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default();
+                extra.push_str(&format!("<ServerTime>{now}</ServerTime>"));
+            }
+            if !text.contains("<MaxAllowedSkewMilliseconds>") {
+                let skew = precheck::MAX_SKEW * 1000;
+                extra.push_str(&format!("<MaxAllowedSkewMilliseconds>{skew}</MaxAllowedSkewMilliseconds>"));
+            }
         }
+        extra.push_str(&format!("<RequestId>{}</RequestId><HostId>{}</HostId>", ids.request_id, ids.host_id));
         parts.headers.remove(http::header::CONTENT_LENGTH);
         bytes::Bytes::from(text.replacen("</Error>", &format!("{extra}</Error>"), 1))
     } else {
         bytes
     };
     http::Response::from_parts(parts, s3s::Body::from(body))
+}
+
+/// The time a request says it was made, as it was sent: `x-amz-date`, or
+/// a presigned URL's `X-Amz-Date`, or `Date`.
+fn request_time<B>(req: &http::Request<B>) -> Option<String> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let query = || {
+        let q = req.uri().query().filter(|q| q.contains("X-Amz-Date"))?;
+        form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "X-Amz-Date").map(|(_, v)| v.into_owned())
+    };
+    header("x-amz-date").or_else(query).or_else(|| header("date"))
 }
 
 /// AWS's message for an error code s3s sends without one (clients print

@@ -237,7 +237,8 @@ pub fn path_is_utf8(path: &str) -> bool {
     percent_encoding::percent_decode_str(path).decode_utf8().is_ok()
 }
 
-fn xml_escape(s: &str) -> String {
+/// `s` escaped for XML text and attribute values.
+pub(crate) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
