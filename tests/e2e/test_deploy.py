@@ -22,6 +22,28 @@ def test_version_names_the_commit():
         assert m.group(2) == head, (out, head)
 
 
+def test_a_second_build_with_no_change_compiles_nothing(tmp_path):
+    """A fresh checkout whose files are newer than git's index: the first
+    build's `git status` must not rewrite .git/index (which build.rs
+    watches), or every later build would compile smbgate again (issue 25,
+    point 5). Checked (`cargo check`, no binary) in the project's own target
+    directory, so only the workspace's crates are compiled."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--local", str(ROOT), str(clone)], check=True)
+    # Files whose times differ from what the index recorded: git status
+    # would refresh the index (and rewrite it) if asked to.
+    os.utime(clone / "crates/smbgate/src/lib.rs", (1_600_000_000, 1_600_000_000))
+    env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target")))
+    build = ["cargo", "check", "-p", "smbgate", "-v"]
+    first = subprocess.run(build, cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = subprocess.run(build, cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "Running `" not in second.stderr, "the second build ran a compiler or build script:\n" + second.stderr[-2000:]
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_the_systemd_unit_verifies(tmp_path):
     unit = (ROOT / "deploy" / "smbgate.service").read_text()
