@@ -13,8 +13,8 @@ fn main() {
     // --no-optional-locks: a plain `git status` refreshes and rewrites
     // .git/index, which this script watches, so every build would ask for
     // the next one.
-    let dirty = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let commit = if dirty && commit != "unknown" { format!("{commit}-modified") } else { commit };
     println!("cargo:rustc-env=SMBGATE_GIT_COMMIT={commit}");
     // Build again when HEAD moves (a commit, a checkout).
