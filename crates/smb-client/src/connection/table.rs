@@ -146,11 +146,14 @@ impl Table {
             self.credits.on_response(header.credits, 0);
             return Ok(Answer::Interim);
         }
-        let Some(p) = self.pending.get(&header.message_id) else {
+        let Some(p) = self.pending.remove(&header.message_id) else {
             return Err(Error::Protocol(format!("response for unknown MessageId {}", header.message_id)));
         };
-        check_bound(p, header, encrypted)?;
-        let p = self.pending.remove(&header.message_id).expect("looked up above");
+        if let Err(e) = check_bound(&p, header, encrypted) {
+            // Back in the table, for the connection's failure to reach it.
+            self.pending.insert(header.message_id, p);
+            return Err(e);
+        }
         self.credits.on_response(header.credits, p.charge);
         Ok(Answer::Final(p))
     }

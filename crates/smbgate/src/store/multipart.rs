@@ -192,7 +192,7 @@ impl Store {
         if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
-        super::verify::check_content_md5(&req)?;
+        super::verify::check_content_md5(req.content_md5.as_deref())?;
         if let Some(len) = req.content_length.filter(|&l| l > 0) {
             if let Some(stride) = self.stride(&tree, id, len).await? {
                 // A stride over the part limit (a damaged or foreign stride

@@ -83,7 +83,7 @@ impl Store {
         if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
-        super::verify::check_content_md5(&req)?;
+        super::verify::check_content_md5(req.content_md5.as_deref())?;
         let mut prefix = Vec::new();
         let mut buffered = 0usize;
         let mut ended = false;

@@ -51,9 +51,9 @@ impl HashWorker {
 
 /// A Content-MD5 that is not 16 bytes of base64 (empty included) is
 /// InvalidDigest, found before any byte of the body is stored.
-pub(crate) fn check_content_md5(req: &PutRequest) -> StoreResult<()> {
+pub(crate) fn check_content_md5(content_md5: Option<&str>) -> StoreResult<()> {
     use base64::Engine as _;
-    match &req.content_md5 {
+    match content_md5 {
         Some(want)
             if base64::engine::general_purpose::STANDARD.decode(want.trim()).ok().is_none_or(|d| d.len() != 16) =>
         {
@@ -78,8 +78,7 @@ pub(crate) fn hash_now(data: &[u8], algs: &[Algorithm]) -> ([u8; 16], Checksums)
 /// BadDigest (a mismatch).
 pub fn verify_body(data: &[u8], content_md5: Option<&str>, checksums: &BTreeMap<Algorithm, String>) -> StoreResult<()> {
     use base64::Engine as _;
-    let req = PutRequest { content_md5: content_md5.map(str::to_string), ..Default::default() };
-    check_content_md5(&req)?;
+    check_content_md5(content_md5)?;
     let algorithms: Vec<Algorithm> = checksums.keys().copied().collect();
     let (md5, sums) = hash_now(data, &algorithms);
     if content_md5.is_some_and(|want| want.trim() != base64::engine::general_purpose::STANDARD.encode(md5)) {
@@ -107,7 +106,7 @@ pub(crate) fn verified_meta(
     if req.content_length.is_some_and(|l| l != size) {
         return Err(StoreError::IncompleteBody);
     }
-    check_content_md5(req)?;
+    check_content_md5(req.content_md5.as_deref())?;
     if let Some(want) = &req.content_md5 {
         let b64 = base64::engine::general_purpose::STANDARD;
         if want.trim() != b64.encode(md5) {
