@@ -3,10 +3,13 @@ order, prefix, any delimiter, max-keys, start-after, markers, continuation
 tokens, url encoding and fetch-owner."""
 
 import itertools
+import time
+import uuid
 from urllib.parse import unquote_plus
 
 import pytest
 
+from conftest import Gateway
 from s3util import expect_error, status
 
 DIRS = ["a", "a-b", "a.b", "a+b", "é", "x y", "z"]
@@ -337,3 +340,69 @@ def test_a_prefix_no_key_can_be_under_lists_nothing_at_once(s3, bucket, gateway)
     r = s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 6000)
     assert r["KeyCount"] == 0 and "Contents" not in r and r["IsTruncated"] is False
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]] == ["a/b"]
+
+
+def _hwm_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_hostile_prefix_costs_no_memory_and_no_share_lookups(s3, bucket, gateway):
+    # Issue 23, point 2: on a case-insensitive share (the test server's
+    # default) the listing once looked up every ancestor of the prefix
+    # before checking it could name a key: 15,000 `a/` components (60 KB
+    # URL-encoded) took seconds and hundreds of MiB. Now the key rules come
+    # first, so the answer is an empty page and the peak RSS stays put,
+    # also with ten such requests at once.
+    import concurrent.futures
+
+    s3.put_object(Bucket=bucket, Key="a/b", Body=b"x")
+    s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 100)  # warm up
+    pid = gateway.proc.pid
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    base = _hwm_mib(pid)
+    started = time.monotonic()
+    r = s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 15000)
+    one = time.monotonic() - started
+    assert r["KeyCount"] == 0 and "Contents" not in r and r["IsTruncated"] is False
+    with concurrent.futures.ThreadPoolExecutor(10) as ex:
+        pages = list(ex.map(lambda _: s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 15000), range(10)))
+    assert all(p["KeyCount"] == 0 for p in pages)
+    grew = _hwm_mib(pid) - base
+    assert grew < 10, f"peak RSS grew by {grew:.1f} MiB"
+    # Generous against a loaded machine; it took seconds before the fix.
+    assert one < 1.0, f"one hostile listing took {one:.2f} s"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]] == ["a/b"]
+
+
+def test_a_page_reads_at_most_list_max_dirs_directories(samba):
+    # Issue 23, point 2: one page's work on the share is bounded. With
+    # --list-max-dirs 2, a page over keys one per directory ends early,
+    # truncated, and the pages together are the whole listing, for V2 and
+    # for V1 without a delimiter (NextMarker says where to resume).
+    g = Gateway(samba, "--list-max-dirs", "2")
+    try:
+        s3 = g.client()
+        b = f"t-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=b)
+        keys = [f"d{i}/x/f" for i in range(6)] + ["top"]
+        for k in keys:
+            s3.put_object(Bucket=b, Key=k, Body=b"x")
+        first = s3.list_objects_v2(Bucket=b)
+        assert first["IsTruncated"] is True and first["KeyCount"] == 1
+        assert [o["Key"] for o in first["Contents"]] == ["d0/x/f"]
+        pages = list(s3.get_paginator("list_objects_v2").paginate(Bucket=b))
+        assert [o["Key"] for p in pages for o in p.get("Contents", [])] == keys
+        v1 = s3.list_objects(Bucket=b)
+        assert v1["IsTruncated"] is True and v1["NextMarker"] == "d1/"
+        pages = list(s3.get_paginator("list_objects").paginate(Bucket=b))
+        assert [o["Key"] for p in pages for o in p.get("Contents", [])] == keys
+        # A page not cut short keeps S3's answer: no NextMarker without a
+        # delimiter.
+        short = s3.list_objects(Bucket=b, Prefix="d0/", MaxKeys=1000)
+        assert short["IsTruncated"] is False and "NextMarker" not in short
+    finally:
+        g.stop()

@@ -185,6 +185,13 @@ pub struct ServeArgs {
     /// that stalls longer fails with 400 RequestTimeout and leaves nothing.
     #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub body_read_timeout: std::time::Duration,
+    /// Most directories one ListObjects page reads on the share, beyond
+    /// those it must pass through; a page that reaches it ends early with
+    /// IsTruncated and a continuation token, so that one request (a deep
+    /// tree of empty directories) cannot keep the share busy for minutes.
+    #[arg(long, env = "SMBGATE_LIST_MAX_DIRS", default_value_t = 1000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub list_max_dirs: usize,
     /// Writes one JSON line per request to this file (appended; `-` for
     /// standard output): request ID, identity, operation, bucket, key,
     /// status, bytes in and out, duration. Off unless given.

@@ -135,6 +135,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         multipart_expiry: args.multipart_expiry,
         sweep_interval: args.sweep_interval,
         body_read_timeout: args.body_read_timeout,
+        list_max_dirs: args.list_max_dirs,
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts.clone()).await.map_err(|e| match e {

@@ -91,6 +91,7 @@ pub async fn list_objects_v2(
         delimiter: delimiter.clone(),
         start_after,
         max_keys: max_keys(i.max_keys)?,
+        max_dirs: None,
     };
     let page = gw.store.list_objects(&i.bucket, &lr, token.is_some()).await.map_err(s3_error)?;
     let truncated = page.is_truncated;
@@ -123,6 +124,7 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
         delimiter: delimiter.clone(),
         start_after: i.marker.clone().filter(|m| !m.is_empty()),
         max_keys: max_keys(i.max_keys)?,
+        max_dirs: None,
     };
     let page = gw
         .store
@@ -130,7 +132,12 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
         .await
         .map_err(s3_error)?;
     let truncated = page.is_truncated;
-    let next = page.next_marker.clone().filter(|_| truncated && delimiter.is_some());
+    // S3 gives NextMarker only with a delimiter; clients without one resume
+    // after the last key. A page the store cut short (a bound on the
+    // directories one page reads) may end before its last key's successor,
+    // or hold no key: then NextMarker says where to resume.
+    let cut_short = page.next_marker.as_deref() != page.entries.last().map(|e| e.name());
+    let next = page.next_marker.clone().filter(|_| truncated && (delimiter.is_some() || cut_short));
     let (contents, prefixes) = split(page, encode, true);
     let enc = |s: Option<String>| if encode { s.map(|s| url_encode(&s)) } else { s };
     Ok(S3Response::new(ListObjectsOutput {

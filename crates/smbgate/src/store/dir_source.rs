@@ -14,7 +14,7 @@ use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::{self, is_not_found};
 use super::types::ObjectInfo;
-use super::walk::{list, prepare, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
+use super::walk::{list, prepare, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{Store, StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
@@ -253,18 +253,19 @@ impl Store {
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
-        if self.case_insensitive() {
+        // The key rules first, before anything is looked up on the share:
+        // a prefix no key can be under (thousands of `a/`) lists nothing.
+        let Some(dirs) = start_dir(&req.prefix) else {
+            return Ok(ListResult::default());
+        };
+        if self.case_insensitive() && !dirs.is_empty() {
             // The walk starts in the directory the prefix names; on a
             // case-insensitive share `dir/` would open `Dir` and list keys
             // that do not exist. The names must match exactly.
-            if let Some((dirs, _)) =
-                req.prefix.rsplit_once('/').filter(|(d, _)| d.split('/').all(|c| !matches!(c, "" | "." | "..")))
-            {
-                let dir_key =
-                    keys::MappedKey { components: dirs.split('/').map(encode_component).collect(), dir_marker: true };
-                if self.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
-                    return Ok(ListResult::default());
-                }
+            let dir_key =
+                keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
+            if self.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
+                return Ok(ListResult::default());
             }
         }
         let src = SmbSource {
@@ -274,7 +275,8 @@ impl Store {
             reuse: continuation,
             records: self.records(),
         };
-        let mut page = list(&src, req).await?;
+        let req = ListRequest { max_dirs: Some(self.inner.opts.list_max_dirs), ..req.clone() };
+        let mut page = list(&src, &req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).
         let lookups: Vec<(usize, String)> = page

@@ -85,6 +85,10 @@ pub struct StoreOptions {
     /// paginated ListObjects (each use checks the directory's times first,
     /// see [`dir_source::DirCache`]).
     pub listing_cache_ttl: Duration,
+    /// Most directories one ListObjects page enters; a page that reaches it
+    /// ends early, truncated, with a continuation token (see
+    /// [`walk::ListRequest::max_dirs`]).
+    pub list_max_dirs: usize,
 }
 
 impl Default for StoreOptions {
@@ -100,6 +104,7 @@ impl Default for StoreOptions {
             sweep_interval: Duration::from_secs(300),
             body_read_timeout: Duration::from_secs(60),
             listing_cache_ttl: Duration::from_secs(30),
+            list_max_dirs: 1000,
         }
     }
 }

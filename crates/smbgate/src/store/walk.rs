@@ -113,6 +113,12 @@ pub struct ListRequest {
     pub start_after: Option<String>,
     /// Most entries to return (objects and common prefixes together).
     pub max_keys: usize,
+    /// Most directories one page enters (`None`: no bound; 0 counts as 1),
+    /// not counting the start directory and those `start_after` lies in. A
+    /// page that reaches it ends early, truncated, with `next_marker` at the
+    /// next directory to walk, so that one request's work stays bounded and
+    /// every page makes progress.
+    pub max_dirs: Option<usize>,
 }
 
 /// One listing entry.
@@ -143,7 +149,10 @@ pub struct ListResult {
     pub entries: Vec<Listed>,
     /// True only if at least one more entry follows the returned ones.
     pub is_truncated: bool,
-    /// When truncated, the name of the last entry: feed it back as `start_after`.
+    /// When truncated, where the next page starts: feed it back as
+    /// `start_after`. The name of the last entry, or, on a page that
+    /// [`ListRequest::max_dirs`] cut short, the key of the directory not yet
+    /// walked (which no returned entry names).
     pub next_marker: Option<String>,
 }
 
@@ -173,9 +182,15 @@ pub async fn list<S: DirSource>(src: &S, req: &ListRequest) -> Result<ListResult
         entries: Vec::with_capacity(req.max_keys.min(1024)),
         truncated: false,
         stack: Vec::new(),
+        dirs_left: req.max_dirs.unwrap_or(usize::MAX).max(1),
+        resume: None,
     };
     walk.run(src, path).await?;
-    let next_marker = if walk.truncated { walk.entries.last().map(|e| e.name().to_owned()) } else { None };
+    let next_marker = match walk.resume {
+        Some(dir) => Some(dir),
+        None if walk.truncated => walk.entries.last().map(|e| e.name().to_owned()),
+        None => None,
+    };
     Ok(ListResult { entries: walk.entries, is_truncated: walk.truncated, next_marker })
 }
 
@@ -183,7 +198,7 @@ pub async fn list<S: DirSource>(src: &S, req: &ListRequest) -> Result<ListResult
 /// `None` when no key can be under it: the prefix is longer than a key can be, or a component is
 /// one no key can have (empty, `.`, `..`, too long, a character the mapping refuses, the internal
 /// directory). So a hostile prefix (thousands of `a/`) costs nothing on the share.
-fn start_dir(prefix: &str) -> Option<Vec<String>> {
+pub(crate) fn start_dir(prefix: &str) -> Option<Vec<String>> {
     if prefix.len() > super::keys::MAX_KEY_BYTES {
         return None;
     }
@@ -243,6 +258,12 @@ struct Walk<'a, S: DirSource> {
     entries: Vec<Listed>,
     truncated: bool,
     stack: Vec<Frame>,
+    /// Directories this page may still enter, beyond the start directory
+    /// and the directories `start_after` lies in (at most one per level of
+    /// a key), which every page must pass through to resume.
+    dirs_left: usize,
+    /// The directory key the page stopped at when `dirs_left` ran out.
+    resume: Option<String>,
 }
 
 impl<S: DirSource> Walk<'_, S> {
@@ -292,6 +313,16 @@ impl<S: DirSource> Walk<'_, S> {
                 }
                 Listed::CommonPrefix(cp.to_owned())
             } else if item.is_dir {
+                if !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) {
+                    if self.dirs_left == 0 {
+                        // Every key below this directory sorts after its
+                        // key, and every key before it has been seen.
+                        self.truncated = true;
+                        self.resume = Some(key);
+                        break;
+                    }
+                    self.dirs_left -= 1;
+                }
                 let mut path = frame.path.clone();
                 path.push(item.name[..item.name.len() - 1].to_owned());
                 self.prefetch();
@@ -365,7 +396,8 @@ impl<S: DirSource> Walk<'_, S> {
     /// Starts listings of the next directories the walk will enter, nearest first, until
     /// [`PREFETCH`] are in flight or waiting.
     fn prefetch(&mut self) {
-        let mut budget = PREFETCH.saturating_sub(self.fetch.held());
+        // Never further ahead than the page may go.
+        let mut budget = PREFETCH.saturating_sub(self.fetch.held()).min(self.dirs_left);
         for frame in self.stack.iter().rev() {
             for &i in frame.walk_dirs.iter().rev() {
                 if budget == 0 {

@@ -168,6 +168,7 @@ fn req(prefix: &str, delimiter: Option<&str>, start_after: Option<&str>, max_key
         delimiter: delimiter.map(str::to_owned),
         start_after: start_after.map(str::to_owned),
         max_keys,
+        max_dirs: None,
     }
 }
 
@@ -237,6 +238,30 @@ fn max_keys_zero_is_empty_and_not_truncated() {
     let tree = MemTree::new(["a", "b"]);
     assert_eq!(run(&tree, &req("", None, None, 0)).unwrap(), ListResult::default());
     assert!(tree.calls().is_empty());
+}
+
+#[test]
+fn a_page_enters_at_most_max_dirs_directories_and_resumes_at_the_next() {
+    // Issue 23: a tree of many directories costs one page a bounded number
+    // of directory reads; the page ends early at the next directory.
+    let keys: Vec<String> = (0..50).map(|i| format!("d{i:02}/x/f")).collect();
+    let tree = MemTree::new(keys.clone());
+    let mut r = req("", None, None, 1000);
+    r.max_dirs = Some(4);
+    let page = run(&tree, &r).unwrap();
+    assert_eq!(names(&page), ["d00/x/f", "d01/x/f"]);
+    assert!(page.is_truncated);
+    assert_eq!(page.next_marker.as_deref(), Some("d02/"));
+    // The start directory, the four entered, and at most PREFETCH read ahead.
+    assert!(tree.calls().len() <= 1 + 4 + PREFETCH, "{:?}", tree.calls());
+    // The next page passes through d02/ without counting it against its
+    // bound, whatever the bound: a page always moves on.
+    let tree = MemTree::new(keys);
+    r.start_after = Some("d02/x/".into());
+    r.max_dirs = Some(1);
+    let page = run(&tree, &r).unwrap();
+    assert_eq!(names(&page), ["d02/x/f"]);
+    assert_eq!(page.next_marker.as_deref(), Some("d03/x/"));
 }
 
 #[test]
@@ -423,7 +448,8 @@ fn case() -> impl Strategy<Value = Case> {
             1 => Some(s.2.clone()),
             _ => Some(near(&keys, s.0, s.1, if s.3 == 2 { "" } else { &s.2 })),
         };
-        Case { keys, req: ListRequest { prefix, delimiter: delimiter.map(str::to_owned), start_after, max_keys } }
+        let delimiter = delimiter.map(str::to_owned);
+        Case { keys, req: ListRequest { prefix, delimiter, start_after, max_keys, max_dirs: None } }
     })
 }
 
@@ -456,14 +482,25 @@ proptest! {
     }
 
     #[test]
-    fn paging_reproduces_the_whole_listing(case in case(), page in 1..5usize) {
+    fn paging_reproduces_the_whole_listing(
+        case in case(),
+        page in 1..5usize,
+        max_dirs in prop_oneof![Just(None), (0..4usize).prop_map(Some)],
+    ) {
         let tree = MemTree::new(case.keys.clone());
         let whole = model(&case.keys, &ListRequest { max_keys: usize::MAX, ..case.req.clone() });
-        let mut req = ListRequest { max_keys: page, ..case.req.clone() };
+        let mut req = ListRequest { max_keys: page, max_dirs, ..case.req.clone() };
         let mut got = Vec::new();
-        for _ in 0..=whole.entries.len() {
+        // A page cut short by max_dirs may hold no entry, but it moves on:
+        // at most one page per directory beyond the pages of entries.
+        let dirs = tree.dirs().len();
+        for _ in 0..=whole.entries.len() + dirs {
             let r = run(&tree, &req).unwrap();
-            prop_assert!(r.entries.len() == page || !r.is_truncated);
+            prop_assert!(r.entries.len() == page || !r.is_truncated || max_dirs.is_some());
+            prop_assert!(r.entries.len() <= page);
+            if r.is_truncated {
+                prop_assert!(r.next_marker.as_deref() > req.start_after.as_deref(), "no progress");
+            }
             got.extend(r.entries);
             if !r.is_truncated {
                 break;
