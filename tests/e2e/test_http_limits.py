@@ -2,12 +2,15 @@
 after --header-read-timeout, and past --max-connections further clients
 wait until a connection closes (they are not served, and cost nothing)."""
 
+import signal
 import socket
 import time
+import urllib.request
+from urllib.parse import urlparse
 
 import pytest
 
-from conftest import Gateway
+from conftest import Gateway, _free_port
 from s3util import raw
 
 
@@ -45,9 +48,21 @@ def test_a_client_that_never_finishes_its_headers_is_dropped(gw):
     assert answered_within(s2, 5).startswith(b"HTTP/1.1 200")
 
 
-@pytest.mark.parametrize("gw", [{"SMBGATE_MAX_CONNECTIONS": "2"}], indirect=True)
+# Every connection comes from one address: it may hold all of them.
+@pytest.mark.parametrize("gw", [{"SMBGATE_MAX_CONNECTIONS": "2", "SMBGATE_MAX_CONNECTIONS_PER_CLIENT": "3"}],
+                         indirect=True)
 def test_past_the_connection_cap_a_client_waits_for_a_free_slot(gw):
+    # The two slots are held by requests in flight (PUTs whose bodies have
+    # not come yet): an idle connection would make way (see below).
+    s3 = gw.client()
+    s3.create_bucket(Bucket="capped")
+    url = urlparse(s3.generate_presigned_url("put_object", Params={"Bucket": "capped", "Key": "k"}))
+    put = f"PUT {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Length: 1000\r\n\r\n".encode()
+    s3.close()  # its kept-alive connection would hold a slot
+    time.sleep(0.3)
     held = [connect(gw), connect(gw)]
+    for h in held:
+        h.sendall(put)
     time.sleep(0.3)  # both accepted: the two slots are taken
     waiting = connect(gw)  # the kernel's backlog still accepts the TCP connection
     waiting.sendall(b"HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -158,3 +173,130 @@ def test_a_body_that_stalls_gets_400_request_timeout_and_leaves_the_old_object(g
     while temp_files() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert temp_files() - before == set()
+
+
+# Issue 23, point 1: idle connections (nothing sent, a partial first line,
+# or an HTTP/2 preface with no stream) once held their slots forever, on
+# the S3 and the metrics listeners alike, and SIGHUP waited for a free slot.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def connect_from(source, port, first=b""):
+    s = socket.socket()
+    s.bind((source, 0))
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    if first:
+        s.sendall(first)
+    return s
+
+
+def closed_within(sock, seconds):
+    """True if the server closes `sock` within `seconds` (anything it sends
+    first, an HTTP/2 GOAWAY or a 408, is read past)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            if sock.recv(4096) == b"":
+                return True
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def still_open_after(socks, seconds):
+    """Those of `socks` the server has not closed within `seconds`."""
+    deadline = time.monotonic() + seconds
+    return [s for s in socks if not closed_within(s, max(0.01, deadline - time.monotonic()))]
+
+
+def head_from(source, port, seconds):
+    s = connect_from(source, port, b"HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    try:
+        return answered_within(s, seconds)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("first", [b"", b"GE", H2_PREFACE], ids=["silent", "partial", "h2-preface"])
+def test_one_address_cannot_take_every_slot_and_idle_connections_are_closed(samba, first):
+    g = Gateway(samba, env={"SMBGATE_MAX_CONNECTIONS": "40", "SMBGATE_HEADER_READ_TIMEOUT": "3"})
+    idle = []
+    try:
+        idle = [connect_from("127.0.0.2", g.port, first) for _ in range(40 + 100)]
+        # Another address is served at once: 127.0.0.2 holds only its share
+        # (a quarter of the slots), and the rest of its connections are
+        # closed at once.
+        got = head_from("127.0.0.3", g.port, 2)
+        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+        # After the first-request deadline, none is left open.
+        still_open = still_open_after(idle, 3 + 2)
+        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+    finally:
+        for s in idle:
+            s.close()
+        g.stop()
+
+
+@pytest.mark.parametrize("first", [b"", H2_PREFACE], ids=["silent", "h2-preface"])
+def test_idle_connections_from_a_trusted_proxy_fill_the_slots_then_go_and_sighup_is_heard(samba, tmp_path, first):
+    # A trusted proxy may take every slot; its idle connections still go at
+    # the deadline, and a SIGHUP sent while every slot is taken is heard.
+    cfg = tmp_path / "smbgate.toml"
+    user = '[users.{0}]\naccess_key = "{1}"\nsecret_key = "{2}"\nbuckets = ["*"]\n'
+    cfg.write_text(user.format("ann", "AKANN000000000000001", "ann-secret-0001"))
+    g = Gateway(samba, "--trusted-proxy", "127.0.0.2",
+                env={"SMBGATE_MAX_CONNECTIONS": "20", "SMBGATE_HEADER_READ_TIMEOUT": "6",
+                     "SMBGATE_CONFIG": str(cfg), "SMBGATE_ACCESS_KEY": None, "SMBGATE_SECRET_KEY": None,
+                     "SMBGATE_LOG": "info"})
+    idle = []
+    try:
+        t0 = time.monotonic()
+        idle = [connect_from("127.0.0.2", g.port, first) for _ in range(20 + 100)]
+        time.sleep(0.5)  # the first 20 are accepted: every slot is taken
+        cfg.write_text(cfg.read_text() + user.format("bea", "AKBEA000000000000002", "bea-secret-0002"))
+        g.proc.send_signal(signal.SIGHUP)
+        wait_for_log(g, "SIGHUP: users reloaded", timeout=3)
+        assert time.monotonic() - t0 < 6, "heard only once a slot came free"
+        # Another client is served within the deadline: connections idle
+        # for a second make way for new ones while every slot is taken.
+        got = head_from("127.0.0.3", g.port, 6)
+        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+        # The last of the idle ones were accepted just now.
+        still_open = still_open_after(idle, 6 + 2)
+        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+    finally:
+        for s in idle:
+            s.close()
+        g.stop()
+
+
+def test_idle_connections_cannot_keep_the_readiness_probe_out(samba):
+    mport = _free_port()
+    g = Gateway(samba, env={"SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}", "SMBGATE_HEADER_READ_TIMEOUT": "3"})
+    idle = []
+    try:
+        idle = [connect_from("127.0.0.2", mport) for _ in range(64 + 100)]
+        t0 = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/health/ready", timeout=3 + 2) as r:
+            assert r.status == 200
+        assert time.monotonic() - t0 < 3 + 2
+        still_open = still_open_after(idle, 3 + 2)
+        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+    finally:
+        for s in idle:
+            s.close()
+        g.stop()
+
+
+def wait_for_log(g, text, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        g.log.flush()
+        if text in open(g.log.name).read():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not logged within {timeout} s")

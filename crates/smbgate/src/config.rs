@@ -176,9 +176,21 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
-    /// How long a client may take to send a request's headers (also how
-    /// long an idle kept-alive HTTP/1 connection waits for the next request,
-    /// and a TLS handshake may take): `30s`, `2m`, or plain seconds.
+    /// HTTP connections one client address may hold at once (default: a
+    /// quarter of `--max-connections`); a connection past it is closed at
+    /// once, so one address cannot take every slot.
+    #[arg(long, env = "SMBGATE_MAX_CONNECTIONS_PER_CLIENT",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections_per_client: Option<usize>,
+    /// Addresses with no per-client share, which may use every connection
+    /// slot: the load balancer or proxy in front of the gateway (repeat, or
+    /// separate with commas).
+    #[arg(long = "trusted-proxy", env = "SMBGATE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// How long a new connection may take to complete its first request's
+    /// headers (TLS handshake included), and how long a connection, HTTP/1
+    /// or HTTP/2, may stay open with no request in flight: `30s`, `2m`, or
+    /// plain seconds.
     #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_read_timeout: std::time::Duration,
     /// Longest wait for the next bytes of a PUT or UploadPart body; a body

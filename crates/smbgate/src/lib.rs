@@ -10,7 +10,9 @@
 //! - [`precheck`]: requests refused before s3s reads them, and signature
 //!   rules s3s leaves to us; [`ignored_range`]: GET and HEAD with a Range
 //!   that does not parse, answered whole.
-//! - [`server`]: listeners, connection limits, drain and reload signals.
+//! - [`server`]: listeners, the connection cap, drain and reload signals;
+//!   [`conn_limits`]: what one connection may hold (first-request deadline,
+//!   idle timeout, a share of the slots per client address).
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`cors`]: bucket CORS rules, preflights and response headers.
 //! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
@@ -23,6 +25,7 @@
 pub mod admin;
 pub mod config;
 pub mod config_file;
+pub mod conn_limits;
 pub mod cors;
 pub mod front;
 pub mod identities;

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
+
+use crate::conn_limits::{Slot, Slots, Watched};
 use hyper_util::server::graceful::GracefulShutdown;
 use smb_client::{ClientConfig, Pool, PoolConfig};
 use smb_proto::NtStatus;
@@ -35,6 +37,8 @@ pub struct Prepared {
     tls: Option<(Arc<Certificates>, TlsAcceptor)>,
     service: crate::front::Front,
     limits: HttpLimits,
+    /// The connection share of each client address.
+    per_client: crate::conn_limits::PerClient,
     /// The S3 users, read again on SIGHUP.
     users: UsersReload,
 }
@@ -43,8 +47,17 @@ pub struct Prepared {
 #[derive(Debug, Clone, Copy)]
 struct HttpLimits {
     max_connections: usize,
+    /// The deadline for a connection's first request, and its idle timeout.
     header_read_timeout: Duration,
 }
+
+/// HTTP/2 streams one connection may have open at once: each may buffer a
+/// request body, so hyper's 200 would multiply every per-request limit.
+const H2_MAX_STREAMS: u32 = 32;
+/// How often an idle HTTP/2 connection is pinged, and how long the answer
+/// may take before the connection is closed.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Prepared {
     /// The bound address.
@@ -195,7 +208,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
     let users = UsersReload { directory, args: args.clone() };
-    Ok(Prepared { listener, admin, plain, tls, service, limits, users })
+    let per_client = crate::conn_limits::PerClient::new(
+        args.max_connections_per_client.unwrap_or(args.max_connections / 4),
+        args.trusted_proxies.clone(),
+    );
+    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users })
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
@@ -306,21 +323,21 @@ impl UsersReload {
 pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let mut builder = ConnBuilder::new(TokioExecutor::new());
-    // hyper's header-read timeout needs a timer; without one it is off.
+    // hyper's timeouts need a timer; without one they are off.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(p.limits.header_read_timeout);
-    let slots = Arc::new(tokio::sync::Semaphore::new(p.limits.max_connections));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .keep_alive_interval(Some(H2_PING_INTERVAL))
+        .keep_alive_timeout(H2_PING_TIMEOUT);
+    let slots = Slots::new(p.limits.max_connections);
     let mut reload = reload_signal();
     if let Some((listener, admin)) = p.admin.take() {
-        tokio::spawn(serve_admin(listener, admin, builder.clone()));
+        tokio::spawn(serve_admin(listener, admin, builder.clone(), p.limits.header_read_timeout));
     }
     tokio::pin!(shutdown);
     loop {
-        // A free connection slot first: past the cap, clients wait in the
-        // kernel's listen backlog instead of costing memory here.
-        let slot = tokio::select! {
-            s = slots.clone().acquire_owned() => s.expect("never closed"),
-            _ = &mut shutdown => break,
-        };
         let (accepted, tls) = loop {
             tokio::select! {
                 a = p.listener.accept() => break (a, p.tls.as_ref().map(|(_, acc)| acc.clone())),
@@ -329,10 +346,7 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
                     reload_certificates(&p.tls);
                     p.users.reload();
                 }
-                _ = &mut shutdown => {
-                    drop(slot);
-                    return drain(p, graceful).await;
-                }
+                _ = &mut shutdown => return drain(p, graceful).await,
             }
         };
         let (stream, peer) = match accepted {
@@ -343,54 +357,86 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
                 continue;
             }
         };
+        let Some(client) = p.per_client.take(peer.ip()) else {
+            tracing::debug!(%peer, "connection closed: its address holds its share of the connections");
+            continue;
+        };
+        // Then a slot (see `Slots::admit`): while every slot is busy, this
+        // one connection waits here and the rest in the kernel's listen
+        // backlog, costing nothing. SIGHUP is heard meanwhile.
+        let slot = loop {
+            tokio::select! {
+                s = slots.admit() => break s,
+                _ = reload.recv() => {
+                    reload_certificates(&p.tls);
+                    p.users.reload();
+                }
+                _ = &mut shutdown => return drain(p, graceful).await,
+            }
+        };
         let _ = stream.set_nodelay(true);
         let (builder, service, watcher) = (builder.clone(), p.service.clone(), graceful.watcher());
-        let handshake_timeout = p.limits.header_read_timeout;
+        let timeout = p.limits.header_read_timeout;
         tokio::spawn(async move {
-            serve_one(stream, peer, tls, handshake_timeout, builder, service, watcher).await;
-            drop(slot);
+            serve_one(stream, peer, tls, timeout, builder, service, watcher, &slot).await;
+            drop((client, slot));
         });
     }
-    drain(p, graceful).await
 }
 
-/// Serves one accepted connection: the TLS handshake first (bounded by
-/// `handshake_timeout`, like a slow request header) when `tls` is set.
+/// Serves one accepted connection until it ends, until it has had no
+/// request in flight for `timeout` (counted from its acceptance until its
+/// first request's headers are in: TLS handshake, version sniff and
+/// headers together), or until its slot goes to a new connection.
+#[allow(clippy::too_many_arguments)]
 async fn serve_one(
     stream: TcpStream,
     peer: std::net::SocketAddr,
     tls: Option<TlsAcceptor>,
-    handshake_timeout: Duration,
+    timeout: Duration,
     builder: ConnBuilder<TokioExecutor>,
     service: crate::front::Front,
     watcher: hyper_util::server::graceful::Watcher,
+    slot: &Slot,
 ) {
-    let result = match tls {
-        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
-        Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-            Ok(Ok(s)) => watcher.watch(builder.serve_connection(TokioIo::new(s), service).into_owned()).await,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
-        },
+    let activity = slot.activity().clone();
+    let service = Watched { service, activity: activity.clone() };
+    let serve = async {
+        let result = match tls {
+            None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+            Some(acceptor) => match acceptor.accept(stream).await {
+                Ok(s) => watcher.watch(builder.serve_connection(TokioIo::new(s), service).into_owned()).await,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            },
+        };
+        if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+        }
     };
-    if let Err(e) = result {
-        tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+    tokio::select! {
+        _ = serve => {}
+        _ = activity.expired(timeout, timeout) => tracing::debug!(%peer, "connection closed: no request in flight"),
+        _ = activity.evicted() => tracing::debug!(%peer, "connection closed: idle longest while every slot was taken"),
     }
 }
 
 /// Serves the operations listener until the process exits (it is not
 /// drained: a scrape in progress at shutdown is simply cut). At most 64
-/// connections at once; scrapers and probes need few.
-async fn serve_admin(listener: TcpListener, admin: crate::admin::Admin, builder: ConnBuilder<TokioExecutor>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(64));
+/// connections at once (scrapers and probes need few), each closed after
+/// `timeout` with no request in flight and making way for a new one when
+/// idle, as on the S3 listener, so idle connections cannot keep a
+/// readiness probe out.
+async fn serve_admin(
+    listener: TcpListener,
+    admin: crate::admin::Admin,
+    builder: ConnBuilder<TokioExecutor>,
+    timeout: Duration,
+) {
+    let slots = Slots::new(64);
     loop {
-        let slot = slots.clone().acquire_owned().await.expect("never closed");
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
@@ -399,9 +445,16 @@ async fn serve_admin(listener: TcpListener, admin: crate::admin::Admin, builder:
                 continue;
             }
         };
-        let conn = builder.serve_connection(TokioIo::new(stream), admin.clone()).into_owned();
+        let slot = slots.admit().await;
+        let activity = slot.activity().clone();
+        let service = Watched { service: admin.clone(), activity: activity.clone() };
+        let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         tokio::spawn(async move {
-            let _ = conn.await;
+            tokio::select! {
+                _ = conn => {}
+                _ = activity.expired(timeout, timeout) => {}
+                _ = activity.evicted() => {}
+            }
             drop(slot);
         });
     }

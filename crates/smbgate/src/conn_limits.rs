@@ -1,0 +1,395 @@
+//! What one client connection may hold, on the S3 and the operations
+//! listeners alike: a deadline for its first request, an idle timeout
+//! between requests (HTTP/1 and HTTP/2), a share of the connection slots
+//! per client address, and, when every slot is taken, its slot given to a
+//! new connection if it has been idle longest.
+//!
+//! hyper alone leaves gaps that idle connections fill: its header timeout
+//! starts only once the HTTP version has been sniffed, and an HTTP/2
+//! connection with no streams has no timeout at all. So every connection
+//! here is watched from the moment it is accepted: [`Activity`] sees each
+//! request start and each response end, and [`Activity::expired`]
+//! resolves when the connection has had no request in flight for too long.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
+
+/// The requests of one connection: whether one has started, how many are
+/// in flight (a request counts until its response body is done or
+/// dropped), and when the last one ended.
+#[derive(Clone)]
+pub struct Activity {
+    inner: Arc<ActivityInner>,
+}
+
+struct ActivityInner {
+    accepted: Instant,
+    started: AtomicBool,
+    in_flight: AtomicUsize,
+    last_done: Mutex<Instant>,
+    evict: tokio::sync::Notify,
+}
+
+impl Activity {
+    /// A connection accepted now, with no request yet.
+    pub fn new() -> Activity {
+        let now = Instant::now();
+        Activity {
+            inner: Arc::new(ActivityInner {
+                accepted: now,
+                started: AtomicBool::new(false),
+                in_flight: AtomicUsize::new(0),
+                last_done: Mutex::new(now),
+                evict: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// Resolves once the connection has had no request in flight for
+    /// `idle` (counted from the end of its last request), or, before its
+    /// first request's headers were complete, `first` after it was
+    /// accepted (which covers a TLS handshake and the HTTP version sniff).
+    /// Never resolves while a request is in flight.
+    pub async fn expired(&self, first: Duration, idle: Duration) {
+        loop {
+            let i = &self.inner;
+            let until = if !i.started.load(Ordering::Acquire) {
+                i.accepted + first
+            } else if i.in_flight.load(Ordering::Acquire) > 0 {
+                // Looked at again after `idle`: a request in flight is
+                // bounded by its own body and send timeouts.
+                Instant::now() + idle
+            } else {
+                *i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle
+            };
+            if Instant::now() >= until && i.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    /// Resolves once [`Slots::admit`] gave this connection's slot to a
+    /// new one: the connection should close.
+    pub async fn evicted(&self) {
+        self.inner.evict.notified().await
+    }
+
+    /// Since when the connection has had no request in flight (its
+    /// acceptance, or the end of its last request); `None` while one is.
+    fn idle_since(&self) -> Option<Instant> {
+        let i = &self.inner;
+        if i.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(if i.started.load(Ordering::Acquire) {
+            *i.last_done.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            i.accepted
+        })
+    }
+
+    fn begin(&self) -> Done {
+        self.inner.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.inner.started.store(true, Ordering::Release);
+        Done(self.clone())
+    }
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity::new()
+    }
+}
+
+/// Ends one request when dropped.
+struct Done(Activity);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let i = &self.0.inner;
+        *i.last_done.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        i.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A hyper service whose requests are counted in an [`Activity`].
+#[derive(Clone)]
+pub struct Watched<S> {
+    /// The service that answers.
+    pub service: S,
+    /// The connection's requests.
+    pub activity: Activity,
+}
+
+impl<S, ReqBody, ResBody> hyper::service::Service<http::Request<ReqBody>> for Watched<S>
+where
+    S: hyper::service::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    ResBody: 'static,
+{
+    type Response = http::Response<WatchedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn call(&self, req: http::Request<ReqBody>) -> Self::Future {
+        let done = self.activity.begin();
+        let answer = self.service.call(req);
+        Box::pin(async move {
+            let resp = answer.await?;
+            Ok(resp.map(|body| WatchedBody { body, _done: done }))
+        })
+    }
+}
+
+/// A response body that ends its request in the [`Activity`] when it is
+/// dropped (sent, or cut).
+pub struct WatchedBody<B> {
+    body: B,
+    _done: Done,
+}
+
+impl<B: Body + Unpin> Body for WatchedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A connection idle for less than this is never closed to make room: a
+/// client that has just connected is about to send its request.
+const EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// The connection slots of one listener (`--max-connections`), and the
+/// connections holding them.
+pub struct Slots {
+    free: Arc<tokio::sync::Semaphore>,
+    held: Arc<Mutex<HashMap<u64, Activity>>>,
+    next_id: AtomicU64,
+}
+
+impl Slots {
+    /// `n` slots (at least 1).
+    pub fn new(n: usize) -> Slots {
+        Slots {
+            free: Arc::new(tokio::sync::Semaphore::new(n.max(1))),
+            held: Arc::default(),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// A slot for a connection just accepted, held until the returned
+    /// value is dropped. At once if one is free; else the connection idle
+    /// longest (at least [`EVICT_IDLE_AFTER`]) is told to close
+    /// ([`Activity::evicted`]) and its slot taken; else this waits for a
+    /// connection to end. So idle connections can delay a new client by at
+    /// most about a second, never keep it out.
+    pub async fn admit(&self) -> Slot {
+        let permit = match self.free.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let mut pause = tokio::time::interval(EVICT_IDLE_AFTER / 4);
+                loop {
+                    tokio::select! {
+                        p = self.free.clone().acquire_owned() => break p.expect("never closed"),
+                        _ = pause.tick() => self.evict_idlest(),
+                    }
+                }
+            }
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let activity = Activity::new();
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(id, activity.clone());
+        Slot { id, activity, held: self.held.clone(), _permit: permit }
+    }
+
+    /// Tells the connection idle longest, if any has been idle long
+    /// enough, to close.
+    fn evict_idlest(&self) {
+        let now = Instant::now();
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let idlest = held
+            .values()
+            .filter_map(|a| a.idle_since().map(|t| (t, a)))
+            .filter(|(t, _)| now.saturating_duration_since(*t) >= EVICT_IDLE_AFTER)
+            .min_by_key(|(t, _)| *t);
+        if let Some((_, a)) = idlest {
+            a.inner.evict.notify_one();
+        }
+    }
+}
+
+/// One connection's slot, and what it does ([`Slot::activity`]).
+pub struct Slot {
+    id: u64,
+    activity: Activity,
+    held: Arc<Mutex<HashMap<u64, Activity>>>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Slot {
+    /// The requests of the connection in this slot.
+    pub fn activity(&self) -> &Activity {
+        &self.activity
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+    }
+}
+
+/// Connection slots per client address: at most `per_client` connections
+/// from one address at once, except from the trusted addresses (a load
+/// balancer in front of several instances connects from one address and
+/// may use every slot).
+pub struct PerClient {
+    per_client: usize,
+    trusted: Vec<IpAddr>,
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerClient {
+    /// `per_client` connections per address (at least 1); `trusted`
+    /// addresses have no share of their own.
+    pub fn new(per_client: usize, trusted: Vec<IpAddr>) -> PerClient {
+        PerClient { per_client: per_client.max(1), trusted, held: Arc::default() }
+    }
+
+    /// A slot for a connection from `ip`, held until the returned value is
+    /// dropped; `None` when `ip` already holds its share.
+    pub fn take(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let ip = canonical(ip);
+        if self.trusted.contains(&ip) {
+            return Some(ClientSlot { ip, held: None });
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.per_client {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot { ip, held: Some(self.held.clone()) })
+    }
+}
+
+/// One connection's place in its address's share.
+pub struct ClientSlot {
+    ip: IpAddr,
+    held: Option<Arc<Mutex<HashMap<IpAddr, usize>>>>,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        if let Some(held) = &self.held {
+            let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = held.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+/// An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`;
+/// it is the same client as `a.b.c.d`.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[test]
+    fn one_address_holds_at_most_its_share_and_gets_it_back() {
+        let slots = PerClient::new(2, vec!["10.0.0.9".parse().unwrap()]);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let (s1, s2) = (slots.take(a).unwrap(), slots.take(a).unwrap());
+        assert!(slots.take(a).is_none());
+        assert!(slots.take("::ffff:10.0.0.1".parse().unwrap()).is_none(), "the same client over IPv6");
+        assert!(slots.take("10.0.0.2".parse().unwrap()).is_some(), "another address has its own share");
+        drop(s1);
+        let s3 = slots.take(a).unwrap();
+        let trusted: Vec<ClientSlot> = (0..10).map(|_| slots.take("10.0.0.9".parse().unwrap()).unwrap()).collect();
+        assert_eq!(trusted.len(), 10);
+        drop((s2, s3));
+        assert!(slots.held.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_table_gives_the_longest_idle_slot_to_a_new_connection() {
+        let slots = Slots::new(2);
+        let busy = slots.admit().await;
+        let _request = busy.activity().begin();
+        let idle = slots.admit().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let evicted = tokio::spawn({
+            let a = idle.activity().clone();
+            async move { a.evicted().await }
+        });
+        let t0 = Instant::now();
+        let admit = tokio::spawn(async move {
+            let slots = slots;
+            let s = slots.admit().await;
+            (slots, s)
+        });
+        evicted.await.unwrap();
+        assert!(busy.activity().inner.evict.notified().now_or_never().is_none(), "a busy connection is kept");
+        drop(idle);
+        let (slots, _new) = admit.await.unwrap();
+        assert!(t0.elapsed() <= EVICT_IDLE_AFTER);
+        assert_eq!(slots.held.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_expires_without_a_request_and_when_idle_never_mid_request() {
+        let (first, idle) = (Duration::from_secs(5), Duration::from_secs(20));
+        let a = Activity::new();
+        let t0 = Instant::now();
+        a.expired(first, idle).await;
+        assert_eq!(t0.elapsed(), first, "no request: the first-request deadline");
+
+        let a = Activity::new();
+        let done = a.begin();
+        let waiter = tokio::spawn({
+            let a = a.clone();
+            async move { a.expired(first, idle).await }
+        });
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert!(!waiter.is_finished(), "a request in flight keeps the connection");
+        drop(done);
+        let t1 = Instant::now();
+        waiter.await.unwrap();
+        assert!(t1.elapsed() <= idle, "idle after the request: {:?}", t1.elapsed());
+        assert!(t1.elapsed() >= idle - Duration::from_secs(1));
+    }
+}
