@@ -9,7 +9,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fake::{build, error_body, read_body, read_body_raw, write_body, Auth, FakeConn, GrantFn, Msg, Opts, FILE_ID};
+use fake::{
+    build, error_body, output_body, read_body, read_body_raw, write_body, Auth, FakeConn, GrantFn, Msg, Opts, FILE_ID,
+};
 use smb_client::pipeline::DEFAULT_IN_FLIGHT_BYTES;
 use smb_client::{Error, Session, Tree};
 use smb_proto::header::flags;
@@ -1200,6 +1202,59 @@ async fn copychunk_limits_from_the_server_are_bounded() {
         assert_eq!(e.status(), Some(NtStatus::STATUS_INVALID_PARAMETER), "{e}");
         let e = t.copy_chunks(FILE_ID, 0, FILE_ID, 0, 1 << 40).await.expect_err("more than asked");
         assert!(e.to_string().starts_with("protocol: COPYCHUNK reported 4294967295 bytes written"), "{e}");
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
+/// A hostile server's directory and EA answers whose entries overlap: each
+/// a few bytes after the last, each claiming much of the buffer as its
+/// name or value. Decoded as given, an answer became one entry per 8 bytes,
+/// so memory grew with the square of its size (a 1 MiB answer could hold
+/// GiBs of names). Now the client refuses the answer, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_directory_and_ea_entries_are_refused() {
+    // The repeating 8 bytes read, at every entry, as NextEntryOffset 8 and
+    // (at offset 60) FileNameLength 0xF000, also valid UTF-16.
+    let dir: Vec<u8> = [8u8, 0, 0, 0, 0, 0xF0, 0, 0].repeat(8192);
+    // An EA entry 4 bytes long, pointing 4 bytes on: NextEntryOffset 4,
+    // Flags 0, EaNameLength 0, EaValueLength 0xFFF0 (read from what follows).
+    let ea: Vec<u8> = [4u8, 0, 0, 0, 0, 0, 0xF0, 0xFF].repeat(8192);
+    bounded(async {
+        // Each on a connection of its own: a malformed answer poisons its
+        // connection.
+        let (addr, fake) = fake::start(Opts::default(), move |mut fc: FakeConn| async move {
+            let q = fc.expect(Command::QueryDirectory).await;
+            let m = fc.reply(&q, OK, &output_body(&dir));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        match t.query_directory(FILE_ID, "*", true).await {
+            Err(Error::Decode(e)) => {
+                assert_eq!(e, smb_proto::DecodeError::BadValue { field: "NextEntryOffset", got: 8 })
+            }
+            other => panic!("directory answer accepted: {:?}", other.map(|v| v.map(|v| v.len()))),
+        }
+        drop((t, s));
+        fake::join(fake).await;
+
+        let (addr, fake) = fake::start(Opts::default(), move |mut fc: FakeConn| async move {
+            let q = fc.expect(Command::QueryInfo).await;
+            let m = fc.reply(&q, OK, &output_body(&ea));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        match t.query_eas(FILE_ID, &[]).await {
+            Err(Error::Decode(e)) => {
+                assert_eq!(e, smb_proto::DecodeError::BadValue { field: "EA NextEntryOffset", got: 4 })
+            }
+            other => panic!("EA answer accepted: {:?}", other.map(|v| v.len())),
+        }
         drop((t, s));
         fake::join(fake).await;
     })

@@ -142,7 +142,11 @@ pub fn encode_full_ea(out: &mut BytesMut, eas: &[FullEa]) {
     }
 }
 
-/// Decodes a FILE_FULL_EA_INFORMATION chain.
+/// Decodes a FILE_FULL_EA_INFORMATION chain (MS-FSCC 2.4.15).
+///
+/// Errors: Truncated when an entry overruns the buffer; BadValue naming
+/// `EA NextEntryOffset` when the next entry would start inside this one or
+/// off a 4-byte boundary.
 pub fn decode_full_ea(b: &[u8]) -> DecodeResult<Vec<FullEa>> {
     let mut out = Vec::new();
     let mut off = 0usize;
@@ -158,6 +162,12 @@ pub fn decode_full_ea(b: &[u8]) -> DecodeResult<Vec<FullEa>> {
         out.push(FullEa { name: String::from_utf8_lossy(name).into_owned(), value: value.to_vec() });
         if next == 0 {
             break;
+        }
+        // Entries never overlap (each starts past the end of the one
+        // before), and start 4-aligned (MS-FSCC 2.4.15): otherwise one
+        // answer could decode to far more EAs than its bytes hold.
+        if next < r.pos() || next % 4 != 0 {
+            return Err(DecodeError::BadValue { field: "EA NextEntryOffset", got: next as u64 });
         }
         off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("EA NextEntryOffset"))?;
     }
@@ -248,8 +258,12 @@ pub struct DirEntry {
     pub file_id: u64,
 }
 
-/// Decodes a FileIdFullDirectoryInformation buffer into entries, calling
-/// `f` for each. Errors on any entry that overruns the buffer.
+/// Decodes a FileIdFullDirectoryInformation buffer (MS-FSCC 2.4.18) into
+/// entries, calling `f` for each.
+///
+/// Errors: Truncated when an entry overruns the buffer; BadValue naming
+/// `NextEntryOffset` when the next entry would start inside this one or
+/// off an 8-byte boundary.
 pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult<()> {
     let mut off = 0usize;
     while off < b.len() {
@@ -276,6 +290,12 @@ pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult
         });
         if next == 0 {
             break;
+        }
+        // Entries never overlap and start 8-aligned (MS-FSCC 2.4): otherwise
+        // one 1 MiB answer repeating a short pattern decodes to tens of
+        // thousands of entries, each with up to 1 MiB of name.
+        if next < r.pos() || next % 8 != 0 {
+            return Err(DecodeError::BadValue { field: "NextEntryOffset", got: next as u64 });
         }
         off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;
     }
@@ -333,6 +353,70 @@ mod tests {
         encode_full_ea(&mut b, &eas);
         assert_eq!(u32::from_le_bytes(b[0..4].try_into().unwrap()), 16); // 8+6+1+1 = 16
         assert_eq!(decode_full_ea(&b).unwrap(), eas);
+    }
+
+    /// One directory entry of FileIdFullDirectoryInformation with `name`
+    /// (ASCII) and NextEntryOffset `next`.
+    fn dir_entry(name: &str, next: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 80];
+        b[..4].copy_from_slice(&next.to_le_bytes());
+        b[60..64].copy_from_slice(&((name.len() * 2) as u32).to_le_bytes());
+        b.extend(name.encode_utf16().flat_map(u16::to_le_bytes));
+        b
+    }
+
+    #[test]
+    fn dir_entries_follow_their_next_offsets() {
+        let mut b = dir_entry("ab", 88);
+        b.resize(88, 0);
+        b.extend(dir_entry("c", 0));
+        let mut names = Vec::new();
+        decode_dir_entries(&b, |e| names.push(e.name)).unwrap();
+        assert_eq!(names, ["ab", "c"]);
+    }
+
+    #[test]
+    fn dir_entries_may_not_overlap_or_leave_alignment() {
+        // A hostile server's answer: entries 8 bytes apart, each claiming
+        // the rest of the buffer as its name, would decode to one entry per
+        // 8 bytes with names of nearly the whole buffer.
+        let mut b = dir_entry("", 8);
+        b.resize(1 << 12, b'a');
+        let mut n = 0;
+        let e = decode_dir_entries(&b, |_| n += 1).unwrap_err();
+        assert_eq!(e, DecodeError::BadValue { field: "NextEntryOffset", got: 8 });
+        assert_eq!(n, 1);
+        // Just past the name, but not 8-aligned.
+        let mut b = dir_entry("a", 82);
+        b.resize(82, 0);
+        b.extend(dir_entry("b", 0));
+        let e = decode_dir_entries(&b, |_| {}).unwrap_err();
+        assert_eq!(e, DecodeError::BadValue { field: "NextEntryOffset", got: 82 });
+    }
+
+    #[test]
+    fn full_eas_may_not_overlap_or_leave_alignment() {
+        let ea = |next: u32, name: &[u8], value: &[u8]| {
+            let mut b = next.to_le_bytes().to_vec();
+            b.extend([0, name.len() as u8]);
+            b.extend((value.len() as u16).to_le_bytes());
+            b.extend(name);
+            b.push(0);
+            b.extend(value);
+            b
+        };
+        // Next entry 4 bytes on: inside this one.
+        let mut b = ea(4, b"a", b"xyz");
+        b.extend(ea(0, b"b", b""));
+        assert_eq!(decode_full_ea(&b).unwrap_err(), DecodeError::BadValue { field: "EA NextEntryOffset", got: 4 });
+        // Past it but not 4-aligned (the entry is 13 bytes).
+        let mut b = ea(13, b"a", b"xyz");
+        b.extend(ea(0, b"b", b""));
+        assert_eq!(decode_full_ea(&b).unwrap_err(), DecodeError::BadValue { field: "EA NextEntryOffset", got: 13 });
+        let mut b = ea(16, b"a", b"xyz");
+        b.resize(16, 0);
+        b.extend(ea(0, b"b", b""));
+        assert_eq!(decode_full_ea(&b).unwrap().len(), 2);
     }
 
     #[test]

@@ -644,6 +644,17 @@ impl FakeConn {
     }
 }
 
+/// A QUERY_INFO or QUERY_DIRECTORY response body (MS-SMB2 2.2.38,
+/// 2.2.34: the same layout) carrying `output`.
+pub fn output_body(output: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&9u16.to_le_bytes());
+    b.extend_from_slice(&((HEADER_LEN + 8) as u16).to_le_bytes()); // OutputBufferOffset
+    b.extend_from_slice(&(output.len() as u32).to_le_bytes());
+    b.extend_from_slice(output);
+    b
+}
+
 /// An IOCTL response body (MS-SMB2 2.2.32) carrying `output`.
 pub fn ioctl_body(output: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
