@@ -300,3 +300,92 @@ def wait_for_log(g, text, timeout):
             return
         time.sleep(0.05)
     raise AssertionError(f"{text!r} not logged within {timeout} s")
+
+
+@pytest.mark.parametrize("gw", [{"SMBGATE_BODY_READ_TIMEOUT": "2s", "SMBGATE_BODY_MIN_RATE": "100"}], indirect=True)
+def test_a_trickling_body_gets_400_request_timeout_once_its_average_is_too_slow(gw):
+    # Issue 23, point 4: a byte just before each body-read timeout once kept
+    # a PUT (its SMB handle and temp file) open for as long as the client
+    # liked. After the body-read timeout, a body must average at least
+    # --body-min-rate: this one sends 2 bytes a second, every chunk in time.
+    import urllib.parse
+    tmp = gw.samba.share_path / ".smbgate" / "tmp"
+
+    def temp_files():
+        return set(p.name for p in tmp.iterdir()) if tmp.exists() else set()
+
+    before = temp_files()
+    s3 = gw.client()
+    s3.create_bucket(Bucket="trickle")
+    s3.put_object(Bucket="trickle", Key="k", Body=b"old")
+    u = urllib.parse.urlsplit(gw.client(signature_version="s3v4").generate_presigned_url(
+        "put_object", Params={"Bucket": "trickle", "Key": "k"}, ExpiresIn=600))
+    s = connect(gw)
+    s.sendall(f"PUT {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: 1000\r\n\r\n".encode())
+    t0 = time.monotonic()
+    got = b""
+    while time.monotonic() - t0 < 15 and not got:
+        try:
+            s.sendall(b"x")
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        got = answered_within(s, 0.5) or b""
+    while got and b"</Error>" not in got:
+        more = answered_within(s, 5)
+        if not more:
+            break
+        got += more
+    took = time.monotonic() - t0
+    assert got.startswith(b"HTTP/1.1 400") and b"<Code>RequestTimeout</Code>" in got, got
+    assert took < 2 + 3, f"cut after {took:.1f} s"
+    s.close()
+    assert s3.get_object(Bucket="trickle", Key="k")["Body"].read() == b"old"
+    deadline = time.monotonic() + 10
+    while temp_files() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert temp_files() - before == set()
+
+
+def test_a_get_whose_client_stops_reading_is_cut_and_its_handle_closed(own_samba):
+    # Issue 23, point 4: a GET whose client stops reading once held its SMB
+    # handle for as long as the TCP connection lived. After --send-timeout
+    # with nothing taken, the connection is closed and so is the handle.
+    import urllib.parse
+    from conftest import open_handles
+    # A small read-ahead budget, so that the GET reads as its client takes
+    # the bytes and keeps the object open meanwhile.
+    g = Gateway(own_samba, env={"SMBGATE_SEND_TIMEOUT": "2s", "SMBGATE_READ_AHEAD_BUDGET": "1MiB"})
+    try:
+        s3 = g.client()
+        s3.create_bucket(Bucket="stalled")
+        s3.put_object(Bucket="stalled", Key="big.bin", Body=b"z" * (32 << 20))
+        u = urllib.parse.urlsplit(g.client(signature_version="s3v4").generate_presigned_url(
+            "get_object", Params={"Bucket": "stalled", "Key": "big.bin"}, ExpiresIn=600))
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        c.settimeout(10)
+        c.connect(("127.0.0.1", g.port))
+        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+        assert c.recv(2000).startswith(b"HTTP/1.1 200")
+        time.sleep(0.5)
+        assert open_handles(own_samba, "big.bin"), "the GET holds the object open"
+        # Nothing more is read: the server fills the socket, then waits.
+        deadline = time.monotonic() + 2 + 5
+        while open_handles(own_samba, "big.bin") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert open_handles(own_samba, "big.bin") == []
+        # The connection is gone: what was buffered, then the end.
+        c.settimeout(5)
+        total = 0
+        while True:
+            try:
+                b = c.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            total += len(b)
+        assert total < 32 << 20, "the whole object was sent"
+        c.close()
+    finally:
+        g.stop()

@@ -197,6 +197,16 @@ pub struct ServeArgs {
     /// that stalls longer fails with 400 RequestTimeout and leaves nothing.
     #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub body_read_timeout: std::time::Duration,
+    /// Once a PUT or UploadPart body has taken `--body-read-timeout`, the
+    /// least average rate it must keep (`1KiB` a second; `0` for none); a
+    /// slower one fails with 400 RequestTimeout and leaves nothing, so a
+    /// trickle cannot hold a handle and a temp file for hours.
+    #[arg(long, env = "SMBGATE_BODY_MIN_RATE", default_value = "1KiB", value_parser = parse_bytes)]
+    pub body_min_rate: u64,
+    /// Longest a GET's client may go without taking more of its body; a
+    /// client that stops reading is cut off and the object's handle closed.
+    #[arg(long, env = "SMBGATE_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub send_timeout: std::time::Duration,
     /// Most directories one ListObjects page reads on the share, beyond
     /// those it must pass through; a page that reaches it ends early with
     /// IsTruncated and a continuation token, so that one request (a deep

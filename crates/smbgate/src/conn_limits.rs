@@ -1,6 +1,7 @@
 //! What one client connection may hold, on the S3 and the operations
 //! listeners alike: a deadline for its first request, an idle timeout
-//! between requests (HTTP/1 and HTTP/2), a share of the connection slots
+//! between requests (HTTP/1 and HTTP/2), a send timeout for a client that
+//! stops taking its response body, a share of the connection slots
 //! per client address, and, when every slot is taken, its slot given to a
 //! new connection if it has been idle longest.
 //!
@@ -37,6 +38,25 @@ struct ActivityInner {
     in_flight: AtomicUsize,
     last_done: Mutex<Instant>,
     evict: tokio::sync::Notify,
+    /// The response bodies being sent.
+    sending: Mutex<Vec<Arc<Sending>>>,
+}
+
+/// One response body being sent: when hyper last took a frame of it, and
+/// whether hyper is waiting on us (the body is pending) rather than on the
+/// client.
+struct Sending {
+    last_taken: Mutex<Instant>,
+    owed: AtomicBool,
+}
+
+impl Sending {
+    /// True if the client has taken nothing of this body for `timeout`
+    /// while it had the next frame ready.
+    fn stalled(&self, now: Instant, timeout: Duration) -> bool {
+        !self.owed.load(Ordering::Acquire)
+            && now.saturating_duration_since(*self.last_taken.lock().unwrap_or_else(|e| e.into_inner())) >= timeout
+    }
 }
 
 impl Activity {
@@ -50,6 +70,7 @@ impl Activity {
                 in_flight: AtomicUsize::new(0),
                 last_done: Mutex::new(now),
                 evict: tokio::sync::Notify::new(),
+                sending: Mutex::default(),
             }),
         }
     }
@@ -57,21 +78,26 @@ impl Activity {
     /// Resolves once the connection has had no request in flight for
     /// `idle` (counted from the end of its last request), or, before its
     /// first request's headers were complete, `first` after it was
-    /// accepted (which covers a TLS handshake and the HTTP version sniff).
-    /// Never resolves while a request is in flight.
-    pub async fn expired(&self, first: Duration, idle: Duration) {
+    /// accepted (which covers a TLS handshake and the HTTP version sniff),
+    /// or once a response body it is sending has had nothing taken by the
+    /// client for `send`. Otherwise never while a request is in flight.
+    pub async fn expired(&self, first: Duration, idle: Duration, send: Duration) {
         loop {
             let i = &self.inner;
+            let now = Instant::now();
             let until = if !i.started.load(Ordering::Acquire) {
                 i.accepted + first
             } else if i.in_flight.load(Ordering::Acquire) > 0 {
-                // Looked at again after `idle`: a request in flight is
-                // bounded by its own body and send timeouts.
-                Instant::now() + idle
+                if i.sending.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|b| b.stalled(now, send)) {
+                    return;
+                }
+                // Looked at again a few times per send timeout; a request
+                // whose body is still coming in has its own timeouts.
+                now + (send / 4).max(SEND_CHECK_MIN)
             } else {
                 *i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle
             };
-            if Instant::now() >= until && i.in_flight.load(Ordering::Acquire) == 0 {
+            if now >= until && i.in_flight.load(Ordering::Acquire) == 0 {
                 return;
             }
             tokio::time::sleep_until(until).await;
@@ -145,18 +171,30 @@ where
     fn call(&self, req: http::Request<ReqBody>) -> Self::Future {
         let done = self.activity.begin();
         let answer = self.service.call(req);
+        let activity = self.activity.clone();
         Box::pin(async move {
             let resp = answer.await?;
-            Ok(resp.map(|body| WatchedBody { body, _done: done }))
+            let sending = Arc::new(Sending { last_taken: Mutex::new(Instant::now()), owed: AtomicBool::new(false) });
+            activity.inner.sending.lock().unwrap_or_else(|e| e.into_inner()).push(sending.clone());
+            Ok(resp.map(|body| WatchedBody { body, sending, activity, _done: done }))
         })
     }
 }
 
-/// A response body that ends its request in the [`Activity`] when it is
-/// dropped (sent, or cut).
+/// A response body that notes what the client takes of it, and ends its
+/// request in the [`Activity`] when it is dropped (sent, or cut).
 pub struct WatchedBody<B> {
     body: B,
+    sending: Arc<Sending>,
+    activity: Activity,
     _done: Done,
+}
+
+impl<B> Drop for WatchedBody<B> {
+    fn drop(&mut self) {
+        let mut all = self.activity.inner.sending.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|b| !Arc::ptr_eq(b, &self.sending));
+    }
 }
 
 impl<B: Body + Unpin> Body for WatchedBody<B> {
@@ -164,7 +202,13 @@ impl<B: Body + Unpin> Body for WatchedBody<B> {
     type Error = B::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let owed = polled.is_pending();
+        if !owed {
+            *self.sending.last_taken.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
+        self.sending.owed.store(owed, Ordering::Release);
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -175,6 +219,9 @@ impl<B: Body + Unpin> Body for WatchedBody<B> {
         self.body.size_hint()
     }
 }
+
+/// The least time between two looks for a stalled response body.
+const SEND_CHECK_MIN: Duration = Duration::from_millis(100);
 
 /// A connection idle for less than this is never closed to make room: a
 /// client that has just connected is about to send its request.
@@ -371,18 +418,38 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_response_the_client_stops_taking_expires_one_we_owe_does_not() {
+        let (hour, send) = (Duration::from_secs(3600), Duration::from_secs(2));
+        let a = Activity::new();
+        let _request = a.begin();
+        let body = Arc::new(Sending { last_taken: Mutex::new(Instant::now()), owed: AtomicBool::new(true) });
+        a.inner.sending.lock().unwrap().push(body.clone());
+        let waiter = tokio::spawn({
+            let a = a.clone();
+            async move { a.expired(hour, hour, send).await }
+        });
+        tokio::time::sleep(send * 5).await;
+        assert!(!waiter.is_finished(), "a body waiting on us (the share) is not the client's stall");
+        *body.last_taken.lock().unwrap() = Instant::now();
+        body.owed.store(false, Ordering::Release);
+        let t0 = Instant::now();
+        waiter.await.unwrap();
+        assert!(t0.elapsed() >= send && t0.elapsed() <= send + send / 2, "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_connection_expires_without_a_request_and_when_idle_never_mid_request() {
         let (first, idle) = (Duration::from_secs(5), Duration::from_secs(20));
         let a = Activity::new();
         let t0 = Instant::now();
-        a.expired(first, idle).await;
+        a.expired(first, idle, idle).await;
         assert_eq!(t0.elapsed(), first, "no request: the first-request deadline");
 
         let a = Activity::new();
         let done = a.begin();
         let waiter = tokio::spawn({
             let a = a.clone();
-            async move { a.expired(first, idle).await }
+            async move { a.expired(first, idle, idle).await }
         });
         tokio::time::sleep(Duration::from_secs(100)).await;
         assert!(!waiter.is_finished(), "a request in flight keeps the connection");

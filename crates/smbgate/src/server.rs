@@ -49,6 +49,8 @@ struct HttpLimits {
     max_connections: usize,
     /// The deadline for a connection's first request, and its idle timeout.
     header_read_timeout: Duration,
+    /// How long a client may take nothing of a response body it is sent.
+    send_timeout: Duration,
 }
 
 /// HTTP/2 streams one connection may have open at once: each may buffer a
@@ -148,6 +150,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         multipart_expiry: args.multipart_expiry,
         sweep_interval: args.sweep_interval,
         body_read_timeout: args.body_read_timeout,
+        body_min_rate: args.body_min_rate,
         list_max_dirs: args.list_max_dirs,
         ..Default::default()
     };
@@ -204,7 +207,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
             "SMB session"
         );
     }
-    let limits = HttpLimits { max_connections: args.max_connections, header_read_timeout: args.header_read_timeout };
+    let limits = HttpLimits {
+        max_connections: args.max_connections,
+        header_read_timeout: args.header_read_timeout,
+        send_timeout: args.send_timeout,
+    };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
     let users = UsersReload { directory, args: args.clone() };
@@ -376,24 +383,27 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
         };
         let _ = stream.set_nodelay(true);
         let (builder, service, watcher) = (builder.clone(), p.service.clone(), graceful.watcher());
-        let timeout = p.limits.header_read_timeout;
+        let limits = p.limits;
         tokio::spawn(async move {
-            serve_one(stream, peer, tls, timeout, builder, service, watcher, &slot).await;
+            serve_one(stream, peer, tls, limits, builder, service, watcher, &slot).await;
             drop((client, slot));
         });
     }
 }
 
 /// Serves one accepted connection until it ends, until it has had no
-/// request in flight for `timeout` (counted from its acceptance until its
-/// first request's headers are in: TLS handshake, version sniff and
-/// headers together), or until its slot goes to a new connection.
+/// request in flight for the header-read timeout (counted from its
+/// acceptance until its first request's headers are in: TLS handshake,
+/// version sniff and headers together), until its client has taken
+/// nothing of a response for the send timeout, or until its slot goes to a
+/// new connection. Dropping the connection drops its requests, which
+/// closes their SMB handles.
 #[allow(clippy::too_many_arguments)]
 async fn serve_one(
     stream: TcpStream,
     peer: std::net::SocketAddr,
     tls: Option<TlsAcceptor>,
-    timeout: Duration,
+    limits: HttpLimits,
     builder: ConnBuilder<TokioExecutor>,
     service: crate::front::Front,
     watcher: hyper_util::server::graceful::Watcher,
@@ -418,7 +428,9 @@ async fn serve_one(
     };
     tokio::select! {
         _ = serve => {}
-        _ = activity.expired(timeout, timeout) => tracing::debug!(%peer, "connection closed: no request in flight"),
+        _ = activity.expired(limits.header_read_timeout, limits.header_read_timeout, limits.send_timeout) => {
+            tracing::debug!(%peer, "connection closed: no request in flight, or a response the client stopped taking")
+        }
         _ = activity.evicted() => tracing::debug!(%peer, "connection closed: idle longest while every slot was taken"),
     }
 }
@@ -452,7 +464,7 @@ async fn serve_admin(
         tokio::spawn(async move {
             tokio::select! {
                 _ = conn => {}
-                _ = activity.expired(timeout, timeout) => {}
+                _ = activity.expired(timeout, timeout, timeout) => {}
                 _ = activity.evicted() => {}
             }
             drop(slot);

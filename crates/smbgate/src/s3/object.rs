@@ -122,6 +122,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         trailer_checksums: trailer_algorithms(&headers),
         content_length: body_length(&headers, i.content_length, undeclared),
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
+        pace: Default::default(),
     };
     let body = i.body.unwrap_or_else(|| {
         s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())

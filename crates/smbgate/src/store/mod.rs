@@ -16,6 +16,7 @@
 
 mod backoff;
 mod beside;
+pub mod body_pace;
 pub mod bucket;
 mod bucket_cors;
 pub mod budget;
@@ -81,6 +82,10 @@ pub struct StoreOptions {
     /// Longest wait for the next bytes of a PUT or UploadPart body before
     /// the request fails with RequestTimeout (400).
     pub body_read_timeout: Duration,
+    /// Once a body has taken `body_read_timeout`, the least average rate
+    /// it must keep, in bytes per second (0: none); slower gets
+    /// RequestTimeout (400).
+    pub body_min_rate: u64,
     /// How long a directory listing is kept for the next pages of a
     /// paginated ListObjects (each use checks the directory's times first,
     /// see [`dir_source::DirCache`]).
@@ -103,6 +108,7 @@ impl Default for StoreOptions {
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),
             sweep_interval: Duration::from_secs(300),
             body_read_timeout: Duration::from_secs(60),
+            body_min_rate: 1024,
             listing_cache_ttl: Duration::from_secs(30),
             list_max_dirs: 1000,
         }

@@ -12,6 +12,7 @@ use md5::{Digest, Md5};
 use smb_client::{Handle, Tree};
 
 use super::beside::nothing_beside;
+use super::body_pace::BodyPace;
 use super::checksum::{Algorithm, Checksums};
 use super::keys::{map_key, MappedKey};
 use super::share::is_not_found;
@@ -55,7 +56,7 @@ impl Store {
         // a file beside the directory once it has a body.
         let mut body = body;
         let first = loop {
-            match self.next_chunk(&mut body).await? {
+            match self.next_chunk(&mut body, &req.pace).await? {
                 Some(c) if c.is_empty() => continue,
                 next => break next,
             }
@@ -88,7 +89,7 @@ impl Store {
         let mut buffered = 0usize;
         let mut ended = false;
         while buffered <= SMALL_PUT {
-            match self.next_chunk(&mut body).await? {
+            match self.next_chunk(&mut body, &req.pace).await? {
                 Some(c) => {
                     buffered += c.len();
                     prefix.push(c);
@@ -132,7 +133,7 @@ impl Store {
     {
         let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
         let mut size = 0u64;
-        while let Some(chunk) = self.next_chunk(body).await? {
+        while let Some(chunk) = self.next_chunk(body, &req.pace).await? {
             size += chunk.len() as u64;
             if limit.is_some_and(|l| size > l) {
                 return Err(StoreError::IncompleteBody);
@@ -245,20 +246,27 @@ impl Store {
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
     }
 
-    /// The next chunk of a request body, waiting at most the body-read
-    /// timeout for it.
+    /// The next chunk of a request body, counted in `pace`, waiting at most
+    /// the body-read timeout for it, and never past the moment the body's
+    /// average rate falls below the minimum (see [`BodyPace::next_wait`]).
     ///
     /// Errors: RequestTimeout when nothing arrives in time; Body when the
     /// stream fails (the client went away, a bad chunk signature).
-    pub(crate) async fn next_chunk<S, E>(&self, body: &mut S) -> StoreResult<Option<Bytes>>
+    pub(crate) async fn next_chunk<S, E>(&self, body: &mut S, pace: &BodyPace) -> StoreResult<Option<Bytes>>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        match tokio::time::timeout(self.options().body_read_timeout, body.next()).await {
+        let o = self.options();
+        let wait = pace.next_wait(tokio::time::Instant::now(), o.body_read_timeout, o.body_min_rate);
+        match tokio::time::timeout(wait, body.next()).await {
             Err(_) => Err(StoreError::RequestTimeout),
             Ok(None) => Ok(None),
-            Ok(Some(c)) => c.map(Some).map_err(|e| StoreError::Body(e.to_string())),
+            Ok(Some(Ok(c))) => {
+                pace.add(c.len());
+                Ok(Some(c))
+            }
+            Ok(Some(Err(e))) => Err(StoreError::Body(e.to_string())),
         }
     }
 

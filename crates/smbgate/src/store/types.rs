@@ -31,6 +31,9 @@ pub struct PutRequest {
     pub content_length: Option<u64>,
     /// If-Match / If-None-Match on the target.
     pub conditions: WriteConditions,
+    /// The body's progress since the request was read (see
+    /// [`super::body_pace`]).
+    pub pace: super::body_pace::BodyPace,
 }
 
 impl PutRequest {
