@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 /// The requests of one connection: whether one has started, how many are
@@ -38,27 +39,10 @@ struct ActivityInner {
     in_flight: AtomicUsize,
     last_done: Mutex<Instant>,
     evict: tokio::sync::Notify,
-    /// The response bodies being sent.
-    sending: Mutex<Vec<Arc<Sending>>>,
+    /// Since when the client's socket has taken no more of what we write
+    /// (a write or flush pending); `None` while it takes it.
+    write_blocked: Mutex<Option<Instant>>,
 }
-
-/// One response body being sent: when hyper last took a frame of it, and
-/// whether hyper is waiting on us (the body is pending) rather than on the
-/// client.
-struct Sending {
-    last_taken: Mutex<Instant>,
-    owed: AtomicBool,
-}
-
-impl Sending {
-    /// True if the client has taken nothing of this body for `timeout`
-    /// while it had the next frame ready.
-    fn stalled(&self, now: Instant, timeout: Duration) -> bool {
-        !self.owed.load(Ordering::Acquire)
-            && now.saturating_duration_since(*self.last_taken.lock().unwrap_or_else(|e| e.into_inner())) >= timeout
-    }
-}
-
 impl Activity {
     /// A connection accepted now, with no request yet.
     pub fn new() -> Activity {
@@ -70,7 +54,7 @@ impl Activity {
                 in_flight: AtomicUsize::new(0),
                 last_done: Mutex::new(now),
                 evict: tokio::sync::Notify::new(),
-                sending: Mutex::default(),
+                write_blocked: Mutex::default(),
             }),
         }
     }
@@ -79,28 +63,31 @@ impl Activity {
     /// `idle` (counted from the end of its last request), or, before its
     /// first request's headers were complete, `first` after it was
     /// accepted (which covers a TLS handshake and the HTTP version sniff),
-    /// or once a response body it is sending has had nothing taken by the
-    /// client for `send`. Otherwise never while a request is in flight.
+    /// or once its client has taken nothing of what is written to it for
+    /// `send` (its socket full). Otherwise never while a request is in
+    /// flight.
     pub async fn expired(&self, first: Duration, idle: Duration, send: Duration) {
+        // Requests start and end meanwhile: looked at again at least this
+        // often, so that no state is waited out with another's deadline.
+        let every = (send.min(idle) / 4).max(CHECK_MIN);
         loop {
             let i = &self.inner;
             let now = Instant::now();
-            let until = if !i.started.load(Ordering::Acquire) {
-                i.accepted + first
+            let due = if !i.started.load(Ordering::Acquire) {
+                Some(i.accepted + first)
             } else if i.in_flight.load(Ordering::Acquire) > 0 {
-                if i.sending.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|b| b.stalled(now, send)) {
-                    return;
-                }
-                // Looked at again a few times per send timeout; a request
-                // whose body is still coming in has its own timeouts.
-                now + (send / 4).max(SEND_CHECK_MIN)
+                // A request whose body is still coming in has its own
+                // timeouts; one being sent, the client's reading.
+                let blocked = *i.write_blocked.lock().unwrap_or_else(|e| e.into_inner());
+                blocked.map(|t| t + send)
             } else {
-                *i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle
+                Some(*i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle)
             };
-            if now >= until && i.in_flight.load(Ordering::Acquire) == 0 {
+            if due.is_some_and(|d| now >= d) {
                 return;
             }
-            tokio::time::sleep_until(until).await;
+            let next = now + every;
+            tokio::time::sleep_until(due.map_or(next, |d| d.min(next))).await;
         }
     }
 
@@ -108,6 +95,18 @@ impl Activity {
     /// new one: the connection should close.
     pub async fn evicted(&self) {
         self.inner.evict.notified().await
+    }
+
+    /// Notes a write to the client that was taken (`blocked` false) or
+    /// that its socket refused for now.
+    fn note_write(&self, blocked: bool) {
+        let mut b = self.inner.write_blocked.lock().unwrap_or_else(|e| e.into_inner());
+        match blocked {
+            true => {
+                b.get_or_insert_with(Instant::now);
+            }
+            false => *b = None,
+        }
     }
 
     /// Since when the connection has had no request in flight (its
@@ -171,30 +170,18 @@ where
     fn call(&self, req: http::Request<ReqBody>) -> Self::Future {
         let done = self.activity.begin();
         let answer = self.service.call(req);
-        let activity = self.activity.clone();
         Box::pin(async move {
             let resp = answer.await?;
-            let sending = Arc::new(Sending { last_taken: Mutex::new(Instant::now()), owed: AtomicBool::new(false) });
-            activity.inner.sending.lock().unwrap_or_else(|e| e.into_inner()).push(sending.clone());
-            Ok(resp.map(|body| WatchedBody { body, sending, activity, _done: done }))
+            Ok(resp.map(|body| WatchedBody { body, _done: done }))
         })
     }
 }
 
-/// A response body that notes what the client takes of it, and ends its
-/// request in the [`Activity`] when it is dropped (sent, or cut).
+/// A response body that ends its request in the [`Activity`] when it is
+/// dropped (sent, or cut).
 pub struct WatchedBody<B> {
     body: B,
-    sending: Arc<Sending>,
-    activity: Activity,
     _done: Done,
-}
-
-impl<B> Drop for WatchedBody<B> {
-    fn drop(&mut self) {
-        let mut all = self.activity.inner.sending.lock().unwrap_or_else(|e| e.into_inner());
-        all.retain(|b| !Arc::ptr_eq(b, &self.sending));
-    }
 }
 
 impl<B: Body + Unpin> Body for WatchedBody<B> {
@@ -202,13 +189,7 @@ impl<B: Body + Unpin> Body for WatchedBody<B> {
     type Error = B::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        let owed = polled.is_pending();
-        if !owed {
-            *self.sending.last_taken.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-        }
-        self.sending.owed.store(owed, Ordering::Release);
-        polled
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -220,8 +201,61 @@ impl<B: Body + Unpin> Body for WatchedBody<B> {
     }
 }
 
-/// The least time between two looks for a stalled response body.
-const SEND_CHECK_MIN: Duration = Duration::from_millis(100);
+/// A client's connection whose writes are watched: a write the socket
+/// refuses (the client stopped reading and its buffers are full) starts
+/// the send timeout of [`Activity::expired`]; one it takes stops it.
+pub struct WatchedIo<T> {
+    io: T,
+    activity: Activity,
+}
+
+impl<T> WatchedIo<T> {
+    /// `io`, its writes noted in `activity`.
+    pub fn new(io: T, activity: Activity) -> WatchedIo<T> {
+        WatchedIo { io, activity }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WatchedIo<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WatchedIo<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.activity.note_write(r.is_pending());
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.activity.note_write(r.is_pending());
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.activity.note_write(r.is_pending());
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// The least time between two looks at a connection's state.
+const CHECK_MIN: Duration = Duration::from_millis(100);
 
 /// A connection idle for less than this is never closed to make room: a
 /// client that has just connected is about to send its request.
@@ -418,21 +452,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_response_the_client_stops_taking_expires_one_we_owe_does_not() {
+    async fn a_client_that_stops_taking_what_is_written_expires_a_slow_share_does_not() {
         let (hour, send) = (Duration::from_secs(3600), Duration::from_secs(2));
         let a = Activity::new();
-        let _request = a.begin();
-        let body = Arc::new(Sending { last_taken: Mutex::new(Instant::now()), owed: AtomicBool::new(true) });
-        a.inner.sending.lock().unwrap().push(body.clone());
+        // Watched from its acceptance: the first request comes after.
         let waiter = tokio::spawn({
             let a = a.clone();
             async move { a.expired(hour, hour, send).await }
         });
+        tokio::task::yield_now().await;
+        let _request = a.begin();
         tokio::time::sleep(send * 5).await;
-        assert!(!waiter.is_finished(), "a body waiting on us (the share) is not the client's stall");
-        *body.last_taken.lock().unwrap() = Instant::now();
-        body.owed.store(false, Ordering::Release);
+        assert!(!waiter.is_finished(), "nothing written yet: waiting on the share is not the client's stall");
+        a.note_write(false);
+        a.note_write(true);
         let t0 = Instant::now();
+        tokio::time::sleep(send / 2).await;
+        a.note_write(true); // still full: the stall counts from the first refusal
         waiter.await.unwrap();
         assert!(t0.elapsed() >= send && t0.elapsed() <= send + send / 2, "{:?}", t0.elapsed());
     }

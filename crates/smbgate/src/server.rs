@@ -11,7 +11,7 @@ use std::time::Duration;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 
-use crate::conn_limits::{Slot, Slots, Watched};
+use crate::conn_limits::{Slot, Slots, Watched, WatchedIo};
 use hyper_util::server::graceful::GracefulShutdown;
 use smb_client::{ClientConfig, Pool, PoolConfig};
 use smb_proto::NtStatus;
@@ -411,6 +411,7 @@ async fn serve_one(
 ) {
     let activity = slot.activity().clone();
     let service = Watched { service, activity: activity.clone() };
+    let stream = WatchedIo::new(stream, activity.clone());
     let serve = async {
         let result = match tls {
             None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
