@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -147,14 +147,22 @@ impl Drop for Done {
     }
 }
 
-/// A hyper service whose requests are counted in an [`Activity`].
+/// A hyper service whose requests are counted in an [`Activity`], each
+/// marked with its connection's [`ClientAddr`].
 #[derive(Clone)]
 pub struct Watched<S> {
     /// The service that answers.
     pub service: S,
     /// The connection's requests.
     pub activity: Activity,
+    /// The client's address (the TCP peer), if known.
+    pub peer: Option<SocketAddr>,
 }
+
+/// A request extension: the address of the client that sent it (the TCP
+/// peer of its connection).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub SocketAddr);
 
 impl<S, ReqBody, ResBody> hyper::service::Service<http::Request<ReqBody>> for Watched<S>
 where
@@ -167,7 +175,10 @@ where
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
-    fn call(&self, req: http::Request<ReqBody>) -> Self::Future {
+    fn call(&self, mut req: http::Request<ReqBody>) -> Self::Future {
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(ClientAddr(peer));
+        }
         let done = self.activity.begin();
         let answer = self.service.call(req);
         Box::pin(async move {

@@ -118,6 +118,7 @@ pub struct Front {
     metrics: Arc<Metrics>,
     rules: Arc<crate::precheck::Rules>,
     cors: Arc<CorsFront>,
+    auth_log: Arc<crate::auth_log::AuthLog>,
 }
 
 /// What the front needs for CORS: the buckets' rules, and the domain of
@@ -159,7 +160,8 @@ impl Front {
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
     ) -> Front {
-        Front { s3, pool, metrics, rules: Arc::new(rules), cors: Arc::new(CorsFront { cache: cors, domain }) }
+        let cors = Arc::new(CorsFront { cache: cors, domain });
+        Front { s3, pool, metrics, rules: Arc::new(rules), cors, auth_log: Arc::default() }
     }
 }
 
@@ -297,6 +299,10 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             Some((self.cors.bucket_of(&req)?, method))
         });
         let cors_front = self.cors.clone();
+        // Who asked, for the log of failed authentications.
+        let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
+        let access_key = crate::auth_log::access_key_of(req.headers(), req.uri().query());
+        let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => {
@@ -334,7 +340,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 false => resolved.map_or(UNKNOWN_OPERATION, |r| r.operation),
             };
             if resp.status().is_client_error() || resp.status().is_server_error() {
-                resp = error_with_ids(resp, &ids, &method, uri.path(), sent_at.as_deref()).await;
+                let (code, message);
+                (resp, code, message) = error_with_ids(resp, &ids, &method, uri.path(), sent_at.as_deref()).await;
+                if let Some(failure) = crate::auth_log::AuthFailure::of(&code, &message) {
+                    metrics.auth_failure(failure.label());
+                    auth_log.warn(&crate::auth_log::Refused {
+                        failure,
+                        access_key: access_key.as_deref(),
+                        client,
+                        request_id: &ids.request_id,
+                        status: resp.status().as_u16(),
+                    });
+                }
             }
             if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
                 resp = one_xml_declaration(resp);
@@ -434,19 +451,20 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 /// `<HostId>` equal to the headers (s3s leaves them out), `<ServerTime>`
 /// for RequestTimeTooSkewed (so a client with a wrong clock learns the
 /// server's). Server faults (5xx) are logged at ERROR, client errors at
-/// DEBUG, each once, inside the request's span.
+/// DEBUG, each once, inside the request's span. Returns the answer with
+/// its S3 error code and message (empty when the body has none).
 async fn error_with_ids(
     resp: HttpResponse,
     ids: &RequestIds,
     method: &http::Method,
     path: &str,
     sent_at: Option<&str>,
-) -> HttpResponse {
+) -> (HttpResponse, String, String) {
     use http_body_util::BodyExt;
     let (mut parts, body) = resp.into_parts();
     let bytes = match body.bytes() {
         Some(b) if b.len() <= MAX_ERROR_BODY => b,
-        Some(_) => return http::Response::from_parts(parts, body),
+        Some(_) => return (http::Response::from_parts(parts, body), String::new(), String::new()),
         None => match body.collect().await {
             Ok(c) => c.to_bytes(),
             Err(_) => bytes::Bytes::new(),
@@ -494,7 +512,8 @@ async fn error_with_ids(
     } else {
         bytes
     };
-    http::Response::from_parts(parts, s3s::Body::from(body))
+    let body = s3s::Body::from(body);
+    (http::Response::from_parts(parts, body), code, message)
 }
 
 /// The time a request says it was made, as it was sent: `x-amz-date`, or

@@ -4,7 +4,8 @@
 //! - [`s3`]: the s3s adapter (HTTP, SigV4, XML, S3 errors) over the store.
 //! - [`store`]: S3 semantics on the share (keys, metadata, atomic publish,
 //!   multipart, listing, split streaming of large GETs).
-//! - [`front`]: health probes and request clean-up before s3s.
+//! - [`front`]: health probes and request clean-up before s3s;
+//!   [`auth_log`]: failed authentications logged (rate-limited) and counted.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
@@ -23,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod auth_log;
 pub mod config;
 pub mod config_file;
 pub mod conn_limits;

@@ -33,6 +33,12 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    /// See [`crate::auth_log::AuthFailure::label`].
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
     operation: &'static str,
 }
@@ -71,6 +77,7 @@ pub struct Metrics {
     received: Counter,
     sent: Counter,
     in_flight: Gauge,
+    auth_failures: Family<ReasonLabels, Counter>,
 }
 
 impl Metrics {
@@ -96,8 +103,14 @@ impl Metrics {
         registry.register("s3_sent_bytes", "Response body bytes, as declared by Content-Length", sent.clone());
         let in_flight = Gauge::default();
         registry.register("s3_requests_in_flight", "S3 requests being served", in_flight.clone());
+        let auth_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "s3_auth_failures",
+            "Requests refused as unauthenticated or unauthorized, by reason",
+            auth_failures.clone(),
+        );
         registry.register_collector(Box::new(SmbGauges { store: identities.primary().clone(), identities }));
-        Metrics { registry, requests, duration, received, sent, in_flight }
+        Metrics { registry, requests, duration, received, sent, in_flight, auth_failures }
     }
 
     /// Marks a request as started; the returned guard records it when
@@ -106,6 +119,12 @@ impl Metrics {
         self.in_flight.inc();
         self.received.inc_by(request_bytes);
         InFlight { metrics: self.clone(), started: std::time::Instant::now() }
+    }
+
+    /// Counts a request refused for `reason` (see
+    /// [`crate::auth_log::AuthFailure::label`]).
+    pub fn auth_failure(&self, reason: &'static str) {
+        self.auth_failures.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Every metric in the OpenMetrics text format (families with no

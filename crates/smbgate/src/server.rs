@@ -410,7 +410,7 @@ async fn serve_one(
     slot: &Slot,
 ) {
     let activity = slot.activity().clone();
-    let service = Watched { service, activity: activity.clone() };
+    let service = Watched { service, activity: activity.clone(), peer: Some(peer) };
     let stream = WatchedIo::new(stream, activity.clone());
     let serve = async {
         let result = match tls {
@@ -460,7 +460,7 @@ async fn serve_admin(
         };
         let slot = slots.admit().await;
         let activity = slot.activity().clone();
-        let service = Watched { service: admin.clone(), activity: activity.clone() };
+        let service = Watched { service: admin.clone(), activity: activity.clone(), peer: None };
         let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         tokio::spawn(async move {
             tokio::select! {
