@@ -308,6 +308,19 @@ pub struct ShareUrl {
 }
 
 impl ShareUrl {
+    /// The folder `folder` (`/`-separated, relative) under this URL's path.
+    ///
+    /// Errors: an empty folder, or an empty, `.` or `..` component.
+    pub fn join(&self, folder: &str) -> Result<ShareUrl, String> {
+        let parts: Vec<&str> = folder.split('/').collect();
+        if folder.is_empty() || parts.iter().any(|p| matches!(*p, "" | "." | "..") || p.contains('\\')) {
+            return Err(format!("path {folder:?} must be a folder under the share's root (no empty, . or .. part)"));
+        }
+        let mut path: Vec<&str> = self.path.split('\\').filter(|p| !p.is_empty()).collect();
+        path.extend(parts);
+        Ok(ShareUrl { path: path.join("\\"), ..self.clone() })
+    }
+
     /// Parses the share URL.
     ///
     /// Errors: a one-line reason for a malformed URL.

@@ -15,7 +15,9 @@ use crate::config::ShareUrl;
 use crate::users::{SmbIdentity, UserTable};
 
 /// A bucket of its own directory on some share (`[buckets.NAME]`), beside
-/// the buckets of `--share`.
+/// the buckets of `--share`: `share = "smb://HOST/SHARE/PATH"`, or
+/// `path = "FOLDER"`, a folder under `--share`'s root (one whose name no
+/// bucket name can reach, such as `Team Photos`).
 #[derive(Debug, Clone)]
 pub struct BucketSource {
     /// The bucket's name.
@@ -25,12 +27,16 @@ pub struct BucketSource {
     pub url: ShareUrl,
     /// The gateway's own account on that server, if not `--smb-user`'s.
     pub smb: Option<SmbIdentity>,
+    /// Given as `path`: a folder of `--share`, reached through the
+    /// gateway's own connections to it.
+    pub on_main_share: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BucketEntry {
-    share: String,
+    share: Option<String>,
+    path: Option<String>,
     smb_user: Option<String>,
     #[serde(default)]
     smb_domain: String,
@@ -150,12 +156,15 @@ impl ConfigFile {
         }
     }
 
-    /// The file's `[buckets.NAME]` tables, by name.
+    /// The file's `[buckets.NAME]` tables, by name; a `path` is taken
+    /// under `main` (`--share`).
     ///
     /// Errors: a one-line reason naming the file and the bucket: an
-    /// unknown or missing field, a name S3 cannot address, a URL that does
-    /// not parse, a password given twice or unreadable.
-    pub fn buckets(&self) -> Result<Vec<BucketSource>, String> {
+    /// unknown or missing field, both or neither of `share` and `path`, a
+    /// name S3 cannot address, a URL that does not parse, a path with an
+    /// empty, `.` or `..` component, a password given twice or unreadable,
+    /// an SMB account for a `path` (it is reached as `--smb-user`).
+    pub fn buckets(&self, main: &ShareUrl) -> Result<Vec<BucketSource>, String> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let file = self.path.display();
         let table = match self.table.get("buckets") {
@@ -170,7 +179,24 @@ impl ConfigFile {
             if !s3s::path::check_bucket_name(name) {
                 return Err(fail("not a valid bucket name".into()));
             }
-            let url = ShareUrl::parse(&e.share).map_err(fail)?;
+            let (url, on_main_share) = match (&e.share, &e.path) {
+                (Some(share), None) => (ShareUrl::parse(share).map_err(fail)?, false),
+                (None, Some(folder)) => {
+                    if e.smb_user.is_some() || e.smb_password.is_some() || e.smb_password_file.is_some() {
+                        return Err(fail(
+                            "a path is a folder of --share, reached as --smb-user: give no smb_user or smb_password"
+                                .into(),
+                        ));
+                    }
+                    (main.join(folder).map_err(fail)?, true)
+                }
+                _ => {
+                    return Err(fail(
+                        "give either share = \"smb://HOST/SHARE/PATH\" or path = \"FOLDER\" (a folder of --share)"
+                            .into(),
+                    ))
+                }
+            };
             let password =
                 crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
             let smb = match e.smb_user {
@@ -180,7 +206,7 @@ impl ConfigFile {
                 _ if password.is_some() => return Err(fail("smb_password given without smb_user".into())),
                 _ => None,
             };
-            out.push(BucketSource { name: name.clone(), url, smb });
+            out.push(BucketSource { name: name.clone(), url, smb, on_main_share });
         }
         Ok(out)
     }
@@ -309,12 +335,12 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
     args.config = Some(path.to_path_buf());
     let dropped = resolve_secret_pairs(m, &mut args)?;
-    ShareUrl::parse(&args.share)?;
+    let main_share = ShareUrl::parse(&args.share)?;
     // Every secret file is read, as serve would.
     crate::config::secret(&args.smb_password, &args.smb_password_file)?;
     crate::config::metrics_token(&args)?;
     let users = users_of(&args)?;
-    let buckets = file.buckets()?;
+    let buckets = file.buckets(&main_share)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
     for arg in &order {
         let id = arg.get_id().as_str();

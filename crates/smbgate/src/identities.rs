@@ -47,6 +47,9 @@ pub struct BucketRoot {
     pub store: Store,
     /// Users' pools on the bucket's server and share.
     pub template: PoolTemplate,
+    /// For a folder of `--share` (`path = "FOLDER"`), the folder's path
+    /// under the share's root (`\`-separated); empty otherwise.
+    pub folder: String,
 }
 
 struct Inner {

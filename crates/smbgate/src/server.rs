@@ -159,7 +159,21 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         other => format!("cannot open share root: {other}"),
     })?;
     let metrics_token = crate::config::metrics_token(args)?;
-    let roots = open_bucket_roots(args, &smb_password, &opts).await?;
+    let roots = open_bucket_roots(args, &smb_password, &opts, &url, &pool).await?;
+    match store.unservable_folders().await {
+        Ok(folders) => {
+            let folders: Vec<&String> = folders.iter().filter(|f| !roots.values().any(|r| r.folder == **f)).collect();
+            if !folders.is_empty() {
+                let names: Vec<String> = folders.iter().map(|f| format!("'{f}'")).collect();
+                tracing::info!(
+                    folders = %names.join(", "),
+                    "folders of the share root that no bucket name can reach are not served; serve one under a \
+                     name of your choice with [buckets.NAME] path = \"FOLDER\" in the config file"
+                );
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
+    }
     let identities = crate::identities::Identities::new(store, template, roots);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
@@ -262,10 +276,12 @@ async fn open_bucket_roots(
     args: &ServeArgs,
     smb_password: &str,
     opts: &StoreOptions,
+    main: &ShareUrl,
+    main_pool: &Pool,
 ) -> Result<std::collections::HashMap<String, crate::identities::BucketRoot>, String> {
     let Some(path) = &args.config else { return Ok(Default::default()) };
     let mut roots = std::collections::HashMap::new();
-    for b in crate::config_file::ConfigFile::load(path)?.buckets()? {
+    for b in crate::config_file::ConfigFile::load(path)?.buckets(main)? {
         let addr = format!("{}:{}", b.url.host, b.url.port);
         let (user, domain, password) = match &b.smb {
             Some(s) => (s.user.as_str(), s.domain.as_str(), s.password.as_str()),
@@ -276,9 +292,13 @@ async fn open_bucket_roots(
         client.require_signing = args.smb_sign;
         client.require_encryption = args.smb_encrypt;
         client.max_io_size = args.io_size.max(64 << 10);
-        let pool = Pool::connect(PoolConfig::new(client.clone(), &b.url.share, args.pool_size))
-            .await
-            .map_err(|e| format!("bucket {}: {}", b.name, smb_startup_error(&b.url, user, e)))?;
+        let pool = match b.on_main_share {
+            // A folder of --share: the gateway's own connections reach it.
+            true => main_pool.clone(),
+            false => Pool::connect(PoolConfig::new(client.clone(), &b.url.share, args.pool_size))
+                .await
+                .map_err(|e| format!("bucket {}: {}", b.name, smb_startup_error(&b.url, user, e)))?,
+        };
         let store = Store::open_bucket(pool, &b.url.path, &b.name, opts.clone()).await.map_err(|e| match e {
             StoreError::InvalidArgument(m) => format!("bucket {}: {m}", b.name),
             other => format!("bucket {}: cannot open its directory: {other}", b.name),
@@ -290,7 +310,14 @@ async fn open_bucket_roots(
             max_pools: args.user_pools,
             idle: args.user_pool_idle,
         };
-        roots.insert(b.name, crate::identities::BucketRoot { store, template });
+        // The folder's name in --share's root, for the startup notice.
+        let folder = match b.on_main_share {
+            true => {
+                b.url.path.strip_prefix(main.path.as_str()).unwrap_or(&b.url.path).trim_start_matches('\\').to_string()
+            }
+            false => String::new(),
+        };
+        roots.insert(b.name, crate::identities::BucketRoot { store, template, folder });
     }
     Ok(roots)
 }

@@ -14,9 +14,13 @@ pub struct BucketInfo {
 }
 
 impl Store {
-    /// ListBuckets: every directory under the root except `.smbgate`, in
-    /// name order; for a store of one bucket ([`Store::open_bucket`]), that
-    /// bucket.
+    /// ListBuckets: every directory under the root that a client can
+    /// address as a bucket, under the name it can use, in name order; for
+    /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a
+    /// case-insensitive share a folder such as `Photos` is listed as
+    /// `photos` (which reaches it); a folder no bucket name can reach
+    /// (`Team Photos`, `x_y`, `.smbgate`) is left out: see
+    /// [`Store::unservable_folders`].
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let tree = self.tree().await?;
         if let Some(name) = self.single_bucket() {
@@ -31,10 +35,55 @@ impl Store {
             .list_dir(self.root())
             .await?
             .into_iter()
-            .filter(|e| e.times.is_directory() && !e.name.eq_ignore_ascii_case(INTERNAL) && !e.name.starts_with('.'))
-            .map(|e| BucketInfo { name: e.name, created: e.times.creation })
+            .filter(|e| e.times.is_directory())
+            .filter_map(|e| {
+                let name = self.bucket_name_of(&e.name)?;
+                Some(BucketInfo { name, created: e.times.creation })
+            })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        Ok(out)
+    }
+
+    /// The bucket name that reaches the root's folder `folder`: the name
+    /// itself if it is a valid bucket name, its lower case on a
+    /// case-insensitive share if that is one; `None` for the internal
+    /// directory and any other name.
+    pub fn bucket_name_of(&self, folder: &str) -> Option<String> {
+        if folder.eq_ignore_ascii_case(INTERNAL) || folder.starts_with('.') {
+            return None;
+        }
+        if s3s::path::check_bucket_name(folder) {
+            return Some(folder.to_string());
+        }
+        let lower = folder.to_ascii_lowercase();
+        (self.case_insensitive() && s3s::path::check_bucket_name(&lower)).then_some(lower)
+    }
+
+    /// The root's folders that no bucket name reaches (see
+    /// [`Store::bucket_name_of`]), in name order; none for a store of one
+    /// bucket.
+    ///
+    /// Errors: the root cannot be listed.
+    pub async fn unservable_folders(&self) -> StoreResult<Vec<String>> {
+        if self.single_bucket().is_some() {
+            return Ok(Vec::new());
+        }
+        let tree = self.tree().await?;
+        let mut out: Vec<String> = tree
+            .list_dir(self.root())
+            .await?
+            .into_iter()
+            .filter(|e| {
+                e.times.is_directory()
+                    && !e.name.eq_ignore_ascii_case(INTERNAL)
+                    && !e.name.starts_with('.')
+                    && self.bucket_name_of(&e.name).is_none()
+            })
+            .map(|e| e.name)
+            .collect();
+        out.sort();
         Ok(out)
     }
 
