@@ -62,3 +62,29 @@ def test_an_unwritable_access_log_is_refused_at_startup_with_one_line(own_samba,
     with pytest.raises(RuntimeError) as e:
         Gateway(own_samba, env={"SMBGATE_ACCESS_LOG": str(tmp_path / "no" / "such" / "dir" / "a.log")})
     assert "smbgate: --access-log:" in str(e.value) and "No such file or directory" in str(e.value)
+
+
+def test_sighup_reopens_the_file_for_logrotate(own_samba, tmp_path):
+    # Issue 25, point 4: logrotate moves the file away and sends SIGHUP;
+    # the lines after it go to a new file at the same path.
+    import signal
+    log = tmp_path / "access.jsonl"
+    gw = Gateway(own_samba, env={"SMBGATE_ACCESS_LOG": str(log), "SMBGATE_LOG": "info"})
+    try:
+        s3 = gw.client()
+        s3.list_buckets()
+        assert len(read_lines(log, 1)) == 1
+        rotated = tmp_path / "access.jsonl.1"
+        log.rename(rotated)
+        s3.list_buckets()  # still to the moved file, until the signal
+        assert len(read_lines(rotated, 2)) == 2
+        gw.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "access log reopened" not in open(gw.log.name).read() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = s3.list_buckets()
+        lines = read_lines(log, 1)
+        assert [l["request_id"] for l in lines] == [r["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]]
+        assert len(read_lines(rotated, 2)) == 2
+    finally:
+        gw.stop()

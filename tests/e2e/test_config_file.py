@@ -215,7 +215,7 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
                                "[users.NAME] and [buckets.NAME])", r.stderr
     cfg.write_text('share = "smb://h/s"\nsmb_password_file = "nope.pw"\n')
     r = check()
-    assert r.returncode == 1 and f"cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
+    assert r.returncode == 1 and f"--smb-password-file: cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
     (tmp_path / "yes.pw").write_text("hunter2\n")
     cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\n')
     r = check()

@@ -73,10 +73,14 @@ def test_client_errors_stay_out_of_the_default_log_and_server_faults_log_once(lg
     bad = boto3.client("s3", endpoint_url=lgw.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key="wrong",
                        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
-    with pytest.raises(ClientError):
+    with pytest.raises(ClientError) as denied:
         bad.list_buckets()
     time.sleep(0.2)
-    assert [ln for ln in log_lines(lgw) if "ERROR" in ln or "WARN" in ln] == []
+    # The failed authentication is the one WARN line (issue 25, point 4:
+    # operators must see it); the NoSuchKey leaves nothing.
+    rid = denied.value.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+    loud = [ln for ln in log_lines(lgw) if "ERROR" in ln or "WARN" in ln]
+    assert len(loud) == 1 and " WARN " in loud[0] and "authentication failed" in loud[0] and rid in loud[0], loud
 
     # A server fault: smbd is gone, the GET answers 503; one ERROR line,
     # with the request's ID and operation.

@@ -16,6 +16,18 @@ pub mod dialect {
     pub const SMB302: u16 = 0x0302;
     /// SMB 3.1.1.
     pub const SMB311: u16 = 0x0311;
+
+    /// The dialect's version as people write it (`3.1.1`), or `unknown`.
+    pub fn name(d: u16) -> &'static str {
+        match d {
+            0x0202 => "2.0.2",
+            0x0210 => "2.1",
+            SMB300 => "3.0",
+            SMB302 => "3.0.2",
+            SMB311 => "3.1.1",
+            _ => "unknown",
+        }
+    }
 }
 
 /// SecurityMode bits.
@@ -59,6 +71,18 @@ pub enum Cipher {
 }
 
 impl Cipher {
+    /// The cipher's name as MS-SMB2 writes it (`AES-128-GCM`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Cipher::Aes128Ccm => "AES-128-CCM",
+            Cipher::Aes128Gcm => "AES-128-GCM",
+            Cipher::Aes256Ccm => "AES-256-CCM",
+            Cipher::Aes256Gcm => "AES-256-GCM",
+        }
+    }
+}
+
+impl Cipher {
     /// Maps a wire id.
     pub fn from_u16(v: u16) -> Option<Cipher> {
         Some(match v {
@@ -88,6 +112,17 @@ pub enum SigningAlgorithm {
     AesCmac = 1,
     /// AES-128-GMAC (3.1.1 with the signing context).
     AesGmac = 2,
+}
+
+impl SigningAlgorithm {
+    /// The algorithm's name as MS-SMB2 writes it (`AES-128-GMAC`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SigningAlgorithm::HmacSha256 => "HMAC-SHA256",
+            SigningAlgorithm::AesCmac => "AES-128-CMAC",
+            SigningAlgorithm::AesGmac => "AES-128-GMAC",
+        }
+    }
 }
 
 impl SigningAlgorithm {

@@ -355,12 +355,13 @@ impl ShareUrl {
     }
 }
 
-/// Reads a secret from a value or the first line of a file.
+/// Reads a secret from a value or the first line of a file; `setting` is
+/// the file's flag without dashes (`smb-password-file`), named in errors.
 ///
 /// Errors: the file cannot be read.
-pub fn secret(value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>, String> {
+pub fn secret(setting: &str, value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>, String> {
     if let Some(f) = file {
-        let s = std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        let s = std::fs::read_to_string(f).map_err(|e| format!("--{setting}: cannot read {}: {e}", f.display()))?;
         return Ok(Some(s.lines().next().unwrap_or("").to_string()));
     }
     Ok(value.clone())
@@ -372,7 +373,7 @@ pub fn secret(value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<S
 /// Errors: the file cannot be read; the token is blank, which would serve
 /// `/metrics` to anyone while the setting says it is protected.
 pub fn metrics_token(args: &ServeArgs) -> Result<Option<String>, String> {
-    match secret(&args.metrics_token, &args.metrics_token_file)? {
+    match secret("metrics-token-file", &args.metrics_token, &args.metrics_token_file)? {
         Some(t) if t.trim().is_empty() => {
             let setting = match &args.metrics_token_file {
                 Some(f) => format!("--metrics-token-file {}", f.display()),

@@ -287,7 +287,7 @@ pub fn users_of(args: &crate::config::ServeArgs) -> Result<UserTable, String> {
         Some(path) => ConfigFile::load(path)?.users()?,
         None => UserTable::default(),
     };
-    let secret_key = crate::config::secret(&args.secret_key, &args.secret_key_file)?;
+    let secret_key = crate::config::secret("secret-key-file", &args.secret_key, &args.secret_key_file)?;
     if let (Some(a), Some(s)) = (&args.access_key, &secret_key) {
         if !a.is_empty() && !s.is_empty() {
             users.add_flag_user(a, s)?;
@@ -337,7 +337,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     let dropped = resolve_secret_pairs(m, &mut args)?;
     let main_share = ShareUrl::parse(&args.share)?;
     // Every secret file is read, as serve would.
-    crate::config::secret(&args.smb_password, &args.smb_password_file)?;
+    crate::config::secret("smb-password-file", &args.smb_password, &args.smb_password_file)?;
     crate::config::metrics_token(&args)?;
     let users = users_of(&args)?;
     let buckets = file.buckets(&main_share)?;

@@ -6,6 +6,7 @@
 //!   multipart, listing, split streaming of large GETs).
 //! - [`front`]: health probes and request clean-up before s3s;
 //!   [`auth_log`]: failed authentications logged (rate-limited) and counted.
+//! - [`access_log`]: the `--access-log` file, reopened on SIGHUP.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
@@ -23,6 +24,7 @@
 //!   under them.
 #![warn(missing_docs)]
 
+pub mod access_log;
 pub mod admin;
 pub mod auth_log;
 pub mod config;

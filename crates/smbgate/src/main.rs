@@ -30,31 +30,35 @@ fn main() {
         Command::Serve(args) => args.access_log.clone(),
         Command::Config(_) => None,
     };
-    let access = match access_log.as_deref().map(open_access_log) {
+    let access_file = match access_log.as_deref().map(open_access_log) {
         None => None,
-        Some(Ok(w)) => Some(
-            tracing_subscriber::fmt::layer()
-                .json()
-                .flatten_event(true)
-                .with_current_span(false)
-                .with_span_list(false)
-                .with_writer(w)
-                .with_filter(
-                    tracing_subscriber::filter::Targets::new()
-                        .with_target(smbgate::front::ACCESS_TARGET, tracing::Level::INFO),
-                ),
-        ),
+        Some(Ok(f)) => Some(f),
         Some(Err(e)) => {
             eprintln!("smbgate: --access-log: {e}");
             std::process::exit(1);
         }
     };
+    let access = access_file.clone().map(|f| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(f)
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target(smbgate::front::ACCESS_TARGET, tracing::Level::INFO),
+            )
+    });
     tracing_subscriber::registry().with(stderr).with(access).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(async {
         match cli.command {
             Command::Serve(args) => match smbgate::server::prepare(&args).await {
-                Ok(p) => {
+                Ok(mut p) => {
+                    if let Some(AccessLog::File(f)) = &access_file {
+                        p.reopen_on_sighup(f.clone());
+                    }
                     // Once up, so that a startup failure stays one line.
                     if smbgate::config::password_on_command_line(std::env::args()) {
                         tracing::warn!(
@@ -139,19 +143,31 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
 /// The s3s module that checks signatures (see [`log_filter`]).
 const SIGNATURE_TARGET: &str = "s3s::ops::signature";
 
-/// Where access-log lines go: a file opened for appending, or `-` for
-/// standard output.
+/// Where access-log lines go: standard output (`-`), or a file opened for
+/// appending and reopened on SIGHUP.
+#[derive(Clone)]
+enum AccessLog {
+    Stdout,
+    File(smbgate::access_log::AccessLogFile),
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for AccessLog {
+    type Writer = Box<dyn std::io::Write + 'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        match self {
+            AccessLog::Stdout => Box::new(std::io::stdout()),
+            AccessLog::File(f) => Box::new(f.make_writer()),
+        }
+    }
+}
+
+/// The access log at `path` (`-` for standard output).
 ///
 /// Errors: the file cannot be opened (the message names it).
-fn open_access_log(path: &std::path::Path) -> Result<tracing_subscriber::fmt::writer::BoxMakeWriter, String> {
-    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+fn open_access_log(path: &std::path::Path) -> Result<AccessLog, String> {
     if path.as_os_str() == "-" {
-        return Ok(BoxMakeWriter::new(std::io::stdout));
+        return Ok(AccessLog::Stdout);
     }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(BoxMakeWriter::new(std::sync::Mutex::new(f)))
+    smbgate::access_log::AccessLogFile::open(path).map(AccessLog::File)
 }

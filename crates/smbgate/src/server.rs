@@ -41,6 +41,8 @@ pub struct Prepared {
     per_client: crate::conn_limits::PerClient,
     /// The S3 users, read again on SIGHUP.
     users: UsersReload,
+    /// The access log file, reopened on SIGHUP.
+    access_log: Option<crate::access_log::AccessLogFile>,
 }
 
 /// Limits on the HTTP side (see `ServeArgs`).
@@ -62,6 +64,23 @@ const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Prepared {
+    /// Reopens `log` by its name on each SIGHUP (for logrotate).
+    pub fn reopen_on_sighup(&mut self, log: crate::access_log::AccessLogFile) {
+        self.access_log = Some(log);
+    }
+
+    /// What SIGHUP reloads: the TLS certificate, the users, the access log.
+    fn reload(&self) {
+        reload_certificates(&self.tls);
+        self.users.reload();
+        if let Some(log) = &self.access_log {
+            match log.reopen() {
+                Ok(()) => tracing::info!("SIGHUP: access log reopened"),
+                Err(e) => tracing::error!(error = %e, "SIGHUP: access log not reopened; lines go to the file in use"),
+            }
+        }
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
@@ -109,7 +128,7 @@ fn smb_startup_error(url: &ShareUrl, user: &str, e: smb_client::Error) -> String
 /// bad password, missing share or path, port in use).
 pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let url = ShareUrl::parse(&args.share)?;
-    let smb_password = secret(&args.smb_password, &args.smb_password_file)?.unwrap_or_default();
+    let smb_password = secret("smb-password-file", &args.smb_password, &args.smb_password_file)?.unwrap_or_default();
     let users = crate::config_file::users_of(args)?;
     if users.is_empty() && !args.anonymous {
         return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
@@ -212,12 +231,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     }
     if let Ok(t) = pool.get().await {
         let n = &t.session().negotiated;
+        // Words, not Rust values: `signing=AES-128-GMAC encryption=off`.
+        let encrypted = n.encrypt_all || t.is_encrypted();
         tracing::info!(
-            dialect = format_args!("{:#06x}", n.dialect),
-            signing = ?n.signing,
+            dialect = %smb_proto::negotiate::dialect::name(n.dialect),
+            signing = %n.signing.map_or("off", |a| a.name()),
             every_message_signed = n.sign_all,
-            cipher = ?n.cipher,
-            every_message_encrypted = n.encrypt_all || t.is_encrypted(),
+            encryption = %match (n.cipher, encrypted) {
+                (Some(c), true) => c.name(),
+                (Some(_), false) => "available",
+                (None, _) => "off",
+            },
             "SMB session"
         );
     }
@@ -233,7 +257,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
         args.trusted_proxies.clone(),
     );
-    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users })
+    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
@@ -376,10 +400,7 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
             tokio::select! {
                 a = p.listener.accept() => break (a, p.tls.as_ref().map(|(_, acc)| acc.clone())),
                 a = accept_plain(&p.plain) => break (a, None),
-                _ = reload.recv() => {
-                    reload_certificates(&p.tls);
-                    p.users.reload();
-                }
+                _ = reload.recv() => p.reload(),
                 _ = &mut shutdown => return drain(p, graceful).await,
             }
         };
@@ -401,10 +422,7 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
         let slot = loop {
             tokio::select! {
                 s = slots.admit() => break s,
-                _ = reload.recv() => {
-                    reload_certificates(&p.tls);
-                    p.users.reload();
-                }
+                _ = reload.recv() => p.reload(),
                 _ = &mut shutdown => return drain(p, graceful).await,
             }
         };
