@@ -88,3 +88,33 @@ def test_the_example_config_file_checks(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "# users: 3" in r.stdout and "auditor: access key AKIAAUDITOREXAMPLE" in r.stdout, r.stdout
     assert "stand-in" not in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
+def test_the_haproxy_example_checks_and_is_the_one_the_readme_shows():
+    r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    config = [l.split("#")[0].rstrip() for l in (ROOT / "deploy" / "haproxy.cfg").read_text().splitlines()]
+    config = [l for l in config if l.strip()]
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```\ndefaults\n", 1)[1].split("```", 1)[0]
+    shown = ["defaults"] + [l.rstrip() for l in block.splitlines() if l.strip()]
+    assert shown == config
+
+
+def test_the_container_healthcheck_follows_the_smb_side(gateway):
+    import json
+    line = next(l for l in (ROOT / "deploy" / "Containerfile").read_text().splitlines()
+                if l.startswith("HEALTHCHECK"))
+    cmd = json.loads(line.split(" CMD ", 1)[1])
+    env = dict(os.environ, SMBGATE_LISTEN=f"127.0.0.1:{gateway.port}")
+    assert subprocess.run(cmd, env=env, timeout=10).returncode == 0
+    from conftest import _free_port
+    env = dict(os.environ, SMBGATE_LISTEN=f"127.0.0.1:{_free_port()}")  # nothing listens
+    assert subprocess.run(cmd, env=env, timeout=10, stderr=subprocess.DEVNULL).returncode != 0
+
+
+def test_the_license_file_is_the_license_cargo_names():
+    assert 'license = "Apache-2.0"' in (ROOT / "Cargo.toml").read_text()
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
