@@ -48,3 +48,27 @@ def test_sigterm_to_the_quickstart_stops_smbgate_and_removes_the_share():
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_help_and_unknown_arguments():
+    r = subprocess.run([str(ROOT / "scripts/quickstart"), "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith("usage: ") and "--listen ADDR:PORT" in r.stdout, r
+    r = subprocess.run([str(ROOT / "scripts/quickstart"), "--lisen", "x"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "unknown argument '--lisen'" in r.stderr, r
+
+
+def test_a_failed_start_says_so_and_prints_no_commands():
+    # --listen=ADDR as well as --listen ADDR; the port is taken, so smbgate
+    # stops at once: the script exits non-zero, with smbgate's reason and no
+    # commands to paste, and removes the share.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, SMBGATE_BIN=str(smbgate_bin()))
+        r = subprocess.run([str(ROOT / "scripts/quickstart"), f"--listen=127.0.0.1:{port}"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "smbgate did not start" in out and "Paste into another shell" not in out, out
+    assert "the throwaway share is removed" in out, out
