@@ -118,3 +118,18 @@ def test_the_license_file_is_the_license_cargo_names():
     assert 'license = "Apache-2.0"' in (ROOT / "Cargo.toml").read_text()
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
+def test_rust_version_is_what_the_locked_dependencies_need():
+    # Issue 25, point 5: Cargo.toml's rust-version is the newest any locked
+    # dependency declares (s3s 0.14.1 needs 1.92); a lower one promises a
+    # build that fails. (The workspace itself was checked with that
+    # toolchain: cargo +1.92 check --workspace --all-targets --locked.)
+    import json
+    meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--locked"], cwd=ROOT,
+                                     capture_output=True, text=True, check=True, timeout=120).stdout)
+    key = lambda v: (tuple(int(x) for x in v.split(".")) + (0, 0))[:3]
+    ours = {p["rust_version"] for p in meta["packages"] if p["id"] in meta["workspace_members"]}
+    assert len(ours) == 1, ours
+    needed = max((p["rust_version"] for p in meta["packages"] if p.get("rust_version")), key=key)
+    assert key(ours.pop()) == key(needed), needed
