@@ -2,6 +2,7 @@
 after --header-read-timeout, and past --max-connections further clients
 wait until a connection closes (they are not served, and cost nothing)."""
 
+import contextlib
 import signal
 import socket
 import time
@@ -191,6 +192,18 @@ def connect_from(source, port, first=b""):
     return s
 
 
+@contextlib.contextmanager
+def flood(port, n, first=b"", source="127.0.0.2"):
+    """`n` connections from `source` that send `first` and then nothing."""
+    socks = []
+    try:
+        socks = [connect_from(source, port, first) for _ in range(n)]
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
 def closed_within(sock, seconds):
     """True if the server closes `sock` within `seconds` (anything it sends
     first, an HTTP/2 GOAWAY or a 408, is read past)."""
@@ -224,20 +237,17 @@ def head_from(source, port, seconds):
 @pytest.mark.parametrize("first", [b"", b"GE", H2_PREFACE], ids=["silent", "partial", "h2-preface"])
 def test_one_address_cannot_take_every_slot_and_idle_connections_are_closed(samba, first):
     g = Gateway(samba, env={"SMBGATE_MAX_CONNECTIONS": "40", "SMBGATE_HEADER_READ_TIMEOUT": "3"})
-    idle = []
     try:
-        idle = [connect_from("127.0.0.2", g.port, first) for _ in range(40 + 100)]
-        # Another address is served at once: 127.0.0.2 holds only its share
-        # (a quarter of the slots), and the rest of its connections are
-        # closed at once.
-        got = head_from("127.0.0.3", g.port, 2)
-        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
-        # After the first-request deadline, none is left open.
-        still_open = still_open_after(idle, 3 + 2)
-        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+        with flood(g.port, 40 + 100, first) as idle:
+            # Another address is served at once: 127.0.0.2 holds only its
+            # share (a quarter of the slots), and the rest of its
+            # connections are closed at once.
+            got = head_from("127.0.0.3", g.port, 2)
+            assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+            # After the first-request deadline, none is left open.
+            still_open = still_open_after(idle, 3 + 2)
+            assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
     finally:
-        for s in idle:
-            s.close()
         g.stop()
 
 
@@ -252,43 +262,38 @@ def test_idle_connections_from_a_trusted_proxy_fill_the_slots_then_go_and_sighup
                 env={"SMBGATE_MAX_CONNECTIONS": "20", "SMBGATE_HEADER_READ_TIMEOUT": "6",
                      "SMBGATE_CONFIG": str(cfg), "SMBGATE_ACCESS_KEY": None, "SMBGATE_SECRET_KEY": None,
                      "SMBGATE_LOG": "info"})
-    idle = []
     try:
         t0 = time.monotonic()
-        idle = [connect_from("127.0.0.2", g.port, first) for _ in range(20 + 100)]
-        time.sleep(0.5)  # the first 20 are accepted: every slot is taken
-        cfg.write_text(cfg.read_text() + user.format("bea", "AKBEA000000000000002", "bea-secret-0002"))
-        g.proc.send_signal(signal.SIGHUP)
-        wait_for_log(g, "SIGHUP: users reloaded", timeout=3)
-        assert time.monotonic() - t0 < 6, "heard only once a slot came free"
-        # Another client is served within the deadline: connections idle
-        # for a second make way for new ones while every slot is taken.
-        got = head_from("127.0.0.3", g.port, 6)
-        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
-        # The last of the idle ones were accepted just now.
-        still_open = still_open_after(idle, 6 + 2)
-        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+        with flood(g.port, 20 + 100, first) as idle:
+            time.sleep(0.5)  # the first 20 are accepted: every slot is taken
+            cfg.write_text(cfg.read_text() + user.format("bea", "AKBEA000000000000002", "bea-secret-0002"))
+            g.proc.send_signal(signal.SIGHUP)
+            wait_for_log(g, "SIGHUP: users reloaded", timeout=3)
+            assert time.monotonic() - t0 < 6, "heard only once a slot came free"
+            # Another client is served within the deadline: connections
+            # idle for a second make way for new ones while every slot is
+            # taken.
+            got = head_from("127.0.0.3", g.port, 6)
+            assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+            # The last of the idle ones were accepted just now.
+            still_open = still_open_after(idle, 6 + 2)
+            assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
     finally:
-        for s in idle:
-            s.close()
         g.stop()
 
 
 def test_idle_connections_cannot_keep_the_readiness_probe_out(samba):
     mport = _free_port()
     g = Gateway(samba, env={"SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}", "SMBGATE_HEADER_READ_TIMEOUT": "3"})
-    idle = []
     try:
-        idle = [connect_from("127.0.0.2", mport) for _ in range(64 + 100)]
-        t0 = time.monotonic()
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/health/ready", timeout=3 + 2) as r:
-            assert r.status == 200
-        assert time.monotonic() - t0 < 3 + 2
-        still_open = still_open_after(idle, 3 + 2)
-        assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
+        with flood(mport, 64 + 100) as idle:
+            t0 = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/health/ready", timeout=3 + 2) as r:
+                assert r.status == 200
+            assert time.monotonic() - t0 < 3 + 2
+            still_open = still_open_after(idle, 3 + 2)
+            assert still_open == [], f"{len(still_open)} idle connections still open after the deadline"
     finally:
-        for s in idle:
-            s.close()
         g.stop()
 
 

@@ -166,7 +166,7 @@ pub fn decode_full_ea(b: &[u8]) -> DecodeResult<Vec<FullEa>> {
         // Entries never overlap (each starts past the end of the one
         // before), and start 4-aligned (MS-FSCC 2.4.15): otherwise one
         // answer could decode to far more EAs than its bytes hold.
-        if next < r.pos() || next % 4 != 0 {
+        if next < r.pos() || !next.is_multiple_of(4) {
             return Err(DecodeError::BadValue { field: "EA NextEntryOffset", got: next as u64 });
         }
         off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("EA NextEntryOffset"))?;
@@ -294,7 +294,7 @@ pub fn decode_dir_entries(b: &[u8], mut f: impl FnMut(DirEntry)) -> DecodeResult
         // Entries never overlap and start 8-aligned (MS-FSCC 2.4): otherwise
         // one 1 MiB answer repeating a short pattern decodes to tens of
         // thousands of entries, each with up to 1 MiB of name.
-        if next < r.pos() || next % 8 != 0 {
+        if next < r.pos() || !next.is_multiple_of(8) {
             return Err(DecodeError::BadValue { field: "NextEntryOffset", got: next as u64 });
         }
         off = off.checked_add(next).ok_or(DecodeError::OutOfBounds("NextEntryOffset"))?;

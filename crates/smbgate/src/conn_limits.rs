@@ -40,8 +40,9 @@ struct ActivityInner {
     last_done: Mutex<Instant>,
     evict: tokio::sync::Notify,
     /// Since when the client's socket has taken no more of what we write
-    /// (a write or flush pending); `None` while it takes it.
-    write_blocked: Mutex<Option<Instant>>,
+    /// (a write or flush pending), in nanoseconds after `accepted` plus
+    /// one; 0 while it takes it. An atomic: every write notes itself.
+    write_blocked: AtomicU64,
 }
 impl Activity {
     /// A connection accepted now, with no request yet.
@@ -54,7 +55,7 @@ impl Activity {
                 in_flight: AtomicUsize::new(0),
                 last_done: Mutex::new(now),
                 evict: tokio::sync::Notify::new(),
-                write_blocked: Mutex::default(),
+                write_blocked: AtomicU64::new(0),
             }),
         }
     }
@@ -78,8 +79,10 @@ impl Activity {
             } else if i.in_flight.load(Ordering::Acquire) > 0 {
                 // A request whose body is still coming in has its own
                 // timeouts; one being sent, the client's reading.
-                let blocked = *i.write_blocked.lock().unwrap_or_else(|e| e.into_inner());
-                blocked.map(|t| t + send)
+                match i.write_blocked.load(Ordering::Acquire) {
+                    0 => None,
+                    n => Some(i.accepted + Duration::from_nanos(n - 1) + send),
+                }
             } else {
                 Some(*i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle)
             };
@@ -100,12 +103,16 @@ impl Activity {
     /// Notes a write to the client that was taken (`blocked` false) or
     /// that its socket refused for now.
     fn note_write(&self, blocked: bool) {
-        let mut b = self.inner.write_blocked.lock().unwrap_or_else(|e| e.into_inner());
+        let i = &self.inner;
         match blocked {
             true => {
-                b.get_or_insert_with(Instant::now);
+                let since = i.accepted.elapsed().as_nanos().min(u128::from(u64::MAX - 1)) as u64 + 1;
+                // The first refusal counts; later ones leave it.
+                let _ = i.write_blocked.compare_exchange(0, since, Ordering::AcqRel, Ordering::Acquire);
             }
-            false => *b = None,
+            // Written: cheap when it was not blocked (the usual case).
+            false if i.write_blocked.load(Ordering::Acquire) != 0 => i.write_blocked.store(0, Ordering::Release),
+            false => {}
         }
     }
 
