@@ -98,7 +98,7 @@ pub fn range_at(msg_len: usize, offset: usize, len: usize, what: &'static str) -
 
 /// Decodes UTF-16LE bytes into a `String`.
 pub fn utf16_to_string(b: &[u8], what: &'static str) -> DecodeResult<String> {
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(DecodeError::BadUtf16(what));
     }
     let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
