@@ -198,3 +198,14 @@ def test_a_blank_metrics_token_is_refused(samba, tmp_path, how):
     setting = ["--metrics-token-file", str(blank)] if how == "file" else ["--metrics-token", " "]
     r, _ = _run([*_smb_args(samba), *KEYS, "--metrics-listen", f"127.0.0.1:{_free_port()}", *setting])
     _assert_one_line_failure(r, "--metrics-token-file" if how == "file" else "--metrics-token", "empty")
+
+
+def test_no_smb_user_against_a_server_that_requires_signing_says_to_set_one():
+    # Issue 25, point 4: a guest logon cannot sign; the error says what to set.
+    from conftest import Samba
+    s = Samba("--signing", "mandatory")
+    try:
+        r, _ = _run(["--share", f"smb://127.0.0.1:{s.port}/{s.env['SMB_SHARE']}", *KEYS])
+        _assert_one_line_failure(r, "requires signing", "--smb-user", "--smb-password-file")
+    finally:
+        s.stop()

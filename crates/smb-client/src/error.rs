@@ -45,6 +45,11 @@ pub enum Error {
     /// The caller asked for something invalid (e.g. a name too long).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The server requires every message signed, but the logon gave a
+    /// guest or anonymous session, which has no key to sign with (MS-SMB2
+    /// 3.2.5.3.1): an account is needed.
+    #[error("the server requires signing, which a guest or anonymous session cannot do")]
+    SigningNeedsAccount,
 }
 
 impl Error {

@@ -278,9 +278,7 @@ impl Session {
             }
             _ => {
                 if sign_all {
-                    return Err(Error::Protocol(
-                        "server requires signing but gave a guest or anonymous session".into(),
-                    ));
+                    return Err(Error::SigningNeedsAccount);
                 }
             }
         }

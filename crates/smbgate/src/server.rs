@@ -117,6 +117,11 @@ fn smb_startup_error(url: &ShareUrl, user: &str, e: smb_client::Error) -> String
         _ => match e {
             smb_client::Error::Io(m) => format!("cannot reach SMB server {}:{}: {m}", url.host, url.port),
             smb_client::Error::Timeout(m) => format!("SMB server {}:{} did not answer ({m})", url.host, url.port),
+            smb_client::Error::SigningNeedsAccount if user.is_empty() => format!(
+                "SMB server {}:{} requires signing, which needs an account: set --smb-user and \
+                 --smb-password-file (SMBGATE_SMB_USER, SMBGATE_SMB_PASSWORD_FILE)",
+                url.host, url.port
+            ),
             other => format!("SMB server {}:{}: {other}", url.host, url.port),
         },
     }
