@@ -28,6 +28,20 @@ def answered_within(sock, seconds):
         return None
 
 
+def temp_files(gw):
+    """Names of the gateway's temp files on the share now."""
+    tmp = gw.samba.share_path / ".smbgate" / "tmp"
+    return set(p.name for p in tmp.iterdir()) if tmp.exists() else set()
+
+
+def assert_no_new_temp_files(gw, before, timeout=10):
+    """No temp file beside those in `before` is left (after up to `timeout` s)."""
+    deadline = time.monotonic() + timeout
+    while temp_files(gw) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert temp_files(gw) - before == set()
+
+
 @pytest.fixture
 def gw(samba, request):
     g = Gateway(samba, env=request.param)
@@ -145,12 +159,7 @@ def test_a_body_that_stalls_gets_400_request_timeout_and_leaves_the_old_object(g
     # gets AWS's 400 RequestTimeout; the old version stays and no temp file
     # is left. Small bodies (buffered) and large ones (streamed) alike.
     import urllib.parse
-    tmp = gw.samba.share_path / ".smbgate" / "tmp"
-
-    def temp_files():
-        return set(p.name for p in tmp.iterdir()) if tmp.exists() else set()
-
-    before = temp_files()
+    before = temp_files(gw)
     s3 = gw.client()
     s3.create_bucket(Bucket="stall")
     s3.put_object(Bucket="stall", Key="k", Body=b"old")
@@ -170,10 +179,7 @@ def test_a_body_that_stalls_gets_400_request_timeout_and_leaves_the_old_object(g
     assert b"<Code>RequestTimeout</Code>" in got, got
     s.close()
     assert s3.get_object(Bucket="stall", Key="k")["Body"].read() == b"old"
-    deadline = time.monotonic() + 10
-    while temp_files() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert temp_files() - before == set()
+    assert_no_new_temp_files(gw, before)
 
 
 # Issue 23, point 1: idle connections (nothing sent, a partial first line,
@@ -314,12 +320,7 @@ def test_a_trickling_body_gets_400_request_timeout_once_its_average_is_too_slow(
     # liked. After the body-read timeout, a body must average at least
     # --body-min-rate: this one sends 2 bytes a second, every chunk in time.
     import urllib.parse
-    tmp = gw.samba.share_path / ".smbgate" / "tmp"
-
-    def temp_files():
-        return set(p.name for p in tmp.iterdir()) if tmp.exists() else set()
-
-    before = temp_files()
+    before = temp_files(gw)
     s3 = gw.client()
     s3.create_bucket(Bucket="trickle")
     s3.put_object(Bucket="trickle", Key="k", Body=b"old")
@@ -345,10 +346,7 @@ def test_a_trickling_body_gets_400_request_timeout_once_its_average_is_too_slow(
     assert took < 2 + 3, f"cut after {took:.1f} s"
     s.close()
     assert s3.get_object(Bucket="trickle", Key="k")["Body"].read() == b"old"
-    deadline = time.monotonic() + 10
-    while temp_files() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert temp_files() - before == set()
+    assert_no_new_temp_files(gw, before)
 
 
 def test_a_get_whose_client_stops_reading_is_cut_and_its_handle_closed(own_samba):

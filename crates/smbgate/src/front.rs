@@ -301,7 +301,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let cors_front = self.cors.clone();
         // Who asked, for the log of failed authentications.
         let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
-        let access_key = crate::auth_log::access_key_of(req.headers(), req.uri().query());
+        // Parsed only if the request fails to authenticate (`uri` is kept).
+        let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let fut = async move {
             let mut resp = match refused {
@@ -346,7 +347,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     metrics.auth_failure(failure.label());
                     auth_log.warn(&crate::auth_log::Refused {
                         failure,
-                        access_key: access_key.as_deref(),
+                        access_key: crate::auth_log::access_key_of(authorization.as_ref(), uri.query()).as_deref(),
                         client,
                         request_id: &ids.request_id,
                         status: resp.status().as_u16(),

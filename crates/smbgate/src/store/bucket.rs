@@ -31,15 +31,11 @@ impl Store {
                 Err(e) => Err(e.into()),
             };
         }
-        let mut out: Vec<BucketInfo> = tree
-            .list_dir(self.root())
+        let mut out: Vec<BucketInfo> = self
+            .root_folders(&tree)
             .await?
             .into_iter()
-            .filter(|e| e.times.is_directory())
-            .filter_map(|e| {
-                let name = self.bucket_name_of(&e.name)?;
-                Some(BucketInfo { name, created: e.times.creation })
-            })
+            .filter_map(|(folder, created)| Some(BucketInfo { name: self.bucket_name_of(&folder)?, created }))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
@@ -71,20 +67,28 @@ impl Store {
             return Ok(Vec::new());
         }
         let tree = self.tree().await?;
-        let mut out: Vec<String> = tree
-            .list_dir(self.root())
+        let mut out: Vec<String> = self
+            .root_folders(&tree)
             .await?
             .into_iter()
-            .filter(|e| {
-                e.times.is_directory()
-                    && !e.name.eq_ignore_ascii_case(INTERNAL)
-                    && !e.name.starts_with('.')
-                    && self.bucket_name_of(&e.name).is_none()
-            })
-            .map(|e| e.name)
+            .map(|(folder, _)| folder)
+            .filter(|f| !f.eq_ignore_ascii_case(INTERNAL) && !f.starts_with('.') && self.bucket_name_of(f).is_none())
             .collect();
         out.sort();
         Ok(out)
+    }
+
+    /// The folders in the share root, with their CreationTime (FILETIME).
+    ///
+    /// Errors: the root cannot be listed.
+    async fn root_folders(&self, tree: &smb_client::Tree) -> StoreResult<Vec<(String, u64)>> {
+        Ok(tree
+            .list_dir(self.root())
+            .await?
+            .into_iter()
+            .filter(|e| e.times.is_directory())
+            .map(|e| (e.name, e.times.creation))
+            .collect())
     }
 
     /// CreateBucket: mkdir.
