@@ -8,10 +8,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::store::share::Pool;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use smb_client::Pool;
 
 use crate::metrics::Metrics;
 

@@ -10,11 +10,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
+use crate::store::share::Pool;
 use hyper::body::Incoming;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
-use smb_client::Pool;
 use tracing::Instrument;
 
 use crate::metrics::{Metrics, UNKNOWN_OPERATION};

@@ -218,7 +218,7 @@ impl Identities {
                     );
                     Err(StoreError::AccessDenied)
                 } else {
-                    Err(e.into())
+                    Err(crate::store::share::ShareError::from(e).into())
                 }
             }
         }

@@ -234,6 +234,27 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         let metadata = identities.configured_store(name).map(|s| s.records().describe());
         tracing::info!(bucket = name, metadata, "configured bucket opened");
     }
+    log_smb_session(&pool).await;
+    let limits = HttpLimits {
+        max_connections: args.max_connections,
+        header_read_timeout: args.header_read_timeout,
+        send_timeout: args.send_timeout,
+    };
+    let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
+    let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
+    let users = UsersReload { directory, args: args.clone() };
+    let per_client = crate::conn_limits::PerClient::new(
+        args.max_connections_per_client.unwrap_or(args.max_connections / 4),
+        args.trusted_proxies.clone(),
+    );
+    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
+}
+
+/// Logs what the SMB session negotiated (dialect, signing, encryption), in
+/// words, once startup has succeeded. Startup code, so it may look at a
+/// pooled connection's session (see crates/smbgate/clippy.toml).
+#[allow(clippy::disallowed_methods)]
+async fn log_smb_session(pool: &Pool) {
     if let Ok(t) = pool.get().await {
         let n = &t.session().negotiated;
         // Words, not Rust values: `signing=AES-128-GMAC encryption=off`.
@@ -250,19 +271,6 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
             "SMB session"
         );
     }
-    let limits = HttpLimits {
-        max_connections: args.max_connections,
-        header_read_timeout: args.header_read_timeout,
-        send_timeout: args.send_timeout,
-    };
-    let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
-    let users = UsersReload { directory, args: args.clone() };
-    let per_client = crate::conn_limits::PerClient::new(
-        args.max_connections_per_client.unwrap_or(args.max_connections / 4),
-        args.trusted_proxies.clone(),
-    );
-    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the

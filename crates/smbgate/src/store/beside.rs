@@ -12,15 +12,15 @@
 //! is held (`open_existing`), and conditional writers of the key take
 //! turns with the move.
 
-use smb_client::Tree;
+use super::share::Tree;
 
-use smb_proto::create::CreateResponse;
+use super::share::CreateResponse;
 
 use super::backoff;
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
-use super::share::{is_busy, Failure, SmbFailure};
+use super::share::{is_busy, Failure, ShareError};
 use super::share::{is_not_found, is_unholdable_name};
 use super::{share, Store, StoreError, StoreResult};
 
@@ -54,7 +54,7 @@ impl Store {
         bucket: &str,
         mapped: &MappedKey,
         missing_too: bool,
-    ) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, smb_client::Error> {
+    ) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, ShareError> {
         let path = self.object_path(bucket, mapped);
         let records = self.records();
         // File-only for a plain key, as reads open it (see `open`).
@@ -237,7 +237,7 @@ pub(crate) fn kept_as(mapped: &MappedKey, beside: bool) -> std::borrow::Cow<'_, 
 /// True if a lookup beside a name found nothing there: not found, or a
 /// name the server cannot hold (a name at its length limit has no room
 /// for the mark, so nothing can be kept beside it).
-pub(crate) fn nothing_beside(e: &smb_client::Error) -> bool {
+pub(crate) fn nothing_beside(e: &ShareError) -> bool {
     is_not_found(e) || is_unholdable_name(e)
 }
 
@@ -246,7 +246,7 @@ pub(crate) fn nothing_beside(e: &smb_client::Error) -> bool {
 /// pending) succeeds on Samba with no attributes, where every file has at
 /// least FILE_ATTRIBUTE_NORMAL or ARCHIVE (MS-FSCC 2.6). Taken for a
 /// file, it would answer 200 with an empty body.
-pub(crate) fn not_a_file(times: &smb_proto::info::FileTimes) -> bool {
+pub(crate) fn not_a_file(times: &share::FileTimes) -> bool {
     times.is_directory() || times.attributes == 0
 }
 

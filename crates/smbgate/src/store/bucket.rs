@@ -1,7 +1,7 @@
 //! Buckets: the top-level directories under the share root.
 
+use super::share::Failure;
 use super::share::{self, is_not_found};
-use super::share::{Failure, SmbFailure};
 use super::{Store, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
@@ -81,9 +81,8 @@ impl Store {
     /// The folders in the share root, with their CreationTime (FILETIME).
     ///
     /// Errors: the root cannot be listed.
-    async fn root_folders(&self, tree: &smb_client::Tree) -> StoreResult<Vec<(String, u64)>> {
-        Ok(tree
-            .list_dir(self.root())
+    async fn root_folders(&self, tree: &share::Tree) -> StoreResult<Vec<(String, u64)>> {
+        Ok(share::list_dir(tree, self.root())
             .await?
             .into_iter()
             .filter(|e| e.times.is_directory())
@@ -147,7 +146,7 @@ impl Store {
         }
     }
 
-    async fn remove_bucket_dir(&self, tree: &smb_client::Tree, bucket: &str) -> StoreResult<()> {
+    async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {
         let path = self.bucket_path(bucket);
         match share::delete(tree, &path, true).await {
             Ok(()) => return Ok(()),
@@ -173,7 +172,7 @@ impl Store {
     /// removed after that).
     fn remove_empty_tree<'a>(
         &'a self,
-        tree: &'a smb_client::Tree,
+        tree: &'a share::Tree,
         dir: &'a super::path::SharePath,
     ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {

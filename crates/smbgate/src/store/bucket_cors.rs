@@ -4,7 +4,7 @@
 //! what they say is `crate::cors`'s.
 
 use super::share::is_not_found;
-use super::share::{Failure, SmbFailure};
+use super::share::Failure;
 use super::{share, Store, StoreError, StoreResult};
 
 /// Largest configuration kept, in bytes (AWS allows 64 KB of XML; the JSON

@@ -3,7 +3,7 @@
 //! (failure class 17), and reads of another spelling answer as for a
 //! missing key.
 
-use smb_client::Tree;
+use super::share::Tree;
 
 use super::keys::{self, MappedKey};
 use super::path::SharePath;

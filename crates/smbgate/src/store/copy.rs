@@ -40,7 +40,7 @@ impl Store {
             return Err(StoreError::InvalidRange);
         }
         let range = src_range.unwrap_or(0..info.size);
-        let tree = src.handle.tree().clone();
+        let tree = share::connection_of(&src.handle).clone();
         let temp = share::create_temp(self.pool(), &tree, &self.temp_path(), &[]).await?;
         let result: StoreResult<PutResult> = async {
             let len = range.end - range.start;
@@ -67,11 +67,7 @@ impl Store {
             } else {
                 // Range copies and foreign/multipart sources: hash the copy.
                 let mut md5 = Md5::new();
-                share::read_all(temp.handle(), len, self.in_flight(), |b| {
-                    md5.update(&b);
-                    Ok(())
-                })
-                .await?;
+                share::read_all(temp.handle(), len, self.in_flight(), |b| md5.update(&b)).await?;
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums.clear();
             }

@@ -14,8 +14,8 @@
 //! lock left by a server crash is found to be held by nobody (an open
 //! sharing nothing succeeds) and removed, and the sweep removes it too.
 
+use super::share::{Handle, Tree};
 use md5::{Digest, Md5};
-use smb_client::{Handle, Tree};
 
 use super::path::SharePath;
 use super::{backoff, share, Store, StoreError, StoreResult};

@@ -3,7 +3,7 @@
 //! on the very handle that deletes, so no other version can be deleted in
 //! between.
 
-use smb_client::Tree;
+use super::share::Tree;
 
 use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
@@ -13,7 +13,7 @@ use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
 use super::share::is_not_found;
-use super::share::{Failure, SmbFailure};
+use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -60,7 +60,7 @@ impl Store {
         let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
         // Not at its own path: other keys continue under it (a directory
         // there), or it is moving between the two names; look beside.
-        let directory = |d: &Result<_, smb_client::Error>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
+        let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
         if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
             let was_directory = directory(&deleted);
             at = path.beside(false);
@@ -103,7 +103,7 @@ impl Store {
         key: &str,
         conditions: &Conditions,
         path: &SharePath,
-    ) -> Result<StoreResult<bool>, smb_client::Error> {
+    ) -> Result<StoreResult<bool>, ShareError> {
         let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
         if !checked {
             return share::delete(tree, path, false).await.map(|_| Ok(true));
@@ -152,8 +152,8 @@ impl Store {
     ///
     /// Errors: SMB failures; not-found ones (STATUS_NOT_A_DIRECTORY among
     /// them) if there is no directory at `dir`.
-    pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), smb_client::Error> {
-        let drop_record = smb_proto::info::FullEa { name: META_EA.into(), value: vec![] };
+    pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), ShareError> {
+        let drop_record = share::FullEa { name: META_EA.into(), value: vec![] };
         share::set_dir_ea(tree, self.records(), dir, drop_record).await
     }
 

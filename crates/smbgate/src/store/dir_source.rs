@@ -4,15 +4,15 @@
 
 use std::collections::HashSet;
 
+use super::share::Tree;
 use futures::stream::{self, StreamExt};
-use smb_client::Tree;
 
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
 use super::meta::{derived_etag, ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::records::{FileKey, Records};
-use super::share::{self, is_not_found};
+use super::share::{self, is_not_found, ShareError};
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
 use super::{Store, StoreError, StoreResult};
@@ -52,7 +52,7 @@ type CachedDir = (std::time::Instant, DirStamp, Prepared);
 /// A directory's LastWriteTime and ChangeTime (100 ns units since 1601).
 type DirStamp = (u64, u64);
 
-fn stamp(t: &smb_proto::info::FileTimes) -> DirStamp {
+fn stamp(t: &share::FileTimes) -> DirStamp {
     (t.last_write, t.change)
 }
 
@@ -123,7 +123,7 @@ impl SmbSource<'_> {
     /// places to candidates that are not.
     ///
     /// Errors: a record read failed.
-    async fn record_markers(&self, dir: &str, entries: &[smb_proto::info::DirEntry]) -> StoreResult<HashSet<u64>> {
+    async fn record_markers(&self, dir: &str, entries: &[share::DirEntry]) -> StoreResult<HashSet<u64>> {
         if self.records.in_eas() {
             return Ok(HashSet::new());
         }
@@ -134,7 +134,7 @@ impl SmbSource<'_> {
             .map(|e| (FileKey { id: e.file_id, created: e.times.creation }, parent.join(&e.name)))
             .collect();
         let (records, tree) = (self.records, &self.tree);
-        let found: Vec<Result<Option<u64>, smb_client::Error>> = stream::iter(dirs)
+        let found: Vec<Result<Option<u64>, ShareError>> = stream::iter(dirs)
             .map(|(key, path)| async move {
                 let meta = match records.in_streams() {
                     true => {
@@ -154,7 +154,7 @@ impl SmbSource<'_> {
         Ok(out)
     }
 
-    async fn read(&self, dir: &str) -> Result<Option<(smb_proto::info::FileTimes, Vec<DirItem>)>, StoreError> {
+    async fn read(&self, dir: &str) -> Result<Option<(share::FileTimes, Vec<DirItem>)>, StoreError> {
         let (times, entries) = match share::list_dir_timed(&self.tree, dir).await {
             Ok(e) => e,
             Err(e) if is_not_found(&e) => return Ok(None),
@@ -293,7 +293,7 @@ impl Store {
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
-                let tree = self.pool().try_get().unwrap_or_else(|| tree.clone());
+                let tree = share::idle_connection(self.pool()).unwrap_or_else(|| tree.clone());
                 let mapped = map_key(&key);
                 async move {
                     let Ok(mapped) = mapped else { return (i, Ok(None)) };

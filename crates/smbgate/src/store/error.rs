@@ -1,6 +1,6 @@
 //! Store errors: S3-meaningful outcomes, independent of the HTTP layer.
 
-use smb_client::Error as SmbError;
+use super::share::ShareError;
 
 use super::keys::KeyError;
 
@@ -93,7 +93,7 @@ pub enum StoreError {
     Busy(String),
     /// Anything else from SMB.
     #[error("SMB error: {0}")]
-    Smb(SmbError),
+    Smb(ShareError),
     /// A checksum announced in `x-amz-trailer` did not arrive in the
     /// trailer.
     #[error("{0}")]

@@ -49,12 +49,12 @@ pub mod walk;
 use std::sync::Arc;
 use std::time::Duration;
 
-use smb_client::{Pool, Tree};
+use share::{Pool, Tree};
 
 pub use budget::Budget;
 pub use error::{StoreError, StoreResult};
 use path::SharePath;
-use share::{Failure, SmbFailure};
+use share::{Failure, ShareError};
 
 /// Tuning for the data path.
 #[derive(Debug, Clone)]
@@ -181,7 +181,7 @@ impl Store {
         single_bucket: Option<String>,
     ) -> StoreResult<Store> {
         let root = SharePath::root(root);
-        let tree = pool.get().await?;
+        let tree = share::connection(&pool).await?;
         let root_times = share::stat(&tree, &root).await.map_err(|e| {
             if share::is_not_found(&e) {
                 StoreError::InvalidArgument(format!("share path {:?} does not exist", root.as_str()))
@@ -205,9 +205,11 @@ impl Store {
         let streams = !eas && records::probe_streams(&tree, &internal.join("tmp"), &probe).await?;
         // Every write stores a record (failure class 27): a share that can
         // hold none refuses to start rather than fail each write.
-        let records = records::choose(&tree, &internal, eas, streams, disk_ids).await.map_err(|e| match e {
-            smb_client::Error::InvalidArgument(m) => StoreError::InvalidArgument(m),
-            e => e.into(),
+        let records = records::choose(&tree, &internal, eas, streams, disk_ids).await.map_err(|e| {
+            match e.invalid_argument() {
+                Some(m) => StoreError::InvalidArgument(m.to_string()),
+                None => e.into(),
+            }
         })?;
         let case_insensitive = case::probe_case_insensitive(&tree, &internal.join("tmp")).await?;
         // Logged by the caller once all of startup has succeeded, so that
@@ -297,7 +299,7 @@ impl Store {
     ///
     /// Errors: no connection could be had (503 SlowDown).
     pub async fn tree(&self) -> StoreResult<Tree> {
-        Ok(self.inner.pool.get().await?)
+        Ok(share::connection(&self.inner.pool).await?)
     }
 
     /// The store root inside the share.
@@ -353,10 +355,10 @@ impl Store {
 /// Retries `f` while the server reports a sharing violation
 /// ([`backoff::SHARING`], failure class 12): another client's open blocks
 /// ours only briefly.
-pub async fn retry_sharing<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
+pub async fn retry_sharing<T, F, Fut>(f: F) -> Result<T, ShareError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+    Fut: std::future::Future<Output = Result<T, ShareError>>,
 {
     backoff::retry(&backoff::SHARING, |e| e.failure() == Failure::SharingViolation, f).await
 }
@@ -365,10 +367,10 @@ where
 /// holds open: Samba refuses it with STATUS_ACCESS_DENIED while a
 /// concurrent writer or reader has it open (failure class 13), so that is
 /// retried too ([`backoff::RENAME_OVER_OPEN`]).
-pub async fn retry_busy<T, F, Fut>(f: F) -> Result<T, smb_client::Error>
+pub async fn retry_busy<T, F, Fut>(f: F) -> Result<T, ShareError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+    Fut: std::future::Future<Output = Result<T, ShareError>>,
 {
     backoff::retry(&backoff::RENAME_OVER_OPEN, share::is_busy, f).await
 }
@@ -379,12 +381,12 @@ where
 /// not-found is looked at again ([`backoff::SWAP_GAP`]), and a sharing
 /// violation (another If-Match writer holds the key) waits for that
 /// writer's turn ([`backoff::SWAP_TURN`]).
-pub async fn retry_swap<T, F, Fut>(mut f: F) -> Result<T, smb_client::Error>
+pub async fn retry_swap<T, F, Fut>(mut f: F) -> Result<T, ShareError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+    Fut: std::future::Future<Output = Result<T, ShareError>>,
 {
-    let turn = |e: &smb_client::Error| e.failure() == Failure::SharingViolation;
+    let turn = |e: &ShareError| e.failure() == Failure::SharingViolation;
     let mut gap = backoff::SWAP_GAP.start();
     loop {
         match backoff::retry(&backoff::SWAP_TURN, turn, &mut f).await {

@@ -14,19 +14,19 @@
 
 use std::collections::BTreeMap;
 
+use super::share::FullEa;
+use super::share::Tree;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
-use smb_client::Tree;
-use smb_proto::info::FullEa;
 
 use super::keys::map_key;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::is_not_found;
+use super::share::Failure;
 use super::share::{self, TempFile};
-use super::share::{Failure, SmbFailure};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
 use super::verify::verified_meta;
@@ -444,8 +444,7 @@ impl Store {
         self.check_bucket(&tree, bucket).await?;
         // The records are read 32 at a time (they are spread over the
         // pool), not one by one.
-        let ids: Vec<String> = tree
-            .list_dir(&self.internal("uploads"))
+        let ids: Vec<String> = share::list_dir(&tree, &self.internal("uploads"))
             .await?
             .into_iter()
             .map(|e| e.name)

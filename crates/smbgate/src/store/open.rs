@@ -8,7 +8,7 @@ use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::share::{is_not_found, is_unholdable_name};
-use super::share::{Failure, SmbFailure};
+use super::share::{Failure, ShareError};
 use super::types::{ObjectInfo, Opened};
 use super::{backoff, retry_sharing, share, Store, StoreError, StoreResult};
 
@@ -109,10 +109,10 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     async fn checked(
         &self,
-        tree: &smb_client::Tree,
+        tree: &share::Tree,
         bucket: &str,
         (mapped, key): (&MappedKey, &str),
-        create: &smb_proto::create::CreateResponse,
+        create: &share::CreateResponse,
         meta: Option<ObjectMeta>,
         on_disk: Option<&str>,
         (path, beside): (&SharePath, bool),
@@ -148,7 +148,7 @@ impl Store {
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
     async fn open_stored<T, F, Fut>(
         &self,
-        tree: &smb_client::Tree,
+        tree: &share::Tree,
         bucket: &str,
         mapped: &MappedKey,
         open: F,
@@ -156,7 +156,7 @@ impl Store {
     ) -> StoreResult<(T, SharePath, bool)>
     where
         F: Fn(SharePath, bool) -> Fut,
-        Fut: std::future::Future<Output = Result<T, smb_client::Error>>,
+        Fut: std::future::Future<Output = Result<T, ShareError>>,
     {
         let path = self.object_path(bucket, mapped);
         let beside = path.beside(mapped.dir_marker);
@@ -238,7 +238,7 @@ impl Store {
     /// Errors: NoSuchKey; SMB failures of the lookup.
     pub(crate) async fn check_exact_name(
         &self,
-        tree: &smb_client::Tree,
+        tree: &share::Tree,
         bucket: &str,
         mapped: &MappedKey,
         meta: &Option<ObjectMeta>,
@@ -262,7 +262,7 @@ impl Store {
     /// have (a component too long for the share, `a//b`, `..`) is simply
     /// not there: NoSuchKey (or NoSuchBucket), where a PUT of it is a 400.
     /// An empty key or one over 1024 bytes stays the S3 error it is.
-    async fn map_key_to_read(&self, tree: &smb_client::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
+    async fn map_key_to_read(&self, tree: &share::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
         match map_key(key) {
             Ok(m) => Ok(m),
             Err(e @ (KeyError::Empty | KeyError::TooLong)) => Err(StoreError::InvalidKey(e)),

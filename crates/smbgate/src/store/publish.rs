@@ -8,7 +8,7 @@
 //! on its pooled connections, so a refused rename is tried again from each
 //! of the other pooled connections before it backs off (failure class 13).
 
-use smb_client::{Handle, Tree};
+use super::share::{Handle, Tree};
 
 use super::beside::{not_a_file, nothing_beside, too_long_to_keep_beside};
 use super::conditions::{Conditions, EtagCondition};
@@ -19,13 +19,13 @@ use super::records::FileKey;
 use super::share::is_busy;
 use super::share::{self, TempFile};
 use super::share::{is_bad_path, is_not_found, is_unholdable_name};
-use super::share::{Failure, SmbFailure};
+use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
 use super::types::Target;
 use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
 
 /// What a swap's two renames answered: the old version aside, the new in.
-type SwapSteps = (Result<(), smb_client::Error>, Result<(), smb_client::Error>);
+type SwapSteps = (Result<(), ShareError>, Result<(), ShareError>);
 
 /// How often [`Store::make_dir`] tries while the name comes and goes.
 const MAKE_DIR_TRIES: usize = 8;
@@ -66,12 +66,12 @@ impl Store {
         key: &str,
         cond: &EtagCondition,
     ) -> StoreResult<()> {
-        let tree = file.tree();
+        let tree = share::connection_of(file);
         let plain = self.object_path(bucket, mapped);
         let mut path = self.write_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
         let mut locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
-        let elsewhere = |e: &smb_client::Error| is_not_found(e) || e.failure() == Failure::IsDirectory;
+        let elsewhere = |e: &ShareError| is_not_found(e) || e.failure() == Failure::IsDirectory;
         if !mapped.dir_marker && matches!(&locked, Err(e) if elsewhere(e)) {
             // Other keys continue under this one (a directory at its path),
             // or it is moving between its two names: look beside, and if it
@@ -130,12 +130,12 @@ impl Store {
         &self,
         file: &Handle,
         lock: Handle,
-        swapped: Result<SwapSteps, smb_client::Error>,
+        swapped: Result<SwapSteps, ShareError>,
         path: &SharePath,
         mapped: &MappedKey,
         backup: &SharePath,
     ) -> StoreResult<()> {
-        let tree = file.tree();
+        let tree = share::connection_of(file);
         let (away, into) = match swapped {
             Err(e) if is_busy(&e) => {
                 tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
@@ -224,7 +224,7 @@ impl Store {
                 let original = target.key().unwrap_or_default();
                 self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
                 if key.dir_marker {
-                    self.body_replaces_empty_marker(file.tree(), &self.object_path(bucket, key)).await;
+                    self.body_replaces_empty_marker(share::connection_of(file), &self.object_path(bucket, key)).await;
                 }
                 Ok(())
             }
@@ -247,7 +247,7 @@ impl Store {
     /// upload of the part holds its record); PreconditionFailed; SMB errors
     /// otherwise.
     async fn publish_if(&self, file: &Handle, source: &str, target: &Target, replace: bool) -> StoreResult<()> {
-        let tree = file.tree();
+        let tree = share::connection_of(file);
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),
             Target::Part(path) => {
@@ -387,13 +387,7 @@ impl Store {
     /// `Ok` if `target` holds no file (a directory: the object goes beside
     /// it), else the error to answer. One stat serves both, so that a
     /// losing create-if-absent holds the key's lock no longer than before.
-    async fn beside_or_error(
-        &self,
-        tree: &Tree,
-        target: &str,
-        mapped: &MappedKey,
-        e: smb_client::Error,
-    ) -> StoreResult<()> {
+    async fn beside_or_error(&self, tree: &Tree, target: &str, mapped: &MappedKey, e: ShareError) -> StoreResult<()> {
         if is_unholdable_name(&e) {
             return Err(self.rename_error_seen(tree, target, mapped, e, None).await);
         }
@@ -408,21 +402,15 @@ impl Store {
     /// through `fid` on its own connection, then, if that connection holds
     /// the target open, through a new handle on `source` from each other
     /// pooled connection.
-    async fn rename_over(
-        &self,
-        file: &Handle,
-        source: &str,
-        target: &str,
-        replace: bool,
-    ) -> Result<(), smb_client::Error> {
-        let tree = file.tree();
+    async fn rename_over(&self, file: &Handle, source: &str, target: &str, replace: bool) -> Result<(), ShareError> {
+        let tree = share::connection_of(file);
         retry_busy(|| async {
             let refused = match share::rename(file, target, replace).await {
                 Err(e) if e.failure() == Failure::AccessDenied => e,
                 r => return r,
             };
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
-            let others = self.pool().spread(usize::MAX).into_iter().filter(|t| !t.conn().same_as(tree.conn()));
+            let others = share::other_connections(self.pool(), usize::MAX, &[tree]);
             for other in others {
                 match share::rename_through_new_handle(&other, source, target, replace).await {
                     Ok(()) => return Ok(()),
@@ -448,7 +436,7 @@ impl Store {
         tree: &Tree,
         target: &str,
         mapped: &MappedKey,
-        e: smb_client::Error,
+        e: ShareError,
     ) -> StoreError {
         self.rename_error_seen(tree, target, mapped, e, None).await
     }
@@ -460,8 +448,8 @@ impl Store {
         tree: &Tree,
         target: &str,
         mapped: &MappedKey,
-        e: smb_client::Error,
-        seen: Option<Result<smb_proto::info::FileTimes, smb_client::Error>>,
+        e: ShareError,
+        seen: Option<Result<share::FileTimes, ShareError>>,
     ) -> StoreError {
         if is_unholdable_name(&e) {
             // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).

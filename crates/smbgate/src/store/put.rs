@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
+use super::share::{Handle, Tree};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
-use smb_client::{Handle, Tree};
 
 use super::beside::nothing_beside;
 use super::body_pace::BodyPace;
@@ -240,7 +240,7 @@ impl Store {
         meta.disk_id = temp.handle().info().on_disk_id();
         share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
         if let Target::Object { bucket, key } = target {
-            self.check_write_conditions(temp.handle().tree(), bucket, key, &req).await?;
+            self.check_write_conditions(share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
         self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })

@@ -19,9 +19,9 @@ use futures::Stream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-use smb_client::Handle;
+use super::share::Handle;
 
-use super::share;
+use super::share::{self, ShareError};
 use super::types::{ObjectInfo, Opened};
 use super::{backoff, Store};
 
@@ -146,7 +146,7 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let r = read_segment(&o.handle, s.clone(), in_flight).await;
+                            let r = share::read_range_whole(&o.handle, s.clone(), in_flight).await;
                             drop(o); // closed by its connection, without delaying the body
                             let data = match r {
                                 Ok((data, got)) if got == want => data,
@@ -280,8 +280,8 @@ async fn stream_from(
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     pos: &mut u64,
-) -> Result<(), smb_client::Error> {
-    let mut r = handle.tree().reader(handle.id(), range.start, range.end - range.start, in_flight)?;
+) -> Result<(), ShareError> {
+    let mut r = share::read_range(handle, range, in_flight)?;
     while let Some(b) = r.next().await? {
         let n = b.len() as u64;
         if tx.send(Ok(b)).await.is_err() {
@@ -348,35 +348,13 @@ async fn open_same(store: &Store, info: &ObjectInfo) -> Result<Handle, FetchErro
 
 async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
     let handle = open_same(store, info).await?;
-    let r = read_segment(&handle, seg.clone(), store.in_flight()).await;
+    let r = share::read_range_whole(&handle, seg.clone(), store.in_flight()).await;
     drop(handle);
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {
         return Err(FetchError::Changed);
     }
     Ok(data)
-}
-
-/// Reads `seg` from the open `file_id` into memory. Returns the pieces and
-/// their total length, which is short if the file ended early.
-///
-/// Errors: a transport or NTSTATUS error.
-async fn read_segment(
-    handle: &Handle,
-    seg: Range<u64>,
-    in_flight: usize,
-) -> Result<(Vec<Bytes>, u64), smb_client::Error> {
-    let mut out = Vec::new();
-    let mut got = 0u64;
-    handle
-        .tree()
-        .read_pipelined(handle.id(), seg.start, seg.end - seg.start, in_flight, |b| {
-            got += b.len() as u64;
-            out.push(b);
-            Ok(())
-        })
-        .await?;
-    Ok((out, got))
 }
 
 /// Sends chunks to the body in order; false if the client went away.

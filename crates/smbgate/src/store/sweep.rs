@@ -12,7 +12,7 @@
 //!   directory's creation time, from one directory listing: no upload
 //!   record is read.
 
-use super::share::{Failure, SmbFailure};
+use super::share::Failure;
 use super::{backoff, share, Store};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use smb_client::Handle;
-use smb_proto::create::CreateResponse;
+use super::share::CreateResponse;
+use super::share::Handle;
 
 use super::checksum::Algorithm;
 use super::conditions::WriteConditions;

@@ -1,7 +1,8 @@
 //! Directories that carry a record: markers (`photos/`) and their
 //! records, on every kind of record store.
 
-use smb_client::{Result, Tree};
+use super::Result;
+use smb_client::Tree;
 use smb_proto::create::{access, options, CreateContext, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::query::SetInfoRequest;

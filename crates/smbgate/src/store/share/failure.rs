@@ -97,8 +97,52 @@ impl Failure {
     }
 }
 
-/// The [`Failure`] of an SMB error.
-pub trait SmbFailure {
+/// A failed share operation. Above the share layer it is known by what it
+/// means ([`ShareError::failure`]) and by its text for the log; the SMB
+/// error behind it stays inside the layer.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ShareError(SmbError);
+
+/// The result of a share operation.
+pub type Result<T> = std::result::Result<T, ShareError>;
+
+impl From<SmbError> for ShareError {
+    fn from(e: SmbError) -> Self {
+        ShareError(e)
+    }
+}
+
+impl ShareError {
+    /// What the failure means to the store ([`Failure::Other`] for one
+    /// without a status: a lost connection, a protocol error).
+    pub fn failure(&self) -> Failure {
+        self.0.failure()
+    }
+
+    /// True if the connection was lost or poisoned (the request may be
+    /// retried on another).
+    pub fn is_connection_error(&self) -> bool {
+        self.0.is_connection_error()
+    }
+
+    /// The caller asked for something the share layer cannot send (a name
+    /// too long, a record too large), with the reason.
+    pub fn invalid_argument(&self) -> Option<&str> {
+        match &self.0 {
+            SmbError::InvalidArgument(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The server's status, for the share layer's own decisions.
+    pub(super) fn status(&self) -> Option<NtStatus> {
+        self.0.status()
+    }
+}
+
+/// The [`Failure`] of an SMB error, inside the share layer.
+pub(super) trait SmbFailure {
     /// What the error means to the store ([`Failure::Other`] for one
     /// without a status).
     fn failure(&self) -> Failure;
@@ -111,40 +155,40 @@ impl SmbFailure for SmbError {
 }
 
 /// True if nothing is at the name ([`Failure::is_not_found`]).
-pub fn is_not_found(e: &SmbError) -> bool {
+pub fn is_not_found(e: &ShareError) -> bool {
     e.failure().is_not_found()
 }
 
 /// True if the path cannot be walked ([`Failure::is_bad_path`]).
-pub fn is_bad_path(e: &SmbError) -> bool {
+pub fn is_bad_path(e: &ShareError) -> bool {
     e.failure().is_bad_path()
 }
 
 /// True if the server refused the name itself: too long for it, or a
 /// character it cannot store.
-pub fn is_unholdable_name(e: &SmbError) -> bool {
+pub fn is_unholdable_name(e: &ShareError) -> bool {
     e.failure() == Failure::NameInvalid
 }
 
 /// True if another client holds the file ([`Failure::is_busy`]).
-pub fn is_busy(e: &SmbError) -> bool {
+pub fn is_busy(e: &ShareError) -> bool {
     e.failure().is_busy()
 }
 
 /// A not-found error of a CREATE, for an answer the store makes up (a
 /// name that cannot be the object asked for).
-pub fn not_found() -> SmbError {
-    SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_OBJECT_NAME_NOT_FOUND }
+pub fn not_found() -> ShareError {
+    ShareError(SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_OBJECT_NAME_NOT_FOUND })
 }
 
 /// A sharing-violation error of a CREATE, for an open that gave up (every
 /// try came back stale).
-pub fn sharing_violation() -> SmbError {
-    SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION }
+pub fn sharing_violation() -> ShareError {
+    ShareError(SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
 }
 
-impl From<SmbError> for StoreError {
-    fn from(e: SmbError) -> Self {
+impl From<ShareError> for StoreError {
+    fn from(e: ShareError) -> Self {
         count_smb_error(&e);
         match e.failure() {
             Failure::AccessDenied | Failure::NetworkAccessDenied => {
@@ -167,8 +211,8 @@ static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
 /// Counts one SMB error: its NTSTATUS name (`STATUS_DISK_FULL`), its hex
 /// value when it has no name, `connection` for a lost or poisoned
 /// connection, or `other`.
-fn count_smb_error(e: &SmbError) {
-    let status = match e.status() {
+fn count_smb_error(e: &ShareError) {
+    let status = match e.0.status() {
         Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
         None if e.is_connection_error() => "connection".to_string(),
         None => "other".to_string(),
@@ -209,11 +253,11 @@ mod tests {
 
     #[test]
     fn busy_servers_are_503_and_denials_403() {
-        let e = |status| SmbError::Status { command: smb_proto::Command::Create, status };
+        let e = |status| ShareError(SmbError::Status { command: smb_proto::Command::Create, status });
         assert!(matches!(StoreError::from(e(NtStatus::STATUS_SHARING_VIOLATION)), StoreError::Busy(_)));
         assert!(matches!(StoreError::from(e(NtStatus::STATUS_TOO_MANY_SESSIONS)), StoreError::Busy(_)));
         assert!(matches!(StoreError::from(e(NtStatus::STATUS_NETWORK_ACCESS_DENIED)), StoreError::AccessDenied));
         assert!(matches!(StoreError::from(e(NtStatus::STATUS_DISK_FULL)), StoreError::Smb(_)));
-        assert!(matches!(StoreError::from(SmbError::Timeout("t")), StoreError::Busy(_)));
+        assert!(matches!(StoreError::from(ShareError(SmbError::Timeout("t"))), StoreError::Busy(_)));
     }
 }

@@ -3,9 +3,10 @@
 //! that open again when the record belongs to another version of the file
 //! (a writer published between the open and the read).
 
+use super::Result;
 use bytes::Bytes;
 use smb_client::connection::Response;
-use smb_client::{Error, Handle, Result, Tree};
+use smb_client::{Error, Handle, Tree};
 use smb_proto::create::{access, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{decode_file_name_information, decode_full_ea};
 use smb_proto::io::{ReadRequest, ReadResponse};
@@ -162,7 +163,7 @@ pub(crate) async fn compound_with_record(
         Records::Ea => {
             let mut rs = tree.compound(chain).await?;
             if rs.len() < 2 {
-                return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), chain.len())));
+                return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), chain.len())).into());
             }
             let answer = rs.remove(1);
             Ok((rs, RecordAnswer::Ea(answer)))
@@ -178,7 +179,7 @@ pub(crate) async fn compound_with_record(
             let side: [&dyn Request; 3] = [&o, &r, &c];
             let mut all = tree.compounds(&[chain, &side]).await?;
             let (Some(s), Some(main)) = (all.pop(), all.pop()) else {
-                return Err(Error::Protocol("two compounds got another count of answers".into()));
+                return Err(Error::Protocol("two compounds got another count of answers".into()).into());
             };
             Ok((main, stream_answer(super::records::whole_read_answer(s))?))
         }
@@ -190,7 +191,7 @@ pub(crate) async fn compound_with_record(
 ///
 /// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
 pub async fn open_read(tree: &Tree, path: &str) -> Result<Handle> {
-    tree.open(&read_req(path)).await
+    tree.open(&read_req(path)).await.map_err(Into::into)
 }
 
 /// The sidecar key of the file a CREATE answered for.
@@ -200,6 +201,7 @@ pub async fn open_read(tree: &Tree, path: &str) -> Result<Handle> {
 pub(crate) fn key_of(created: &CreateResponse) -> Result<FileKey> {
     FileKey::of(created)
         .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
+        .map_err(Into::into)
 }
 
 /// CREATE(read) + QUERY_INFO(our EA) [+ READ of `read = (offset, length)`],

@@ -5,8 +5,9 @@
 //! rename and delete the gateway makes passes through the share layer
 //! (what a cache of open files must see).
 
+use super::Result;
 use bytes::Bytes;
-use smb_client::{Handle, Result, Tree};
+use smb_client::{Handle, Tree};
 use smb_proto::create::{CloseResponse, CreateResponse};
 use smb_proto::info::{DirEntry, FileTimes};
 
@@ -14,7 +15,7 @@ use smb_proto::info::{DirEntry, FileTimes};
 ///
 /// Errors: the CREATE's NTSTATUS (see [`super::Failure`]).
 pub async fn stat(tree: &Tree, path: &str) -> Result<FileTimes> {
-    tree.stat(path).await
+    tree.stat(path).await.map_err(Into::into)
 }
 
 /// Makes the directory `path`; its parent must exist.
@@ -22,7 +23,7 @@ pub async fn stat(tree: &Tree, path: &str) -> Result<FileTimes> {
 /// Errors: [`super::Failure::Collision`] if the name is taken,
 /// [`super::Failure::PathNotFound`] if the parent is missing.
 pub async fn mkdir(tree: &Tree, path: &str) -> Result<()> {
-    tree.mkdir(path).await
+    tree.mkdir(path).await.map_err(Into::into)
 }
 
 /// Removes the file, or with `directory` the empty directory, at `path`.
@@ -30,14 +31,14 @@ pub async fn mkdir(tree: &Tree, path: &str) -> Result<()> {
 /// Errors: [`super::Failure::NotEmpty`] for a directory with entries;
 /// not-found and sharing failures as the server answers them.
 pub async fn delete(tree: &Tree, path: &str, directory: bool) -> Result<()> {
-    tree.delete(path, directory).await
+    tree.delete(path, directory).await.map_err(Into::into)
 }
 
 /// The entries of the directory `path`, `.` and `..` left out.
 ///
 /// Errors: the CREATE's or QUERY_DIRECTORY's NTSTATUS.
 pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
-    tree.list_dir(path).await
+    tree.list_dir(path).await.map_err(Into::into)
 }
 
 /// [`list_dir`], with the directory's own times as its open answered them
@@ -45,7 +46,7 @@ pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
 ///
 /// Errors: as [`list_dir`].
 pub async fn list_dir_timed(tree: &Tree, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
-    tree.list_dir_timed(path).await
+    tree.list_dir_timed(path).await.map_err(Into::into)
 }
 
 /// CREATE + READ + CLOSE of the small file at `path`: what its open
@@ -53,7 +54,7 @@ pub async fn list_dir_timed(tree: &Tree, path: &str) -> Result<(FileTimes, Vec<D
 ///
 /// Errors: the CREATE's or READ's NTSTATUS.
 pub async fn read_small(tree: &Tree, path: &str, max_len: u32) -> Result<(CreateResponse, Bytes)> {
-    tree.read_small(path, max_len).await
+    tree.read_small(path, max_len).await.map_err(Into::into)
 }
 
 /// CREATE (over any file there) + WRITE + CLOSE: `data` as the whole file
@@ -61,7 +62,7 @@ pub async fn read_small(tree: &Tree, path: &str, max_len: u32) -> Result<(Create
 ///
 /// Errors: the NTSTATUS of a step.
 pub async fn write_small(tree: &Tree, path: &str, data: &[u8]) -> Result<CloseResponse> {
-    tree.write_small(path, data, &[]).await
+    tree.write_small(path, data, &[]).await.map_err(Into::into)
 }
 
 /// Server-side copy (FSCTL_SRV_COPYCHUNK_WRITE) of `len` bytes from `src`
@@ -77,5 +78,5 @@ pub async fn copy_chunks(
     dst_offset: u64,
     len: u64,
 ) -> Result<u64> {
-    tree.copy_chunks(src.id(), src_offset, dst.id(), dst_offset, len).await
+    tree.copy_chunks(src.id(), src_offset, dst.id(), dst_offset, len).await.map_err(Into::into)
 }

@@ -1,7 +1,8 @@
 //! Opens of the files the gateway keeps for itself: creation locks, upload
 //! state, part claims, data files and write lanes.
 
-use smb_client::{Error, Handle, Result, Tree};
+use super::Result;
+use smb_client::{Error, Handle, Tree};
 use smb_proto::create::{access, options, share, CreateRequest, Disposition, FileId};
 use smb_proto::info::SetFileInfo;
 use smb_proto::io::{WriteRequest, WriteResponse};
@@ -36,7 +37,7 @@ pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
         {
             Ok(None)
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -47,13 +48,13 @@ pub async fn open_lane(tree: &Tree, path: &str) -> Result<Handle> {
         desired_access: access::FILE_WRITE_DATA | access::SYNCHRONIZE,
         ..upload_file_req(path, Disposition::Open)
     };
-    tree.open_durable(&req).await
+    tree.open_durable(&req).await.map_err(Into::into)
 }
 
 /// Opens, or creates, a file in an upload's directory for reading and
 /// writing, shared with every other open.
 pub async fn open_upload_file(tree: &Tree, path: &str) -> Result<Handle> {
-    tree.open_durable(&upload_file_req(path, Disposition::OpenIf)).await
+    tree.open_durable(&upload_file_req(path, Disposition::OpenIf)).await.map_err(Into::into)
 }
 
 /// Creates a multipart part's claim record: a new empty file, read/write/
@@ -67,7 +68,7 @@ pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
         contexts: &QFID, // a sidecar record is keyed by the on-disk id
         ..upload_file_req(path, Disposition::Create)
     };
-    tree.open_durable(&req).await
+    tree.open_durable(&req).await.map_err(Into::into)
 }
 
 /// Opens (or creates) an upload's data file to complete it in place:
@@ -80,7 +81,7 @@ pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
         disposition: Disposition::OpenIf,
         ..temp_req(path, &QFID)
     };
-    tree.open(&req).await
+    tree.open(&req).await.map_err(Into::into)
 }
 
 /// CREATE(new file, fails if it exists) + WRITE(`data`) + CLOSE: a small
@@ -99,12 +100,12 @@ pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
     created.ok_or_status(&[])?;
     let n = written.ok_or_status(&[])?.body(WriteResponse::decode)?.count;
     if n as usize != data.len() {
-        return Err(Error::InvalidArgument(format!("short write: {n} of {} bytes", data.len())));
+        return Err(Error::InvalidArgument(format!("short write: {n} of {} bytes", data.len())).into());
     }
     Ok(true)
 }
 
 /// Truncates or extends the open `handle` to `size` bytes.
 pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
-    handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await
+    handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await.map_err(Into::into)
 }

@@ -1,7 +1,8 @@
 //! Records through an open handle (EAs, named streams or a sidecar), and
 //! the startup probe of what records a share can hold.
 
-use smb_client::{Error, Handle, Result, Tree};
+use super::Result;
+use smb_client::{Error, Handle, Tree};
 use smb_proto::create::{options, CreateContext, CreateRequest, CreateResponse};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::NtStatus;
@@ -17,7 +18,7 @@ use super::requests::{take, temp_req, CLOSE_RELATED};
 /// handle opened without the QFid context cannot have a sidecar.
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     match rec {
-        Records::Ea => handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await,
+        Records::Ea => handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into),
         Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
         Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
     }
@@ -31,6 +32,7 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
     let id = handle.info().on_disk_id().or_else(|| handle.reopen_info().and_then(|r| r.on_disk_id()));
     id.map(|id| FileKey { id, created: handle.info().times.creation })
         .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
+        .map_err(Into::into)
 }
 
 /// The records named `names` of the open `handle` of the file at `path`:
@@ -40,7 +42,7 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
 /// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
 pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
     match rec {
-        Records::Ea => handle.tree().query_eas(handle.id(), names).await,
+        Records::Ea => handle.tree().query_eas(handle.id(), names).await.map_err(Into::into),
         Records::Stream => {
             let mut out = Vec::new();
             for name in names {
@@ -77,7 +79,7 @@ pub async fn probe_record_support(tree: &Tree, path: &str) -> Result<(bool, bool
         match created.ok_or_status(&[]) {
             Ok(r) => return Ok((with_ea, r.body(CreateResponse::decode)?.on_disk_id().is_some())),
             Err(e) if with_ea && e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     unreachable!("the second probe returns")

@@ -24,9 +24,10 @@
 //! got a reused id (inode) has another CreationTime, so a sidecar left
 //! behind by a deleted file never describes a new one.
 
+use super::{Result, ShareError, SmbFailure};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use smb_client::{Error, Result, Tree};
+use smb_client::{Error, Tree};
 use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, CreateResponse, Disposition, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
@@ -129,7 +130,7 @@ impl Records {
     /// Errors: the first failing step's NTSTATUS.
     pub async fn write_sidecar(&self, tree: &Tree, key: FileKey, eas: &[FullEa]) -> Result<()> {
         let Records::Sidecar { dir, tmp } = self else {
-            return Err(Error::InvalidArgument("this share keeps no sidecar records".into()));
+            return Err(Error::InvalidArgument("this share keeps no sidecar records".into()).into());
         };
         let target = Self::sidecar_path(dir, key);
         let mut records = std::collections::BTreeMap::new();
@@ -140,7 +141,7 @@ impl Records {
         }
         if records.is_empty() {
             return match tree.delete(target.as_str(), false).await {
-                Err(e) if !super::failure::is_not_found(&e) => Err(e),
+                Err(e) if !e.failure().is_not_found() => Err(e.into()),
                 _ => Ok(()),
             };
         }
@@ -152,7 +153,7 @@ impl Records {
                 // The first record in this subdirectory.
                 if let Some((sub, _)) = target.split_leaf() {
                     match tree.mkdir(sub.as_str()).await {
-                        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e),
+                        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
                         _ => {}
                     }
                 }
@@ -165,7 +166,7 @@ impl Records {
     /// [`Records::publish`], tried again for a while when the old sidecar
     /// is held by a [`Records::forget`] (one round trip).
     async fn publish_retrying(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
-        let held = |e: &smb_client::Error| {
+        let held = |e: &ShareError| {
             matches!(e.status(), Some(NtStatus::STATUS_SHARING_VIOLATION | NtStatus::STATUS_ACCESS_DENIED))
         };
         backoff::retry(&backoff::SIDECAR_HELD, held, || self.publish(tree, temp, target, body)).await
@@ -195,7 +196,7 @@ impl Records {
             // takes it).
             let _ = tree.delete(temp.as_str(), false).await;
         }
-        outcome
+        outcome.map_err(Into::into)
     }
 
     /// Writes `eas` (empty values remove) as named streams of the file or
@@ -214,7 +215,7 @@ impl Records {
             let name = stream_path(path, &ea.name);
             if ea.value.is_empty() {
                 match tree.delete(&name, false).await {
-                    Err(e) if !super::failure::is_not_found(&e) => return Err(e),
+                    Err(e) if !e.failure().is_not_found() => return Err(e.into()),
                     _ => continue,
                 }
             }
@@ -346,7 +347,7 @@ pub fn whole_read_answer(rs: Vec<smb_client::connection::Response>) -> Result<Op
     let mut rs = rs.into_iter();
     let created = rs.next().ok_or_else(|| Error::Protocol("no answer to a record open".into()))?;
     if let Err(e) = created.ok_or_status(&[]) {
-        return if super::failure::is_not_found(&e) { Ok(None) } else { Err(e) };
+        return if e.failure().is_not_found() { Ok(None) } else { Err(e.into()) };
     }
     let read = rs.next().ok_or_else(|| Error::Protocol("no answer to a record read".into()))?;
     if read.status() != NtStatus::STATUS_SUCCESS {
@@ -355,7 +356,7 @@ pub fn whole_read_answer(rs: Vec<smb_client::connection::Response>) -> Result<Op
     Ok(Some(read.body(ReadResponse::decode)?.data))
 }
 
-fn check_written(count: u32, want: usize) -> Result<()> {
+fn check_written(count: u32, want: usize) -> smb_client::Result<()> {
     if count as usize == want {
         Ok(())
     } else {
@@ -416,11 +417,12 @@ pub async fn choose(
             "the share stores no extended attributes (STATUS_EAS_NOT_SUPPORTED) and reports no on-disk file \
              ids, so smbgate has nowhere to keep object metadata; enable EAs on the server (Samba: ea support = yes)"
                 .into(),
-        ));
+        )
+        .into());
     }
     let dir = internal.join("meta");
     match tree.mkdir(dir.as_str()).await {
-        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e),
+        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
         _ => {}
     }
     Ok(Records::Sidecar { dir, tmp: internal.join("tmp") })

@@ -3,7 +3,8 @@
 //! names now (clustered Samba), the If-Match swap, and the renames and
 //! deletes through a handle.
 
-use smb_client::{Handle, Result, Tree};
+use super::Result;
+use smb_client::{Handle, Tree};
 use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, FileId};
 use smb_proto::info::SetFileInfo;
 use smb_proto::query::SetInfoRequest;
@@ -19,7 +20,7 @@ use crate::store::meta::{ObjectMeta, META_EA};
 /// sharing nothing, so another open makes it fail with
 /// STATUS_SHARING_VIOLATION).
 pub async fn open_for_delete(tree: &Tree, path: &str, exclusive: bool) -> Result<Handle> {
-    tree.open(&delete_req(path, if exclusive { 0 } else { share::ALL })).await
+    tree.open(&delete_req(path, if exclusive { 0 } else { share::ALL })).await.map_err(Into::into)
 }
 
 /// CREATE(DELETE, read attributes and EAs; not a directory) + QUERY_INFO(our
@@ -150,7 +151,7 @@ pub async fn swap_in(lock: &Handle, backup: &str, file: &Handle, target: &str) -
     let into =
         SetInfoRequest { file_id: file.id(), info: SetFileInfo::Rename { target: &t, replace_if_exists: false } };
     let [a, i] = take(lock.tree().compound_unrelated(&[&away, &into]).await?)?;
-    Ok((a.ok_or_status(&[]).map(|_| ()), i.ok_or_status(&[]).map(|_| ())))
+    Ok((a.ok_or_status(&[]).map(|_| ()).map_err(Into::into), i.ok_or_status(&[]).map(|_| ()).map_err(Into::into)))
 }
 
 /// CREATE(`source`, DELETE) + SET_INFO(rename to `target`, over an existing
@@ -176,12 +177,12 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
 /// Renames the open `handle` to `target`, over an existing file only if
 /// `replace` (else STATUS_OBJECT_NAME_COLLISION).
 pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> {
-    handle.tree().rename(handle.id(), target, replace).await
+    handle.tree().rename(handle.id(), target, replace).await.map_err(Into::into)
 }
 
 /// Marks the open `handle` delete-on-close.
 pub async fn delete_on_close(handle: &Handle) -> Result<()> {
-    handle.tree().set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await
+    handle.tree().set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await.map_err(Into::into)
 }
 
 /// SET_INFO(delete-on-close) + CLOSE of `handle` in one round trip: the
@@ -191,13 +192,13 @@ pub async fn delete_on_close(handle: &Handle) -> Result<()> {
 pub async fn close_and_delete(handle: Handle) -> Result<()> {
     let mark = SetInfoRequest { file_id: handle.id(), info: SetFileInfo::Disposition { delete_pending: true } };
     let close = CloseRequest { file_id: handle.id(), post_query: false };
-    let r = handle.tree().compound(&[&mark, &close]).await.and_then(take::<2>);
+    let r = handle.tree().compound(&[&mark, &close]).await.map_err(Into::into).and_then(take::<2>);
     match r {
         Ok([marked, closed]) => {
             if closed.status() == NtStatus::STATUS_SUCCESS {
                 handle.closed_elsewhere();
             }
-            marked.ok_or_status(&[]).map(|_| ())
+            marked.ok_or_status(&[]).map(|_| ()).map_err(Into::into)
         }
         Err(e) => Err(e), // the handle, dropped, is closed by its reaper
     }

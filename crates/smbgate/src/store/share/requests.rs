@@ -2,8 +2,9 @@
 //! kind of open, the record and name queries, and the related CLOSE that
 //! ends a compound. Each template says why it asks for what it asks.
 
+use super::Result;
 use smb_client::connection::Response;
-use smb_client::{Error, Result};
+use smb_client::Error;
 use smb_proto::create::{
     access, attributes, oplock, options, share, CloseRequest, CreateContext, CreateRequest, Disposition, FileId,
 };
@@ -148,7 +149,9 @@ pub(crate) const NAME_QUERY: QueryInfoRequest<'static> = QueryInfoRequest {
 
 /// The `n` responses of a compound, in order.
 pub(crate) fn take<const N: usize>(rs: Vec<Response>) -> Result<[Response; N]> {
-    rs.try_into().map_err(|v: Vec<Response>| Error::Protocol(format!("{} answers to a compound of {N}", v.len())))
+    rs.try_into()
+        .map_err(|v: Vec<Response>| Error::Protocol(format!("{} answers to a compound of {N}", v.len())))
+        .map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Temporary files that delete themselves unless published, and their
 //! publishing by rename (failure classes 15, 16 and 26).
 
-use smb_client::{Error, Handle, Pool, Result, Tree};
+use super::{Result, ShareError};
+use smb_client::{Error, Handle, Pool, Tree};
 use smb_proto::create::{access, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{WriteRequest, WriteResponse};
@@ -69,13 +70,13 @@ pub async fn publish_and_close(
     temp: TempFile,
     target: &str,
     replace: bool,
-) -> std::result::Result<(), (Error, Option<TempFile>)> {
+) -> std::result::Result<(), (ShareError, Option<TempFile>)> {
     temp.publishing.store(true, Ordering::Release);
     let (tree, id) = (temp.handle().tree().clone(), temp.handle().id());
     let t = smb_client::tree::smb_path(target);
     let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: replace } };
     let close = CloseRequest { file_id: id, post_query: false };
-    let [renamed, closed] = match tree.compound(&[&rename, &close]).await.and_then(take::<2>) {
+    let [renamed, closed] = match tree.compound(&[&rename, &close]).await.map_err(Into::into).and_then(take::<2>) {
         Ok(rs) => rs,
         Err(e) => return Err((e, None)), // dropped: deleted by name, if it was not renamed
     };
@@ -87,7 +88,7 @@ pub async fn publish_and_close(
         }
         Err(e) if !closed => {
             temp.publishing.store(false, Ordering::Release);
-            Err((e, Some(temp)))
+            Err((e.into(), Some(temp)))
         }
         Err(e) => {
             let path = temp.path.clone();
@@ -95,10 +96,10 @@ pub async fn publish_and_close(
             let id = temp.shared_name.then(|| temp.handle().info().on_disk_id()).flatten();
             temp.kept(true);
             match open_for_delete(&tree, &path, false).await {
-                Ok(h) => Err((e, Some(TempFile::new(&pool, h, &path)))),
+                Ok(h) => Err((e.into(), Some(TempFile::new(&pool, h, &path)))),
                 Err(_) => {
                     tokio::spawn(delete_by_name(path, pool, id));
-                    Err((e, None))
+                    Err((e.into(), None))
                 }
             }
         }
@@ -233,7 +234,7 @@ impl Drop for TempFile {
 /// [`Tree::reopen`].
 pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
     let Some(info) = lost.reopen_info() else {
-        return Err(Error::ConnectionLost("the connection holding the file was lost".into()));
+        return Err(Error::ConnectionLost("the connection holding the file was lost".into()).into());
     };
     let tree = pool.get().await?;
     tracing::info!(name = info.name(), "SMB connection lost under an open file; reopening it on another connection");

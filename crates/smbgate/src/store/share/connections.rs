@@ -1,0 +1,32 @@
+//! Taking connections from the pool: one to run share operations on, an
+//! idle one if there is any, or others than those a caller already holds
+//! (to spread one object's I/O over several smbd processes).
+
+use smb_client::{Handle, Pool, Tree};
+
+use super::Result;
+
+/// A pooled connection, the least loaded.
+///
+/// Errors: no connection could be had (every one is lost and none could be
+/// made again).
+pub async fn connection(pool: &Pool) -> Result<Tree> {
+    pool.get().await.map_err(Into::into)
+}
+
+/// An idle pooled connection, if any (never waits, never connects).
+pub fn idle_connection(pool: &Pool) -> Option<Tree> {
+    pool.try_get()
+}
+
+/// Up to `n` pooled connections that are not the connection of any tree
+/// in `holding`.
+pub fn other_connections(pool: &Pool, n: usize, holding: &[&Tree]) -> Vec<Tree> {
+    pool.spread(n).into_iter().filter(|t| !holding.iter().any(|h| h.conn().same_as(t.conn()))).collect()
+}
+
+/// The connection `handle` is open on (a handle's file id means nothing on
+/// another connection).
+pub fn connection_of(handle: &Handle) -> &Tree {
+    handle.tree()
+}
