@@ -14,7 +14,9 @@
 //!   that does not parse, answered whole.
 //! - [`server`]: listeners, the connection cap, drain and reload signals;
 //!   [`conn_limits`]: what one connection may hold (first-request deadline,
-//!   idle timeout, a share of the slots per client address).
+//!   idle timeout, a share of the slots per client address);
+//!   [`smb_startup`]: the SMB share opened at startup, a refusal in one
+//!   line.
 //! - [`tls`]: certificates for the HTTPS listener.
 //! - [`cors`]: bucket CORS rules, preflights and response headers.
 //! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
@@ -38,6 +40,7 @@ pub mod metrics;
 pub mod precheck;
 pub mod s3;
 pub mod server;
+pub mod smb_startup;
 pub mod store;
 pub mod tls;
 pub mod users;

@@ -13,13 +13,13 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 
 use crate::conn_limits::{Slot, Slots, Watched, WatchedIo};
 use hyper_util::server::graceful::GracefulShutdown;
-use smb_client::{ClientConfig, Pool, PoolConfig};
-use smb_proto::NtStatus;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{secret, ServeArgs, ShareUrl};
 use crate::s3::Gateway;
+use crate::smb_startup;
+use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::tls::Certificates;
 
@@ -102,31 +102,6 @@ impl Prepared {
     }
 }
 
-/// Explains an SMB connection failure in one line.
-fn smb_startup_error(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
-    match e.status() {
-        Some(NtStatus::STATUS_LOGON_FAILURE) | Some(NtStatus::STATUS_WRONG_PASSWORD) => {
-            format!("SMB login to {}:{} as {user:?} failed: wrong user name or password", url.host, url.port)
-        }
-        Some(NtStatus::STATUS_BAD_NETWORK_NAME) => {
-            format!("share {:?} does not exist on {}:{}", url.share, url.host, url.port)
-        }
-        Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
-            format!("access to share {:?} denied for {user:?}", url.share)
-        }
-        _ => match e {
-            smb_client::Error::Io(m) => format!("cannot reach SMB server {}:{}: {m}", url.host, url.port),
-            smb_client::Error::Timeout(m) => format!("SMB server {}:{} did not answer ({m})", url.host, url.port),
-            smb_client::Error::SigningNeedsAccount if user.is_empty() => format!(
-                "SMB server {}:{} requires signing, which needs an account: set --smb-user and \
-                 --smb-password-file (SMBGATE_SMB_USER, SMBGATE_SMB_PASSWORD_FILE)",
-                url.host, url.port
-            ),
-            other => format!("SMB server {}:{}: {other}", url.host, url.port),
-        },
-    }
-}
-
 /// Validates settings, connects to the share and binds the listener.
 ///
 /// Errors: a one-line reason (bad URL, missing keys, unreachable server,
@@ -149,12 +124,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         }
         _ => None,
     };
-    let addr = format!("{}:{}", url.host, url.port);
-    let mut client = ClientConfig::new(&addr, &args.smb_user, &smb_password);
-    client.domain = args.smb_domain.clone();
-    client.require_signing = args.smb_sign;
-    client.require_encryption = args.smb_encrypt;
-    client.max_io_size = args.io_size.max(64 << 10);
+    let client = smb_startup::client_config(args, &url, &args.smb_user, &args.smb_domain, &smb_password);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         share: url.share.clone(),
@@ -162,9 +132,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_pools: args.user_pools,
         idle: args.user_pool_idle,
     };
-    let pool = Pool::connect(PoolConfig::new(client, &url.share, args.pool_size))
-        .await
-        .map_err(|e| smb_startup_error(&url, &args.smb_user, e))?;
+    let pool = smb_startup::connect(client, &url, &args.smb_user, args.pool_size).await?;
     let opts = StoreOptions {
         segment_size: args.segment_size,
         prefetch: args.prefetch,
@@ -234,7 +202,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         let metadata = identities.configured_store(name).map(|s| s.records().describe());
         tracing::info!(bucket = name, metadata, "configured bucket opened");
     }
-    log_smb_session(&pool).await;
+    smb_startup::log_session(&pool).await;
     let limits = HttpLimits {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
@@ -248,29 +216,6 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.trusted_proxies.clone(),
     );
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
-}
-
-/// Logs what the SMB session negotiated (dialect, signing, encryption), in
-/// words, once startup has succeeded. Startup code, so it may look at a
-/// pooled connection's session (see crates/smbgate/clippy.toml).
-#[allow(clippy::disallowed_methods)]
-async fn log_smb_session(pool: &Pool) {
-    if let Ok(t) = pool.get().await {
-        let n = &t.session().negotiated;
-        // Words, not Rust values: `signing=AES-128-GMAC encryption=off`.
-        let encrypted = n.encrypt_all || t.is_encrypted();
-        tracing::info!(
-            dialect = %smb_proto::negotiate::dialect::name(n.dialect),
-            signing = %n.signing.map_or("off", |a| a.name()),
-            every_message_signed = n.sign_all,
-            encryption = %match (n.cipher, encrypted) {
-                (Some(c), true) => c.name(),
-                (Some(_), false) => "available",
-                (None, _) => "off",
-            },
-            "SMB session"
-        );
-    }
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
@@ -319,22 +264,17 @@ async fn open_bucket_roots(
     let Some(path) = &args.config else { return Ok(Default::default()) };
     let mut roots = std::collections::HashMap::new();
     for b in crate::config_file::ConfigFile::load(path)?.buckets(main)? {
-        let addr = format!("{}:{}", b.url.host, b.url.port);
         let (user, domain, password) = match &b.smb {
             Some(s) => (s.user.as_str(), s.domain.as_str(), s.password.as_str()),
             None => (args.smb_user.as_str(), args.smb_domain.as_str(), smb_password),
         };
-        let mut client = ClientConfig::new(&addr, user, password);
-        client.domain = domain.to_string();
-        client.require_signing = args.smb_sign;
-        client.require_encryption = args.smb_encrypt;
-        client.max_io_size = args.io_size.max(64 << 10);
+        let client = smb_startup::client_config(args, &b.url, user, domain, password);
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
-            false => Pool::connect(PoolConfig::new(client.clone(), &b.url.share, args.pool_size))
+            false => smb_startup::connect(client.clone(), &b.url, user, args.pool_size)
                 .await
-                .map_err(|e| format!("bucket {}: {}", b.name, smb_startup_error(&b.url, user, e)))?,
+                .map_err(|e| format!("bucket {}: {e}", b.name))?,
         };
         let store = Store::open_bucket(pool, &b.url.path, &b.name, opts.clone()).await.map_err(|e| match e {
             StoreError::InvalidArgument(m) => format!("bucket {}: {m}", b.name),

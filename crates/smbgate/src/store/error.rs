@@ -1,7 +1,5 @@
 //! Store errors: S3-meaningful outcomes, independent of the HTTP layer.
 
-use super::share::ShareError;
-
 use super::keys::KeyError;
 
 /// What went wrong in a store operation, in S3 terms.
@@ -91,9 +89,9 @@ pub enum StoreError {
     /// The SMB server is unavailable, overloaded or out of sessions; retry.
     #[error("the SMB server is busy or unreachable: {0}")]
     Busy(String),
-    /// Anything else from SMB.
+    /// Anything else from SMB, as the share layer told it.
     #[error("SMB error: {0}")]
-    Smb(ShareError),
+    Smb(String),
     /// A checksum announced in `x-amz-trailer` did not arrive in the
     /// trailer.
     #[error("{0}")]

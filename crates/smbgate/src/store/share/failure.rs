@@ -198,7 +198,7 @@ impl From<ShareError> for StoreError {
             }
             Failure::SharingViolation | Failure::Exhausted | Failure::LockConflict => StoreError::Busy(e.to_string()),
             _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
-            _ => StoreError::Smb(e),
+            _ => StoreError::Smb(e.to_string()),
         }
     }
 }

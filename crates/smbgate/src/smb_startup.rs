@@ -1,0 +1,81 @@
+//! Opening the SMB share at startup: the client's settings from the
+//! command line, the pool connected with a refusal explained in one line,
+//! and what the session negotiated, logged in words. With
+//! `identities.rs` (the pools of other SMB identities), the only code
+//! outside the store's share layer that names the SMB client.
+
+use smb_client::{ClientConfig, Pool, PoolConfig};
+use smb_proto::NtStatus;
+
+use crate::config::{ServeArgs, ShareUrl};
+
+/// The SMB client's settings for the server of `url`, logged on as `user`
+/// of `domain` with `password`; signing, encryption and the I/O size
+/// (at least 64 KiB) come from `args`.
+pub fn client_config(args: &ServeArgs, url: &ShareUrl, user: &str, domain: &str, password: &str) -> ClientConfig {
+    let addr = format!("{}:{}", url.host, url.port);
+    let mut client = ClientConfig::new(&addr, user, password);
+    client.domain = domain.to_string();
+    client.require_signing = args.smb_sign;
+    client.require_encryption = args.smb_encrypt;
+    client.max_io_size = args.io_size.max(64 << 10);
+    client
+}
+
+/// A pool of `size` connections to the share of `url`, logged on with
+/// `client` (as `user`, named in a refusal).
+///
+/// Errors: one line saying why the server could not be used (unreachable,
+/// wrong password, no such share, access denied, signing without an
+/// account).
+pub async fn connect(client: ClientConfig, url: &ShareUrl, user: &str, size: usize) -> Result<Pool, String> {
+    Pool::connect(PoolConfig::new(client, &url.share, size)).await.map_err(|e| explain(url, user, e))
+}
+
+/// Explains an SMB connection failure in one line.
+fn explain(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
+    match e.status() {
+        Some(NtStatus::STATUS_LOGON_FAILURE) | Some(NtStatus::STATUS_WRONG_PASSWORD) => {
+            format!("SMB login to {}:{} as {user:?} failed: wrong user name or password", url.host, url.port)
+        }
+        Some(NtStatus::STATUS_BAD_NETWORK_NAME) => {
+            format!("share {:?} does not exist on {}:{}", url.share, url.host, url.port)
+        }
+        Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
+            format!("access to share {:?} denied for {user:?}", url.share)
+        }
+        _ => match e {
+            smb_client::Error::Io(m) => format!("cannot reach SMB server {}:{}: {m}", url.host, url.port),
+            smb_client::Error::Timeout(m) => format!("SMB server {}:{} did not answer ({m})", url.host, url.port),
+            smb_client::Error::SigningNeedsAccount if user.is_empty() => format!(
+                "SMB server {}:{} requires signing, which needs an account: set --smb-user and \
+                 --smb-password-file (SMBGATE_SMB_USER, SMBGATE_SMB_PASSWORD_FILE)",
+                url.host, url.port
+            ),
+            other => format!("SMB server {}:{}: {other}", url.host, url.port),
+        },
+    }
+}
+
+/// Logs what the SMB session negotiated (dialect, signing, encryption), in
+/// words, once startup has succeeded. Startup code, so it may look at a
+/// pooled connection's session (see crates/smbgate/clippy.toml).
+#[allow(clippy::disallowed_methods)]
+pub async fn log_session(pool: &Pool) {
+    if let Ok(t) = pool.get().await {
+        let n = &t.session().negotiated;
+        // Words, not Rust values: `signing=AES-128-GMAC encryption=off`.
+        let encrypted = n.encrypt_all || t.is_encrypted();
+        tracing::info!(
+            dialect = %smb_proto::negotiate::dialect::name(n.dialect),
+            signing = %n.signing.map_or("off", |a| a.name()),
+            every_message_signed = n.sign_all,
+            encryption = %match (n.cipher, encrypted) {
+                (Some(c), true) => c.name(),
+                (Some(_), false) => "available",
+                (None, _) => "off",
+            },
+            "SMB session"
+        );
+    }
+}
