@@ -161,7 +161,7 @@ def test_put_bucket_acl_canned_accepted(s3, bucket):
 
 
 @pytest.mark.parametrize("op,kwargs", [
-    ("get_bucket_tagging", {}),
+    ("get_bucket_replication", {}),
     ("put_bucket_policy", {"Policy": '{"Version":"2012-10-17","Statement":[]}'}),
     ("get_bucket_policy", {}),
     ("get_bucket_lifecycle_configuration", {}),
@@ -176,7 +176,7 @@ def test_unsupported_bucket_ops_not_implemented(s3, bucket, op, kwargs):
 
 def test_unsupported_object_op_not_implemented(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
-    expect_error(501, "NotImplemented", s3.get_object_tagging, Bucket=bucket, Key="k")
+    expect_error(501, "NotImplemented", s3.get_object_legal_hold, Bucket=bucket, Key="k")
 
 
 def test_root_unsigned_get_is_403(gateway):

@@ -247,3 +247,29 @@ def test_with_streams_and_no_eas_records_are_streams_of_their_files(stream_gw):
     assert s3.head_object(Bucket=bucket, Key="dir/")["Metadata"] == {"m": "3"}
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
     assert keys == ["a/b.txt", "dir/"]
+
+
+def test_tags_on_each_share_kind(kind_gw):
+    """Tags live in the record, wherever the share keeps it (EA, named
+    stream, sidecar), and tagging leaves the ETag alone."""
+    g, samba, kind = kind_gw
+    s3 = g.client()
+    bucket = f"tags-{kind}-{uuid.uuid4().hex[:6]}"
+    s3.create_bucket(Bucket=bucket)
+    put = s3.put_object(Bucket=bucket, Key="t.txt", Body=b"tagged", Tagging="a=1")
+    assert s3.get_object_tagging(Bucket=bucket, Key="t.txt")["TagSet"] == [{"Key": "a", "Value": "1"}]
+    before = s3.head_object(Bucket=bucket, Key="t.txt")["LastModified"]
+    time.sleep(1.1)  # a moved LastWriteTime would show in Last-Modified
+    s3.put_object_tagging(Bucket=bucket, Key="t.txt", Tagging={"TagSet": [{"Key": "b", "Value": "2"}]})
+    assert s3.get_object_tagging(Bucket=bucket, Key="t.txt")["TagSet"] == [{"Key": "b", "Value": "2"}]
+    after = s3.head_object(Bucket=bucket, Key="t.txt")
+    assert (after["ETag"], after["LastModified"]) == (put["ETag"], before)
+    foreign = put_on_share(samba, bucket, "foreign.bin", b"from the share")
+    etag = s3.head_object(Bucket=bucket, Key="foreign.bin")["ETag"]
+    s3.put_object_tagging(Bucket=bucket, Key="foreign.bin", Tagging={"TagSet": [{"Key": "c", "Value": "3"}]})
+    assert s3.get_object_tagging(Bucket=bucket, Key="foreign.bin")["TagSet"] == [{"Key": "c", "Value": "3"}]
+    assert s3.head_object(Bucket=bucket, Key="foreign.bin")["ETag"] == etag
+    assert foreign.read_bytes() == b"from the share"
+    s3.delete_object(Bucket=bucket, Key="t.txt")
+    s3.put_object(Bucket=bucket, Key="t.txt", Body=b"again")
+    assert s3.get_object_tagging(Bucket=bucket, Key="t.txt")["TagSet"] == []

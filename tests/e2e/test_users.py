@@ -168,11 +168,19 @@ def test_a_read_only_user_reads_and_gets_403_for_every_write(gw, share):
         lambda: r.put_bucket_cors(Bucket="alice-own", CORSConfiguration={
             "CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["GET"]}]}),
         lambda: r.delete_bucket_cors(Bucket="alice-own"),
+        lambda: r.put_object_tagging(Bucket="alice-own", Key="doc.txt",
+                                     Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}),
+        lambda: r.delete_object_tagging(Bucket="alice-own", Key="doc.txt"),
+        lambda: r.put_bucket_tagging(Bucket="alice-own", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}),
+        lambda: r.delete_bucket_tagging(Bucket="alice-own"),
     ]
     for w in writes:
         assert error(w) == ("AccessDenied", 403)
     assert (share.share_path / "alice-own" / "doc.txt").read_bytes() == b"v1"
     assert sorted(os.listdir(share.share_path / "alice-own")) == ["doc.txt"]
+    # Reading tags is a read.
+    a.put_object_tagging(Bucket="alice-own", Key="doc.txt", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert r.get_object_tagging(Bucket="alice-own", Key="doc.txt")["TagSet"] == [{"Key": "k", "Value": "v"}]
     assert not (share.share_path / "reader-made").exists()
     assert (share.share_path / "unlisted").is_dir()
 

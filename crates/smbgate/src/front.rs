@@ -357,6 +357,10 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
                 resp = one_xml_declaration(resp);
             }
+            // AWS answers PutBucketTagging with 204; s3s's model says 200.
+            if operation == "PutBucketTagging" && resp.status() == http::StatusCode::OK {
+                *resp.status_mut() = http::StatusCode::NO_CONTENT;
+            }
             if let (Some(origin), Some((bucket, method)), false) = (&origin, &cors, is_preflight) {
                 if let Ok(Some(c)) = cors_front.cache.get(bucket).await {
                     crate::cors::decorate(resp.headers_mut(), &c, origin, method);

@@ -115,6 +115,8 @@ pub fn is_read_operation(operation: &str) -> bool {
             | "GetObject"
             | "HeadObject"
             | "GetObjectAcl"
+            | "GetObjectTagging"
+            | "GetBucketTagging"
     )
 }
 

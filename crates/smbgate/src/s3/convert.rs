@@ -51,6 +51,24 @@ pub fn parse_http_date(s: &str) -> Option<Timestamp> {
 /// `x-amz-meta-`) plus values, in UTF-8, as S3 counts them.
 pub const MAX_USER_METADATA: usize = 2048;
 
+/// [`meta_from`] of an input that carries the Content-* headers, Expires
+/// and user metadata (PutObject, CopyObject, CreateMultipartUpload): moves
+/// those fields out of it.
+macro_rules! meta_of {
+    ($i:expr) => {
+        meta_from(
+            $i.content_type,
+            $i.content_encoding,
+            $i.content_disposition,
+            $i.content_language,
+            $i.cache_control,
+            $i.expires,
+            $i.metadata,
+        )
+    };
+}
+pub(super) use meta_of;
+
 /// Content-* headers and user metadata from a request, as stored metadata.
 /// `aws-chunked` in Content-Encoding says how the body was sent and is
 /// never stored (`gzip, aws-chunked` is stored as `gzip`).

@@ -8,6 +8,7 @@ mod cors;
 mod list;
 mod multipart;
 mod object;
+mod tagging;
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
@@ -127,6 +128,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::EntityTooSmall => C::EntityTooSmall,
         StoreError::EntityTooLarge => C::EntityTooLarge,
         StoreError::InvalidArgument(_) => C::InvalidArgument,
+        StoreError::InvalidTag(_) => C::InvalidTag,
         StoreError::AccessDenied | StoreError::Refused(_) => C::AccessDenied,
         StoreError::Busy(_) => C::SlowDown,
         // s3s reports a bad aws-chunked chunk signature only as a body
@@ -183,6 +185,42 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketCorsInput>,
     ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         cors::delete(&self.scoped(&req).await?, req).await
+    }
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        tagging::put_object(&self.scoped(&req).await?, req).await
+    }
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        tagging::get_object(&self.scoped(&req).await?, req).await
+    }
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        tagging::delete_object(&self.scoped(&req).await?, req).await
+    }
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        tagging::put_bucket(&self.scoped(&req).await?, req).await
+    }
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        tagging::get_bucket(&self.scoped(&req).await?, req).await
+    }
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        tagging::delete_bucket(&self.scoped(&req).await?, req).await
     }
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
         object::get_object_acl(&self.scoped(&req).await?, req).await

@@ -19,15 +19,9 @@ pub async fn create(
     req: S3Request<CreateMultipartUploadInput>,
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let i = req.input;
-    let meta = meta_from(
-        i.content_type,
-        i.content_encoding,
-        i.content_disposition,
-        i.content_language,
-        i.cache_control,
-        i.expires,
-        i.metadata,
-    )?;
+    let mut meta = meta_of!(i)?;
+    // Kept in the upload's record until the object is completed.
+    meta.tags = super::object::header_tags(i.tagging.as_deref())?;
     let id = gw.store.create_upload(&i.bucket, &i.key, meta).await.map_err(s3_error)?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),

@@ -48,6 +48,13 @@ fn byte_range(r: &Range) -> ByteRange {
     }
 }
 
+/// The tags of an `x-amz-tagging` header (none without one).
+///
+/// Errors: 400 InvalidTag.
+pub(super) fn header_tags(header: Option<&str>) -> S3Result<crate::store::tags::TagSet> {
+    header.map_or(Ok(Vec::new()), |h| crate::store::tags::parse_header(h).map_err(s3_error))
+}
+
 /// Builds a GetObjectOutput or HeadObjectOutput: the headers both share
 /// (length, range, ETag, times, Content-* with response-* overrides, user
 /// metadata, parts count, checksums when asked for and whole), plus extras.
@@ -100,16 +107,10 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     if crate::precheck::expects_continue(&headers) {
         gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
     }
+    let mut meta = meta_of!(i)?;
+    meta.tags = header_tags(i.tagging.as_deref())?;
     let put = PutRequest {
-        meta: meta_from(
-            i.content_type,
-            i.content_encoding,
-            i.content_disposition,
-            i.content_language,
-            i.cache_control,
-            i.expires,
-            i.metadata,
-        )?,
+        meta,
         content_md5: content_md5(i.content_md5, &headers),
         checksums: checksums_from(
             i.checksum_crc32,
@@ -147,8 +148,10 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     let Read { opened, info, plan, first } = gw.store.get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
     let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), first);
+    let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),
+        tag_count,
     });
     Ok(S3Response::new(out))
 }
@@ -158,8 +161,13 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
     let req = read_request!(i);
     let (info, plan) = gw.store.head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
+    let tags = info.meta.tags.len();
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
     resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
+    // s3s's HeadObjectOutput has no field for it; GET and HEAD both carry it.
+    if tags > 0 {
+        resp.headers.insert("x-amz-tagging-count", http::HeaderValue::from(tags));
+    }
     Ok(resp)
 }
 
@@ -258,16 +266,14 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         ));
     }
     let new_meta = match replace {
-        true => Some(meta_from(
-            i.content_type,
-            i.content_encoding,
-            i.content_disposition,
-            i.content_language,
-            i.cache_control,
-            i.expires,
-            i.metadata,
-        )?),
+        true => Some(meta_of!(i)?),
         false => None,
+    };
+    // x-amz-tagging-directive: COPY (the default) takes the source's tags,
+    // REPLACE the request's (none without x-amz-tagging).
+    let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+        Some(TaggingDirective::REPLACE) => Some(header_tags(i.tagging.as_deref())?),
+        _ => None,
     };
     let cond = conditions(
         i.copy_source_if_match.as_ref(),
@@ -286,7 +292,16 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     };
     let (_, r) = gw
         .store
-        .copy_object(&sb, &sk, target, new_meta, None, |info| cond.check_copy_source(info.current()), &target_cond)
+        .copy_object(
+            &sb,
+            &sk,
+            target,
+            new_meta,
+            tags,
+            None,
+            |info| cond.check_copy_source(info.current()),
+            &target_cond,
+        )
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(CopyObjectOutput {

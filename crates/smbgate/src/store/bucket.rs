@@ -136,14 +136,14 @@ impl Store {
         }
         let tree = self.tree().await?;
         self.remove_bucket_dir(&tree, bucket).await?;
-        match share::delete(&tree, &self.cors_path(bucket), false).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => {
-                tracing::warn!(bucket, error = %e, "bucket deleted, but not its CORS configuration");
-                Ok(())
+        // What the gateway kept of the bucket goes with it, so that a bucket
+        // made again under the name starts bare.
+        for (what, path) in [("CORS configuration", self.cors_path(bucket)), ("tags", self.bucket_tags_path(bucket))] {
+            if let Err(e) = self.remove_state_file(&tree, &path).await {
+                tracing::warn!(bucket, error = %e, "bucket deleted, but not its {what}");
             }
         }
+        Ok(())
     }
 
     async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {

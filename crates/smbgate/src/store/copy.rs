@@ -9,13 +9,15 @@ use md5::{Digest, Md5};
 use super::conditions::Conditions;
 use super::meta::ObjectMeta;
 use super::share;
+use super::tags::TagSet;
 use super::types::{ObjectInfo, PutResult, Target};
 use super::{Store, StoreError, StoreResult};
 
 impl Store {
     /// Copies `src` (or `src_range` of it) to `target`, with metadata from
-    /// the source (`replace` = None) or replaced. `check` sees the source
-    /// first (copy-source conditions).
+    /// the source (`replace` = None) or replaced, and tags from the source
+    /// (`tags` = None) or replaced. `check` sees the source first
+    /// (copy-source conditions).
     ///
     /// Errors: NoSuchKey for the source, PreconditionFailed from `check`,
     /// InvalidRange, Busy (the source changed during the copy), and as
@@ -27,6 +29,7 @@ impl Store {
         src_key: &str,
         target: Target,
         replace: Option<ObjectMeta>,
+        tags: Option<TagSet>,
         src_range: Option<Range<u64>>,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
         target_conditions: &Conditions,
@@ -56,6 +59,7 @@ impl Store {
             }
             let whole = range.start == 0 && range.end == info.size;
             let mut meta = replace.unwrap_or_else(|| info.meta.clone());
+            meta.tags = tags.unwrap_or_else(|| info.meta.tags.clone());
             meta.size = len;
             meta.disk_id = temp.handle().info().on_disk_id();
             meta.marker = false;

@@ -76,6 +76,10 @@ pub enum StoreError {
     /// A part other than the last is smaller than 5 MiB.
     #[error("your proposed upload is smaller than the minimum allowed object size")]
     EntityTooSmall,
+    /// A tag set breaks S3's tag rules (count, length, characters,
+    /// duplicate keys); the reason says which.
+    #[error("{0}")]
+    InvalidTag(String),
     /// Bad request argument.
     #[error("{0}")]
     InvalidArgument(String),

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 /// Name of the EA holding [`ObjectMeta`] as JSON.
 pub const META_EA: &str = "smbgate.meta";
 
-/// Stored object metadata (format version 1).
+/// Stored object metadata (format version 1). An empty `etag` marks the
+/// record of a file someone else put on the share, kept only for its tags:
+/// its ETag stays the derived one ([`derived_etag`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectMeta {
     /// Quoted-less ETag value, e.g. `9e107d9d372bb6826bd81d3542a419d6` or
@@ -61,6 +63,10 @@ pub struct ObjectMeta {
     /// True on a directory that is also a directory-marker object (`a/b/`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub marker: bool,
+    /// The object's tags (key, value), in the order they were given
+    /// (checked by `store::tags`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<(String, String)>,
 }
 
 impl ObjectMeta {

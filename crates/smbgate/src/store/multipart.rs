@@ -362,7 +362,17 @@ impl Store {
         self.check_upload(bucket, key, id).await?;
         let target = Target::Part(self.part_path(id, n).to_string());
         let none = super::conditions::Conditions::default();
-        self.copy_object(src_bucket, src_key, target, Some(ObjectMeta::default()), src_range, check, &none).await
+        self.copy_object(
+            src_bucket,
+            src_key,
+            target,
+            Some(ObjectMeta::default()),
+            Some(Vec::new()),
+            src_range,
+            check,
+            &none,
+        )
+        .await
     }
 
     /// The stored parts of an upload, by part number.

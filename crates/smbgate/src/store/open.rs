@@ -99,6 +99,40 @@ impl Store {
         Ok(info)
     }
 
+    /// Opens `key` to change its record ([`share::open_to_update_record`]):
+    /// found as a GET finds it, and held so that no other file can take
+    /// its name until the handle closes. Returns the handle, the record as
+    /// it is (`None` for a file someone else put there), the object's info
+    /// and the path it opened.
+    ///
+    /// Errors: as [`Store::open_object`].
+    pub(crate) async fn open_to_update_record(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> StoreResult<(share::Handle, Option<ObjectMeta>, ObjectInfo, SharePath)> {
+        let tree = self.tree().await?;
+        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
+        let exact = self.case_insensitive();
+        let records = self.records();
+        let ((handle, meta, on_disk), path, beside) = self
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let tree = &tree;
+                    async move { share::open_to_update_record(tree, records, &p, exact, file_only).await }
+                },
+                |(h, m, _)| (not_a_file(&h.info().times), m.as_ref().is_some_and(|m| m.marker)),
+            )
+            .await?;
+        let (meta, info) = self
+            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, beside))
+            .await?;
+        Ok((handle, meta, info, path))
+    }
+
     /// What an open of `key` (`mapped`) found at `at` = (path, beside),
     /// checked: the record names this key ([`check_record_key`]), the
     /// on-disk name matches on a case-insensitive share

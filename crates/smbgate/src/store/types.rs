@@ -112,11 +112,13 @@ impl ObjectInfo {
         let size = create.times.end_of_file;
         let last_modified = create.times.last_write;
         let disk_id = create.on_disk_id();
+        // A record without an ETag holds only tags of a file someone else
+        // put there: its ETag stays the derived one.
         let (etag, meta) = match meta {
-            Some(m) => (m.etag.clone(), m),
-            None => (
+            Some(m) if !m.etag.is_empty() => (m.etag.clone(), m),
+            m => (
                 super::meta::derived_etag(size, last_modified, disk_id.unwrap_or(create.file_id.persistent)),
-                ObjectMeta::default(),
+                m.unwrap_or_default(),
             ),
         };
         ObjectInfo { size, last_modified, etag, meta, path: path.to_string(), disk_id }

@@ -7,7 +7,7 @@ use super::Result;
 use bytes::Bytes;
 use smb_client::connection::Response;
 use smb_client::{Error, Handle, Tree};
-use smb_proto::create::{access, CreateRequest, CreateResponse, FileId};
+use smb_proto::create::{access, share, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{decode_file_name_information, decode_full_ea};
 use smb_proto::io::{ReadRequest, ReadResponse};
 use smb_proto::query::{OutputBuffer, QueryInfoRequest};
@@ -220,7 +220,46 @@ pub async fn open_with_meta(
     name: bool,
     file_only: bool,
 ) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>)> {
-    let create = lookup_req(path, file_only);
+    open_with_record(tree, rec, lookup_req(path, file_only), path, read, name).await
+}
+
+/// Opens an object to change its record (its tags): as [`open_with_meta`]
+/// without the READ, with the right to write its record and a share mode
+/// without delete, so that while the handle is open no rename or delete
+/// can put another file at `path` (a writer that tries waits, see
+/// `backoff::RENAME_OVER_OPEN`). Returns the handle, the record if it
+/// matches the file, and with `name` the on-disk path.
+///
+/// Errors: as [`open_with_meta`]; STATUS_SHARING_VIOLATION while another
+/// client holds the file for delete or a rename.
+pub async fn open_to_update_record(
+    tree: &Tree,
+    rec: &Records,
+    path: &str,
+    name: bool,
+    file_only: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<String>)> {
+    let req = lookup_req(path, file_only);
+    let req = CreateRequest {
+        desired_access: req.desired_access | access::FILE_WRITE_EA | access::FILE_WRITE_ATTRIBUTES,
+        share_access: share::READ | share::WRITE,
+        ..req
+    };
+    let (handle, meta, _, on_disk) = open_with_record(tree, rec, req, path, None, name).await?;
+    Ok((handle, meta, on_disk))
+}
+
+/// The CREATE `create` of `path` + QUERY_INFO(our EA) [+ READ] [+ its
+/// name], tried again while the record read is of another version of the
+/// file; see [`open_with_meta`].
+async fn open_with_record(
+    tree: &Tree,
+    rec: &Records,
+    create: CreateRequest<'_>,
+    path: &str,
+    read: Option<(u64, u32)>,
+    name: bool,
+) -> Result<(Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>)> {
     let names = [META_EA];
     let q = meta_query(&names);
     let r = read.map(|(offset, length)| ReadRequest {

@@ -42,13 +42,16 @@ pub use failure::{
     Result, ShareError,
 };
 pub use handles::{is_going, query_times};
-pub use lookup::{normalized_names, open_read, open_with_meta, stat_key, stat_with_meta, stat_with_meta_and_name};
+pub use lookup::{
+    normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
+    stat_with_meta_and_name,
+};
 pub use names::{copy_chunks, delete, list_dir, list_dir_timed, mkdir, read_small, stat, write_small};
 pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
 };
 pub use reads::{read_all, read_range, read_range_whole, RangeReader};
-pub use record_io::{probe_record_support, query_records, set_eas};
+pub use record_io::{probe_record_support, query_records, rewrite_records, set_eas};
 pub use replace::{
     close_and_delete, delete_on_close, open_delete_with_meta, open_for_delete, open_to_replace, rename,
     rename_through_new_handle, swap_in,

@@ -24,6 +24,20 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
     }
 }
 
+/// Replaces the records of an object open to change them (see
+/// `open_to_update_record`), then puts its LastWriteTime back to what the
+/// open saw: a record in a named stream is a write to the file on some
+/// servers (Samba's streams_xattr), and tags may not change an object's
+/// Last-Modified, nor the derived ETag of a file someone else put there.
+///
+/// Errors: as [`set_eas`]; the SET_INFO of the times.
+pub async fn rewrite_records(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
+    set_eas(handle, rec, path, eas).await?;
+    let last_write = handle.info().times.last_write;
+    let keep = SetFileInfo::Basic { creation: 0, last_access: 0, last_write, change: 0, attributes: 0 };
+    handle.tree().set_info(handle.id(), keep).await.map_err(Into::into)
+}
+
 /// The sidecar key of an open file: from its CREATE's answer, or, for a
 /// reclaimed durable handle (whose answer has no QFid), the first open's id.
 ///
