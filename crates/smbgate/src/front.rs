@@ -357,6 +357,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
                 resp = one_xml_declaration(resp);
             }
+            if operation == "GetObjectAttributes" && resp.status() == http::StatusCode::OK {
+                resp = unquoted_etag(resp);
+            }
             // AWS answers PutBucketTagging with 204; s3s's model says 200.
             if operation == "PutBucketTagging" && resp.status() == http::StatusCode::OK {
                 *resp.status_mut() = http::StatusCode::NO_CONTENT;
@@ -420,6 +423,33 @@ fn one_xml_declaration(resp: HttpResponse) -> HttpResponse {
         })
     });
     http::Response::from_parts(parts, s3s::Body::http_body_unsync(body))
+}
+
+/// A GetObjectAttributes answer with its ETag unquoted, as AWS writes it
+/// there (s3s quotes every ETag it writes). The answer is one small XML
+/// document, in one frame.
+fn unquoted_etag(resp: HttpResponse) -> HttpResponse {
+    use http_body_util::BodyExt;
+    let (parts, body) = resp.into_parts();
+    let body = body.map_frame(|frame| {
+        frame.map_data(|data: bytes::Bytes| {
+            let Ok(text) = std::str::from_utf8(&data) else { return data };
+            match (text.find("<ETag>\""), text.find("\"</ETag>")) {
+                (Some(a), Some(b)) if a + 7 <= b => {
+                    let mut out = String::with_capacity(text.len());
+                    out.push_str(&text[..a + 6]);
+                    out.push_str(&text[a + 7..b]);
+                    out.push_str(&text[b + 1..]);
+                    bytes::Bytes::from(out)
+                }
+                _ => data,
+            }
+        })
+    });
+    let mut resp = http::Response::from_parts(parts, s3s::Body::http_body_unsync(body));
+    // The body is two bytes shorter than s3s said.
+    resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+    resp
 }
 
 /// The IDs of one request: `x-amz-request-id` (16 hex digits, as AWS

@@ -116,6 +116,7 @@ pub fn is_read_operation(operation: &str) -> bool {
             | "HeadObject"
             | "GetObjectAcl"
             | "GetObjectTagging"
+            | "GetObjectAttributes"
             | "GetBucketTagging"
     )
 }

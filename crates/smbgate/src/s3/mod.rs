@@ -2,6 +2,7 @@
 //! requests, checks SigV4 and writes XML) to the [`Store`]. Each handler
 //! translates types and errors; the S3 rules on the share live in the store.
 
+mod attributes;
 mod bucket;
 mod convert;
 mod cors;
@@ -185,6 +186,12 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketCorsInput>,
     ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         cors::delete(&self.scoped(&req).await?, req).await
+    }
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        attributes::get(&self.scoped(&req).await?, req).await
     }
     async fn put_object_tagging(
         &self,
