@@ -2,15 +2,17 @@
 //! (ETag, Checksum, ObjectParts, StorageClass, ObjectSize), under the same
 //! conditional headers and errors. As on AWS, the ETag is unquoted (the
 //! front takes off the quotes s3s writes), and a multipart object's parts
-//! are counted but not listed: AWS lists them only for an object uploaded
-//! with additional checksums, which this gateway does not keep per part.
+//! are listed (sizes and checksums, a page at a time) only for an upload
+//! made with a checksum, as on AWS; otherwise they are only counted.
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::convert::*;
 use super::{s3_error, Gateway};
+use crate::store::checksum::Algorithm;
 use crate::store::conditions::{Conditions, EtagCondition};
+use crate::store::meta::ObjectMeta;
 use crate::store::read_plan::ReadRequest;
 
 /// The attributes a request may name.
@@ -21,6 +23,47 @@ const KNOWN: [&str; 5] = [
     ObjectAttributes::STORAGE_CLASS,
     ObjectAttributes::OBJECT_SIZE,
 ];
+
+/// The parts of a multipart object: their count, and, for an upload made
+/// with a checksum, a page of them (after `marker`, at most `max`, 1,000 by
+/// default) with their sizes and checksums.
+fn object_parts(m: &ObjectMeta, max: Option<i32>, marker: Option<i32>) -> GetObjectAttributesParts {
+    let total = Some(m.parts.len() as i32);
+    let (Some(alg), false) = (m.checksums.keys().next(), m.part_checksums.is_empty()) else {
+        return GetObjectAttributesParts { total_parts_count: total, ..Default::default() };
+    };
+    let max = max.unwrap_or(1000).clamp(0, 1000) as usize;
+    let after = marker.unwrap_or(0).max(0) as usize;
+    let listed: Vec<ObjectPart> = m
+        .parts
+        .iter()
+        .zip(&m.part_checksums)
+        .enumerate()
+        .skip(after)
+        .take(max)
+        .map(|(i, (size, sum))| {
+            let mut p = ObjectPart { part_number: Some(i as i32 + 1), size: Some(*size as i64), ..Default::default() };
+            let sum = Some(sum.clone());
+            match alg {
+                Algorithm::Crc32 => p.checksum_crc32 = sum,
+                Algorithm::Crc32c => p.checksum_crc32c = sum,
+                Algorithm::Crc64nvme => p.checksum_crc64nvme = sum,
+                Algorithm::Sha1 => p.checksum_sha1 = sum,
+                Algorithm::Sha256 => p.checksum_sha256 = sum,
+            }
+            p
+        })
+        .collect();
+    let truncated = after + listed.len() < m.parts.len();
+    GetObjectAttributesParts {
+        total_parts_count: total,
+        part_number_marker: marker,
+        next_part_number_marker: listed.last().and_then(|p| p.part_number).filter(|_| truncated),
+        max_parts: Some(max as i32),
+        is_truncated: Some(truncated),
+        parts: Some(listed),
+    }
+}
 
 pub async fn get(
     gw: &Gateway,
@@ -58,12 +101,11 @@ pub async fn get(
             checksum_crc64nvme: crc64nvme,
             checksum_sha1: sha1,
             checksum_sha256: sha256,
-            // Checksums of a single PUT cover the whole object.
-            checksum_type: Some(ChecksumType::from_static(ChecksumType::FULL_OBJECT)),
+            checksum_type: Some(checksum_type_of(m)),
         }
     });
     let object_parts = (wants(ObjectAttributes::OBJECT_PARTS) && !m.parts.is_empty())
-        .then(|| GetObjectAttributesParts { total_parts_count: Some(m.parts.len() as i32), ..Default::default() });
+        .then(|| object_parts(m, i.max_parts, i.part_number_marker));
     Ok(S3Response::new(GetObjectAttributesOutput {
         e_tag: wants(ObjectAttributes::ETAG).then(|| etag(&info.etag)),
         checksum,

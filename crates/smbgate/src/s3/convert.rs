@@ -137,6 +137,12 @@ pub fn checksum_fields(c: &BTreeMap<Algorithm, String>) -> [Option<String>; 5] {
     Algorithm::ALL.map(|a| c.get(&a).cloned())
 }
 
+/// What an object's checksums cover, as S3 names it: `FULL_OBJECT` for a
+/// single PUT's, or a multipart upload's type.
+pub fn checksum_type_of(m: &crate::store::meta::ObjectMeta) -> ChecksumType {
+    ChecksumType::from_static(m.checksum_type.map_or(ChecksumType::FULL_OBJECT, |t| t.name()))
+}
+
 /// Content-MD5 as sent: s3s drops an empty header, which S3 answers with
 /// InvalidDigest, so a present but empty header comes back as `Some("")`.
 pub fn content_md5(parsed: Option<String>, headers: &http::HeaderMap) -> Option<String> {

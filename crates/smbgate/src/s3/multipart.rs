@@ -11,6 +11,8 @@ use super::convert::*;
 use super::object::copy_source;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
+use crate::store::complete::RequestedPart;
+use crate::store::part_checksums::{self, UploadChecksum};
 use crate::store::types::PutRequest;
 use crate::store::StoreError;
 
@@ -22,11 +24,19 @@ pub async fn create(
     let mut meta = meta_of!(i)?;
     // Kept in the upload's record until the object is completed.
     meta.tags = super::object::header_tags(i.tagging.as_deref())?;
-    let id = gw.store.create_upload(&i.bucket, &i.key, meta).await.map_err(s3_error)?;
+    let checksum = part_checksums::of_create(
+        i.checksum_algorithm.as_ref().map(|a| a.as_str()),
+        i.checksum_type.as_ref().map(|t| t.as_str()),
+    )
+    .map_err(s3_error)?;
+    let id = gw.store.create_upload(&i.bucket, &i.key, meta, checksum).await.map_err(s3_error)?;
+    let (algorithm, kind) = checksum_dto(checksum);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
         key: Some(i.key),
         upload_id: Some(id),
+        checksum_algorithm: algorithm,
+        checksum_type: kind,
         ..Default::default()
     }))
 }
@@ -114,13 +124,31 @@ pub async fn upload_part_copy(
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(UploadPartCopyOutput {
-        copy_part_result: Some(CopyPartResult {
-            e_tag: Some(etag(&r.etag)),
-            last_modified: Some(timestamp(info.last_modified)),
-            ..Default::default()
+        copy_part_result: Some({
+            let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
+            CopyPartResult {
+                e_tag: Some(etag(&r.etag)),
+                last_modified: Some(timestamp(info.last_modified)),
+                checksum_crc32: crc32,
+                checksum_crc32c: crc32c,
+                checksum_crc64nvme: crc64nvme,
+                checksum_sha1: sha1,
+                checksum_sha256: sha256,
+            }
         }),
         ..Default::default()
     }))
+}
+
+/// An upload's checksum as s3s writes it (`x-amz-checksum-algorithm`,
+/// `x-amz-checksum-type` or their XML elements).
+fn checksum_dto(c: Option<UploadChecksum>) -> (Option<ChecksumAlgorithm>, Option<ChecksumType>) {
+    match c {
+        Some(c) => {
+            (Some(ChecksumAlgorithm::from_static(c.algorithm.name())), Some(ChecksumType::from_static(c.kind.name())))
+        }
+        None => (None, None),
+    }
 }
 
 pub async fn complete(
@@ -128,13 +156,25 @@ pub async fn complete(
     req: S3Request<CompleteMultipartUploadInput>,
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let i = req.input;
-    let parts: Vec<(i32, String)> = i
+    let parts: Vec<RequestedPart> = i
         .multipart_upload
         .and_then(|m| m.parts)
         .unwrap_or_default()
         .into_iter()
-        .map(|p| (p.part_number.unwrap_or(0), p.e_tag.map(|e| e.value().to_string()).unwrap_or_default()))
+        .map(|p| RequestedPart {
+            number: p.part_number.unwrap_or(0),
+            etag: p.e_tag.map(|e| e.value().to_string()).unwrap_or_default(),
+            checksums: checksums_from(
+                p.checksum_crc32,
+                p.checksum_crc32c,
+                p.checksum_crc64nvme,
+                p.checksum_sha1,
+                p.checksum_sha256,
+            ),
+        })
         .collect();
+    let expected =
+        checksums_from(i.checksum_crc32, i.checksum_crc32c, i.checksum_crc64nvme, i.checksum_sha1, i.checksum_sha256);
     if parts.is_empty() {
         return Err(S3Error::with_message(
             S3ErrorCode::MalformedXML,
@@ -144,7 +184,7 @@ pub async fn complete(
     // Validate before committing to a 200 with keep-alive whitespace, so
     // request errors get their own status code.
     let cond = conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None);
-    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts, cond).await {
+    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts, &expected, cond).await {
         Ok(p) => p,
         // Completed already: S3 answers the same again.
         Err(StoreError::NoSuchUpload) => match gw.store.completed_from(&i.bucket, &i.key, &i.upload_id).await {
@@ -164,13 +204,21 @@ pub async fn complete(
     };
     let store = gw.store.clone();
     let (bucket, key) = (i.bucket, i.key);
+    let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
     let fut = async move {
         let r = store.complete_upload(plan).await.map_err(s3_error)?;
+        let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),
             key: Some(key.clone()),
             e_tag: Some(etag(&r.etag)),
             location: Some(format!("/{bucket}/{key}")),
+            checksum_crc32: crc32,
+            checksum_crc32c: crc32c,
+            checksum_crc64nvme: crc64nvme,
+            checksum_sha1: sha1,
+            checksum_sha256: sha256,
+            checksum_type: kind,
             ..Default::default()
         })
     };
@@ -190,7 +238,8 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
     let i = req.input;
     let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
     let marker = i.part_number_marker.unwrap_or(0);
-    let all = gw.store.list_parts(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    let (upload, all) = gw.store.list_parts(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    let (checksum_algorithm, checksum_type) = checksum_dto(upload.checksum);
     let after: Vec<_> = all.into_iter().filter(|p| p.number > marker).collect();
     let truncated = after.len() > max;
     let page: Vec<_> = after.into_iter().take(max).collect();
@@ -206,15 +255,24 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
         owner: Some(owner()),
         parts: Some(
             page.into_iter()
-                .map(|p| Part {
-                    part_number: Some(p.number),
-                    size: Some(p.size as i64),
-                    e_tag: Some(etag(&p.etag)),
-                    last_modified: Some(timestamp(p.last_modified)),
-                    ..Default::default()
+                .map(|p| {
+                    let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&p.checksums);
+                    Part {
+                        part_number: Some(p.number),
+                        size: Some(p.size as i64),
+                        e_tag: Some(etag(&p.etag)),
+                        last_modified: Some(timestamp(p.last_modified)),
+                        checksum_crc32: crc32,
+                        checksum_crc32c: crc32c,
+                        checksum_crc64nvme: crc64nvme,
+                        checksum_sha1: sha1,
+                        checksum_sha256: sha256,
+                    }
                 })
                 .collect(),
         ),
+        checksum_algorithm,
+        checksum_type,
         ..Default::default()
     }))
 }

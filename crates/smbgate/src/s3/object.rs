@@ -9,6 +9,7 @@ use super::convert::*;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
+use crate::store::copy::CopyRequest;
 use crate::store::keys::map_key;
 use crate::store::read_plan::{ByteRange, Read, ReadRequest};
 use crate::store::types::{ObjectInfo, PutRequest, Target};
@@ -86,10 +87,9 @@ macro_rules! object_output {
             checksum_crc32c: crc32c,
             checksum_crc64nvme: crc64,
             checksum_sha1: sha1,
-            // Checksums of a single PUT cover the whole object; multipart
-            // objects keep none (they would be COMPOSITE or FULL_OBJECT by
-            // algorithm).
-            checksum_type: any_checksum.then(|| ChecksumType::from_static(ChecksumType::FULL_OBJECT)),
+            // A single PUT's checksums cover the whole object; a multipart
+            // upload's are of its type.
+            checksum_type: any_checksum.then(|| checksum_type_of(&$info.meta)),
             checksum_sha256: sha256,
             ..Default::default()
         }
@@ -296,11 +296,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             &sb,
             &sk,
             target,
-            new_meta,
-            tags,
-            None,
+            CopyRequest { replace: new_meta, tags, conditions: target_cond, ..Default::default() },
             |info| cond.check_copy_source(info.current()),
-            &target_cond,
         )
         .await
         .map_err(s3_error)?;

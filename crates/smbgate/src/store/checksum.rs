@@ -49,6 +49,28 @@ impl Algorithm {
     }
 }
 
+/// What an object's checksum covers (`x-amz-checksum-type`): the whole
+/// object, or (a multipart upload's `COMPOSITE`) the checksums of its
+/// parts, written `<base64>-<parts>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ChecksumType {
+    /// A checksum of the part checksums.
+    Composite,
+    /// A checksum of the whole object's bytes.
+    FullObject,
+}
+
+impl ChecksumType {
+    /// The name S3 uses (`COMPOSITE`, `FULL_OBJECT`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ChecksumType::Composite => "COMPOSITE",
+            ChecksumType::FullObject => "FULL_OBJECT",
+        }
+    }
+}
+
 /// Incremental hashers for a set of algorithms.
 pub struct Checksums {
     inner: s3s::checksum::ChecksumHasher,

@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
 
+use super::checksum::{Algorithm, ChecksumType};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
 use super::meta::ObjectMeta;
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
+use super::part_checksums::UploadChecksum;
 use super::share;
 use super::types::{PutRequest, PutResult, Target};
 use super::{Store, StoreError, StoreResult};
@@ -30,47 +32,99 @@ pub struct CompletePlan {
     pub parts: Vec<PartInfo>,
     /// The multipart ETag (`md5-of-part-md5s-N`), unquoted.
     pub etag: String,
+    /// The object's checksum (base64), for an upload created with one.
+    pub checksum: Option<(UploadChecksum, String)>,
     /// If-Match / If-None-Match of the request, decided again when the
     /// object is published (failure class 25).
     pub conditions: Conditions,
 }
 
+/// A part as CompleteMultipartUpload names it.
+#[derive(Debug, Clone, Default)]
+pub struct RequestedPart {
+    /// Its part number.
+    pub number: i32,
+    /// Its ETag, quoted or not.
+    pub etag: String,
+    /// Its checksums (base64) as the client lists them.
+    pub checksums: BTreeMap<Algorithm, String>,
+}
+
 impl Store {
     /// Checks a CompleteMultipartUpload request without changing anything.
-    /// `requested` is `(part number, ETag)` in request order.
+    /// `requested` are the parts in request order; `expected` the object's
+    /// checksums the client sent (`x-amz-checksum-*`).
     ///
-    /// Errors: NoSuchUpload, InvalidPart, InvalidPartOrder, EntityTooSmall,
-    /// InvalidArgument (no parts), and conflicts with existing names
-    /// (found now, not after a 200 has started).
+    /// Errors: NoSuchUpload, InvalidPart (also for a part checksum that is
+    /// not the stored one), InvalidPartOrder, EntityTooSmall,
+    /// InvalidArgument (no parts), InvalidRequest (a part of a `COMPOSITE`
+    /// upload listed without its checksum), BadDigest (an object checksum
+    /// that is not the one the parts make), and conflicts with existing
+    /// names (found now, not after a 200 has started).
     pub async fn plan_complete(
         &self,
         bucket: &str,
         key: &str,
         id: &str,
-        requested: &[(i32, String)],
+        requested: &[RequestedPart],
+        expected: &BTreeMap<Algorithm, String>,
         conditions: Conditions,
     ) -> StoreResult<CompletePlan> {
-        let record = self.check_upload(bucket, key, id).await?;
         if requested.is_empty() {
             return Err(StoreError::InvalidArgument("you must specify at least one part".into()));
         }
-        if requested.windows(2).any(|w| w[0].0 >= w[1].0) {
+        if requested.windows(2).any(|w| w[0].number >= w[1].number) {
             return Err(StoreError::InvalidPartOrder);
         }
-        let stored: BTreeMap<i32, PartInfo> =
-            self.list_parts(bucket, key, id).await?.into_iter().map(|p| (p.number, p)).collect();
+        let (record, stored) = self.list_parts(bucket, key, id).await?;
+        let stored: BTreeMap<i32, PartInfo> = stored.into_iter().map(|p| (p.number, p)).collect();
         let mut parts = Vec::with_capacity(requested.len());
-        for (i, (n, etag)) in requested.iter().enumerate() {
-            let Some(p) = stored.get(n) else {
+        for (i, r) in requested.iter().enumerate() {
+            let n = r.number;
+            let Some(p) = stored.get(&n) else {
                 return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
             };
-            if etag.trim().trim_matches('"') != p.etag {
-                return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {etag}", p.etag)));
+            if r.etag.trim().trim_matches('"') != p.etag {
+                return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {}", p.etag, r.etag)));
+            }
+            for (alg, want) in &r.checksums {
+                if p.checksums.get(alg).map(String::as_str) != Some(want.trim()) {
+                    return Err(StoreError::InvalidPart(format!("part {n} has another {} checksum", alg.name())));
+                }
+            }
+            if let Some(c) = record.checksum.filter(|c| c.kind == ChecksumType::Composite) {
+                if !r.checksums.contains_key(&c.algorithm) {
+                    return Err(StoreError::InvalidRequest(format!(
+                        "The upload was created using a {} checksum. The complete request must include the checksum \
+                         for each part. It was missing for part {n} in the request.",
+                        c.algorithm.name().to_ascii_lowercase()
+                    )));
+                }
             }
             if i + 1 < requested.len() && p.size < MIN_PART_SIZE {
                 return Err(StoreError::EntityTooSmall);
             }
             parts.push(p.clone());
+        }
+        let checksum = match record.checksum {
+            Some(c) => {
+                let of: Vec<_> = parts
+                    .iter()
+                    .map(|p| (p.number, p.checksums.get(&c.algorithm).map(String::as_str), p.size))
+                    .collect();
+                Some((c, c.of_parts(&of)?))
+            }
+            None => None,
+        };
+        for (alg, want) in expected {
+            if let Some((c, got)) = checksum.as_ref().filter(|(c, _)| c.algorithm == *alg) {
+                if got != want.trim() {
+                    return Err(StoreError::BadDigest(format!(
+                        "The {} you specified did not match the calculated checksum.",
+                        c.algorithm.name()
+                    )));
+                }
+            }
         }
         let mut md5 = Md5::new();
         for p in &parts {
@@ -85,7 +139,16 @@ impl Store {
         // share, when the object is published.
         let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
         self.check_write_conditions(&tree, bucket, &mapped, &check).await?;
-        Ok(CompletePlan { bucket: bucket.into(), key: mapped, upload_id: id.into(), record, parts, etag, conditions })
+        Ok(CompletePlan {
+            bucket: bucket.into(),
+            key: mapped,
+            upload_id: id.into(),
+            record,
+            parts,
+            etag,
+            checksum,
+            conditions,
+        })
     }
 
     /// The ETag of `key` if it is the object upload `id` completed (and
@@ -108,7 +171,16 @@ impl Store {
     pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
         let target = Target::Object { bucket: plan.bucket.clone(), key: plan.key.clone() };
         // The completed object's record: the upload's metadata, the
-        // multipart ETag and the part sizes (for partNumber GETs).
+        // multipart ETag, the part sizes (for partNumber GETs) and, for an
+        // upload with a checksum, the object's and the parts'.
+        let checksums: BTreeMap<Algorithm, String> =
+            plan.checksum.iter().map(|(c, v)| (c.algorithm, v.clone())).collect();
+        let part_checksums: Vec<String> = match &plan.checksum {
+            Some((c, _)) => {
+                plan.parts.iter().map(|p| p.checksums.get(&c.algorithm).cloned().unwrap_or_default()).collect()
+            }
+            None => Vec::new(),
+        };
         let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
             etag: plan.etag.clone(),
             size,
@@ -116,7 +188,9 @@ impl Store {
             parts: plan.parts.iter().map(|p| p.size).collect(),
             key: Some(plan.key.original()),
             upload_id: Some(plan.upload_id.clone()),
-            checksums: BTreeMap::new(),
+            checksums: checksums.clone(),
+            checksum_type: plan.checksum.as_ref().map(|(c, _)| c.kind),
+            part_checksums: part_checksums.clone(),
             ..plan.record.meta.clone()
         };
         let stride = plan.parts[0].size;
@@ -134,7 +208,7 @@ impl Store {
             self.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
         }
         self.remove_upload(&plan.upload_id).await?;
-        Ok(PutResult { etag: plan.etag, checksums: BTreeMap::new(), size, last_modified: None })
+        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
     }
 
     /// Parts stored apart (e.g. a small last part that came first) are

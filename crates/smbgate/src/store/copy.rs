@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use md5::{Digest, Md5};
 
+use super::checksum::{Algorithm, Checksums};
 use super::conditions::Conditions;
 use super::meta::ObjectMeta;
 use super::share;
@@ -13,27 +14,41 @@ use super::tags::TagSet;
 use super::types::{ObjectInfo, PutResult, Target};
 use super::{Store, StoreError, StoreResult};
 
+/// What a copy takes from its source and what it computes.
+#[derive(Debug, Default)]
+pub struct CopyRequest {
+    /// New metadata (`None`: the source's).
+    pub replace: Option<ObjectMeta>,
+    /// New tags (`None`: the source's).
+    pub tags: Option<TagSet>,
+    /// The bytes of the source to copy (`None`: all).
+    pub range: Option<Range<u64>>,
+    /// Checksums the copy must carry (a part of an upload made with one),
+    /// computed from the copied bytes unless the source has them for the
+    /// same bytes.
+    pub checksums: Vec<Algorithm>,
+    /// The target's If-Match / If-None-Match.
+    pub conditions: Conditions,
+}
+
 impl Store {
-    /// Copies `src` (or `src_range` of it) to `target`, with metadata from
-    /// the source (`replace` = None) or replaced, and tags from the source
-    /// (`tags` = None) or replaced. `check` sees the source first
-    /// (copy-source conditions).
+    /// Copies `src` (or `req.range` of it) to `target`, with metadata and
+    /// tags from the source or replaced ([`CopyRequest`]). `check` sees the
+    /// source first (copy-source conditions).
     ///
     /// Errors: NoSuchKey for the source, PreconditionFailed from `check`,
     /// InvalidRange, Busy (the source changed during the copy), and as
     /// [`Store::put_object`].
-    #[allow(clippy::too_many_arguments)]
     pub async fn copy_object(
         &self,
         src_bucket: &str,
         src_key: &str,
         target: Target,
-        replace: Option<ObjectMeta>,
-        tags: Option<TagSet>,
-        src_range: Option<Range<u64>>,
+        req: CopyRequest,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
-        target_conditions: &Conditions,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
+        let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions } = req;
+        let target_conditions = &target_conditions;
         let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
         check(&info)?;
         if src.create().times.is_directory() {
@@ -63,17 +78,27 @@ impl Store {
             meta.size = len;
             meta.disk_id = temp.handle().info().on_disk_id();
             meta.marker = false;
+            // The copy is one object, whatever the source was.
             meta.parts.clear();
+            meta.part_checksums.clear();
+            meta.checksum_type = None;
             meta.key = target.key();
-            if whole && !info.etag.contains('-') {
+            let source_sums = info.meta.checksum_type.is_none().then_some(&info.meta.checksums);
+            if whole && !info.etag.contains('-') && want.iter().all(|a| source_sums.is_some_and(|s| s.contains_key(a)))
+            {
                 meta.etag = info.etag.clone();
                 meta.checksums = info.meta.checksums.clone();
             } else {
-                // Range copies and foreign/multipart sources: hash the copy.
-                let mut md5 = Md5::new();
-                share::read_all(temp.handle(), len, self.in_flight(), |b| md5.update(&b)).await?;
+                // Range copies, foreign and multipart sources, and checksums
+                // the source lacks: hash the copy.
+                let (mut md5, mut sums) = (Md5::new(), Checksums::new(&want));
+                share::read_all(temp.handle(), len, self.in_flight(), |b| {
+                    md5.update(&b);
+                    sums.update(&b);
+                })
+                .await?;
                 meta.etag = hex::encode(md5.finalize());
-                meta.checksums.clear();
+                meta.checksums = sums.finish();
             }
             share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })

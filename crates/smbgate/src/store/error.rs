@@ -80,6 +80,10 @@ pub enum StoreError {
     /// duplicate keys); the reason says which.
     #[error("{0}")]
     InvalidTag(String),
+    /// A request S3 refuses as a whole (400 InvalidRequest), for the reason
+    /// given.
+    #[error("{0}")]
+    InvalidRequest(String),
     /// Bad request argument.
     #[error("{0}")]
     InvalidArgument(String),

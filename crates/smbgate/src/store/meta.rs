@@ -49,9 +49,17 @@ pub struct ObjectMeta {
     /// `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3 returns them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checksums: BTreeMap<super::checksum::Algorithm, String>,
+    /// What `checksums` cover, when not the whole object as sent (a
+    /// multipart object's `COMPOSITE` or combined `FULL_OBJECT` checksum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<super::checksum::ChecksumType>,
     /// Part sizes of a multipart object, in bytes, for `partNumber` GETs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u64>,
+    /// The parts' checksums (base64, of the upload's algorithm), in part
+    /// order, for an upload created with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_checksums: Vec<String>,
     /// The S3 key this record was written for. On a case-insensitive share
     /// an open of `mixed` may land on `Mixed`; the key tells them apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]

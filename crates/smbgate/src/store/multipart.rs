@@ -20,8 +20,11 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::checksum::Algorithm;
+use super::copy::CopyRequest;
 use super::keys::map_key;
 use super::meta::ObjectMeta;
+use super::part_checksums::UploadChecksum;
 use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::is_not_found;
@@ -52,6 +55,9 @@ pub struct UploadRecord {
     pub meta: ObjectMeta,
     /// Initiation time, Unix seconds.
     pub initiated: i64,
+    /// The checksum the upload was created with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<UploadChecksum>,
 }
 
 /// A stored part.
@@ -67,6 +73,8 @@ pub struct PartInfo {
     pub etag: String,
     /// LastWriteTime (FILETIME).
     pub last_modified: u64,
+    /// The checksums computed of the part (base64, by algorithm).
+    pub checksums: BTreeMap<Algorithm, String>,
 }
 
 /// An in-progress upload for ListMultipartUploads.
@@ -87,6 +95,8 @@ pub(crate) struct PartRecord {
     pub(crate) etag: String,
     pub(crate) size: u64,
     pub(crate) offset: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) checksums: BTreeMap<Algorithm, String>,
 }
 
 pub(crate) fn valid_upload_id(id: &str) -> bool {
@@ -107,11 +117,18 @@ impl Store {
         self.upload_dir(id).join(&format!("part-{n:05}"))
     }
 
-    /// CreateMultipartUpload: a new upload directory with its record.
-    /// Returns the UploadId.
+    /// CreateMultipartUpload: a new upload directory with its record (the
+    /// object's metadata, and the `checksum` its parts and the object get,
+    /// if any; see `store::part_checksums`). Returns the UploadId.
     ///
     /// Errors: NoSuchBucket, InvalidKey.
-    pub async fn create_upload(&self, bucket: &str, key: &str, meta: ObjectMeta) -> StoreResult<String> {
+    pub async fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        checksum: Option<UploadChecksum>,
+    ) -> StoreResult<String> {
         map_key(key)?;
         let tree = self.tree().await?;
         self.check_bucket(&tree, bucket).await?;
@@ -120,6 +137,7 @@ impl Store {
             bucket: bucket.into(),
             key: key.into(),
             meta,
+            checksum,
             initiated: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
@@ -177,7 +195,7 @@ impl Store {
         id: &str,
         n: i32,
         body: S,
-        req: PutRequest,
+        mut req: PutRequest,
         trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
     ) -> StoreResult<PutResult>
     where
@@ -187,7 +205,12 @@ impl Store {
         if !(1..=MAX_PART_NUMBER).contains(&n) {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
-        self.check_upload(bucket, key, id).await?;
+        let upload = self.check_upload(bucket, key, id).await?;
+        // Every part of an upload with a checksum gets one of its
+        // algorithm, sent by the client or not.
+        if let Some(c) = upload.checksum.filter(|c| !req.checksum_algorithms.contains(&c.algorithm)) {
+            req.checksum_algorithms.push(c.algorithm);
+        }
         let tree = self.tree().await?;
         if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
@@ -306,7 +329,7 @@ impl Store {
             let writer = SpreadWriter::new(self, &f, &data_path, offset);
             let (md5, sums, size, _reopened) = self.stream_body(writer, &mut body, &req, Some(len)).await?;
             let meta = verified_meta(&req, md5, sums, size, trailer)?;
-            let rec = PartRecord { etag: meta.etag.clone(), size, offset };
+            let rec = PartRecord { etag: meta.etag.clone(), size, offset, checksums: meta.checksums.clone() };
             Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None }, rec))
         }
         .await;
@@ -359,25 +382,23 @@ impl Store {
         if !(1..=MAX_PART_NUMBER).contains(&n) {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
-        self.check_upload(bucket, key, id).await?;
+        let upload = self.check_upload(bucket, key, id).await?;
         let target = Target::Part(self.part_path(id, n).to_string());
-        let none = super::conditions::Conditions::default();
-        self.copy_object(
-            src_bucket,
-            src_key,
-            target,
-            Some(ObjectMeta::default()),
-            Some(Vec::new()),
-            src_range,
-            check,
-            &none,
-        )
-        .await
+        let req = CopyRequest {
+            replace: Some(ObjectMeta::default()),
+            tags: Some(Vec::new()),
+            range: src_range,
+            checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
+            ..Default::default()
+        };
+        self.copy_object(src_bucket, src_key, target, req, check).await
     }
 
-    /// The stored parts of an upload, by part number.
-    pub async fn list_parts(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Vec<PartInfo>> {
-        self.check_upload(bucket, key, id).await?;
+    /// The record of an upload and its stored parts, by part number.
+    ///
+    /// Errors: NoSuchUpload.
+    pub async fn list_parts(&self, bucket: &str, key: &str, id: &str) -> StoreResult<(UploadRecord, Vec<PartInfo>)> {
+        let upload = self.check_upload(bucket, key, id).await?;
         let tree = self.tree().await?;
         let dir = self.upload_dir(id);
         let mut parts = Vec::new();
@@ -393,6 +414,7 @@ impl Store {
                         etag: rec.etag,
                         last_modified: e.times.last_write,
                         data_offset: Some(rec.offset),
+                        checksums: rec.checksums,
                     });
                     continue;
                 }
@@ -409,10 +431,11 @@ impl Store {
                 etag: meta.etag,
                 last_modified: c.times.last_write,
                 data_offset: None,
+                checksums: meta.checksums,
             });
         }
         parts.sort_by_key(|p| p.number);
-        Ok(parts)
+        Ok((upload, parts))
     }
 
     /// AbortMultipartUpload.
