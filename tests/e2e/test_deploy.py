@@ -88,6 +88,21 @@ def test_the_example_config_file_checks(tmp_path):
     assert "stand-in" not in r.stdout
 
 
+def test_the_example_config_file_checks_without_its_secrets():
+    """`config check --without-secrets` checks the shipped file as it is, its
+    secret files absent; without the flag the first missing one is named."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    example = ROOT / "deploy" / "smbgate.toml"
+    r = subprocess.run([smbgate_bin(), "config", "check", "--without-secrets", str(example)], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "# secret files were named, not read (--without-secrets)" in r.stdout
+    assert "# users: 3" in r.stdout and "auditor: access key AKIAAUDITOREXAMPLE" in r.stdout, r.stdout
+    r = subprocess.run([smbgate_bin(), "config", "check", str(example)], env=env, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "smb.password" in r.stderr and "cannot read" in r.stderr, r.stderr
+
+
 def test_the_haproxy_example_checks_and_is_the_one_the_readme_shows():
     r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

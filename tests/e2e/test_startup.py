@@ -209,3 +209,21 @@ def test_no_smb_user_against_a_server_that_requires_signing_says_to_set_one():
         _assert_one_line_failure(r, "requires signing", "--smb-user", "--smb-password-file")
     finally:
         s.stop()
+
+
+def test_no_share_is_one_line_naming_both_places():
+    # --share is no required flag (a config file may give it), so its absence
+    # is explained by smbgate itself.
+    r, took = _run(KEYS)
+    _assert_one_line_failure(r, "no share", "--share", "config file")
+    assert took < STARTUP_TIMEOUT
+
+
+def test_serve_help_groups_its_flags_and_names_the_log_setting():
+    r = subprocess.run([smbgate_bin(), "serve", "--help"], env=_base_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    headings = [ln.rstrip(":") for ln in r.stdout.splitlines() if ln and not ln.startswith(" ") and ln.endswith(":")]
+    assert headings == ["Options", "HTTP and TLS", "Operations (metrics, health, access log)", "SMB", "S3",
+                        "Data path", "Limits"], r.stdout
+    assert r.stdout.splitlines()[2] == "Usage: smbgate serve [OPTIONS]"
+    assert "SMBGATE_LOG" in r.stdout

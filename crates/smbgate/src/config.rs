@@ -19,6 +19,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the S3 API for one share.
+    #[command(after_help = "Logging: SMBGATE_LOG sets what the log on standard error shows: error, warn, \
+                            info (the default) or debug, or a tracing filter such as `info,smbgate::store=debug`.")]
     Serve(Box<ServeArgs>),
     /// Work with the config file.
     #[command(subcommand)]
@@ -33,6 +35,11 @@ pub enum ConfigCommand {
     Check {
         /// The TOML file.
         file: PathBuf,
+        /// Check the syntax and settings without reading any secret file
+        /// (`*_file` settings are named, not opened): for a file checked
+        /// away from its secrets, as in a repository or a CI job.
+        #[arg(long)]
+        without_secrets: bool,
     },
 }
 
@@ -47,177 +54,188 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Address to listen on (HTTPS when --tls-cert and --tls-key are
     /// given, else plain HTTP).
-    #[arg(long, env = "SMBGATE_LISTEN", default_value = "127.0.0.1:9000")]
+    #[arg(long, env = "SMBGATE_LISTEN", default_value = "127.0.0.1:9000", help_heading = "HTTP and TLS")]
     pub listen: SocketAddr,
     /// TLS certificate chain (PEM, the server's certificate first). Read
     /// again on SIGHUP.
-    #[arg(long, env = "SMBGATE_TLS_CERT", requires = "tls_key")]
+    #[arg(long, env = "SMBGATE_TLS_CERT", requires = "tls_key", help_heading = "HTTP and TLS")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
-    #[arg(long, env = "SMBGATE_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "SMBGATE_TLS_KEY", requires = "tls_cert", help_heading = "HTTP and TLS")]
     pub tls_key: Option<PathBuf>,
     /// A second address serving plain HTTP next to the TLS listener (for
     /// clients on a trusted network, or a local health checker).
-    #[arg(long, env = "SMBGATE_LISTEN_PLAIN", requires = "tls_cert")]
+    #[arg(long, env = "SMBGATE_LISTEN_PLAIN", requires = "tls_cert", help_heading = "HTTP and TLS")]
     pub listen_plain: Option<SocketAddr>,
     /// Address of the operations listener: `/metrics` (Prometheus),
     /// `/health/live`, `/health/ready`. Off unless given.
-    #[arg(long, env = "SMBGATE_METRICS_LISTEN")]
+    #[arg(long, env = "SMBGATE_METRICS_LISTEN", help_heading = "Operations (metrics, health, access log)")]
     pub metrics_listen: Option<SocketAddr>,
     /// Bearer token `/metrics` requires.
-    #[arg(long, env = "SMBGATE_METRICS_TOKEN", hide_env_values = true, requires = "metrics_listen")]
+    #[arg(
+        long,
+        env = "SMBGATE_METRICS_TOKEN",
+        hide_env_values = true,
+        requires = "metrics_listen",
+        help_heading = "Operations (metrics, health, access log)"
+    )]
     pub metrics_token: Option<String>,
     /// File holding the bearer token `/metrics` requires (first line).
-    #[arg(long, env = "SMBGATE_METRICS_TOKEN_FILE", requires = "metrics_listen")]
+    #[arg(
+        long,
+        env = "SMBGATE_METRICS_TOKEN_FILE",
+        requires = "metrics_listen",
+        help_heading = "Operations (metrics, health, access log)"
+    )]
     pub metrics_token_file: Option<PathBuf>,
     /// Share root: smb://HOST[:PORT]/SHARE[/PATH]. Each top-level directory
     /// under it is a bucket.
-    #[arg(long, env = "SMBGATE_SHARE")]
+    #[arg(long, env = "SMBGATE_SHARE", default_value = "", hide_default_value = true, help_heading = "SMB")]
     pub share: String,
     /// SMB user name.
-    #[arg(long, env = "SMBGATE_SMB_USER", default_value = "")]
+    #[arg(long, env = "SMBGATE_SMB_USER", default_value = "", help_heading = "SMB")]
     pub smb_user: String,
     /// SMB password.
-    #[arg(long, env = "SMBGATE_SMB_PASSWORD", hide_env_values = true)]
+    #[arg(long, env = "SMBGATE_SMB_PASSWORD", hide_env_values = true, help_heading = "SMB")]
     pub smb_password: Option<String>,
     /// File holding the SMB password (first line).
-    #[arg(long, env = "SMBGATE_SMB_PASSWORD_FILE")]
+    #[arg(long, env = "SMBGATE_SMB_PASSWORD_FILE", help_heading = "SMB")]
     pub smb_password_file: Option<PathBuf>,
     /// SMB (NTLM) domain.
-    #[arg(long, env = "SMBGATE_SMB_DOMAIN", default_value = "")]
+    #[arg(long, env = "SMBGATE_SMB_DOMAIN", default_value = "", help_heading = "SMB")]
     pub smb_domain: String,
     /// S3 access key clients sign with.
-    #[arg(long, env = "SMBGATE_ACCESS_KEY")]
+    #[arg(long, env = "SMBGATE_ACCESS_KEY", help_heading = "S3")]
     pub access_key: Option<String>,
     /// S3 secret key.
-    #[arg(long, env = "SMBGATE_SECRET_KEY", hide_env_values = true)]
+    #[arg(long, env = "SMBGATE_SECRET_KEY", hide_env_values = true, help_heading = "S3")]
     pub secret_key: Option<String>,
     /// File holding the S3 secret key (first line).
-    #[arg(long, env = "SMBGATE_SECRET_KEY_FILE")]
+    #[arg(long, env = "SMBGATE_SECRET_KEY_FILE", help_heading = "S3")]
     pub secret_key_file: Option<PathBuf>,
     /// Base domain for virtual-hosted-style requests
     /// (`bucket.s3.example.com`); path style keeps working with it and
     /// without it.
-    #[arg(long, env = "SMBGATE_DOMAIN")]
+    #[arg(long, env = "SMBGATE_DOMAIN", help_heading = "S3")]
     pub domain: Option<String>,
     /// Region reported to clients and used in SigV4 scope.
-    #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1")]
+    #[arg(long, env = "SMBGATE_REGION", default_value = "us-east-1", help_heading = "S3")]
     pub region: String,
     /// Accept AWS Signature Version 2 (header-signed within 15 minutes of
     /// the server's clock, or presigned), as aws-cli 1.x and boto3 still
     /// presign by default (`on`), or only SigV4 (`off`).
     #[arg(long, env = "SMBGATE_SIGV2", default_value = "on", num_args = 0..=1,
-          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub sigv2: bool,
     /// Allow unsigned (anonymous) requests. Off unless given explicitly
     /// (`--anonymous`, `--anonymous on`, SMBGATE_ANONYMOUS=on).
     #[arg(long, env = "SMBGATE_ANONYMOUS", default_value = "off", num_args = 0..=1,
-          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub anonymous: bool,
     /// SMB connections in the pool (and in each S3 user's own pool).
-    #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8)]
+    #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8, help_heading = "SMB")]
     pub pool_size: usize,
     /// Most pools of S3 users' own SMB identities open at once (the least
     /// recently used is closed to make room); with `--pool-size` this
     /// bounds the SMB connections: pool_size x (1 + user_pools).
     #[arg(long, env = "SMBGATE_USER_POOLS", default_value_t = 16,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "SMB")]
     pub user_pools: usize,
     /// A user's SMB pool unused this long is closed (`10m`, `1h`).
-    #[arg(long, env = "SMBGATE_USER_POOL_IDLE", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_USER_POOL_IDLE", default_value = "10m", value_parser = parse_duration, help_heading = "SMB")]
     pub user_pool_idle: std::time::Duration,
     /// Largest SMB READ/WRITE (clamped to what the server allows). Sizes
     /// take plain bytes or units: `8MiB`, `512 KiB`, `1GiB`, `4MB`.
-    #[arg(long, env = "SMBGATE_IO_SIZE", default_value = "8MiB", value_parser = parse_bytes_u32)]
+    #[arg(long, env = "SMBGATE_IO_SIZE", default_value = "8MiB", value_parser = parse_bytes_u32, help_heading = "SMB")]
     pub io_size: u32,
     /// Sign every SMB message and require signed answers (`on`, the
     /// default), or sign only when the server requires it (`off`). SMB 3.0
     /// and 3.0.2 sessions always sign.
     #[arg(long, env = "SMBGATE_SMB_SIGN", default_value = "on", num_args = 0..=1,
-          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "SMB")]
     pub smb_sign: bool,
     /// Encrypt every SMB message (`--smb-encrypt`, `--smb-encrypt on`,
     /// SMBGATE_SMB_ENCRYPT=on); a share or server may require it anyway.
     #[arg(long, env = "SMBGATE_SMB_ENCRYPT", default_value = "off", num_args = 0..=1,
-          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off")]
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "SMB")]
     pub smb_encrypt: bool,
     /// Segment size in bytes for split streaming (large GETs) and for
     /// spreading large PUT and UploadPart bodies over connections.
-    #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value = "8MiB", value_parser = parse_bytes)]
+    #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value = "8MiB", value_parser = parse_bytes, help_heading = "Data path")]
     pub segment_size: u64,
     /// Segments fetched ahead (each on its own connection) for large GETs.
-    #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4)]
+    #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4, help_heading = "Data path")]
     pub prefetch: usize,
     /// Connections one large PUT or UploadPart body is written over, a
     /// segment at a time (1 = a single connection).
-    #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64), help_heading = "Data path")]
     pub put_parallel: usize,
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight and segments fetched ahead). When it is spent, GETs read with
     /// at most one READ ahead and fetch no segments early.
-    #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value = "512MiB", value_parser = parse_bytes)]
+    #[arg(long, env = "SMBGATE_READ_AHEAD_BUDGET", default_value = "512MiB", value_parser = parse_bytes, help_heading = "Data path")]
     pub read_ahead_budget: u64,
     /// Bytes all PUT and UploadPart bodies together may have in flight to
     /// the SMB server. When it is spent, a body is written over one
     /// connection with 1 MiB in flight.
-    #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value = "512MiB", value_parser = parse_bytes)]
+    #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value = "512MiB", value_parser = parse_bytes, help_heading = "Data path")]
     pub write_behind_budget: u64,
     /// Age at which a multipart upload that was neither completed nor
     /// aborted is removed, by the server's clock (`7d`, `12h`, `30m`).
-    #[arg(long, env = "SMBGATE_MULTIPART_EXPIRY", default_value = "7d", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_MULTIPART_EXPIRY", default_value = "7d", value_parser = parse_duration, help_heading = "Data path")]
     pub multipart_expiry: std::time::Duration,
     /// Time between sweeps for dead writers' temp files and expired
     /// multipart uploads (one also runs at startup). A temp file goes once
     /// no writer holds it open and nothing was written to it for this long.
-    #[arg(long, env = "SMBGATE_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration, help_heading = "Data path")]
     pub sweep_interval: std::time::Duration,
     /// HTTP connections served at once; further clients wait in the
     /// listen backlog until one closes.
     #[arg(long, env = "SMBGATE_MAX_CONNECTIONS", default_value_t = 1024,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub max_connections: usize,
     /// HTTP connections one client address may hold at once (default: a
     /// quarter of `--max-connections`); a connection past it is closed at
     /// once, so one address cannot take every slot.
     #[arg(long, env = "SMBGATE_MAX_CONNECTIONS_PER_CLIENT",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub max_connections_per_client: Option<usize>,
     /// Addresses with no per-client share, which may use every connection
     /// slot: the load balancer or proxy in front of the gateway (repeat, or
     /// separate with commas).
-    #[arg(long = "trusted-proxy", env = "SMBGATE_TRUSTED_PROXIES", value_delimiter = ',')]
+    #[arg(long = "trusted-proxy", env = "SMBGATE_TRUSTED_PROXIES", value_delimiter = ',', help_heading = "Limits")]
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// How long a new connection may take to complete its first request's
     /// headers (TLS handshake included), and how long a connection, HTTP/1
     /// or HTTP/2, may stay open with no request in flight: `30s`, `2m`, or
     /// plain seconds.
-    #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Limits")]
     pub header_read_timeout: std::time::Duration,
     /// Longest wait for the next bytes of a PUT or UploadPart body; a body
     /// that stalls longer fails with 400 RequestTimeout and leaves nothing.
-    #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Limits")]
     pub body_read_timeout: std::time::Duration,
     /// Once a PUT or UploadPart body has taken `--body-read-timeout`, the
     /// least average rate it must keep (`1KiB` a second; `0` for none); a
     /// slower one fails with 400 RequestTimeout and leaves nothing, so a
     /// trickle cannot hold a handle and a temp file for hours.
-    #[arg(long, env = "SMBGATE_BODY_MIN_RATE", default_value = "1KiB", value_parser = parse_bytes)]
+    #[arg(long, env = "SMBGATE_BODY_MIN_RATE", default_value = "1KiB", value_parser = parse_bytes, help_heading = "Limits")]
     pub body_min_rate: u64,
     /// Longest a GET's client may go without taking more of its body; a
     /// client that stops reading is cut off and the object's handle closed.
-    #[arg(long, env = "SMBGATE_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "SMBGATE_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Limits")]
     pub send_timeout: std::time::Duration,
     /// Most directories one ListObjects page reads on the share, beyond
     /// those it must pass through; a page that reaches it ends early with
     /// IsTruncated and a continuation token, so that one request (a deep
     /// tree of empty directories) cannot keep the share busy for minutes.
     #[arg(long, env = "SMBGATE_LIST_MAX_DIRS", default_value_t = 1000,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub list_max_dirs: usize,
     /// Writes one JSON line per request to this file (appended; `-` for
     /// standard output): request ID, identity, operation, bucket, key,
     /// status, bytes in and out, duration. Off unless given.
-    #[arg(long, env = "SMBGATE_ACCESS_LOG")]
+    #[arg(long, env = "SMBGATE_ACCESS_LOG", help_heading = "Operations (metrics, health, access log)")]
     pub access_log: Option<std::path::PathBuf>,
 }
 
@@ -325,6 +343,10 @@ impl ShareUrl {
     ///
     /// Errors: a one-line reason for a malformed URL.
     pub fn parse(s: &str) -> Result<ShareUrl, String> {
+        // Not a required flag, so that a config file can give it.
+        if s.is_empty() {
+            return Err("no share: set --share smb://HOST/SHARE (SMBGATE_SHARE), or share in the config file".into());
+        }
         let rest = s.strip_prefix("smb://").ok_or_else(|| format!("share {s:?} must start with smb://"))?;
         let (hostport, path) = rest.split_once('/').unwrap_or((rest, ""));
         if hostport.contains('@') {
@@ -355,14 +377,42 @@ impl ShareUrl {
     }
 }
 
+/// Set by `config check --without-secrets`: secret files are named, never
+/// opened, for the life of the process.
+static SECRET_FILES_UNREAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What a secret file stands for once [`leave_secret_files_unread`] is on.
+pub const UNREAD_SECRET: &str = "(secret file not read)";
+
+/// From now on, no secret file is opened: each stands for [`UNREAD_SECRET`].
+/// Only `config check --without-secrets` calls it; the process then exits.
+pub fn leave_secret_files_unread() {
+    SECRET_FILES_UNREAD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// True once [`leave_secret_files_unread`] was called.
+pub fn secret_files_unread() -> bool {
+    SECRET_FILES_UNREAD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The first line of the secret file `path` (its whole secret).
+///
+/// Errors: the file cannot be read.
+pub fn read_secret_file(path: &std::path::Path) -> std::io::Result<String> {
+    if secret_files_unread() {
+        return Ok(UNREAD_SECRET.to_string());
+    }
+    Ok(std::fs::read_to_string(path)?.lines().next().unwrap_or("").to_string())
+}
+
 /// Reads a secret from a value or the first line of a file; `setting` is
 /// the file's flag without dashes (`smb-password-file`), named in errors.
 ///
 /// Errors: the file cannot be read.
 pub fn secret(setting: &str, value: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>, String> {
     if let Some(f) = file {
-        let s = std::fs::read_to_string(f).map_err(|e| format!("--{setting}: cannot read {}: {e}", f.display()))?;
-        return Ok(Some(s.lines().next().unwrap_or("").to_string()));
+        let s = read_secret_file(f).map_err(|e| format!("--{setting}: cannot read {}: {e}", f.display()))?;
+        return Ok(Some(s));
     }
     Ok(value.clone())
 }

@@ -342,6 +342,9 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     let users = users_of(&args)?;
     let buckets = file.buckets(&main_share)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
+    if crate::config::secret_files_unread() {
+        out.push_str("# secret files were named, not read (--without-secrets)\n");
+    }
     for arg in &order {
         let id = arg.get_id().as_str();
         if arg.get_long().is_none() || id == "help" || id == "config" {

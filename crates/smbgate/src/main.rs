@@ -8,7 +8,10 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
     let cli = parse_cli();
-    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
+    if let Command::Config(ConfigCommand::Check { file, without_secrets }) = &cli.command {
+        if *without_secrets {
+            smbgate::config::leave_secret_files_unread();
+        }
         match smbgate::config_file::check(Cli::command(), file) {
             Ok(report) => {
                 print!("{report}");

@@ -280,8 +280,8 @@ pub(crate) fn one_secret(
         (Some(s), None) => Ok(Some(s)),
         (None, Some(f)) => {
             let f = dir.join(f);
-            let s = std::fs::read_to_string(&f).map_err(|e| format!("{field}_file {}: {e}", f.display()))?;
-            Ok(Some(s.lines().next().unwrap_or("").to_string()))
+            let s = crate::config::read_secret_file(&f).map_err(|e| format!("{field}_file {}: {e}", f.display()))?;
+            Ok(Some(s))
         }
         (None, None) => Ok(None),
     }
