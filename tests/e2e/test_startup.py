@@ -4,6 +4,7 @@ problem (issue 3, "Running it"); --anonymous with no keys serves unsigned
 requests."""
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -227,3 +228,43 @@ def test_serve_help_groups_its_flags_and_names_the_log_setting():
                         "Data path", "Limits"], r.stdout
     assert r.stdout.splitlines()[2] == "Usage: smbgate serve [OPTIONS]"
     assert "SMBGATE_LOG" in r.stdout
+
+
+def _notify_socket(tmp_path):
+    """A datagram socket standing in for systemd's $NOTIFY_SOCKET."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(str(tmp_path / "notify.sock"))
+    s.settimeout(10)
+    return s
+
+
+def _states(sock):
+    return sock.recv(4096).decode().split("\n")
+
+
+def test_systemd_hears_ready_once_serving_then_reloading_and_stopping(samba, tmp_path):
+    sock = _notify_socket(tmp_path)
+    g = Gateway(samba, env={"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
+    try:
+        assert "READY=1" in _states(sock)
+        # Ready means serving: the health probe on the S3 port answers 200.
+        with socket.create_connection(("127.0.0.1", g.port), timeout=5) as c:
+            c.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+            assert c.recv(64).startswith(b"HTTP/1.0 200")
+        g.proc.send_signal(signal.SIGHUP)
+        assert "RELOADING=1" in _states(sock)
+        assert "READY=1" in _states(sock)
+        g.proc.terminate()
+        assert "STOPPING=1" in _states(sock)
+        assert g.proc.wait(timeout=30) == 0
+    finally:
+        g.stop()
+
+
+def test_systemd_never_hears_ready_from_a_failed_start(samba, tmp_path):
+    sock = _notify_socket(tmp_path)
+    sock.settimeout(0.5)
+    r, _ = _run(_smb_args(samba, password="wrong") + KEYS, env={"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
+    assert r.returncode != 0
+    with pytest.raises(socket.timeout):
+        sock.recv(4096)

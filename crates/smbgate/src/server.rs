@@ -70,7 +70,9 @@ impl Prepared {
     }
 
     /// What SIGHUP reloads: the TLS certificate, the users, the access log.
+    /// The service manager hears of it (RELOADING=1, then READY=1).
     fn reload(&self) {
+        notify(&[sd_notify::NotifyState::Reloading]);
         reload_certificates(&self.tls);
         self.users.reload();
         if let Some(log) = &self.access_log {
@@ -79,6 +81,7 @@ impl Prepared {
                 Err(e) => tracing::error!(error = %e, "SIGHUP: access log not reopened; lines go to the file in use"),
             }
         }
+        notify(&[sd_notify::NotifyState::Ready]);
     }
 
     /// The bound address.
@@ -348,6 +351,9 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
         tokio::spawn(serve_admin(listener, admin, builder.clone(), p.limits.header_read_timeout));
     }
     tokio::pin!(shutdown);
+    // The share is open and every listener bound (see `prepare`): a
+    // service manager may count the gateway started.
+    notify(&[sd_notify::NotifyState::Ready]);
     loop {
         let (accepted, tls) = loop {
             tokio::select! {
@@ -480,7 +486,16 @@ async fn accept_plain(l: &Option<TcpListener>) -> std::io::Result<(TcpStream, st
 }
 
 /// Refuses new connections, then waits (up to 30 s) for in-flight requests.
+/// Tells a service manager `state` (systemd's `Type=notify`, through
+/// `$NOTIFY_SOCKET`); without one, nothing happens.
+fn notify(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, state) {
+        tracing::warn!(error = %e, "could not notify the service manager");
+    }
+}
+
 async fn drain(p: Prepared, graceful: GracefulShutdown) {
+    notify(&[sd_notify::NotifyState::Stopping]);
     drop(p.listener);
     drop(p.plain);
     tracing::info!("shutting down: draining in-flight requests");
