@@ -23,6 +23,12 @@ def s3_error(fn, *args, **kwargs):
     return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"], r
 
 
+def error(fn):
+    """The S3 error code and HTTP status `fn` (no arguments) fails with."""
+    status, code, _ = s3_error(fn)
+    return code, status
+
+
 def expect_error(status, code, fn, *args, **kwargs):
     st, c, r = s3_error(fn, *args, **kwargs)
     assert (st, c) == (status, code), r

@@ -10,8 +10,7 @@ import base64
 import hashlib
 import zlib
 
-import botocore
-import pytest
+from s3util import error
 
 MIB = 1 << 20
 
@@ -23,12 +22,6 @@ def b64(raw):
 def crc32(data):
     return b64(zlib.crc32(data).to_bytes(4, "big"))
 
-
-def error(call):
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        call()
-    r = e.value.response
-    return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def upload(s3, bucket, key, bodies, **create):

@@ -8,17 +8,10 @@ import base64
 import hashlib
 import zlib
 
-import botocore
-import pytest
+from s3util import error
 
 ALL = ["ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"]
 
-
-def error(call):
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        call()
-    r = e.value.response
-    return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def attributes(r):

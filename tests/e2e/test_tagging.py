@@ -12,21 +12,13 @@ import hashlib
 import os
 import time
 
-import botocore
-import pytest
-
 from conftest import put_on_share
+from s3util import error
 
 
 def tagset(**tags):
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
-
-def error(call):
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        call()
-    r = e.value.response
-    return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def test_object_tags_round_trip_and_leave_etag_and_time_alone(s3, bucket):

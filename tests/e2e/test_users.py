@@ -21,6 +21,7 @@ import pytest
 from botocore.config import Config
 
 from conftest import REGION, Gateway, Samba, _free_port, smbgate_bin
+from s3util import error
 
 ALICE = ("AKALICE0000000000001", "alice-secret-key-0001")
 BOB = ("AKBOB00000000000000002", "bob-secret-key-0002")
@@ -94,13 +95,6 @@ def client(gw, key):
         config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
     )
 
-
-def error(fn):
-    """The S3 error code and HTTP status `fn` fails with."""
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        fn()
-    r = e.value.response
-    return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def test_list_buckets_shows_each_user_its_own(gw):
