@@ -212,6 +212,26 @@ def test_a_file_put_in_an_objects_place_is_not_described_by_its_record(no_ea_gw)
     assert s3.get_object(Bucket=bucket, Key="f")["Body"].read() == b"SAME SIZE"
 
 
+def test_a_foreign_files_tags_survive_its_access_time_moving(no_ea_gw):
+    """A sidecar names its file by id and CreationTime. Samba reports a file
+    it did not create (no stored DOS attributes) as created at the earliest
+    of its access, write and change times, so a read on the share would
+    move that CreationTime and orphan the record, unless the record's write
+    fixes it first."""
+    g, samba = no_ea_gw
+    s3 = g.client()
+    bucket = f"atime-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    path = put_on_share(samba, bucket, "f.bin", b"from the share")
+    mtime = path.stat().st_mtime_ns
+    os.utime(path, ns=(mtime - 10**9, mtime))  # last read before the last write
+    etag = s3.head_object(Bucket=bucket, Key="f.bin")["ETag"]
+    s3.put_object_tagging(Bucket=bucket, Key="f.bin", Tagging={"TagSet": [{"Key": "c", "Value": "3"}]})
+    os.utime(path, ns=(time.time_ns(), mtime))  # read on the share now
+    assert s3.get_object_tagging(Bucket=bucket, Key="f.bin")["TagSet"] == [{"Key": "c", "Value": "3"}]
+    assert s3.head_object(Bucket=bucket, Key="f.bin")["ETag"] == etag
+
+
 @pytest.fixture(scope="module")
 def stream_gw():
     yield from logged_gateway("streams-no-eas")

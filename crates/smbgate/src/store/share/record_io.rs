@@ -29,12 +29,22 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
 /// open saw: a record in a named stream is a write to the file on some
 /// servers (Samba's streams_xattr), and tags may not change an object's
 /// Last-Modified, nor the derived ETag of a file someone else put there.
+/// The CreationTime the open saw is set too: a sidecar is keyed by it, and
+/// Samba reports a file it did not create (no stored DOS attributes) as
+/// created at the earliest of its access, write and change times, which a
+/// read on the share moves; set once, Samba stores it.
 ///
 /// Errors: as [`set_eas`]; the SET_INFO of the times.
 pub async fn rewrite_records(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     set_eas(handle, rec, path, eas).await?;
-    let last_write = handle.info().times.last_write;
-    let keep = SetFileInfo::Basic { creation: 0, last_access: 0, last_write, change: 0, attributes: 0 };
+    let times = &handle.info().times;
+    let keep = SetFileInfo::Basic {
+        creation: times.creation,
+        last_access: 0,
+        last_write: times.last_write,
+        change: 0,
+        attributes: 0,
+    };
     handle.tree().set_info(handle.id(), keep).await.map_err(Into::into)
 }
 
