@@ -1,7 +1,12 @@
 """Small helpers shared by the S3 conformance tests."""
 
 import hashlib
+import html
 import http.client
+import http.server
+import shutil
+import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -101,3 +106,24 @@ def wait_no_tmp(samba, timeout=3.0):
         if not left or time.time() > deadline:
             return left
         time.sleep(0.2)
+
+
+def browse(directory, port, page):
+    """Serves `directory` on 127.0.0.1:`port`, opens `page` there in
+    headless Chromium, and returns the text of the element `<pre id="out">`
+    of the document Chromium ends on (after redirects), unescaped.
+    Fails, never skips, without a browser."""
+    assert shutil.which("chromium"), "chromium is not installed: apt-get install chromium (.ci/run does)"
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r = subprocess.run(
+            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             f"--user-data-dir={directory / 'profile'}", "--virtual-time-budget=15000", "--dump-dom",
+             f"http://127.0.0.1:{port}/{page}"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    assert '<pre id="out">' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    return html.unescape(r.stdout.split('<pre id="out">', 1)[1].split("</pre>", 1)[0])

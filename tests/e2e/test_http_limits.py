@@ -87,17 +87,19 @@ def test_past_the_connection_cap_a_client_waits_for_a_free_slot(gw):
     assert got is not None and got.startswith(b"HTTP/1.1 200"), got
 
 
-def test_post_form_uploads_are_refused_before_their_body_is_read(gateway, bucket):
-    """POST Object (an HTML form) is not built: 501 NotImplemented at once,
-    though the client has sent only the headers of a large form."""
+def test_a_form_s_fields_are_bounded_before_its_file(gateway, bucket):
+    """POST Object reads at most 20 KiB of fields before the file part: a
+    form that sends more is refused with 400 MaxPostPreDataLengthExceededError
+    at once, though it claims 100 MiB and has sent 30 KiB of one field."""
     import socket
     host, port = gateway.endpoint.split("//")[1].split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall((f"POST /{bucket} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                   "Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 104857600\r\n\r\n").encode())
+                   "Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 104857600\r\n\r\n"
+                   "--xyz\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n").encode() + b"k" * (30 << 10))
         got = s.recv(65536).decode(errors="replace")
-    assert got.startswith("HTTP/1.1 501"), got
-    assert "<Code>NotImplemented</Code>" in got
+    assert got.startswith("HTTP/1.1 400"), got
+    assert "<Code>MaxPostPreDataLengthExceededError</Code>" in got
 
 
 def test_xml_bodies_are_bounded(s3, bucket, gateway):

@@ -199,6 +199,28 @@ def test_buckets_outside_a_users_list_are_403_copy_sources_included(gw, share):
     assert not (share.share_path / "bob-made").exists()
 
 
+def test_a_form_upload_is_held_to_its_signers_grants(gw, share):
+    """POST Object (issue 22, point 1): the user whose key signed the form
+    writes as its own SMB account, a read-only user and a user outside the
+    bucket get 403 AccessDenied, and nothing is stored for them."""
+    import requests
+
+    def form(key, bucket, name):
+        c = boto3.client("s3", endpoint_url=gw.endpoint, region_name=REGION, aws_access_key_id=key[0],
+                         aws_secret_access_key=key[1],
+                         config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+        p = c.generate_presigned_post(bucket, name)
+        return requests.post(p["url"], data=p["fields"], files={"file": ("f", name.encode())}, timeout=30)
+
+    assert form(ALICE, "team", "forms/by-alice").status_code == 204
+    d = share.share_path / "team" / "forms"
+    assert pwd.getpwuid((d / "by-alice").stat().st_uid).pw_name == "s3alice"
+    for key, bucket in ((READER, "team"), (BOB, "alice-own")):
+        r = form(key, bucket, "forms/refused")
+        assert (r.status_code, b"<Code>AccessDenied</Code>" in r.content) == (403, True), r.content
+    assert not (d / "refused").exists() and not (share.share_path / "alice-own" / "forms").exists()
+
+
 def test_the_access_log_names_the_user_and_its_smb_account(gw):
     r = client(gw, BOB).put_object(Bucket="team", Key="logged.txt", Body=b"x")
     rid = r["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]

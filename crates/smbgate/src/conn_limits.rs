@@ -164,6 +164,9 @@ pub struct Watched<S> {
     pub activity: Activity,
     /// The client's address (the TCP peer), if known.
     pub peer: Option<SocketAddr>,
+    /// The connection came over TLS (its requests are marked with
+    /// [`crate::post_object::OverTls`]).
+    pub tls: bool,
 }
 
 /// A request extension: the address of the client that sent it (the TCP
@@ -185,6 +188,9 @@ where
     fn call(&self, mut req: http::Request<ReqBody>) -> Self::Future {
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(ClientAddr(peer));
+        }
+        if self.tls {
+            req.extensions_mut().insert(crate::post_object::OverTls);
         }
         let done = self.activity.begin();
         let answer = self.service.call(req);

@@ -119,6 +119,7 @@ pub struct Front {
     rules: Arc<crate::precheck::Rules>,
     cors: Arc<CorsFront>,
     auth_log: Arc<crate::auth_log::AuthLog>,
+    post: Arc<crate::post_object::PostObject>,
 }
 
 /// What the front needs for CORS: the buckets' rules, and the domain of
@@ -151,7 +152,7 @@ impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
     /// counts every request, `rules` are checked before s3s verifies a
     /// signature, `cors` answers preflights and decorates requests with an
-    /// Origin, `domain` is `--domain`.
+    /// Origin, `domain` is `--domain`, `post` answers form uploads.
     pub fn new(
         s3: S3Service,
         pool: Pool,
@@ -159,9 +160,11 @@ impl Front {
         rules: crate::precheck::Rules,
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
+        post: crate::post_object::PostObject,
     ) -> Front {
         let cors = Arc::new(CorsFront { cache: cors, domain });
-        Front { s3, pool, metrics, rules: Arc::new(rules), cors, auth_log: Arc::default() }
+        let post = Arc::new(post);
+        Front { s3, pool, metrics, rules: Arc::new(rules), cors, auth_log: Arc::default(), post }
     }
 }
 
@@ -304,6 +307,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         // Parsed only if the request fails to authenticate (`uri` is kept).
         let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
+        let post = self.post.clone();
         let fut = async move {
             let mut resp = match refused {
                 Some(r) => {
@@ -318,6 +322,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     r.to_response()
                 }
                 None if is_preflight => preflight(&cors_front, &req).await,
+                None if crate::post_object::is_form(&req) => {
+                    tracing::Span::current().record("operation", crate::post_object::OPERATION);
+                    let (resp, posted) = post.answer(req).await;
+                    let _ = slot.0.set(Resolved {
+                        operation: crate::post_object::OPERATION,
+                        bucket: posted.bucket,
+                        key: posted.key,
+                        identity: posted.user.as_ref().map(|u| u.name.clone()),
+                        smb_identity: posted.user.as_ref().and_then(|u| u.smb.as_ref()).map(|s| s.to_string()),
+                    });
+                    resp
+                }
                 None if is_delete_objects(&req) => match checked_delete_objects(req).await {
                     Ok(req) => s3.call(req).await?,
                     Err(e) => crate::s3::s3_error(e).to_http_response().unwrap_or_else(|_| {

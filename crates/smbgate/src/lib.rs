@@ -37,6 +37,7 @@ pub mod front;
 pub mod identities;
 pub mod ignored_range;
 pub mod metrics;
+pub mod post_object;
 pub mod precheck;
 pub mod s3;
 pub mod server;

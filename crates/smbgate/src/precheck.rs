@@ -1,5 +1,6 @@
 //! Checks made on a request before s3s reads it: requests refused outright
-//! (an HTTP/1 PUT that declares no body length, a POST Object form), a
+//! (an HTTP/1 PUT that declares no body length, a POST body over the XML
+//! limit), a
 //! chunked UNSIGNED-PAYLOAD PUT let through to be streamed, and the
 //! rules on signature parameters that s3s leaves to us, checked before s3s
 //! verifies the signature itself:
@@ -67,15 +68,6 @@ impl Refusal {
         Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
     }
 
-    /// 501 NotImplemented for a POST Object form upload.
-    pub fn post_object_not_implemented() -> Refusal {
-        Refusal::new(
-            http::StatusCode::NOT_IMPLEMENTED,
-            "NotImplemented",
-            "POST Object (browser form uploads) is not implemented; use PUT, or a presigned PUT URL",
-        )
-    }
-
     /// The S3 error document (the front adds RequestId and HostId).
     pub fn to_response(&self) -> s3s::HttpResponse {
         let body = format!(
@@ -92,7 +84,7 @@ impl Refusal {
 
 /// The refusal, if any, of `req` before s3s reads it, in this order: a path
 /// that is not UTF-8, an HTTP/1 PUT that declares no body length, a POST
-/// Object form, a POST body over [`MAX_XML_BODY`], then the signature
+/// body over [`MAX_XML_BODY`], then the signature
 /// rules (which may add `x-amz-date`, see [`Rules::check`]).
 pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime) -> Option<Refusal> {
     if !path_is_utf8(req.uri().path()) {
@@ -101,14 +93,13 @@ pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime
     if missing_content_length(req) {
         return Some(Refusal::missing_content_length());
     }
-    if req.method() == http::Method::POST {
-        if is_form(req.headers()) {
-            return Some(Refusal::post_object_not_implemented());
-        }
-        // Every POST S3 has here carries an XML body read whole.
-        if content_length(req.headers()) > MAX_XML_BODY as u64 {
-            return Some(Refusal::too_big());
-        }
+    // Every other POST carries an XML body read whole (a form upload
+    // streams its file, see post_object).
+    if req.method() == http::Method::POST
+        && !crate::post_object::is_form(req)
+        && content_length(req.headers()) > MAX_XML_BODY as u64
+    {
+        return Some(Refusal::too_big());
     }
     rules.check(req, now).err()
 }
@@ -220,15 +211,6 @@ fn missing_content_length<B>(req: &http::Request<B>) -> bool {
         && !h.contains_key(http::header::TRANSFER_ENCODING)
         && !h.contains_key("x-amz-copy-source")
         && names_key(req.uri())
-}
-
-/// True for a browser form upload (POST Object, `multipart/form-data`),
-/// which is not built.
-fn is_form(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
 /// True if the request's path percent-decodes to valid UTF-8, as every S3

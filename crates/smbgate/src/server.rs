@@ -179,6 +179,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // gateway, checks and config; its requests carry no signature (see
     // ignored_range).
     let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, args.anonymous).build();
+    let post = crate::post_object::PostObject::new(
+        gateway.clone(),
+        directory.clone(),
+        args.anonymous,
+        &args.region,
+        args.sigv2,
+        domain.clone(),
+    );
     let mut builder = s3_builder(gateway, domain.as_ref(), &directory, args.anonymous);
     builder.set_route(crate::ignored_range::IgnoredRange::new(inner));
     let listener =
@@ -212,7 +220,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         send_timeout: args.send_timeout,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain);
+    let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain, post);
     let users = UsersReload { directory, args: args.clone() };
     let per_client = crate::conn_limits::PerClient::new(
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
@@ -414,7 +422,7 @@ async fn serve_one(
     slot: &Slot,
 ) {
     let activity = slot.activity().clone();
-    let service = Watched { service, activity: activity.clone(), peer: Some(peer) };
+    let service = Watched { service, activity: activity.clone(), peer: Some(peer), tls: tls.is_some() };
     let stream = WatchedIo::new(stream, activity.clone());
     let serve = async {
         let result = match tls {
@@ -464,7 +472,7 @@ async fn serve_admin(
         };
         let slot = slots.admit().await;
         let activity = slot.activity().clone();
-        let service = Watched { service: admin.clone(), activity: activity.clone(), peer: None };
+        let service = Watched { service: admin.clone(), activity: activity.clone(), peer: None, tls: false };
         let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         tokio::spawn(async move {
             tokio::select! {

@@ -69,6 +69,12 @@ pub struct User {
 }
 
 impl User {
+    /// The secret key the user signs with, for checking a signature the
+    /// front verifies itself (a POST Object form); never to be logged.
+    pub(crate) fn secret_key(&self) -> &str {
+        self.secret_key.expose()
+    }
+
     /// True if the user may use `bucket` at all.
     pub fn may_use(&self, bucket: &str) -> bool {
         match &self.buckets {
