@@ -200,7 +200,7 @@ def balanced_pair(samba_a, samba_b, workdir, env=None):
 
 class HAProxy:
     """HAProxy on loopback in front of `gateways`, round-robin per request,
-    with the health probe the README's example uses (HEAD /)."""
+    with the health probe docs/deployment.md's example uses (HEAD /)."""
 
     def __init__(self, gateways, workdir):
         self.port = _free_port()

@@ -103,13 +103,13 @@ def test_the_example_config_file_checks_without_its_secrets():
     assert "smb.password" in r.stderr and "cannot read" in r.stderr, r.stderr
 
 
-def test_the_haproxy_example_checks_and_is_the_one_the_readme_shows():
+def test_the_haproxy_example_checks_and_is_the_one_the_docs_show():
     r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     config = [l.split("#")[0].rstrip() for l in (ROOT / "deploy" / "haproxy.cfg").read_text().splitlines()]
     config = [l for l in config if l.strip()]
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("```\ndefaults\n", 1)[1].split("```", 1)[0]
+    doc = (ROOT / "docs" / "deployment.md").read_text()
+    block = doc.split("```\ndefaults\n", 1)[1].split("```", 1)[0]
     shown = ["defaults"] + [l.rstrip() for l in block.splitlines() if l.strip()]
     assert shown == config
 
@@ -145,3 +145,28 @@ def test_rust_version_is_what_the_locked_dependencies_need():
     assert len(ours) == 1, ours
     needed = max((p["rust_version"] for p in meta["packages"] if p.get("rust_version")), key=key)
     assert key(ours.pop()) == key(needed), needed
+
+
+def test_the_docs_links_resolve_and_the_readme_lists_every_page():
+    """The README points to every page under docs/, and every relative link
+    in the README and the docs names a file (and, with #, a heading) that
+    exists."""
+    import re
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    readme = pages[0].read_text()
+    for page in pages[1:]:
+        assert f"(docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+
+    def anchors(path):
+        heads = [l.lstrip("#").strip() for l in path.read_text().splitlines() if l.startswith("#")]
+        return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            assert file.exists(), f"{page.name} links {target}: no such file"
+            if anchor:
+                assert anchor in anchors(file), f"{page.name} links {target}: no such heading"

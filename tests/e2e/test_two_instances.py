@@ -1,5 +1,5 @@
 """Several instances, one share (issue 10, point 5): two smbgate instances
-on one smbd behind HAProxy (round-robin per request, as in the README's
+on one smbd behind HAProxy (round-robin per request, as in docs/deployment.md's
 example). The races and a multipart upload go through HAProxy, so the
 requests of one operation land on both instances; what they must agree on
 lives on the share."""
