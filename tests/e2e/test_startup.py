@@ -90,6 +90,10 @@ def test_missing_share_subpath(samba):
     r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}/nope"), *KEYS])
     line = _assert_one_line_failure(r, "nope", any_of=("not exist", "no such", "not found"))
     assert line == 'smbgate: share path "nope" does not exist', line
+    # A path prints as the share names it, one backslash between parts.
+    r, _ = _run([*_smb_args(samba, share=f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}/no/such"), *KEYS])
+    line = _assert_one_line_failure(r, "such", any_of=("not exist",))
+    assert line == 'smbgate: share path "no\\such" does not exist', line
 
 
 @pytest.mark.parametrize("keys", [[], ["--access-key", ACCESS_KEY], ["--secret-key", SECRET_KEY]],

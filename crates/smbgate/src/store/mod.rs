@@ -188,13 +188,13 @@ impl Store {
         let tree = share::connection(&pool).await?;
         let root_times = share::stat(&tree, &root).await.map_err(|e| {
             if share::is_not_found(&e) {
-                StoreError::InvalidArgument(format!("share path {:?} does not exist", root.as_str()))
+                StoreError::InvalidArgument(format!("share path \"{}\" does not exist", root.as_str()))
             } else {
                 e.into()
             }
         })?;
         if !root_times.is_directory() {
-            return Err(StoreError::InvalidArgument(format!("share path {:?} is not a directory", root.as_str())));
+            return Err(StoreError::InvalidArgument(format!("share path \"{}\" is not a directory", root.as_str())));
         }
         let internal = root.join(INTERNAL);
         for d in [internal.clone(), internal.join("tmp"), internal.join("uploads")] {
