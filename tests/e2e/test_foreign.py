@@ -23,3 +23,23 @@ def test_foreign_file_etag_is_stable_and_consistent(s3, bucket, samba):
     assert s3.list_objects_v2(Bucket=bucket)["Contents"][0]["ETag"] == etag
     (d / "report.bin").write_bytes(body + b"more")
     assert s3.head_object(Bucket=bucket, Key="from-explorer/report.bin")["ETag"] != etag
+
+
+def test_names_the_server_shows_only_as_8_3_aliases_are_not_listed(s3, bucket, samba):
+    """Issue 25, point 3: a file whose real name SMB cannot carry (a `:`,
+    made on a Samba share without `catia`) is listed by the server under a
+    made-up 8.3 name only, which the exact-name check of every read refuses.
+    Such a key is not listed (a listing shows only keys that open), with and
+    without a delimiter, V1 and V2; a real name of the same shape is listed
+    and reads."""
+    from conftest import put_on_share
+    put_on_share(samba, bucket, "de:tail.txt", b"colon")
+    (samba.share_path / bucket / "dir:x").mkdir()
+    put_on_share(samba, bucket, "dir:x/inside.txt", b"in a colon folder")
+    s3.put_object(Bucket=bucket, Key="ABC~1.TXT", Body=b"a real short name")
+    s3.put_object(Bucket=bucket, Key="plain.txt", Body=b"plain")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["ABC~1.TXT", "plain.txt"]
+    assert [o["Key"] for o in s3.list_objects(Bucket=bucket)["Contents"]] == ["ABC~1.TXT", "plain.txt"]
+    page = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
+    assert ([o["Key"] for o in page["Contents"]], page.get("CommonPrefixes")) == (["ABC~1.TXT", "plain.txt"], None)
+    assert s3.get_object(Bucket=bucket, Key="ABC~1.TXT")["Body"].read() == b"a real short name"

@@ -154,6 +154,31 @@ impl SmbSource<'_> {
         Ok(out)
     }
 
+    /// The names among `entries` (in `dir`) that are only the server's 8.3
+    /// aliases of files whose real names SMB cannot carry (Samba without
+    /// `catia` lists `de:tail.txt` as `DN129I~K.TXT`): such a name opens the
+    /// file, but the exact-name check of every read refuses it, so listing
+    /// it would show a key that answers 404. Only names shaped like short
+    /// names are asked, all in one batch: each is opened and its on-disk
+    /// name compared with the listed one.
+    ///
+    /// Errors: the batch failed (a transport error).
+    async fn short_aliases(&self, dir: &str, entries: &[share::DirEntry]) -> StoreResult<HashSet<String>> {
+        let shaped: Vec<&str> =
+            entries.iter().map(|e| e.name.as_str()).filter(|n| keys::looks_like_short_name(n)).collect();
+        if shaped.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let parent = SharePath::root(dir);
+        let paths: Vec<String> = shaped.iter().map(|n| parent.join(n).as_str().to_string()).collect();
+        let real = share::normalized_names(&self.tree, &paths).await?;
+        let aliases = shaped
+            .into_iter()
+            .zip(real)
+            .filter(|(listed, real)| real.as_deref().and_then(|r| r.rsplit('\\').next()) != Some(*listed));
+        Ok(aliases.map(|(listed, _)| listed.to_string()).collect())
+    }
+
     async fn read(&self, dir: &str) -> Result<Option<(share::FileTimes, Vec<DirItem>)>, StoreError> {
         let (times, entries) = match share::list_dir_timed(&self.tree, dir).await {
             Ok(e) => e,
@@ -163,10 +188,14 @@ impl SmbSource<'_> {
         let mut items = Vec::with_capacity(entries.len());
         let bucket_root = dir == self.bucket_path.as_str();
         let markers = self.record_markers(dir, &entries).await?;
+        let aliases = self.short_aliases(dir, &entries).await?;
         // Objects kept beside their directory, added once the plain names
         // are known (see `beside`).
         let mut beside = Vec::new();
         for e in entries {
+            if aliases.contains(&e.name) {
+                continue;
+            }
             let (stored, kept_beside) = match keys::split_beside(&e.name) {
                 Some((stem, marker)) if !e.times.is_directory() => (stem, Some(marker)),
                 _ if e.name.contains(keys::BESIDE_MARK) => continue,

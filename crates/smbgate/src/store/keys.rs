@@ -375,6 +375,26 @@ pub fn split_beside(name: &str) -> Option<(&str, bool)> {
     (!stem.is_empty() && !stem.contains(BESIDE_MARK)).then_some((stem, marker))
 }
 
+/// True if `name` has the shape of an 8.3 short name that a server made up
+/// (`PROGRA~1`, Samba's `DN129I~K.TXT`): a base of at most 8 characters
+/// with a `~` followed by upper-case letters or digits to its end, an
+/// extension of at most 3, and no lower case. Samba lists a file whose
+/// real name SMB cannot carry (a `:` in it, without `catia`) under such a
+/// name only. A real name can have this shape too, so the shape only says
+/// which names to check (see `DirSource::short_aliases`).
+pub fn looks_like_short_name(name: &str) -> bool {
+    let (base, ext) = name.split_once('.').unwrap_or((name, ""));
+    let Some((head, tail)) = base.rsplit_once('~') else { return false };
+    let allowed = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit() || "_-!#$%&'()@^`{}".contains(c);
+    base.len() <= 8
+        && !head.is_empty()
+        && !tail.is_empty()
+        && tail.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && ext.len() <= 3
+        && !ext.contains('.')
+        && base.chars().chain(ext.chars()).all(|c| c == '~' || allowed(c))
+}
+
 /// True when `component` names [`INTERNAL_DIR`] on a case-insensitive share.
 ///
 /// Compares under Unicode upper- and lower-casing rather than ASCII only, so
