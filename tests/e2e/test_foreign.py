@@ -43,3 +43,18 @@ def test_names_the_server_shows_only_as_8_3_aliases_are_not_listed(s3, bucket, s
     page = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
     assert ([o["Key"] for o in page["Contents"]], page.get("CommonPrefixes")) == (["ABC~1.TXT", "plain.txt"], None)
     assert s3.get_object(Bucket=bucket, Key="ABC~1.TXT")["Body"].read() == b"a real short name"
+
+
+def test_a_folder_made_on_the_share_stays_when_its_last_object_goes(s3, bucket, samba):
+    """Issue 25, point 2: the gateway prunes only the directories it made
+    for keys (marked by their CreationTime when it makes them). A folder
+    someone made on the share stays after the last object put into it is
+    deleted; the gateway's own directories still go."""
+    samba.smbclient(f'mkdir "{bucket}\\made-on-share"')
+    s3.put_object(Bucket=bucket, Key="made-on-share/doc.txt", Body=b"x")
+    s3.put_object(Bucket=bucket, Key="ours/deep/doc.txt", Body=b"y")
+    s3.delete_object(Bucket=bucket, Key="made-on-share/doc.txt")
+    s3.delete_object(Bucket=bucket, Key="ours/deep/doc.txt")
+    root = samba.share_path / bucket
+    assert (root / "made-on-share").is_dir(), "a folder people made is theirs"
+    assert not (root / "ours").exists(), "the gateway's own directories are pruned"

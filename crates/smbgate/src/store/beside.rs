@@ -107,8 +107,8 @@ impl Store {
             let lock = self.create_lock(tree, path).await?;
             let moved = share::rename_through_new_handle(tree, path, &beside, true).await;
             let made = match moved {
-                Ok(()) => share::mkdir(tree, path).await,
-                Err(e) if is_not_found(&e) => share::mkdir(tree, path).await,
+                Ok(()) => share::mkdir_own(tree, path).await,
+                Err(e) if is_not_found(&e) => share::mkdir_own(tree, path).await,
                 // Another writer made it a directory first.
                 Err(e) if e.failure() == Failure::IsDirectory => {
                     lock.release().await;
@@ -197,7 +197,7 @@ impl Store {
                 break;
             }
         }
-        match share::mkdir(tree, dir).await {
+        match share::mkdir_own(tree, dir).await {
             Ok(()) => tracing::info!(dir = dir.as_str(), "an object kept beside its directory stays beside it"),
             Err(e) => tracing::warn!(
                 error = %e,

@@ -170,9 +170,11 @@ impl Store {
         }
     }
 
-    /// Removes now-empty directories that are not markers, deepest first
-    /// (the key's own path too if `own`: its object was kept beside it);
-    /// stops at the first that is not empty (best effort). A removed
+    /// Removes now-empty directories that the gateway made for keys (see
+    /// `share::mkdir_own`) and that are not markers, deepest first (the
+    /// key's own path too if `own`: its object was kept beside it); stops
+    /// at the first that is not empty, or not the gateway's: a folder
+    /// someone made on the share stays (best effort). A removed
     /// directory with an object kept beside it gives that object its name
     /// back ([`Store::restore_beside`]), and the walk up ends there.
     async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, own: bool) {
@@ -186,6 +188,7 @@ impl Store {
                 tokio::join!(share::stat_with_meta(tree, self.records(), dir), share::stat(tree, &beside));
             match found {
                 Ok((_, Some(m))) if m.marker => return,
+                Ok((c, _)) if !share::is_own_dir(&c.times) => return,
                 Ok(_) => {}
                 Err(_) => return,
             }

@@ -533,7 +533,7 @@ impl Store {
     /// Errors: Conflict if a parent of `path` is a file; Busy; SMB errors.
     async fn make_dir(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
         for _ in 0..MAKE_DIR_TRIES {
-            match share::mkdir(tree, path).await {
+            match share::mkdir_own(tree, path).await {
                 Ok(()) => return Ok(()),
                 Err(e) if e.failure() == Failure::Collision => match share::stat(tree, path).await {
                     Ok(t) if t.is_directory() => return Ok(()),

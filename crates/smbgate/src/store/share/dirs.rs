@@ -1,15 +1,53 @@
-//! Directories that carry a record: markers (`photos/`) and their
-//! records, on every kind of record store.
+//! Directories the gateway makes: those it makes for keys (marked as its
+//! own, so that it prunes only those), and those that carry a record:
+//! markers (`photos/`) and their records, on every kind of record store.
 
 use super::Result;
 use smb_client::Tree;
 use smb_proto::create::{access, options, CreateContext, CreateRequest, CreateResponse, FileId};
-use smb_proto::info::{FullEa, SetFileInfo};
+use smb_proto::info::{FileTimes, FullEa, SetFileInfo};
 use smb_proto::query::SetInfoRequest;
 
 use super::lookup::key_of;
 use super::records::Records;
 use super::requests::{take, Create, CLOSE_RELATED, QFID};
+
+/// The sub-second part of the CreationTime (FILETIME, 100 ns units) of
+/// the directories the gateway makes for keys: 0.765432 s. A folder
+/// someone made on the share has it by chance once in about a hundred
+/// thousand (a server that keeps creation times to the microsecond) to ten
+/// million; a server that keeps them coarser loses the mark, and then the
+/// gateway leaves its own empty directories in place rather than remove
+/// anyone's.
+pub const OWN_DIR_MARK: u64 = 7_654_320;
+
+/// True if `times` are those of a directory the gateway made for keys
+/// (see [`mkdir_own`]).
+pub fn is_own_dir(times: &FileTimes) -> bool {
+    times.is_directory() && times.creation % 10_000_000 == OWN_DIR_MARK
+}
+
+/// Makes the directory `path` for keys, marked as the gateway's own by its
+/// CreationTime ([`OWN_DIR_MARK`]): CREATE + SET_INFO(basic) + CLOSE in
+/// one round trip. A server that refuses the time still gets the directory
+/// (unmarked).
+///
+/// Errors: the CREATE's NTSTATUS, as [`super::mkdir`]'s.
+pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
+    let create = Create::directory(path, access::FILE_WRITE_ATTRIBUTES | access::SYNCHRONIZE).build();
+    let since_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let creation = (since_unix.as_secs() + 11_644_473_600) * 10_000_000 + OWN_DIR_MARK;
+    let mark = SetInfoRequest {
+        file_id: FileId::RELATED,
+        info: SetFileInfo::Basic { creation, last_access: 0, last_write: 0, change: 0, attributes: 0 },
+    };
+    let [created, marked, _closed] = take(tree.compound(&[&create, &mark, &CLOSE_RELATED]).await?)?;
+    created.ok_or_status(&[])?;
+    if let Err(e) = marked.ok_or_status(&[]) {
+        tracing::debug!(error = %e, path, "a directory made for keys could not be marked as the gateway's own");
+    }
+    Ok(())
+}
 
 /// Creates a directory with `eas` as its records: set by the CREATE itself
 /// (CREATE + CLOSE), or, on a share without EAs, written to its sidecar

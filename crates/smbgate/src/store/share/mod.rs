@@ -29,7 +29,7 @@ mod requests;
 mod temp;
 
 pub use connections::{connection, connection_of, idle_connection, other_connections};
-pub use dirs::{create_dir_with_eas, set_dir_ea};
+pub use dirs::{create_dir_with_eas, is_own_dir, mkdir_own, set_dir_ea, OWN_DIR_MARK};
 use failure::SmbFailure;
 
 // The share's vocabulary, as the store names it. The store holds these
