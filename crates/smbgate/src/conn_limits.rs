@@ -165,9 +165,13 @@ pub struct Watched<S> {
     /// The client's address (the TCP peer), if known.
     pub peer: Option<SocketAddr>,
     /// The connection came over TLS (its requests are marked with
-    /// [`crate::post_object::OverTls`]).
+    /// [`OverTls`]).
     pub tls: bool,
 }
+
+/// A request extension: the request came over TLS.
+#[derive(Debug, Clone, Copy)]
+pub struct OverTls;
 
 /// A request extension: the address of the client that sent it (the TCP
 /// peer of its connection).
@@ -190,7 +194,7 @@ where
             req.extensions_mut().insert(ClientAddr(peer));
         }
         if self.tls {
-            req.extensions_mut().insert(crate::post_object::OverTls);
+            req.extensions_mut().insert(OverTls);
         }
         let done = self.activity.begin();
         let answer = self.service.call(req);

@@ -322,7 +322,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     r.to_response()
                 }
                 None if is_preflight => preflight(&cors_front, &req).await,
-                None if crate::post_object::is_form(&req) => {
+                None if precheck::is_form(&req) => {
                     tracing::Span::current().record("operation", crate::post_object::OPERATION);
                     let (resp, posted) = post.answer(req).await;
                     let _ = slot.0.set(Resolved {

@@ -96,12 +96,23 @@ pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime
     // Every other POST carries an XML body read whole (a form upload
     // streams its file, see post_object).
     if req.method() == http::Method::POST
-        && !crate::post_object::is_form(req)
+        && !is_form(req)
         && content_length(req.headers()) > MAX_XML_BODY as u64
     {
         return Some(Refusal::too_big());
     }
     rules.check(req, now).err()
+}
+
+/// True for a browser form upload (POST Object): a POST whose body is
+/// `multipart/form-data`, answered by `post_object`, not s3s.
+pub fn is_form<B>(req: &http::Request<B>) -> bool {
+    req.method() == http::Method::POST
+        && req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
 /// Marks a request whose body length was not declared (see

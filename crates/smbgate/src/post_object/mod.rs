@@ -36,21 +36,6 @@ pub const OPERATION: &str = "PostObject";
 /// bytes (AWS's limit for POST, 5 GB).
 const MAX_FILE: u64 = 5 * 1024 * 1024 * 1024;
 
-/// True for a form upload: a POST whose body is `multipart/form-data`.
-pub fn is_form<B>(req: &http::Request<B>) -> bool {
-    req.method() == http::Method::POST
-        && req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
-}
-
-/// A request extension: the connection came over TLS (for the object's
-/// `Location`).
-#[derive(Debug, Clone, Copy)]
-pub struct OverTls;
-
 /// What serves form uploads: the gateway the S3 handlers run on, the users,
 /// and the rules of the endpoint.
 #[derive(Clone)]
@@ -90,7 +75,7 @@ impl PostObject {
         PostObject { gateway, users, anonymous, region: region.into(), sigv2, domain }
     }
 
-    /// Answers the form upload `req` (see [`is_form`]); the answer is an S3
+    /// Answers the form upload `req` (see `precheck::is_form`); the answer is an S3
     /// error document on failure, and nothing is stored then.
     pub async fn answer(&self, req: http::Request<hyper::body::Incoming>) -> (HttpResponse, Posted) {
         let mut posted = Posted::default();
@@ -224,7 +209,7 @@ impl PostObject {
 /// The URL of the posted object without its key: `scheme://host/bucket/`
 /// (path style) or `scheme://host/` (virtual-hosted).
 fn location_base<B>(req: &http::Request<B>, bucket: &str, by_host: bool) -> String {
-    let scheme = if req.extensions().get::<OverTls>().is_some() { "https" } else { "http" };
+    let scheme = if req.extensions().get::<crate::conn_limits::OverTls>().is_some() { "https" } else { "http" };
     let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     match by_host {
         true => format!("{scheme}://{host}/"),
