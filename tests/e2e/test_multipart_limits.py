@@ -55,3 +55,31 @@ def test_a_single_put_over_5_gib_is_entity_too_large_and_stores_nothing(s3, buck
     assert status_line == "HTTP/1.1 400 Bad Request", (status_line, body)
     assert "<Code>EntityTooLarge</Code>" in body, body
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"old"
+
+
+def test_hundreds_of_parts_complete_where_extended_attributes_are_small(s3, bucket, samba):
+    """Issue 23, point 6.8: a completed object's record held one size per
+    part, and with a checksum one checksum per part; on an ext4-backed Samba
+    an extended attribute holds about 4 KB, so 600 parts (3 GB in 5 MiB
+    parts, or an aws-cli upload of 4.8 GB) failed with 500
+    (STATUS_DISK_FULL). Part sizes are now kept as runs, and a record still
+    too large is written without the parts' checksums: the upload
+    completes, partNumber reads work, and the whole object's checksum
+    stays. The parts are server-side copies, so the test moves no data."""
+    n = 600
+    s3.put_object(Bucket=bucket, Key="src", Body=b"p" * (5 << 20))
+    up = s3.create_multipart_upload(Bucket=bucket, Key="big", ChecksumAlgorithm="CRC32")["UploadId"]
+    parts = []
+    for i in range(1, n + 1):
+        r = s3.upload_part_copy(Bucket=bucket, Key="big", UploadId=up, PartNumber=i,
+                                CopySource={"Bucket": bucket, "Key": "src"})["CopyPartResult"]
+        parts.append({"PartNumber": i, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="big", UploadId=up, MultipartUpload={"Parts": parts})
+    assert done["ETag"].endswith(f'-{n}"') and done["ChecksumCRC32"].endswith(f"-{n}")
+    h = s3.head_object(Bucket=bucket, Key="big", ChecksumMode="ENABLED")
+    assert (h["ETag"], h["ContentLength"], h["ChecksumCRC32"]) == (done["ETag"], n * (5 << 20), done["ChecksumCRC32"])
+    p = s3.head_object(Bucket=bucket, Key="big", PartNumber=n)
+    assert (p["ContentLength"], p["PartsCount"]) == (5 << 20, n)
+    record = os.getxattr(samba.share_path / bucket / "big", "user.smbgate.meta")
+    assert b'"part_runs":[[5242880,600]]' in record, record[:300]
+    s3.delete_object(Bucket=bucket, Key="big")

@@ -95,10 +95,7 @@ pub fn refusal<B>(req: &mut http::Request<B>, rules: &Rules, now: OffsetDateTime
     }
     // Every other POST carries an XML body read whole (a form upload
     // streams its file, see post_object).
-    if req.method() == http::Method::POST
-        && !is_form(req)
-        && content_length(req.headers()) > MAX_XML_BODY as u64
-    {
+    if req.method() == http::Method::POST && !is_form(req) && content_length(req.headers()) > MAX_XML_BODY as u64 {
         return Some(Refusal::too_big());
     }
     rules.check(req, now).err()

@@ -211,6 +211,45 @@ impl Store {
         Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
     }
 
+    /// Sets the completed object's record on `handle` (the file at `path`,
+    /// to be published as `key`). A record the share cannot hold (about
+    /// 4 KB on ext4 for an extended attribute; the parts' checksums of an
+    /// upload of hundreds of parts take more) is written again without the
+    /// parts' checksums, then also without the part sizes, with a warning:
+    /// the object keeps its ETag, metadata and whole-object checksum, and
+    /// loses only what GetObjectAttributes' part list and partNumber GETs
+    /// read. Never a cut record.
+    ///
+    /// Errors: the record's write, other than its size; the slimmest
+    /// record's too.
+    async fn set_object_record(
+        &self,
+        handle: &share::Handle,
+        path: &str,
+        mut meta: ObjectMeta,
+        key: &str,
+    ) -> StoreResult<()> {
+        loop {
+            let tried = share::set_eas(handle, self.records(), path, &[meta.to_ea()]).await;
+            let dropped = match tried {
+                Err(e) if e.is_record_too_large() && !meta.part_checksums.is_empty() => {
+                    std::mem::take(&mut meta.part_checksums);
+                    "the parts' checksums"
+                }
+                Err(e) if e.is_record_too_large() && !meta.parts.is_empty() => {
+                    std::mem::take(&mut meta.parts);
+                    "the part sizes"
+                }
+                other => return Ok(other?),
+            };
+            tracing::warn!(
+                key,
+                dropped,
+                "the completed object's record is larger than the share keeps; written without {dropped}"
+            );
+        }
+    }
+
     /// Parts stored apart (e.g. a small last part that came first) are
     /// copied into the data file at their offset; then the data file is cut
     /// to size, gets the record and is renamed into place.
@@ -236,7 +275,7 @@ impl Store {
         }
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
-        share::set_eas(&d, self.records(), &data_path, &[meta.to_ea()]).await?;
+        self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
         self.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
         let _ = d.close().await;
         Ok(())
@@ -273,13 +312,8 @@ impl Store {
             if t.end_of_file != off {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }
-            share::set_eas(
-                temp.handle(),
-                self.records(),
-                temp.path(),
-                &[meta(temp.handle().info().on_disk_id()).to_ea()],
-            )
-            .await?;
+            let record = meta(temp.handle().info().on_disk_id());
+            self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
             self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
         }
         .await;

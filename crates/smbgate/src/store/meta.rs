@@ -54,7 +54,11 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum_type: Option<super::checksum::ChecksumType>,
     /// Part sizes of a multipart object, in bytes, for `partNumber` GETs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Stored as runs (`part_runs`: `[size, count]` pairs), so that 10,000
+    /// parts of one size take a few bytes: a server may keep a record in as
+    /// little as about 4 KB (an ext4 extended attribute). Records written
+    /// before as `parts` (one size each) still read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "part_runs", alias = "parts", with = "part_runs")]
     pub parts: Vec<u64>,
     /// The parts' checksums (base64, of the upload's algorithm), in part
     /// order, for an upload created with one.
@@ -101,6 +105,48 @@ impl ObjectMeta {
     }
 }
 
+/// Part sizes as runs of equal sizes: `[[size, count], ...]` in part
+/// order. Reading takes runs, and plain sizes (the older form).
+mod part_runs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Parts of 5 GiB each, 10,000 of them: the most a run may expand to.
+    const MAX_PARTS: u64 = 10_000;
+
+    pub fn serialize<S: Serializer>(parts: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &size in parts {
+            match runs.last_mut() {
+                Some((last, count)) if *last == size => *count += 1,
+                _ => runs.push((size, 1)),
+            }
+        }
+        runs.serialize(s)
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Item {
+        Size(u64),
+        Run(u64, u64),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        let mut parts = Vec::new();
+        for item in Vec::<Item>::deserialize(d)? {
+            let (size, count) = match item {
+                Item::Size(size) => (size, 1),
+                Item::Run(size, count) => (size, count),
+            };
+            if parts.len() as u64 + count > MAX_PARTS {
+                return Err(serde::de::Error::custom("more than 10,000 parts"));
+            }
+            parts.extend(std::iter::repeat_n(size, count as usize));
+        }
+        Ok(parts)
+    }
+}
+
 /// The ETag of a file we did not write (or whose record no longer matches):
 /// stable for a given size, LastWriteTime and file id, and marked as not an
 /// MD5 by its `-` suffix so clients do not verify bodies against it.
@@ -136,6 +182,21 @@ mod tests {
         assert!(!m.matches(6, Some(9)));
         assert!(!m.matches(5, Some(10)));
         assert_eq!(ObjectMeta::from_ea(b"not json"), None);
+    }
+
+    #[test]
+    fn part_sizes_are_kept_as_runs_and_the_older_form_still_reads() {
+        let mut m = ObjectMeta { etag: "e-3".into(), size: 10, ..Default::default() };
+        m.parts = vec![8 << 20; 9_999];
+        m.parts.push(5);
+        let ea = m.to_ea();
+        let text = String::from_utf8(ea.value.clone()).unwrap();
+        assert!(text.contains(r#""part_runs":[[8388608,9999],[5,1]]"#), "{text}");
+        assert!(ea.value.len() < 200, "{} bytes", ea.value.len());
+        assert_eq!(ObjectMeta::from_ea(&ea.value).unwrap(), m);
+        let older = ObjectMeta::from_ea(br#"{"etag":"e-3","size":10,"parts":[4,4,2]}"#).unwrap();
+        assert_eq!(older.parts, vec![4, 4, 2]);
+        assert_eq!(ObjectMeta::from_ea(br#"{"etag":"e","size":1,"part_runs":[[1,10001]]}"#), None);
     }
 
     #[test]

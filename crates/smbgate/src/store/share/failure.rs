@@ -50,6 +50,11 @@ pub enum Failure {
     Exhausted,
     /// The share keeps no extended attributes (STATUS_EAS_NOT_SUPPORTED).
     EasNotSupported,
+    /// A record is larger than the server keeps (STATUS_EA_TOO_LARGE; or
+    /// STATUS_DISK_FULL, which Samba answers when the file system refuses
+    /// an extended attribute that size: about 4 KB on ext4), or larger than
+    /// an extended attribute can be (refused before sending).
+    RecordTooLarge,
     /// Any other status, or no status at all (a lost connection, a
     /// protocol error).
     Other,
@@ -74,6 +79,7 @@ impl Failure {
             NtStatus::STATUS_FILE_LOCK_CONFLICT => Failure::LockConflict,
             NtStatus::STATUS_INSUFFICIENT_RESOURCES | NtStatus::STATUS_TOO_MANY_SESSIONS => Failure::Exhausted,
             NtStatus::STATUS_EAS_NOT_SUPPORTED => Failure::EasNotSupported,
+            NtStatus::STATUS_EA_TOO_LARGE | NtStatus::STATUS_DISK_FULL => Failure::RecordTooLarge,
             _ => Failure::Other,
         }
     }
@@ -133,6 +139,13 @@ impl ShareError {
             SmbError::InvalidArgument(m) => Some(m),
             _ => None,
         }
+    }
+
+    /// True if a record did not fit: the server refused its size, or it is
+    /// over what an extended attribute can hold.
+    pub fn is_record_too_large(&self) -> bool {
+        self.failure() == Failure::RecordTooLarge
+            || self.invalid_argument().is_some_and(|m| m.contains(super::record_io::EA_LIMIT))
     }
 
     /// The server's status, for the share layer's own decisions.

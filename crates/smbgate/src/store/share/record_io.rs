@@ -10,15 +10,27 @@ use smb_proto::NtStatus;
 use super::records::{FileKey, Records};
 use super::requests::{take, temp_req, CLOSE_RELATED};
 
+/// How a record over an EA's 16-bit length is refused (see [`set_eas`]);
+/// `ShareError::is_record_too_large` knows it by this text.
+pub(super) const EA_LIMIT: &str = "an extended attribute holds 65,535 bytes";
+
 /// Sets (or, with empty values, removes) records on the open `handle` of
 /// the file at `path`, which nobody else writes (a temp file, a part claim,
 /// an upload's data file): its EAs, its named streams, or its sidecar.
 ///
 /// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
-/// handle opened without the QFid context cannot have a sidecar.
+/// handle opened without the QFid context cannot have a sidecar; an EA
+/// value over 65,535 bytes (an EA's length is 16 bits on the wire) is
+/// refused before anything is sent, never cut ([`super::Failure::RecordTooLarge`]).
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     match rec {
-        Records::Ea => handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into),
+        Records::Ea => {
+            if let Some(big) = eas.iter().find(|e| e.value.len() > usize::from(u16::MAX)) {
+                let why = format!("record {} of {} bytes: {EA_LIMIT}", big.name, big.value.len());
+                return Err(Error::InvalidArgument(why).into());
+            }
+            handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
+        }
         Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
         Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
     }
