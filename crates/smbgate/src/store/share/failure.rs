@@ -50,11 +50,10 @@ pub enum Failure {
     Exhausted,
     /// The share keeps no extended attributes (STATUS_EAS_NOT_SUPPORTED).
     EasNotSupported,
-    /// A record is larger than the server keeps (STATUS_EA_TOO_LARGE; or
-    /// STATUS_DISK_FULL, which Samba answers when the file system refuses
-    /// an extended attribute that size: about 4 KB on ext4), or larger than
-    /// an extended attribute can be (refused before sending).
-    RecordTooLarge,
+    /// The server has no room for what was written: STATUS_DISK_FULL (a
+    /// full disk; or, from Samba, an extended attribute larger than the
+    /// file system keeps, about 4 KB on ext4) or STATUS_EA_TOO_LARGE.
+    NoRoom,
     /// Any other status, or no status at all (a lost connection, a
     /// protocol error).
     Other,
@@ -79,7 +78,7 @@ impl Failure {
             NtStatus::STATUS_FILE_LOCK_CONFLICT => Failure::LockConflict,
             NtStatus::STATUS_INSUFFICIENT_RESOURCES | NtStatus::STATUS_TOO_MANY_SESSIONS => Failure::Exhausted,
             NtStatus::STATUS_EAS_NOT_SUPPORTED => Failure::EasNotSupported,
-            NtStatus::STATUS_EA_TOO_LARGE | NtStatus::STATUS_DISK_FULL => Failure::RecordTooLarge,
+            NtStatus::STATUS_EA_TOO_LARGE | NtStatus::STATUS_DISK_FULL => Failure::NoRoom,
             _ => Failure::Other,
         }
     }
@@ -141,10 +140,12 @@ impl ShareError {
         }
     }
 
-    /// True if a record did not fit: the server refused its size, or it is
-    /// over what an extended attribute can hold.
+    /// For a failed record write: true if the record did not fit (the
+    /// server had no room for it, or it is over what an extended attribute
+    /// can carry). A full disk answers the same; a smaller record then
+    /// fails too.
     pub fn is_record_too_large(&self) -> bool {
-        self.failure() == Failure::RecordTooLarge
+        self.failure() == Failure::NoRoom
             || self.invalid_argument().is_some_and(|m| m.contains(super::record_io::EA_LIMIT))
     }
 

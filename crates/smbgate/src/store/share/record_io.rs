@@ -21,7 +21,7 @@ pub(super) const EA_LIMIT: &str = "an extended attribute holds 65,535 bytes";
 /// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
 /// handle opened without the QFid context cannot have a sidecar; an EA
 /// value over 65,535 bytes (an EA's length is 16 bits on the wire) is
-/// refused before anything is sent, never cut ([`super::Failure::RecordTooLarge`]).
+/// refused before anything is sent, never cut (see `ShareError::is_record_too_large`).
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     match rec {
         Records::Ea => {
