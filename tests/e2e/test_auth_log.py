@@ -116,3 +116,27 @@ def test_a_flood_is_rate_limited_and_what_was_left_out_is_counted(agw):
     left_out = sum(int(m.group(1)) for l in lines for m in [re.search(r"not_logged_before=(\d+)", l)] if m)
     assert left_out == 61 - len(lines), (left_out, len(lines))
     assert auth_failures(agw).get("bad_signature", 0) >= 61
+
+
+def test_a_refused_form_upload_names_the_forms_access_key(agw):
+    """A POST Object form names its access key in the form, not in a header:
+    the WARN line of its failed authentication names that key."""
+    import requests
+    time.sleep(1.1)  # a fresh rate-limit window
+    s3 = client(agw)
+    s3.create_bucket(Bucket="auth-log-forms")
+    v4 = boto3.client("s3", endpoint_url=agw.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                      aws_secret_access_key="not-the-secret",
+                      config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+    stranger = boto3.client("s3", endpoint_url=agw.endpoint, region_name=REGION, aws_access_key_id="AKIDFORMSTRANGER",
+                            aws_secret_access_key="x",
+                            config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+    for reason, key, signer in (("bad_signature", ACCESS_KEY, v4), ("unknown_key", "AKIDFORMSTRANGER", stranger)):
+        p = signer.generate_presigned_post("auth-log-forms", "k")
+        r = requests.post(p["url"], data=p["fields"], files={"file": ("f", b"x")}, timeout=30)
+        assert r.status_code == 403, r.text
+        rid = r.headers["x-amz-request-id"]
+        assert wait_for(lambda: [l for l in warn_lines(agw) if rid in l]), f"no WARN line for {reason}"
+        line = [l for l in warn_lines(agw) if rid in l][0]
+        assert f"reason={reason}" in line and f"access_key={key}" in line, line
+    assert "not-the-secret" not in log_text(agw)

@@ -73,9 +73,14 @@ impl AuthFailure {
 /// ASCII letters, digits, `-`, `_` and `.` becomes `?` (a log line is one
 /// line, with no forged fields).
 pub fn access_key_of(authorization: Option<&http::HeaderValue>, query: Option<&str>) -> Option<String> {
-    named_key(authorization, query).map(|k| {
-        k.chars().take(128).map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '?' }).collect()
-    })
+    named_key(authorization, query).map(|k| printable_key(&k))
+}
+
+/// An access key a client named, as a log line may show it: cut to 128
+/// characters, anything but ASCII letters, digits, `-`, `_` and `.` as
+/// `?` (see [`access_key_of`]; a form upload names its key in the form).
+pub fn printable_key(key: &str) -> String {
+    key.chars().take(128).map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '?' }).collect()
 }
 
 fn named_key(authorization: Option<&http::HeaderValue>, query: Option<&str>) -> Option<String> {

@@ -309,6 +309,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let post = self.post.clone();
         let fut = async move {
+            // A form upload names its access key in the form, not a header.
+            let mut form_key = None;
             let mut resp = match refused {
                 Some(r) => {
                     // Read what the client sends anyway (up to a bound), so
@@ -325,6 +327,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                 None if precheck::is_form(&req) => {
                     tracing::Span::current().record("operation", crate::post_object::OPERATION);
                     let (resp, posted) = post.answer(req).await;
+                    form_key = posted.access_key.as_deref().map(crate::auth_log::printable_key);
                     let _ = slot.0.set(Resolved {
                         operation: crate::post_object::OPERATION,
                         bucket: posted.bucket,
@@ -363,7 +366,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     metrics.auth_failure(failure.label());
                     auth_log.warn(&crate::auth_log::Refused {
                         failure,
-                        access_key: crate::auth_log::access_key_of(authorization.as_ref(), uri.query()).as_deref(),
+                        access_key: form_key
+                            .or_else(|| crate::auth_log::access_key_of(authorization.as_ref(), uri.query()))
+                            .as_deref(),
                         client,
                         request_id: &ids.request_id,
                         status: resp.status().as_u16(),

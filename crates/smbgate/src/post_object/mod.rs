@@ -58,6 +58,9 @@ pub struct Posted {
     pub key: Option<String>,
     /// The user that signed the form (`None`: anonymous or not verified).
     pub user: Option<Arc<User>>,
+    /// The access key the form names, checked or not (for the log of
+    /// failed authentications).
+    pub access_key: Option<String>,
 }
 
 impl PostObject {
@@ -149,6 +152,7 @@ impl PostObject {
         }
 
         let scheme = Scheme::of(&fields, self.sigv2)?;
+        posted.access_key = scheme.access_key().map(str::to_string);
         let user = match scheme.access_key() {
             None => None,
             Some(k) => Some(self.users.get(k).ok_or_else(|| {
