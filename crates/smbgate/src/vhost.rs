@@ -40,6 +40,32 @@ impl Domain {
     }
 }
 
+/// Where a request is addressed (see [`addressed`]).
+pub struct Addressed<'r> {
+    /// The bucket, percent-decoded, not yet checked against the bucket
+    /// name rules.
+    pub bucket: String,
+    /// True if the Host header named it (virtual-hosted style).
+    pub by_host: bool,
+    /// The path after the bucket, without its leading `/` (raw; empty for
+    /// the bucket itself).
+    pub rest: &'r str,
+}
+
+/// The bucket `req` addresses: by its Host under `domain` when set and it
+/// names one, else the first segment of its path. `None` when that segment
+/// does not decode to UTF-8.
+pub fn addressed<'r, B>(domain: Option<&Domain>, req: &'r http::Request<B>) -> Option<Addressed<'r>> {
+    let path = req.uri().path().trim_start_matches('/');
+    let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(b) = domain.zip(host).and_then(|(d, h)| d.bucket_of(h)) {
+        return Some(Addressed { bucket: b.to_string(), by_host: true, rest: path });
+    }
+    let (first, rest) = path.split_once('/').unwrap_or((path, ""));
+    let bucket = percent_encoding::percent_decode_str(first).decode_utf8().ok()?.into_owned();
+    Some(Addressed { bucket, by_host: false, rest })
+}
+
 impl S3Host for Domain {
     fn parse_host_header<'a>(&'a self, host: &'a str) -> S3Result<VirtualHost<'a>> {
         Ok(match self.bucket_of(host) {

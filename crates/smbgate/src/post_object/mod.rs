@@ -101,28 +101,17 @@ impl PostObject {
     /// Errors: 405 MethodNotAllowed for a path that names a key;
     /// InvalidBucketName.
     fn bucket_of<B>(&self, req: &http::Request<B>) -> S3Result<(String, bool)> {
-        let path = req.uri().path().trim_start_matches('/');
-        let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
-        let vhost = self.domain.as_ref().zip(host).and_then(|(d, h)| d.bucket_of(h));
-        let by_host = vhost.is_some();
-        let (bucket, rest) = match vhost {
-            Some(b) => (b.to_string(), path),
-            None => {
-                let (b, rest) = path.split_once('/').unwrap_or((path, ""));
-                let b = percent_encoding::percent_decode_str(b).decode_utf8().map_err(|_| S3ErrorCode::InvalidURI)?;
-                (b.into_owned(), rest)
-            }
-        };
-        if !rest.is_empty() {
+        let to = crate::vhost::addressed(self.domain.as_ref(), req).ok_or(S3ErrorCode::InvalidURI)?;
+        if !to.rest.is_empty() {
             return Err(S3Error::with_message(
                 S3ErrorCode::MethodNotAllowed,
                 "The specified method is not allowed against this resource.",
             ));
         }
-        if !s3s::path::check_bucket_name(&bucket) {
+        if !s3s::path::check_bucket_name(&to.bucket) {
             return Err(S3Error::with_message(S3ErrorCode::InvalidBucketName, "The specified bucket is not valid."));
         }
-        Ok((bucket, by_host))
+        Ok((to.bucket, to.by_host))
     }
 
     async fn upload(&self, req: http::Request<hyper::body::Incoming>, posted: &mut Posted) -> S3Result<HttpResponse> {
