@@ -127,3 +127,12 @@ def browse(directory, port, page):
         server.shutdown()
     assert '<pre id="out">' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     return html.unescape(r.stdout.split('<pre id="out">', 1)[1].split("</pre>", 1)[0])
+
+
+def peak_rss_mib(pid):
+    """The peak resident set size of process `pid` (VmHWM), in MiB; reset it
+    to the current RSS by writing "5" to /proc/PID/clear_refs."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")

@@ -10,7 +10,7 @@ from urllib.parse import unquote_plus
 import pytest
 
 from conftest import Gateway
-from s3util import expect_error, status
+from s3util import expect_error, peak_rss_mib, status
 
 DIRS = ["a", "a-b", "a.b", "a+b", "é", "x y", "z"]
 LEAVES = ["1", "1-2", "1.2", "é", "sp ace", "+", "-", "zz", "a~"]
@@ -342,13 +342,6 @@ def test_a_prefix_no_key_can_be_under_lists_nothing_at_once(s3, bucket, gateway)
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]] == ["a/b"]
 
 
-def _hwm_mib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
-
-
 def test_a_hostile_prefix_costs_no_memory_and_no_share_lookups(s3, bucket, gateway):
     # Issue 23, point 2: on a case-insensitive share (the test server's
     # default) the listing once looked up every ancestor of the prefix
@@ -363,7 +356,7 @@ def test_a_hostile_prefix_costs_no_memory_and_no_share_lookups(s3, bucket, gatew
     pid = gateway.proc.pid
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
-    base = _hwm_mib(pid)
+    base = peak_rss_mib(pid)
     started = time.monotonic()
     r = s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 15000)
     one = time.monotonic() - started
@@ -371,7 +364,7 @@ def test_a_hostile_prefix_costs_no_memory_and_no_share_lookups(s3, bucket, gatew
     with concurrent.futures.ThreadPoolExecutor(10) as ex:
         pages = list(ex.map(lambda _: s3.list_objects_v2(Bucket=bucket, Prefix="a/" * 15000), range(10)))
     assert all(p["KeyCount"] == 0 for p in pages)
-    grew = _hwm_mib(pid) - base
+    grew = peak_rss_mib(pid) - base
     assert grew < 10, f"peak RSS grew by {grew:.1f} MiB"
     # Generous against a loaded machine; it took seconds before the fix.
     assert one < 1.0, f"one hostile listing took {one:.2f} s"

@@ -22,7 +22,7 @@ import requests
 from botocore.config import Config
 
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, _free_port
-from s3util import browse, wait_no_tmp
+from s3util import browse, peak_rss_mib, wait_no_tmp
 
 TAGGING = "<Tagging><TagSet><Tag><Key>from</Key><Value>form</Value></Tag></TagSet></Tagging>"
 
@@ -193,13 +193,6 @@ def test_an_unsigned_form_needs_anonymous_access(samba, gateway, bucket):
         anon.stop()
 
 
-def _hwm_mib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
-
-
 def streamed_form(fields, size, boundary="smbgate-form-boundary"):
     """A multipart/form-data body of `fields` and a file of `size` bytes
     (a repeating pattern), made as it is sent."""
@@ -229,12 +222,12 @@ def test_a_large_file_streams_to_the_share(s3, v4, gateway, bucket):
     pid = gateway.proc.pid
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
-    base = _hwm_mib(pid)
+    base = peak_rss_mib(pid)
     body, content_type = streamed_form(p["fields"], size)
     r = requests.post(f"{gateway.endpoint}/{bucket}", data=body, headers={"Content-Type": content_type},
                       timeout=300)
     assert r.status_code == 204, r.text
-    grew = _hwm_mib(pid) - base
+    grew = peak_rss_mib(pid) - base
     assert grew < 384, f"peak RSS grew by {grew:.1f} MiB for a 768 MiB form"
     md5, chunk = hashlib.md5(), bytes(range(256)) * 4096
     for _ in range(size // len(chunk)):

@@ -230,17 +230,27 @@ impl Store {
         key: &str,
     ) -> StoreResult<()> {
         loop {
-            let tried = share::set_eas(handle, self.records(), path, &[meta.to_ea()]).await;
-            let dropped = match tried {
-                Err(e) if e.is_record_too_large() && !meta.part_checksums.is_empty() => {
-                    std::mem::take(&mut meta.part_checksums);
-                    "the parts' checksums"
-                }
-                Err(e) if e.is_record_too_large() && !meta.parts.is_empty() => {
-                    std::mem::take(&mut meta.parts);
-                    "the part sizes"
-                }
-                other => return Ok(other?),
+            let ea = meta.to_ea();
+            // Over what an EA can carry: too large without asking
+            // (`refused` is then None).
+            let refused = match self.records().in_eas() && ea.value.len() > share::MAX_EA_VALUE {
+                true => None,
+                false => match share::set_eas(handle, self.records(), path, &[ea]).await {
+                    Err(e) if e.is_record_too_large() => Some(e),
+                    other => return Ok(other?),
+                },
+            };
+            let dropped = if !meta.part_checksums.is_empty() {
+                std::mem::take(&mut meta.part_checksums);
+                "the parts' checksums"
+            } else if !meta.parts.is_empty() {
+                std::mem::take(&mut meta.parts);
+                "the part sizes"
+            } else {
+                return Err(match refused {
+                    Some(e) => e.into(),
+                    None => StoreError::Smb(format!("the record of {key} is over what an EA can carry")),
+                });
             };
             tracing::warn!(
                 key,

@@ -140,13 +140,11 @@ impl ShareError {
         }
     }
 
-    /// For a failed record write: true if the record did not fit (the
-    /// server had no room for it, or it is over what an extended attribute
-    /// can carry). A full disk answers the same; a smaller record then
-    /// fails too.
+    /// For a failed record write: true if the server had no room for the
+    /// record. A full disk answers the same; a smaller record then fails
+    /// too.
     pub fn is_record_too_large(&self) -> bool {
         self.failure() == Failure::NoRoom
-            || self.invalid_argument().is_some_and(|m| m.contains(super::record_io::EA_LIMIT))
     }
 
     /// The server's status, for the share layer's own decisions.

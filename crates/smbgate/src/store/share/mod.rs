@@ -51,7 +51,7 @@ pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
 };
 pub use reads::{read_all, read_range, read_range_whole, RangeReader};
-pub use record_io::{probe_record_support, query_records, rewrite_records, set_eas};
+pub use record_io::{probe_record_support, query_records, rewrite_records, set_eas, MAX_EA_VALUE};
 pub use replace::{
     close_and_delete, delete_on_close, open_delete_with_meta, open_for_delete, open_to_replace, rename,
     rename_through_new_handle, swap_in,

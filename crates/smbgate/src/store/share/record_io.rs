@@ -10,9 +10,9 @@ use smb_proto::NtStatus;
 use super::records::{FileKey, Records};
 use super::requests::{take, temp_req, CLOSE_RELATED};
 
-/// How a record over an EA's 16-bit length is refused (see [`set_eas`]);
-/// `ShareError::is_record_too_large` knows it by this text.
-pub(super) const EA_LIMIT: &str = "an extended attribute holds 65,535 bytes";
+/// Longest record value an EA can carry, in bytes (its length is 16 bits
+/// on the wire, MS-FSCC 2.4.15).
+pub const MAX_EA_VALUE: usize = u16::MAX as usize;
 
 /// Sets (or, with empty values, removes) records on the open `handle` of
 /// the file at `path`, which nobody else writes (a temp file, a part claim,
@@ -21,12 +21,12 @@ pub(super) const EA_LIMIT: &str = "an extended attribute holds 65,535 bytes";
 /// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
 /// handle opened without the QFid context cannot have a sidecar; an EA
 /// value over 65,535 bytes (an EA's length is 16 bits on the wire) is
-/// refused before anything is sent, never cut (see `ShareError::is_record_too_large`).
+/// refused before anything is sent, never cut ([`MAX_EA_VALUE`]).
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     match rec {
         Records::Ea => {
-            if let Some(big) = eas.iter().find(|e| e.value.len() > usize::from(u16::MAX)) {
-                let why = format!("record {} of {} bytes: {EA_LIMIT}", big.name, big.value.len());
+            if let Some(big) = eas.iter().find(|e| e.value.len() > MAX_EA_VALUE) {
+                let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
                 return Err(Error::InvalidArgument(why).into());
             }
             handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
