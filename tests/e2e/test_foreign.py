@@ -58,3 +58,68 @@ def test_a_folder_made_on_the_share_stays_when_its_last_object_goes(s3, bucket, 
     root = samba.share_path / bucket
     assert (root / "made-on-share").is_dir(), "a folder people made is theirs"
     assert not (root / "ours").exists(), "the gateway's own directories are pruned"
+
+
+def _keys(page):
+    return [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
+
+
+def test_an_empty_folder_made_on_the_share_is_the_object_name_slash(s3, bucket, samba):
+    """Issue 25, point 2: an empty folder someone made is the 0-byte
+    object `name/` (as the S3 console's folders are), the same in every
+    listing: without a delimiter (V1 and V2, any prefix reaching it) it is
+    that key; with `/` it is the common prefix `name/`. HEAD, GET, a
+    conditional PUT and DELETE treat it as that object. With something in
+    it, it is only a prefix; DELETE `name/` removes it while empty. A
+    folder holding only a file no key can name is not empty, so not an
+    object."""
+    import pytest
+    from botocore.exceptions import ClientError
+    from conftest import put_on_share
+    samba.smbclient(f'mkdir "{bucket}\\made-on-share"')
+    s3.put_object(Bucket=bucket, Key="z.txt", Body=b"z")
+    want = [("made-on-share/", 0), ("z.txt", 1)]
+    assert _keys(s3.list_objects_v2(Bucket=bucket)) == want
+    assert _keys(s3.list_objects(Bucket=bucket)) == want
+    for prefix in ("made", "made-on-share", "made-on-share/"):
+        assert _keys(s3.list_objects_v2(Bucket=bucket, Prefix=prefix)) == [("made-on-share/", 0)], prefix
+    page = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
+    assert (_keys(page), page["CommonPrefixes"]) == ([("z.txt", 1)], [{"Prefix": "made-on-share/"}])
+    page = s3.list_objects(Bucket=bucket, Delimiter="/")
+    assert (_keys(page), page["CommonPrefixes"]) == ([("z.txt", 1)], [{"Prefix": "made-on-share/"}])
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="made-on-share/", Delimiter="/")
+    assert (_keys(page), page.get("CommonPrefixes")) == ([("made-on-share/", 0)], None)
+    # Paged one key at a time, it is met once.
+    page = s3.list_objects_v2(Bucket=bucket, MaxKeys=1)
+    assert (_keys(page), page["IsTruncated"]) == ([("made-on-share/", 0)], True)
+    page = s3.list_objects_v2(Bucket=bucket, MaxKeys=1, ContinuationToken=page["NextContinuationToken"])
+    assert (_keys(page), page["IsTruncated"]) == ([("z.txt", 1)], False)
+
+    listed_etag = s3.list_objects_v2(Bucket=bucket)["Contents"][0]["ETag"]
+    head = s3.head_object(Bucket=bucket, Key="made-on-share/")
+    assert (head["ContentLength"], head["ETag"]) == (0, listed_etag)
+    got = s3.get_object(Bucket=bucket, Key="made-on-share/")
+    assert (got["Body"].read(), got["ETag"]) == (b"", listed_etag)
+
+    # With an object in it, it is only the prefix of that object.
+    s3.put_object(Bucket=bucket, Key="made-on-share/doc.txt", Body=b"x")
+    assert _keys(s3.list_objects_v2(Bucket=bucket, Prefix="made")) == [("made-on-share/doc.txt", 1)]
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="made-on-share/")
+    assert e.value.response["Error"]["Code"] == "404"
+    s3.delete_object(Bucket=bucket, Key="made-on-share/doc.txt")
+    assert _keys(s3.list_objects_v2(Bucket=bucket, Prefix="made")) == [("made-on-share/", 0)]
+
+    s3.delete_object(Bucket=bucket, Key="made-on-share/")
+    assert not (samba.share_path / bucket / "made-on-share").exists()
+    assert _keys(s3.list_objects_v2(Bucket=bucket)) == [("z.txt", 1)]
+
+    # Not empty, though nothing in it can be listed: no object.
+    samba.smbclient(f'mkdir "{bucket}\\odd"')
+    put_on_share(samba, bucket, "odd/de:tail.txt", b"colon")
+    assert _keys(s3.list_objects_v2(Bucket=bucket)) == [("z.txt", 1)]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="odd/")
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    s3.delete_object(Bucket=bucket, Key="odd/")
+    assert (samba.share_path / bucket / "odd" / "de:tail.txt").exists(), "never a folder with something in it"

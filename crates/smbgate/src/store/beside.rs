@@ -17,6 +17,7 @@ use super::share::Tree;
 use super::share::CreateResponse;
 
 use super::backoff;
+use super::folders::{is_empty_folder, may_be_folder};
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
@@ -45,7 +46,9 @@ impl Store {
     /// path; `None` if there is no such object. One round trip, or two for
     /// an object kept beside its directory. With `missing_too`, a missing
     /// own path is looked beside as well: a listing that saw the object
-    /// may meet it in the middle of a move (see [`Store::displace`]).
+    /// may meet it in the middle of a move (see [`Store::displace`]). An
+    /// empty folder someone made is the object of a key ending in `/`
+    /// (see `folders`).
     ///
     /// Errors: SMB failures other than not-found.
     pub(crate) async fn stat_object(
@@ -87,6 +90,11 @@ impl Store {
         }
         match again {
             Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
+            Ok(Some((c, m, p)))
+                if mapped.dir_marker && may_be_folder(&c.times, m.as_ref().is_some_and(|m| m.marker)) =>
+            {
+                Ok(is_empty_folder(tree, &p).await?.then_some((c, m, p)))
+            }
             Err(e) if !is_not_found(&e) => Err(e),
             _ => Ok(None),
         }

@@ -53,7 +53,7 @@ impl Store {
                 (Err(_), Some(Err(_))) => self.check_bucket(&tree, bucket).await?,
                 _ => {}
             }
-            self.prune_parents(&tree, bucket, &mapped, true).await;
+            self.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
             return Ok(());
         }
         let mut at = path.clone();
@@ -83,7 +83,8 @@ impl Store {
             Err(e) => return Err(e.into()),
         }
         // Deleted beside its directory: that directory may be empty now.
-        self.prune_parents(&tree, bucket, &mapped, at != path).await;
+        let from = if at != path { Prune::KeyDir } else { Prune::Parents };
+        self.prune_parents(&tree, bucket, &mapped, from).await;
         Ok(())
     }
 
@@ -171,24 +172,26 @@ impl Store {
     }
 
     /// Removes now-empty directories that the gateway made for keys (see
-    /// `share::mkdir_own`) and that are not markers, deepest first (the
-    /// key's own path too if `own`: its object was kept beside it); stops
-    /// at the first that is not empty, or not the gateway's: a folder
-    /// someone made on the share stays (best effort). A removed
-    /// directory with an object kept beside it gives that object its name
-    /// back ([`Store::restore_beside`]), and the walk up ends there.
-    async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, own: bool) {
+    /// `share::mkdir_own`) and that are not markers, deepest first, from
+    /// where `from` says; stops at the first that is not empty, or not the
+    /// gateway's: a folder someone made on the share stays (best effort),
+    /// unless it is the one a deleted `name/` stood for (see `folders`). A
+    /// removed directory with an object kept beside it gives that object
+    /// its name back ([`Store::restore_beside`]), and the walk up ends
+    /// there.
+    async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, from: Prune) {
         let mut dirs = self.bucket_path(bucket).ancestors_of(mapped);
-        if !own {
+        if from == Prune::Parents {
             dirs.pop(); // the object itself
         }
-        for dir in dirs.iter().rev() {
+        for (depth, dir) in dirs.iter().rev().enumerate() {
             let beside = dir.beside(false);
             let (found, beside_found) =
                 tokio::join!(share::stat_with_meta(tree, self.records(), dir), share::stat(tree, &beside));
+            let folder = from == Prune::Folder && depth == 0;
             match found {
                 Ok((_, Some(m))) if m.marker => return,
-                Ok((c, _)) if !share::is_own_dir(&c.times) => return,
+                Ok((c, _)) if !share::is_own_dir(&c.times) && !folder => return,
                 Ok(_) => {}
                 Err(_) => return,
             }
@@ -209,4 +212,17 @@ impl Store {
             }
         }
     }
+}
+
+/// Where a delete's pruning of empty directories starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prune {
+    /// At the key's parent.
+    Parents,
+    /// At the key's own path: its object was kept beside that directory.
+    KeyDir,
+    /// At the key's own path, a key ending in `/`: the directory goes
+    /// while empty even if someone else made it, since it was the
+    /// object just deleted (see `folders`).
+    Folder,
 }

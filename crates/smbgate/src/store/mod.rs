@@ -29,6 +29,7 @@ mod create_lock;
 mod delete;
 pub mod dir_source;
 pub mod error;
+mod folders;
 pub mod keys;
 pub mod meta;
 pub mod multipart;

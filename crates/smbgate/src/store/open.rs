@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use super::beside::{kept_as, not_a_file, nothing_beside, stands_for};
+use super::folders::{is_empty_folder, may_be_folder, Found};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
@@ -29,9 +30,10 @@ pub(crate) fn check_record_key(meta: Option<ObjectMeta>, key: &str) -> StoreResu
 }
 
 /// NoSuchKey unless what opened is what the key names: a file for a plain
-/// key, a directory carrying a marker record for a key ending in `/`.
-fn check_kind(is_dir: bool, dir_marker: bool, info: &ObjectInfo) -> StoreResult<()> {
-    if is_dir != dir_marker || (is_dir && !info.meta.marker) {
+/// key, a directory carrying a marker record (or an empty folder, as
+/// `found` says) for a key ending in `/`.
+fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -> StoreResult<()> {
+    if is_dir != dir_marker || (is_dir && !info.meta.marker && found != Found::Folder) {
         return Err(StoreError::NoSuchKey);
     }
     Ok(())
@@ -55,7 +57,7 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.case_insensitive();
         let records = self.records();
-        let ((handle, meta, data, on_disk), path, beside) = self
+        let ((handle, meta, data, on_disk), path, found) = self
             .open_stored(
                 &tree,
                 bucket,
@@ -64,11 +66,11 @@ impl Store {
                     let tree = &tree;
                     async move { share::open_with_meta(tree, records, &p, read, exact, file_only).await }
                 },
-                |(h, m, _, _)| (not_a_file(&h.info().times), m.as_ref().is_some_and(|m| m.marker)),
+                |(h, m, _, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
             )
             .await?;
         let (meta, info) = self
-            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, beside))
+            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
             .await?;
         Ok((Opened { handle, meta }, info, data))
     }
@@ -82,7 +84,7 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.case_insensitive();
         let records = self.records();
-        let ((create, meta, on_disk), path, beside) = self
+        let ((create, meta, on_disk), path, found) = self
             .open_stored(
                 &tree,
                 bucket,
@@ -91,11 +93,11 @@ impl Store {
                     let tree = &tree;
                     async move { share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await }
                 },
-                |(c, m, _)| (not_a_file(&c.times), m.as_ref().is_some_and(|m| m.marker)),
+                |(c, m, _)| (c.times, m.as_ref().is_some_and(|m| m.marker)),
             )
             .await?;
         let (_, info) =
-            self.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, beside)).await?;
+            self.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, found)).await?;
         Ok(info)
     }
 
@@ -115,7 +117,7 @@ impl Store {
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.case_insensitive();
         let records = self.records();
-        let ((handle, meta, on_disk), path, beside) = self
+        let ((handle, meta, on_disk), path, found) = self
             .open_stored(
                 &tree,
                 bucket,
@@ -124,11 +126,11 @@ impl Store {
                     let tree = &tree;
                     async move { share::open_to_update_record(tree, records, &p, exact, file_only).await }
                 },
-                |(h, m, _)| (not_a_file(&h.info().times), m.as_ref().is_some_and(|m| m.marker)),
+                |(h, m, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
             )
             .await?;
         let (meta, info) = self
-            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, beside))
+            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
             .await?;
         Ok((handle, meta, info, path))
     }
@@ -149,12 +151,12 @@ impl Store {
         create: &share::CreateResponse,
         meta: Option<ObjectMeta>,
         on_disk: Option<&str>,
-        (path, beside): (&SharePath, bool),
+        (path, found): (&SharePath, Found),
     ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
         let meta = check_record_key(meta, key)?;
-        self.check_exact_name(tree, bucket, &kept_as(mapped, beside), &meta, on_disk).await?;
+        self.check_exact_name(tree, bucket, &kept_as(mapped, found == Found::Beside), &meta, on_disk).await?;
         let info = ObjectInfo::new(create, meta.clone(), path);
-        check_kind(create.times.is_directory(), mapped.dir_marker && !beside, &info)?;
+        check_kind(create.times.is_directory(), mapped.dir_marker && found != Found::Beside, found, &info)?;
         Ok((meta, info))
     }
 
@@ -162,8 +164,9 @@ impl Store {
     /// path, or beside the directory there (a key whose name is also a
     /// directory, or a marker with a body; see `beside`). `kind` says of
     /// what opened whether it is a directory and has a marker record (see
-    /// [`stands_for`]). Returns what opened, its path, and whether that is
-    /// beside.
+    /// [`stands_for`]). Returns what opened, its path, and where that is
+    /// ([`Found`]; an empty folder someone made stands for a key ending in
+    /// `/`, see `folders`, once nothing is found beside it).
     ///
     /// The own path is opened alone first: one round trip for most reads.
     /// If it holds no object, the next round trip looks beside it, stats
@@ -186,8 +189,8 @@ impl Store {
         bucket: &str,
         mapped: &MappedKey,
         open: F,
-        kind: impl Fn(&T) -> (bool, bool),
-    ) -> StoreResult<(T, SharePath, bool)>
+        kind: impl Fn(&T) -> (share::FileTimes, bool),
+    ) -> StoreResult<(T, SharePath, Found)>
     where
         F: Fn(SharePath, bool) -> Fut,
         Fut: std::future::Future<Output = Result<T, ShareError>>,
@@ -204,9 +207,9 @@ impl Store {
         loop {
             let missing = match own {
                 Ok(r) => {
-                    let (is_dir, marker) = kind(&r);
-                    if stands_for(is_dir, marker, mapped) {
-                        return Ok((r, path, false));
+                    let (times, marker) = kind(&r);
+                    if stands_for(not_a_file(&times), marker, mapped) {
+                        return Ok((r, path, Found::Own));
                     }
                     false // a directory: the object, if any, is beside it
                 }
@@ -238,19 +241,31 @@ impl Store {
             in_bucket?;
             first_miss = false;
             match aside {
-                Ok(r) if !kind(&r).0 => return Ok((r, beside, true)),
+                Ok(r) if !not_a_file(&kind(&r).0) => return Ok((r, beside, Found::Beside)),
                 Err(e) if !nothing_beside(&e) => return Err(e.into()),
                 _ => {}
             }
             match retried {
                 Ok(r)
                     if {
-                        let (d, m) = kind(&r);
-                        stands_for(d, m, mapped)
+                        let (times, m) = kind(&r);
+                        stands_for(not_a_file(&times), m, mapped)
                     } =>
                 {
                     tracing::debug!(bucket, "a key not found by its first look was found by a later one");
-                    return Ok((r, path, false));
+                    return Ok((r, path, Found::Own));
+                }
+                // Nothing beside, and a directory without a marker record:
+                // an empty folder someone made is the object.
+                Ok(r)
+                    if mapped.dir_marker
+                        && {
+                            let (times, m) = kind(&r);
+                            may_be_folder(&times, m)
+                        }
+                        && is_empty_folder(tree, &path).await? =>
+                {
+                    return Ok((r, path, Found::Folder));
                 }
                 Err(e) if !is_not_found(&e) && e.failure() != Failure::IsDirectory => return Err(e.into()),
                 _ => {}

@@ -16,7 +16,9 @@
 //! - An error from any directory the walk needs fails the whole listing (failure class 18). A
 //!   directory the walk never reaches (the page filled up first) cannot fail it.
 //! - A directory that becomes a common prefix is not walked, so an empty directory (no files, no
-//!   marker) still shows as a common prefix, like a folder. Without a delimiter it yields nothing.
+//!   marker) still shows as a common prefix, like a folder. A walk that enters one (no delimiter
+//!   rolls it up) offers it as the object `dir/`, with no ETag hint: the caller confirms it (an
+//!   empty folder someone made on the share is that object) or drops it, as for marker candidates.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -234,6 +236,12 @@ fn rollup<'k>(prefix: &str, delimiter: Option<&str>, key: &'k str) -> Option<&'k
     Some(&key[..prefix.len() + at + delimiter.len()])
 }
 
+/// The object an empty directory without a marker may be (see the module
+/// notes), for the caller to confirm.
+fn folder(key: String, last_modified: u64) -> Listed {
+    Listed::Object { key, size: 0, last_modified, etag_hint: None }
+}
+
 /// One directory being walked.
 struct Frame {
     /// Key prefix of this directory (see [`dir_key`]).
@@ -285,6 +293,8 @@ impl<S: DirSource> Walk<'_, S> {
                 last_modified: m.last_modified,
                 etag_hint: m.etag_hint,
             });
+        } else if marker_wanted && listing.as_ref().is_some_and(|l| l.is_empty()) {
+            self.emit(folder(dir.clone(), 0));
         }
         let frame = self.open(dir, path, listing.unwrap_or_else(|| Arc::from(Vec::new())));
         self.stack.push(frame);
@@ -326,8 +336,16 @@ impl<S: DirSource> Walk<'_, S> {
                 let mut path = frame.path.clone();
                 path.push(item.name[..item.name.len() - 1].to_owned());
                 self.prefetch();
-                let listing = self.fetch.get(&key, &path).await?;
-                let frame = self.open(key, path, listing.unwrap_or_else(|| Arc::from(Vec::new())));
+                let listing = self.fetch.get(&key, &path).await?.unwrap_or_else(|| Arc::from(Vec::new()));
+                // Its marker, if any, is the item just before it.
+                let marked = at > 0 && !items[at - 1].is_dir && items[at - 1].name == item.name;
+                if listing.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
+                    if self.emit(folder(key, item.last_modified)) {
+                        break;
+                    }
+                    continue;
+                }
+                let frame = self.open(key, path, listing);
                 self.stack.push(frame);
                 continue;
             } else {

@@ -322,7 +322,11 @@ impl DirSource for EmptyDir {
 #[test]
 fn empty_directories() {
     let flat = futures::executor::block_on(list(&EmptyDir, &req("", None, None, 10))).unwrap();
-    assert_eq!(names(&flat), ["f"]);
+    assert_eq!(names(&flat), ["empty/", "f"], "offered as a folder object");
+    let under = futures::executor::block_on(list(&EmptyDir, &req("empty/", None, None, 10))).unwrap();
+    assert_eq!(names(&under), ["empty/"], "the prefix naming it");
+    let after = futures::executor::block_on(list(&EmptyDir, &req("", None, Some("empty/"), 10))).unwrap();
+    assert_eq!(names(&after), ["f"], "not at or before start_after");
     let slash = futures::executor::block_on(list(&EmptyDir, &req("", Some("/"), None, 10))).unwrap();
     assert_eq!(names(&slash), ["empty/", "f"], "shown as a folder, unwalked");
 }

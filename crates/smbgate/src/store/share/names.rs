@@ -41,6 +41,15 @@ pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
     tree.list_dir(path).await.map_err(Into::into)
 }
 
+/// Whether the directory `path` is empty, in one round trip however
+/// many entries it holds.
+///
+/// Errors: not-found ones (a file there: STATUS_NOT_A_DIRECTORY), and the
+/// server's other refusals.
+pub async fn is_empty_dir(tree: &Tree, path: &str) -> Result<bool> {
+    tree.is_empty_dir(path).await.map_err(Into::into)
+}
+
 /// [`list_dir`], with the directory's own times as its open answered them
 /// (a later [`stat`] with the same times says nothing changed in it).
 ///
