@@ -100,6 +100,9 @@ def test_an_empty_folder_made_on_the_share_is_the_object_name_slash(s3, bucket, 
     assert (head["ContentLength"], head["ETag"]) == (0, listed_etag)
     got = s3.get_object(Bucket=bucket, Key="made-on-share/")
     assert (got["Body"].read(), got["ETag"]) == (b"", listed_etag)
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="made-on-share/", Body=b"", IfNoneMatch="*")
+    assert e.value.response["Error"]["Code"] == "PreconditionFailed"
 
     # With an object in it, it is only the prefix of that object.
     s3.put_object(Bucket=bucket, Key="made-on-share/doc.txt", Body=b"x")

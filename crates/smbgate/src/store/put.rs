@@ -315,7 +315,8 @@ impl Store {
 
     /// An empty marker (`a/b/`): the directory (made first, an object of
     /// its name moving beside it) with a marker record; a body kept beside
-    /// it by an earlier write goes.
+    /// it by an earlier write goes. Conditions are checked under the key's
+    /// creation lock.
     async fn put_marker(
         &self,
         tree: &Tree,
@@ -336,6 +337,13 @@ impl Store {
         // as a body's publish does (see `publish`): one form or the other.
         let dir = self.object_path(bucket, mapped);
         let creating = self.create_lock(tree, &dir).await?;
+        // If-Match / If-None-Match against what the key is now (a marker,
+        // a body beside, an empty folder), under the lock every write of
+        // the key takes.
+        if let Err(e) = self.check_write_conditions(tree, bucket, mapped, &req).await {
+            creating.release().await;
+            return Err(e);
+        }
         let recorded = share::set_dir_ea(tree, self.records(), &dir, meta.to_ea()).await;
         if recorded.is_ok() {
             match share::delete(tree, &self.beside_path(bucket, mapped), false).await {
