@@ -344,13 +344,18 @@ async fn small(s3: S3Opts, op: SmallOp, workers: usize, count: usize, size: u64,
         let (ctx, next, classes, prefix, reported) =
             (ctx.clone(), next.clone(), classes.clone(), prefix.clone(), reported.clone());
         tasks.push(tokio::spawn(async move {
+            // Each operation's latency, in seconds.
+            let mut latencies = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= count {
                     break;
                 }
                 let key = format!("{prefix}{i:06}");
-                let (class, detail) = match ctx.call(op, &key, size).await {
+                let started = Instant::now();
+                let called = ctx.call(op, &key, size).await;
+                latencies.push(started.elapsed().as_secs_f64());
+                let (class, detail) = match called {
                     Ok(r) if r.status == StatusCode::OK && op == SmallOp::Get && r.bytes != size => {
                         ("200-short".to_string(), Some(format!("{} bytes", r.bytes)))
                     }
@@ -363,12 +368,19 @@ async fn small(s3: S3Opts, op: SmallOp, workers: usize, count: usize, size: u64,
                 }
                 *classes.lock().unwrap().entry(class).or_default() += 1;
             }
+            latencies
         }));
     }
+    let mut latencies = Vec::with_capacity(count);
     for t in tasks {
-        t.await?;
+        latencies.extend(t.await?);
     }
     let secs = t0.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    let quantile_ms = |q: f64| match latencies.len() {
+        0 => 0.0,
+        n => latencies[((n as f64 * q).ceil() as usize).clamp(1, n) - 1] * 1000.0,
+    };
     let classes = Arc::try_unwrap(classes).unwrap().into_inner().unwrap();
     // Every operation here, HEAD included, succeeds only with 200 (failure class 21).
     let ok = classes.get("200").copied().unwrap_or(0);
@@ -381,7 +393,8 @@ async fn small(s3: S3Opts, op: SmallOp, workers: usize, count: usize, size: u64,
     println!(
         "{}",
         json!({"op": format!("small-{name}"), "count": count, "ok": ok, "errors": errors,
-               "statuses": classes, "seconds": secs, "ops_s": ok as f64 / secs})
+               "statuses": classes, "seconds": secs, "ops_s": ok as f64 / secs,
+               "workers": workers, "p50_ms": quantile_ms(0.5), "p99_ms": quantile_ms(0.99)})
     );
     if errors > 0 {
         return Err(format!("{errors} of {count} operations failed").into());
