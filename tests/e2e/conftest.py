@@ -202,10 +202,13 @@ class HAProxy:
     """HAProxy on loopback in front of `gateways`, round-robin per request,
     with the health probe docs/deployment.md's example uses (HEAD /)."""
 
-    def __init__(self, gateways, workdir):
+    def __init__(self, gateways, workdir, server_opts=""):
+        """`server_opts` go on every `server` line (`send-proxy-v2 source
+        127.0.0.9`, say)."""
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        servers = "\n".join(f"    server gw{i} 127.0.0.1:{g.port} check inter 1s" for i, g in enumerate(gateways))
+        servers = "\n".join(f"    server gw{i} 127.0.0.1:{g.port} check inter 1s {server_opts}"
+                            for i, g in enumerate(gateways))
         cfg = Path(workdir) / f"haproxy-{self.port}.cfg"
         cfg.write_text(f"""global
     maxconn 2000

@@ -205,6 +205,13 @@ pub struct ServeArgs {
     /// separate with commas).
     #[arg(long = "trusted-proxy", env = "SMBGATE_TRUSTED_PROXIES", value_delimiter = ',', help_heading = "Limits")]
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Connections from the `--trusted-proxy` addresses start with a PROXY
+    /// protocol header (HAProxy's `send-proxy` or `send-proxy-v2`), whose
+    /// client address then stands for the connection: in logs, the access
+    /// log and the per-client connection share. A trusted proxy's
+    /// connection without one is closed; nobody else's is read for one.
+    #[arg(long, env = "SMBGATE_PROXY_PROTOCOL", help_heading = "Limits")]
+    pub proxy_protocol: bool,
     /// How long a new connection may take to complete its first request's
     /// headers (TLS handshake included), and how long a connection, HTTP/1
     /// or HTTP/2, may stay open with no request in flight: `30s`, `2m`, or

@@ -373,6 +373,7 @@ impl Drop for Slot {
 /// from one address at once, except from the trusted addresses (a load
 /// balancer in front of several instances connects from one address and
 /// may use every slot).
+#[derive(Clone)]
 pub struct PerClient {
     per_client: usize,
     trusted: Vec<IpAddr>,
@@ -384,6 +385,11 @@ impl PerClient {
     /// addresses have no share of their own.
     pub fn new(per_client: usize, trusted: Vec<IpAddr>) -> PerClient {
         PerClient { per_client: per_client.max(1), trusted, held: Arc::default() }
+    }
+
+    /// Whether `ip` is a trusted proxy's address (no share of its own).
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.contains(&canonical(ip))
     }
 
     /// A slot for a connection from `ip`, held until the returned value is

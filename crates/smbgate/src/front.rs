@@ -297,7 +297,8 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             Some((self.cors.bucket_of(&req)?, method))
         });
         let cors_front = self.cors.clone();
-        // Who asked, for the log of failed authentications.
+        // Who asked, for the access log and the log of failed
+        // authentications (behind a trusted proxy, as its PROXY header says).
         let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
         // Parsed only if the request fails to authenticate (`uri` is kept).
         let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
@@ -400,6 +401,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
             tracing::info!(
                 target: ACCESS_TARGET,
                 request_id = %ids.request_id,
+                client = client.map(|c| c.ip().to_string()),
                 identity = resolved.and_then(|r| r.identity.as_deref()).unwrap_or("anonymous"),
                 smb_identity = resolved.and_then(|r| r.smb_identity.as_deref()).unwrap_or(""),
                 operation,

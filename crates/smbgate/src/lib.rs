@@ -39,6 +39,7 @@ pub mod ignored_range;
 pub mod metrics;
 pub mod post_object;
 pub mod precheck;
+pub mod proxy_protocol;
 pub mod request_ids;
 pub mod s3;
 pub mod server;

@@ -53,6 +53,8 @@ struct HttpLimits {
     header_read_timeout: Duration,
     /// How long a client may take nothing of a response body it is sent.
     send_timeout: Duration,
+    /// Connections from trusted proxies start with a PROXY header.
+    proxy_protocol: bool,
 }
 
 /// HTTP/2 streams one connection may have open at once: each may buffer a
@@ -117,6 +119,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
                     list users in a --config file, or pass --anonymous to allow unsigned requests"
             .into());
+    }
+    if args.proxy_protocol && args.trusted_proxies.is_empty() {
+        return Err("--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy".into());
     }
     // Before the SMB side, so that a bad file is the one line at startup.
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -218,6 +223,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
         send_timeout: args.send_timeout,
+        proxy_protocol: args.proxy_protocol,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
     let service = crate::front::Front::new(builder.build(), pool, metrics, rules, cors, domain, post);
@@ -396,8 +402,12 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
         let _ = stream.set_nodelay(true);
         let (builder, service, watcher) = (builder.clone(), p.service.clone(), graceful.watcher());
         let limits = p.limits;
+        // The client behind a trusted proxy takes its own share once its
+        // address is read (see `serve_one`).
+        let behind_proxy = (limits.proxy_protocol && p.per_client.is_trusted(peer.ip())).then(|| p.per_client.clone());
         tokio::spawn(async move {
-            serve_one(stream, peer, tls, limits, builder, service, watcher, &slot).await;
+            let conn = Conn { peer, tls, behind_proxy };
+            serve_one(stream, conn, limits, builder, service, watcher, &slot).await;
             drop((client, slot));
         });
     }
@@ -410,11 +420,9 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
 /// nothing of a response for the send timeout, or until its slot goes to a
 /// new connection. Dropping the connection drops its requests, which
 /// closes their SMB handles.
-#[allow(clippy::too_many_arguments)]
 async fn serve_one(
-    stream: TcpStream,
-    peer: std::net::SocketAddr,
-    tls: Option<TlsAcceptor>,
+    mut stream: TcpStream,
+    conn: Conn,
     limits: HttpLimits,
     builder: ConnBuilder<TokioExecutor>,
     service: crate::front::Front,
@@ -422,9 +430,30 @@ async fn serve_one(
     slot: &Slot,
 ) {
     let activity = slot.activity().clone();
-    let service = Watched { service, activity: activity.clone(), peer: Some(peer), tls: tls.is_some() };
-    let stream = WatchedIo::new(stream, activity.clone());
+    let Conn { peer, tls, behind_proxy } = conn;
     let serve = async {
+        let mut peer = peer;
+        // Behind a trusted proxy: its PROXY header first, within the
+        // deadline of the first request, then the client's own share.
+        let _client = match &behind_proxy {
+            None => None,
+            Some(per_client) => {
+                match crate::proxy_protocol::read_client_addr(&mut stream).await {
+                    Ok(client) => peer = client.unwrap_or(peer),
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "connection from a trusted proxy closed");
+                        return;
+                    }
+                }
+                let Some(share) = per_client.take(peer.ip()) else {
+                    tracing::debug!(%peer, "connection closed: its address holds its share of the connections");
+                    return;
+                };
+                Some(share)
+            }
+        };
+        let service = Watched { service, activity: activity.clone(), peer: Some(peer), tls: tls.is_some() };
+        let stream = WatchedIo::new(stream, activity.clone());
         let result = match tls {
             None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
             Some(acceptor) => match acceptor.accept(stream).await {
@@ -446,6 +475,15 @@ async fn serve_one(
         }
         _ = activity.evicted() => tracing::debug!(%peer, "connection closed: idle longest while every slot was taken"),
     }
+}
+
+/// Who an accepted connection is: its peer, the TLS acceptor of its
+/// listener, and, for a trusted proxy's connection with `--proxy-protocol`,
+/// the per-client shares its client takes from once the header names it.
+struct Conn {
+    peer: std::net::SocketAddr,
+    tls: Option<TlsAcceptor>,
+    behind_proxy: Option<crate::conn_limits::PerClient>,
 }
 
 /// Serves the operations listener until the process exits (it is not
