@@ -42,6 +42,14 @@ def smbgate_bin():
     raise RuntimeError("smbgate binary not found: run cargo build -p smbgate first")
 
 
+def write_secret(path, text):
+    """Writes a secret file as an operator should (mode 0600): the gateway,
+    running as root here, refuses one every user may read."""
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 def put_on_share(samba, bucket, name, data):
     """Writes `bucket`/`name` straight onto the share, owned by the share's
     user as if written over SMB (so a PUT through a gateway may replace it).

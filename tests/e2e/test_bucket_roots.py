@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import Gateway, Samba, smbgate_bin
+from conftest import Gateway, Samba, smbgate_bin, write_secret
 from s3util import expect_error
 
 
@@ -29,7 +29,7 @@ def far():
 @pytest.fixture(scope="module")
 def config(far, tmp_path_factory):
     d = tmp_path_factory.mktemp("roots")
-    (d / "far.pw").write_text(far.env["SMB_PASSWORD"] + "\n")
+    write_secret(d / "far.pw", far.env["SMB_PASSWORD"] + "\n")
     cfg = d / "smbgate.toml"
     cfg.write_text(f"""
 [buckets.far]
@@ -129,7 +129,7 @@ def test_a_configured_bucket_that_cannot_be_opened_is_one_line_at_startup(own_sa
 
 def test_a_user_reaches_a_configured_bucket_as_its_own_account(own_samba, far, config, tmp_path):
     cfg = tmp_path / "smbgate.toml"
-    (tmp_path / "far.pw").write_text((config.parent / "far.pw").read_text())
+    write_secret(tmp_path / "far.pw", (config.parent / "far.pw").read_text())
     cfg.write_text(config.read_text() + """
 [users.alice]
 access_key = "AKALICEFAR"

@@ -11,7 +11,7 @@ import time
 import boto3
 from botocore.config import Config
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin, write_secret
 
 
 def clean_env(**extra):
@@ -171,8 +171,8 @@ def test_config_check_prints_the_effective_settings_without_secrets(tmp_path):
 def test_relative_paths_come_from_the_files_directory_and_flags_beat_its_secret_files(own_samba, tmp_path):
     d = tmp_path / "etc"
     d.mkdir()
-    (d / "smb.password").write_text(own_samba.env["SMB_PASSWORD"] + "\n")
-    (d / "s3.secret").write_text(SECRET_KEY + "\n")
+    write_secret(d / "smb.password", own_samba.env["SMB_PASSWORD"] + "\n")
+    write_secret(d / "s3.secret", SECRET_KEY + "\n")
     port = _free_port()
     cfg = d / "smbgate.toml"
     cfg.write_text(
@@ -216,7 +216,7 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
     cfg.write_text('share = "smb://h/s"\nsmb_password_file = "nope.pw"\n')
     r = check()
     assert r.returncode == 1 and f"--smb-password-file: cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
-    (tmp_path / "yes.pw").write_text("hunter2\n")
+    write_secret(tmp_path / "yes.pw", "hunter2\n")
     cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\n')
     r = check()
     assert r.returncode == 0, r.stderr

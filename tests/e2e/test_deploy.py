@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, smbgate_bin
+from conftest import ROOT, smbgate_bin, write_secret
 
 
 def test_version_names_the_commit():
@@ -79,7 +79,7 @@ def test_the_example_config_file_checks(tmp_path):
     example = (ROOT / "deploy" / "smbgate.toml").read_text()
     (tmp_path / "smbgate.toml").write_text(example)
     for name in re.findall(r'_file = "([^"]+)"', example):
-        (tmp_path / name).write_text("stand-in\n")
+        write_secret(tmp_path / name, "stand-in\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
     r = subprocess.run([smbgate_bin(), "config", "check", str(tmp_path / "smbgate.toml")], env=env,
                        capture_output=True, text=True)

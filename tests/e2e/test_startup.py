@@ -16,7 +16,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, _free_port, smbgate_bin
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, _free_port, smbgate_bin, write_secret
 
 # A startup error must come back well before this; a hang is a failure.
 STARTUP_TIMEOUT = 30
@@ -199,10 +199,40 @@ def test_a_blank_metrics_token_is_refused(samba, tmp_path, how):
     operator believes it protected: startup refuses it, naming the setting
     (issue 23, point 6.5). Leaving the setting out is how to go without one."""
     blank = tmp_path / "metrics.token"
-    blank.write_text("\n  \n")
+    write_secret(blank, "\n  \n")
     setting = ["--metrics-token-file", str(blank)] if how == "file" else ["--metrics-token", " "]
     r, _ = _run([*_smb_args(samba), *KEYS, "--metrics-listen", f"127.0.0.1:{_free_port()}", *setting])
     _assert_one_line_failure(r, "--metrics-token-file" if how == "file" else "--metrics-token", "empty")
+
+
+def test_a_secret_file_every_user_may_read_is_refused_as_root(samba, tmp_path):
+    """Issue 23, point 6.6: run as root (as here), the gateway refuses a
+    secret file that every user may read, as ssh refuses such a key, in one
+    line naming the setting and the mode; a group may read it (0640, the
+    deployment's files)."""
+    assert os.geteuid() == 0, "the end-to-end tests run as root"
+    pw = write_secret(tmp_path / "smb.password", samba.env["SMB_PASSWORD"] + "\n")
+    pw.chmod(0o644)
+    args = ["--share", f"smb://127.0.0.1:{samba.port}/{samba.env['SMB_SHARE']}",
+            "--smb-user", samba.env["SMB_USER"], "--smb-password-file", str(pw), *KEYS]
+    r, _ = _run(args)
+    _assert_one_line_failure(r, "--smb-password-file", "every user may read", "mode 644", "chmod o-rwx")
+    pw.chmod(0o640)
+    port = _free_port()
+    g = subprocess.Popen([smbgate_bin(), "serve", *args, "--listen", f"127.0.0.1:{port}"], env=_base_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and g.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert g.poll() is None, g.stderr.read()
+    finally:
+        g.terminate()
+        g.wait(timeout=10)
 
 
 def test_no_smb_user_against_a_server_that_requires_signing_says_to_set_one():

@@ -20,7 +20,7 @@ import botocore
 import pytest
 from botocore.config import Config
 
-from conftest import REGION, Gateway, Samba, _free_port, smbgate_bin
+from conftest import REGION, Gateway, Samba, _free_port, smbgate_bin, write_secret
 from s3util import error
 
 ALICE = ("AKALICE0000000000001", "alice-secret-key-0001")
@@ -70,8 +70,8 @@ def share():
 @pytest.fixture(scope="module")
 def config(share, tmp_path_factory):
     d = tmp_path_factory.mktemp("users")
-    (d / "bob.secret").write_text(BOB[1] + "\n")
-    (d / "bob.smbpw").write_text("bob-smb-pw\n")
+    write_secret(d / "bob.secret", BOB[1] + "\n")
+    write_secret(d / "bob.smbpw", "bob-smb-pw\n")
     (d / "smbgate.toml").write_text(users_toml())
     return d / "smbgate.toml"
 
@@ -243,7 +243,7 @@ def test_the_access_log_names_the_user_and_its_smb_account(gw):
 def test_sighup_reloads_the_users_and_a_bad_file_keeps_them(share, config, tmp_path):
     cfg = tmp_path / "smbgate.toml"
     for f in ("bob.secret", "bob.smbpw"):
-        (tmp_path / f).write_text((config.parent / f).read_text())
+        write_secret(tmp_path / f, (config.parent / f).read_text())
     cfg.write_text(users_toml())
     g = Gateway(share, env={"SMBGATE_CONFIG": str(cfg), "SMBGATE_ACCESS_KEY": None,
                             "SMBGATE_SECRET_KEY": None, "SMBGATE_LOG": "info"})
@@ -345,7 +345,7 @@ def test_user_pools_connect_lazily_are_bounded_and_close_when_idle(config):
 def test_a_user_whose_smb_login_fails_gets_403_and_the_log_says_why(share, config, tmp_path):
     cfg = tmp_path / "smbgate.toml"
     for f in ("bob.secret", "bob.smbpw"):
-        (tmp_path / f).write_text((config.parent / f).read_text())
+        write_secret(tmp_path / f, (config.parent / f).read_text())
     cfg.write_text(users_toml().replace('"alice-smb-pw"', '"wrong-password"'))
     g = Gateway(share, env={"SMBGATE_CONFIG": str(cfg), "SMBGATE_ACCESS_KEY": None,
                             "SMBGATE_SECRET_KEY": None, "SMBGATE_LOG": "warn"})

@@ -402,14 +402,42 @@ pub fn secret_files_unread() -> bool {
     SECRET_FILES_UNREAD.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The first line of the secret file `path` (its whole secret).
+/// The first line of the secret file `path` (its whole secret). A file
+/// every user of the machine may read or change is refused when the
+/// gateway runs as root, as ssh refuses such a private key, and warned
+/// about otherwise; a group may read it (the deployment's 0640 files).
 ///
-/// Errors: the file cannot be read.
+/// Errors: the file cannot be read, or is refused for its mode.
 pub fn read_secret_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
     if secret_files_unread() {
         return Ok(UNREAD_SECRET.to_string());
     }
-    Ok(std::fs::read_to_string(path)?.lines().next().unwrap_or("").to_string())
+    let text = std::fs::read_to_string(path)?;
+    check_secret_mode(path, std::fs::metadata(path)?.permissions().mode())?;
+    Ok(text.lines().next().unwrap_or("").to_string())
+}
+
+/// See [`read_secret_file`]: `mode` is the file's permission bits.
+fn check_secret_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    let mode = mode & 0o777;
+    if mode & 0o007 == 0 {
+        return Ok(());
+    }
+    if rustix::process::geteuid().is_root() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refused, since every user may read or change it (mode {mode:03o}) and the gateway runs as root; chmod o-rwx it"
+            ),
+        ));
+    }
+    tracing::warn!(
+        file = %path.display(),
+        mode = format!("{mode:03o}"),
+        "every user may read or change this secret file; chmod o-rwx it"
+    );
+    Ok(())
 }
 
 /// Reads a secret from a value or the first line of a file; `setting` is
