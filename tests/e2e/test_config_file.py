@@ -75,6 +75,22 @@ def test_every_setting_can_come_from_the_file(own_samba, tmp_path):
             "eu-west-1"
     finally:
         stop(p)
+    # Issue 23, point 6.6: the file holds secrets and every user may read it.
+    warned = [l for l in log.read_text().splitlines() if "every user may read it" in l]
+    assert len(warned) == 1 and "WARN" in warned[0] and "mode=\"644\"" in warned[0], log.read_text()
+    assert SECRET_KEY not in log.read_text()
+
+
+def test_a_config_file_only_its_owner_reads_is_not_warned_about(own_samba, tmp_path):
+    port = _free_port()
+    cfg = write_secret(tmp_path / "smbgate.toml", file_settings(own_samba, port))
+    log = tmp_path / "log"
+    p = start(["--config", str(cfg)], clean_env(), log)
+    try:
+        wait_listening(p, port, log)
+    finally:
+        stop(p)
+    assert "every user may read" not in log.read_text()
 
 
 def test_flags_override_the_environment_which_overrides_the_file(own_samba, tmp_path):

@@ -142,6 +142,29 @@ impl ConfigFile {
         Ok(ConfigFile { path: path.to_path_buf(), table })
     }
 
+    /// Logs at WARN if the file holds a secret itself (a password, secret
+    /// key or token, not a path to one) and every user of the machine may
+    /// read it.
+    fn warn_if_secrets_exposed(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        fn holds_secret(t: &toml::Table) -> bool {
+            t.iter().any(|(k, v)| match v {
+                toml::Value::Table(inner) => holds_secret(inner),
+                toml::Value::String(_) => is_secret(&k.replace('-', "_")),
+                _ => false,
+            })
+        }
+        let Ok(meta) = std::fs::metadata(&self.path) else { return };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o007 != 0 && holds_secret(&self.table) {
+            tracing::warn!(
+                file = %self.path.display(),
+                mode = format!("{mode:03o}"),
+                "the config file holds secrets and every user may read it; chmod o-rwx it, or move the secrets to *_file settings"
+            );
+        }
+    }
+
     /// The file's `[users.NAME]` tables (empty without any).
     ///
     /// Errors: as [`UserTable::from_toml`], prefixed with the file's name.
@@ -284,7 +307,11 @@ impl ConfigFile {
 /// the file and the user); an unreadable secret file.
 pub fn users_of(args: &crate::config::ServeArgs) -> Result<UserTable, String> {
     let mut users = match &args.config {
-        Some(path) => ConfigFile::load(path)?.users()?,
+        Some(path) => {
+            let file = ConfigFile::load(path)?;
+            file.warn_if_secrets_exposed();
+            file.users()?
+        }
         None => UserTable::default(),
     };
     let secret_key = crate::config::secret("secret-key-file", &args.secret_key, &args.secret_key_file)?;
