@@ -7,6 +7,7 @@ import http.server
 import shutil
 import subprocess
 import threading
+import json
 import time
 import urllib.error
 import urllib.request
@@ -97,12 +98,14 @@ def files_under(path):
 
 
 def wait_no_tmp(samba, timeout=3.0):
-    """Returns the leftover files in the gateway's temp dir after waiting up to timeout."""
+    """Returns the leftover files in the gateway's temp dir after waiting up
+    to timeout. The sweep's clock probes (`clock-*`, empty files a gateway
+    stopped between making and removing one leaves) are no one's upload."""
     tmp = samba.share_path / ".smbgate" / "tmp"
     deadline = time.time() + timeout
     left = []
     while True:
-        left = sorted(p.name for p in tmp.iterdir()) if tmp.exists() else []
+        left = sorted(p.name for p in tmp.iterdir() if not p.name.startswith("clock-")) if tmp.exists() else []
         if not left or time.time() > deadline:
             return left
         time.sleep(0.2)
@@ -136,3 +139,14 @@ def peak_rss_mib(pid):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     raise AssertionError("no VmHWM")
+
+
+def read_lines(path, n, timeout=5):
+    """The JSON lines of an access log at `path`, once it holds `n` (or
+    after `timeout` seconds, however many it holds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+        if len(lines) >= n or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)

@@ -3,20 +3,13 @@ request: request ID (the x-amz-request-id the client got), identity (the
 access key, or "anonymous"), operation, method, bucket, key, status, bytes in
 and out, duration. The stderr log never carries these lines."""
 
-import json
 import time
 import urllib.request
 
 from conftest import ACCESS_KEY, SECRET_KEY, Gateway
+from s3util import read_lines
 
 
-def read_lines(path, n, timeout=5):
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
-        if len(lines) >= n or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.05)
 
 
 def test_one_json_line_per_request_with_what_operators_need(own_samba, tmp_path):

@@ -107,9 +107,9 @@ def test_what_cannot_cross_shares_is_refused(gw, far, own_samba):
 
 
 def test_a_configured_bucket_that_cannot_be_opened_is_one_line_at_startup(own_samba, far, tmp_path):
-    cfg = tmp_path / "smbgate.toml"
-    cfg.write_text(f'[buckets.gone]\nshare = "smb://127.0.0.1:{far.port}/share/no-such-dir"\n'
-                   f'smb_user = "{far.env["SMB_USER"]}"\nsmb_password = "{far.env["SMB_PASSWORD"]}"\n')
+    cfg = write_secret(tmp_path / "smbgate.toml",
+                       f'[buckets.gone]\nshare = "smb://127.0.0.1:{far.port}/share/no-such-dir"\n'
+                       f'smb_user = "{far.env["SMB_USER"]}"\nsmb_password = "{far.env["SMB_PASSWORD"]}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
     env.update(SMBGATE_CONFIG=str(cfg), SMBGATE_LISTEN="127.0.0.1:0", SMBGATE_ACCESS_KEY="AK",
                SMBGATE_SECRET_KEY="SK", SMBGATE_SHARE=f"smb://127.0.0.1:{own_samba.port}/share",
@@ -151,5 +151,28 @@ buckets = ["far"]
         assert p.read_bytes() == b"alice on the far server"
         import pwd
         assert pwd.getpwuid(p.stat().st_uid).pw_name == "s3alice"
+    finally:
+        g.stop()
+
+
+def test_anonymous_only_requests_reach_a_configured_bucket_on_its_own_share(own_samba, far, config):
+    """Issue 23, point 6.7: with no S3 users (--anonymous alone), a
+    configured bucket is still served from its own share (before, s3s ran
+    no access check, so nothing said which root a request was for, and it
+    went to --share)."""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    from conftest import REGION
+    g = Gateway(own_samba, "--anonymous",
+                env={"SMBGATE_CONFIG": str(config), "SMBGATE_ACCESS_KEY": None, "SMBGATE_SECRET_KEY": None})
+    try:
+        s3 = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
+                          config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                        retries={"total_max_attempts": 1}))
+        s3.put_object(Bucket="far", Key="anon.txt", Body=b"far away")
+        assert (far.share_path / "far-dir" / "anon.txt").read_bytes() == b"far away"
+        assert not (own_samba.share_path / "far").exists()
+        assert s3.get_object(Bucket="far", Key="anon.txt")["Body"].read() == b"far away"
     finally:
         g.stop()

@@ -183,7 +183,7 @@ def test_a_hand_signed_policy_with_every_condition_form(gateway, bucket):
 
 def test_an_unsigned_form_needs_anonymous_access(samba, gateway, bucket):
     assert code(post(gateway, bucket, {"key": "anon"})) == (403, "AccessDenied")
-    anon = Gateway(samba, "--anonymous")
+    anon = Gateway(samba, "--anonymous", "--anonymous-bucket", bucket, "--anonymous-write")
     try:
         r = post(anon, bucket, {"key": "anon", "Content-Type": "image/png"}, file=("a.png", b"\x89PNG"))
         assert r.status_code == 204, r.text

@@ -5,13 +5,12 @@ per-client connection share counts. A trusted proxy's connection without a
 header is closed; anyone else's header is never believed."""
 
 import http.client
-import json
 import socket
-import time
 
 import pytest
 
 from conftest import Gateway, HAProxy
+from s3util import read_lines
 
 PROXY = "127.0.0.9"  # HAProxy connects to the gateway from here
 
@@ -44,15 +43,6 @@ def through_proxy(port, client, path="/"):
     return s
 
 
-def access_lines(path, n, timeout=5):
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
-        if len(lines) >= n or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("send_proxy", ["send-proxy", "send-proxy-v2"])
 def test_the_client_behind_haproxy_is_named_and_counted(own_samba, tmp_path, send_proxy):
     log = tmp_path / "access.jsonl"
@@ -64,13 +54,13 @@ def test_the_client_behind_haproxy_is_named_and_counted(own_samba, tmp_path, sen
         status, c = request(lb.port, "127.0.0.7", path="/missing-bucket-x")
         assert status == 403  # unsigned
         c.close()
-        line = [l for l in access_lines(log, 1) if l.get("bucket") == "missing-bucket-x"]
+        line = [l for l in read_lines(log, 1) if l.get("bucket") == "missing-bucket-x"]
         assert [l["client"] for l in line] == ["127.0.0.7"], line
         # Through HAProxy with the other header version too.
         status, c = request(lb.port, "127.0.0.5", path="/other-bucket-w")
         assert status == 403
         c.close()
-        line = [l for l in access_lines(log, 2) if l.get("bucket") == "other-bucket-w"]
+        line = [l for l in read_lines(log, 2) if l.get("bucket") == "other-bucket-w"]
         assert [l["client"] for l in line] == ["127.0.0.5"], line
     finally:
         lb.stop()
@@ -89,7 +79,7 @@ def test_only_trusted_proxies_are_read_and_they_must_send_a_header(own_samba, tm
         s.close()
         # A plain client not through the proxy is served, under its own address.
         assert request(gw.port, "127.0.0.5", path="/plain-bucket-y")[0] == 403
-        assert [l["client"] for l in access_lines(log, 1) if l.get("bucket") == "plain-bucket-y"] == ["127.0.0.5"]
+        assert [l["client"] for l in read_lines(log, 1) if l.get("bucket") == "plain-bucket-y"] == ["127.0.0.5"]
         # The trusted proxy without a header: closed, unanswered.
         s = socket.create_connection(("127.0.0.1", gw.port), timeout=10, source_address=(PROXY, 0))
         s.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -99,7 +89,7 @@ def test_only_trusted_proxies_are_read_and_they_must_send_a_header(own_samba, tm
         s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 9000\r\nHEAD /hdr-bucket-z HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(100).startswith(b"HTTP/1.1 403")
         s.close()
-        assert [l["client"] for l in access_lines(log, 2) if l.get("bucket") == "hdr-bucket-z"] == ["203.0.113.7"]
+        assert [l["client"] for l in read_lines(log, 2) if l.get("bucket") == "hdr-bucket-z"] == ["203.0.113.7"]
     finally:
         gw.stop()
 

@@ -154,9 +154,10 @@ def test_keys_configured_refuse_unsigned(gateway):
 
 
 def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
-    """--anonymous next to keys: unsigned requests are served, signed ones
-    must still carry a valid signature (before, unsigned ones got 403)."""
-    g = Gateway(samba, "--anonymous")
+    """--anonymous next to keys, with a grant of every bucket for writing:
+    unsigned requests are served, signed ones must still carry a valid
+    signature (before, unsigned ones got 403)."""
+    g = Gateway(samba, "--anonymous", "--anonymous-bucket", "*", "--anonymous-write")
     try:
         unsigned = boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
                                 config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
@@ -171,6 +172,52 @@ def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
         with pytest.raises(ClientError) as ei:
             forged.get_object(Bucket=b, Key="k")
         assert ei.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    finally:
+        g.stop()
+
+
+def _unsigned(g):
+    return boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
+                        config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
+                                      retries={"total_max_attempts": 1}))
+
+
+def test_anonymous_next_to_users_gets_only_what_it_is_granted(samba):
+    """Issue 23, point 6.7: next to S3 users, unsigned requests reach only
+    the --anonymous-bucket buckets, and only to read unless
+    --anonymous-write; --anonymous alone is refused at startup, since it
+    would open every bucket as the gateway's own SMB account."""
+    r, _ = _run([*_smb_args(samba), *KEYS, "--anonymous"])
+    _assert_one_line_failure(r, "--anonymous-bucket", "--anonymous-write")
+    r, _ = _run([*_smb_args(samba), *KEYS, "--anonymous-bucket", "pub"])
+    _assert_one_line_failure(r, "--anonymous-bucket", "need --anonymous")
+    pub, private = f"pub-{uuid.uuid4().hex[:8]}", f"priv-{uuid.uuid4().hex[:8]}"
+    g = Gateway(samba, "--anonymous", "--anonymous-bucket", pub)
+    try:
+        signed, unsigned = g.client(), _unsigned(g)
+        for b in (pub, private):
+            signed.create_bucket(Bucket=b)
+            signed.put_object(Bucket=b, Key="k", Body=b"data of " + b.encode())
+        assert unsigned.get_object(Bucket=pub, Key="k")["Body"].read() == b"data of " + pub.encode()
+        assert [o["Key"] for o in unsigned.list_objects_v2(Bucket=pub)["Contents"]] == ["k"]
+        assert [b["Name"] for b in unsigned.list_buckets()["Buckets"]] == [pub]
+        for call, kw in [(unsigned.put_object, dict(Bucket=pub, Key="new", Body=b"x")),
+                         (unsigned.delete_object, dict(Bucket=pub, Key="k")),
+                         (unsigned.get_object, dict(Bucket=private, Key="k")),
+                         (unsigned.create_bucket, dict(Bucket=f"anon-{uuid.uuid4().hex[:8]}"))]:
+            with pytest.raises(ClientError) as ei:
+                call(**kw)
+            assert ei.value.response["Error"]["Code"] == "AccessDenied", (call, ei.value.response)
+        assert signed.get_object(Bucket=pub, Key="k")["Body"].read() == b"data of " + pub.encode()
+    finally:
+        g.stop()
+    g = Gateway(samba, "--anonymous", "--anonymous-bucket", pub, "--anonymous-write")
+    try:
+        _unsigned(g).put_object(Bucket=pub, Key="new", Body=b"written")
+        assert g.client().get_object(Bucket=pub, Key="new")["Body"].read() == b"written"
+        with pytest.raises(ClientError) as ei:
+            _unsigned(g).put_object(Bucket=private, Key="new", Body=b"x")
+        assert ei.value.response["Error"]["Code"] == "AccessDenied"
     finally:
         g.stop()
 

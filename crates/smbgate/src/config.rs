@@ -132,6 +132,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ANONYMOUS", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub anonymous: bool,
+    /// With S3 users configured, the buckets unsigned requests may use
+    /// (repeat, or separate with commas; `*` for every bucket), as the
+    /// gateway's own SMB account. Required with `--anonymous` next to
+    /// users; without users, `--anonymous` serves every bucket.
+    #[arg(long = "anonymous-bucket", env = "SMBGATE_ANONYMOUS_BUCKETS", value_delimiter = ',', help_heading = "S3")]
+    pub anonymous_buckets: Vec<String>,
+    /// Unsigned requests may also write (PUT, DELETE, CreateBucket, ...)
+    /// in `--anonymous-bucket` buckets; off: they may only read.
+    #[arg(long, env = "SMBGATE_ANONYMOUS_WRITE", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
+    pub anonymous_write: bool,
     /// SMB connections in the pool (and in each S3 user's own pool).
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8, help_heading = "SMB")]
     pub pool_size: usize,
@@ -210,7 +221,8 @@ pub struct ServeArgs {
     /// client address then stands for the connection: in logs, the access
     /// log and the per-client connection share. A trusted proxy's
     /// connection without one is closed; nobody else's is read for one.
-    #[arg(long, env = "SMBGATE_PROXY_PROTOCOL", help_heading = "Limits")]
+    #[arg(long, env = "SMBGATE_PROXY_PROTOCOL", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "Limits")]
     pub proxy_protocol: bool,
     /// How long a new connection may take to complete its first request's
     /// headers (TLS handshake included), and how long a connection, HTTP/1
@@ -259,6 +271,8 @@ impl std::fmt::Debug for ServeArgs {
             .field("access_key", &self.access_key)
             .field("region", &self.region)
             .field("anonymous", &self.anonymous)
+            .field("anonymous_buckets", &self.anonymous_buckets)
+            .field("anonymous_write", &self.anonymous_write)
             .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }

@@ -144,8 +144,9 @@ impl ConfigFile {
 
     /// Logs at WARN if the file holds a secret itself (a password, secret
     /// key or token, not a path to one) and every user of the machine may
-    /// read it.
-    fn warn_if_secrets_exposed(&self) {
+    /// read it. Called once the settings are known to be good, so that a
+    /// refused start stays one line.
+    pub fn warn_if_secrets_exposed(&self) {
         use std::os::unix::fs::PermissionsExt;
         fn holds_secret(t: &toml::Table) -> bool {
             t.iter().any(|(k, v)| match v {
@@ -307,11 +308,7 @@ impl ConfigFile {
 /// the file and the user); an unreadable secret file.
 pub fn users_of(args: &crate::config::ServeArgs) -> Result<UserTable, String> {
     let mut users = match &args.config {
-        Some(path) => {
-            let file = ConfigFile::load(path)?;
-            file.warn_if_secrets_exposed();
-            file.users()?
-        }
+        Some(path) => ConfigFile::load(path)?.users()?,
         None => UserTable::default(),
     };
     let secret_key = crate::config::secret("secret-key-file", &args.secret_key, &args.secret_key_file)?;

@@ -49,8 +49,8 @@ pub const ACCESS_TARGET: &str = "smbgate::access";
 /// user's buckets and read-only flag. The user goes into the request's
 /// extensions, where the S3 handlers find the SMB identity it acts as.
 pub struct Access {
-    /// `--anonymous`: unsigned requests are served.
-    pub anonymous: bool,
+    /// What unsigned requests may do.
+    pub anonymous: crate::users::Anonymous,
     /// The users in force.
     pub users: crate::users::Directory,
 }
@@ -82,14 +82,18 @@ impl S3Access for Access {
             Some(v) => v.access_key,
             None => cx.credentials().map(|c| c.access_key.clone()),
         };
-        let user = access_key.as_deref().and_then(|k| self.users.get(k));
+        // Unsigned: under the anonymous grant, if one limits it.
+        let user = match access_key.as_deref() {
+            Some(k) => self.users.get(k),
+            None => self.anonymous.user(),
+        };
         let verdict = match (&access_key, &user) {
-            (None, _) if self.anonymous => Ok(()),
-            (None, _) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
+            (None, None) if self.anonymous.allowed() => Ok(()),
+            (None, None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
             // Signed with a key the table no longer holds (a reload between
             // the signature check and here).
             (Some(_), None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")),
-            (Some(_), Some(u)) => {
+            (_, Some(u)) => {
                 let source = copy_source_bucket(cx.headers());
                 u.authorize(name, bucket.iter().chain(source.iter()).map(String::as_str))
             }
@@ -269,6 +273,12 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let s3 = self.s3.clone();
         let slot = OperationSlot::default();
         req.extensions_mut().insert(slot.clone());
+        // The bucket, and so the root, the handlers use. The access check
+        // says it too, but s3s runs that only with S3 users configured.
+        let bucket = crate::vhost::addressed(self.cors.domain.as_ref(), &req).map(|a| a.bucket);
+        if let Some(b) = bucket.filter(|b| !b.is_empty()) {
+            req.extensions_mut().insert(crate::s3::RequestBucket(b));
+        }
         let declared = precheck::declared_body_length(req.headers());
         let in_flight = self.metrics.start(declared);
         let ids = RequestIds::new();

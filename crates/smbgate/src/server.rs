@@ -120,6 +120,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
                     list users in a --config file, or pass --anonymous to allow unsigned requests"
             .into());
     }
+    let anonymous = crate::users::Anonymous::from_settings(
+        args.anonymous,
+        &args.anonymous_buckets,
+        args.anonymous_write,
+        !users.is_empty(),
+    )?;
     if args.proxy_protocol && args.trusted_proxies.is_empty() {
         return Err("--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy".into());
     }
@@ -183,16 +189,16 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see
     // ignored_range).
-    let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, args.anonymous).build();
+    let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, anonymous.clone()).build();
     let post = crate::post_object::PostObject::new(
         gateway.clone(),
         directory.clone(),
-        args.anonymous,
+        anonymous.clone(),
         &args.region,
         args.sigv2,
         domain.clone(),
     );
-    let mut builder = s3_builder(gateway, domain.as_ref(), &directory, args.anonymous);
+    let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous);
     builder.set_route(crate::ignored_range::IgnoredRange::new(inner));
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -232,18 +238,21 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
         args.trusted_proxies.clone(),
     );
+    if let Some(file) = args.config.as_deref().and_then(|p| crate::config_file::ConfigFile::load(p).ok()) {
+        file.warn_if_secrets_exposed();
+    }
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
 /// virtual-host `domain` if set, and `users` as its auth (when there are
 /// any: s3s runs the access check only with auth set) and access check,
-/// serving unsigned requests if `anonymous`.
+/// serving unsigned requests as `anonymous` says.
 fn s3_builder(
     gateway: Gateway,
     domain: Option<&crate::vhost::Domain>,
     users: &crate::users::Directory,
-    anonymous: bool,
+    anonymous: crate::users::Anonymous,
 ) -> s3s::service::S3ServiceBuilder {
     let mut builder = s3s::service::S3ServiceBuilder::new(gateway);
     // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
@@ -339,6 +348,11 @@ impl UsersReload {
                 let n = t.len();
                 self.directory.replace(t);
                 tracing::info!(users = n, "SIGHUP: users reloaded (other settings take effect at restart)");
+                if let Some(file) =
+                    self.args.config.as_deref().and_then(|p| crate::config_file::ConfigFile::load(p).ok())
+                {
+                    file.warn_if_secrets_exposed();
+                }
             }
             Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
         }

@@ -51,6 +51,88 @@ pub enum Buckets {
     Only(BTreeSet<String>),
 }
 
+impl Buckets {
+    /// Bucket names as a user table or `--anonymous-bucket` lists them:
+    /// `*` alone for every bucket.
+    ///
+    /// Errors: empty, `*` among names, or a name that is no valid bucket
+    /// name; the text follows the setting's name (`buckets: ...`).
+    fn parse(names: Vec<String>) -> Result<Buckets, String> {
+        if names.iter().any(|b| b == "*") {
+            if names.len() > 1 {
+                return Err(": \"*\" (every bucket) cannot be listed with other names".into());
+            }
+            return Ok(Buckets::All);
+        }
+        if names.is_empty() {
+            return Err(" is empty (name the buckets, or [\"*\"] for all)".into());
+        }
+        if let Some(b) = names.iter().find(|b| !s3s::path::check_bucket_name(b)) {
+            return Err(format!(": {b:?} is not a valid bucket name"));
+        }
+        Ok(Buckets::Only(names.into_iter().collect()))
+    }
+}
+
+/// What unsigned requests may do (`--anonymous`, `--anonymous-bucket`,
+/// `--anonymous-write`).
+#[derive(Clone)]
+pub enum Anonymous {
+    /// Refused: a signature is required.
+    Refused,
+    /// No S3 users are configured: every bucket, read and write, as the
+    /// gateway's own SMB account.
+    Everything,
+    /// Next to S3 users: what this grant allows, a user named `anonymous`
+    /// that acts as the gateway's own SMB account and is never found by an
+    /// access key.
+    Granted(Arc<User>),
+}
+
+impl Anonymous {
+    /// From the settings; `users` says whether S3 users are configured.
+    ///
+    /// Errors: `--anonymous` next to users without `--anonymous-bucket`
+    /// (unsigned requests would reach every bucket unasked), or a grant
+    /// without `--anonymous` or without users; a bad bucket name.
+    pub fn from_settings(anonymous: bool, buckets: &[String], write: bool, users: bool) -> Result<Anonymous, String> {
+        let grant = !buckets.is_empty() || write;
+        match (anonymous, users) {
+            (false, _) if grant => Err("--anonymous-bucket and --anonymous-write need --anonymous".into()),
+            (false, _) => Ok(Anonymous::Refused),
+            (true, false) if grant => Err("--anonymous-bucket and --anonymous-write grant unsigned requests part of \
+                                           what S3 users may do; with no users, --anonymous serves every bucket"
+                .into()),
+            (true, false) => Ok(Anonymous::Everything),
+            (true, true) if buckets.is_empty() => Err("--anonymous next to S3 users: name the buckets unsigned \
+                                                       requests may use with --anonymous-bucket (\"*\" for every one); \
+                                                       they only read unless --anonymous-write"
+                .into()),
+            (true, true) => Ok(Anonymous::Granted(Arc::new(User {
+                name: "anonymous".into(),
+                access_key: String::new(),
+                secret_key: SecretKey::from(String::new()),
+                smb: None,
+                buckets: Buckets::parse(buckets.to_vec()).map_err(|e| format!("--anonymous-bucket{e}"))?,
+                read_only: !write,
+            }))),
+        }
+    }
+
+    /// Whether unsigned requests are served at all.
+    pub fn allowed(&self) -> bool {
+        !matches!(self, Anonymous::Refused)
+    }
+
+    /// The grant an unsigned request acts under, if one limits it.
+    pub fn user(&self) -> Option<Arc<User>> {
+        match self {
+            Anonymous::Granted(u) => Some(u.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// One S3 user.
 pub struct User {
     /// The name of its `[users.NAME]` table (the access key for the
@@ -246,21 +328,7 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
         }
         None => None,
     };
-    let buckets = if e.buckets.iter().any(|b| b == "*") {
-        if e.buckets.len() > 1 {
-            return Err("buckets: \"*\" (every bucket) cannot be listed with other names".into());
-        }
-        Buckets::All
-    } else if e.buckets.is_empty() {
-        return Err("buckets is empty (name the buckets, or [\"*\"] for all)".into());
-    } else {
-        for b in &e.buckets {
-            if !s3s::path::check_bucket_name(b) {
-                return Err(format!("buckets: {b:?} is not a valid bucket name"));
-            }
-        }
-        Buckets::Only(e.buckets.into_iter().collect())
-    };
+    let buckets = Buckets::parse(e.buckets).map_err(|e| format!("buckets{e}"))?;
     Ok(User {
         name: name.to_string(),
         access_key: e.access_key,

@@ -42,8 +42,8 @@ const MAX_FILE: u64 = 5 * 1024 * 1024 * 1024;
 pub struct PostObject {
     gateway: Gateway,
     users: Directory,
-    /// `--anonymous`: unsigned forms are served.
-    anonymous: bool,
+    /// What unsigned forms may do (`--anonymous` and its grant).
+    anonymous: crate::users::Anonymous,
     region: Arc<str>,
     sigv2: bool,
     domain: Option<crate::vhost::Domain>,
@@ -70,7 +70,7 @@ impl PostObject {
     pub fn new(
         gateway: Gateway,
         users: Directory,
-        anonymous: bool,
+        anonymous: crate::users::Anonymous,
         region: &str,
         sigv2: bool,
         domain: Option<crate::vhost::Domain>,
@@ -162,8 +162,10 @@ impl PostObject {
             }
             None => (0, MAX_FILE),
         };
+        // Unsigned: under the anonymous grant, if one limits it.
+        let user = user.or_else(|| self.anonymous.user());
         match &user {
-            None if !self.anonymous => {
+            None if !self.anonymous.allowed() => {
                 return Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
             }
             None => {}
