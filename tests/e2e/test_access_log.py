@@ -81,3 +81,32 @@ def test_sighup_reopens_the_file_for_logrotate(own_samba, tmp_path):
         assert len(read_lines(rotated, 2)) == 2
     finally:
         gw.stop()
+
+
+def test_without_s3_users_lines_still_name_the_operation(own_samba, tmp_path):
+    """With --anonymous and no S3 users, s3s ran no access check, so lines
+    said operation "unknown" and no bucket or key; and a signed request was
+    501 (no authentication provider), where AWS answers an unknown key."""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    from conftest import REGION
+    log = tmp_path / "access.jsonl"
+    gw = Gateway(own_samba, "--anonymous",
+                 env={"SMBGATE_ACCESS_KEY": None, "SMBGATE_SECRET_KEY": None, "SMBGATE_ACCESS_LOG": str(log)})
+    try:
+        s3 = boto3.client("s3", endpoint_url=gw.endpoint, region_name=REGION,
+                          config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"}))
+        s3.create_bucket(Bucket="open-logged")
+        s3.put_object(Bucket="open-logged", Key="k", Body=b"x")
+        lines = read_lines(log, 2)
+        assert [(l["operation"], l.get("bucket"), l.get("key"), l["identity"]) for l in lines] == [
+            ("CreateBucket", "open-logged", None, "anonymous"), ("PutObject", "open-logged", "k", "anonymous")]
+        try:
+            gw.client().get_object(Bucket="open-logged", Key="k")
+            raise AssertionError("a signed request without users was served")
+        except s3.exceptions.ClientError as e:
+            assert (e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]) == \
+                (403, "InvalidAccessKeyId")
+    finally:
+        gw.stop()

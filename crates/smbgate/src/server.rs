@@ -245,8 +245,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
-/// virtual-host `domain` if set, and `users` as its auth (when there are
-/// any: s3s runs the access check only with auth set) and access check,
+/// virtual-host `domain` if set, and `users` as its auth and access check,
 /// serving unsigned requests as `anonymous` says.
 fn s3_builder(
     gateway: Gateway,
@@ -265,10 +264,12 @@ fn s3_builder(
     if let Some(d) = domain {
         builder.set_host(d.clone());
     }
-    if !users.is_empty() {
-        builder.set_auth(users.clone());
-    }
-    // Always: it also tells the handlers which bucket (root) a request is for.
+    // Always, even with no users: s3s runs the access check (which names
+    // each request's operation, bucket and key for the logs and metrics)
+    // only with auth set, and a signed request to a gateway without users
+    // is then an unknown key (403 InvalidAccessKeyId, as AWS answers one)
+    // rather than 501.
+    builder.set_auth(users.clone());
     builder.set_access(crate::front::Access { anonymous, users: users.clone() });
     builder
 }
