@@ -273,12 +273,6 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let s3 = self.s3.clone();
         let slot = OperationSlot::default();
         req.extensions_mut().insert(slot.clone());
-        // The bucket, and so the root, the handlers use. The access check
-        // says it too, but s3s runs that only with S3 users configured.
-        let bucket = crate::vhost::addressed(self.cors.domain.as_ref(), &req).map(|a| a.bucket);
-        if let Some(b) = bucket.filter(|b| !b.is_empty()) {
-            req.extensions_mut().insert(crate::s3::RequestBucket(b));
-        }
         let declared = precheck::declared_body_length(req.headers());
         let in_flight = self.metrics.start(declared);
         let ids = RequestIds::new();
