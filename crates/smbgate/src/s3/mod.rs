@@ -130,6 +130,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::EntityTooLarge => C::EntityTooLarge,
         StoreError::InvalidArgument(_) => C::InvalidArgument,
         StoreError::InvalidTag(_) => C::InvalidTag,
+        StoreError::MetadataTooLarge(_) => C::MetadataTooLarge,
         StoreError::InvalidRequest(_) => C::InvalidRequest,
         StoreError::AccessDenied | StoreError::Refused(_) => C::AccessDenied,
         StoreError::Busy(_) => C::SlowDown,

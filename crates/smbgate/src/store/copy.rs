@@ -8,7 +8,7 @@ use md5::{Digest, Md5};
 
 use super::checksum::{Algorithm, Checksums};
 use super::conditions::Conditions;
-use super::meta::ObjectMeta;
+use super::meta::{record_write_error, ObjectMeta};
 use super::share;
 use super::tags::TagSet;
 use super::types::{ObjectInfo, PutResult, Target};
@@ -100,7 +100,9 @@ impl Store {
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums = sums.finish();
             }
-            share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
+            share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()])
+                .await
+                .map_err(|e| record_write_error(e, meta.record_len()))?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
         }
         .await;

@@ -94,6 +94,15 @@ pub enum StoreError {
     /// reason given.
     #[error("{0}")]
     Refused(&'static str),
+    /// The share had no room for the object's record (its user metadata
+    /// and tags, kept as one extended attribute): a record of this many
+    /// bytes is over what the share keeps for one file (about 4 KiB on
+    /// ext4). See [`super::meta::record_write_error`].
+    #[error(
+        "the share cannot keep this object's user metadata and tags: {0} bytes as one record is over what it \
+         keeps for one file; send less metadata or fewer tags"
+    )]
+    MetadataTooLarge(usize),
     /// The SMB server is unavailable, overloaded or out of sessions; retry.
     #[error("the SMB server is busy or unreachable: {0}")]
     Busy(String),

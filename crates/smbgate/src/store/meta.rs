@@ -87,6 +87,11 @@ impl ObjectMeta {
         FullEa { name: META_EA.to_string(), value: serde_json::to_vec(self).expect("serialisable") }
     }
 
+    /// The size in bytes of the record [`ObjectMeta::to_ea`] writes.
+    pub fn record_len(&self) -> usize {
+        serde_json::to_vec(self).map_or(0, |v| v.len())
+    }
+
     /// Decodes from an EA value; `None` if it is not ours or is corrupt
     /// (the object is then treated as a foreign file).
     pub fn from_ea(value: &[u8]) -> Option<ObjectMeta> {
@@ -165,6 +170,23 @@ pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
     let secs = t.div_euclid(10_000_000) as i64;
     let nanos = (t.rem_euclid(10_000_000) * 100) as u32;
     (secs, nanos)
+}
+
+/// Records up to this many bytes fit in what any share keeps for one file
+/// (ext4, the tightest here, keeps about 4 KiB of extended attributes, with
+/// Samba's own among them): a share without room for one is full.
+const RECORD_ALWAYS_FITS: usize = 2048;
+
+/// A failed write of a record of `record_len` bytes, in S3 terms: the
+/// share's "no room" (STATUS_DISK_FULL, STATUS_EA_TOO_LARGE) for a record
+/// over [`RECORD_ALWAYS_FITS`] is [`StoreError::MetadataTooLarge`] (400),
+/// since a full disk and a record over the share's per-file room answer
+/// alike; anything else stays the share's error.
+pub(crate) fn record_write_error(e: super::share::ShareError, record_len: usize) -> super::StoreError {
+    match e.is_record_too_large() && record_len > RECORD_ALWAYS_FITS {
+        true => super::StoreError::MetadataTooLarge(record_len),
+        false => e.into(),
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::beside::nothing_beside;
 use super::body_pace::BodyPace;
 use super::checksum::{Algorithm, Checksums};
 use super::keys::{map_key, MappedKey};
+use super::meta::record_write_error;
 use super::share::is_not_found;
 use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
@@ -182,7 +183,9 @@ impl Store {
         };
         let temp_path = self.temp_path();
         let (temp, written) =
-            share::create_temp_and_write(self.pool(), tree, self.records(), &temp_path, &[meta.to_ea()], &data).await?;
+            share::create_temp_and_write(self.pool(), tree, self.records(), &temp_path, &[meta.to_ea()], &data)
+                .await
+                .map_err(|e| record_write_error(e, meta.record_len()))?;
         if written as usize != data.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
@@ -238,7 +241,9 @@ impl Store {
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();
-        share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()]).await?;
+        share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()])
+            .await
+            .map_err(|e| record_write_error(e, meta.record_len()))?;
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(share::connection_of(temp.handle()), bucket, key, &req).await?;
         }

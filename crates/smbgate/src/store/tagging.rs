@@ -5,7 +5,7 @@
 //! ETag and Last-Modified as they were. A bucket's tags are one small
 //! file under `.smbgate/tags/<bucket>` (see `state_files`).
 
-use super::meta::ObjectMeta;
+use super::meta::{record_write_error, ObjectMeta};
 use super::tags::TagSet;
 use super::{share, Store, StoreError, StoreResult};
 
@@ -41,7 +41,7 @@ impl Store {
         record.tags = tags;
         let written = share::rewrite_records(&handle, self.records(), path.as_str(), &[record.to_ea()]).await;
         let _ = handle.close().await;
-        Ok(written?)
+        written.map_err(|e| record_write_error(e, record.record_len()))
     }
 
     pub(super) fn bucket_tags_path(&self, bucket: &str) -> super::path::SharePath {

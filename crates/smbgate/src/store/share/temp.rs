@@ -31,8 +31,9 @@ pub async fn create_temp(pool: &Pool, tree: &Tree, path: &str, eas: &[FullEa]) -
 /// count the server reports written, to be checked before anything is
 /// published. With empty `data` no WRITE is sent.
 ///
-/// Errors: the CREATE's NTSTATUS (nothing created), or the WRITE's (the
-/// temp file is deleted as the returned error drops it).
+/// Errors: the CREATE's NTSTATUS (nothing left: a file the server made
+/// anyway is deleted), or the WRITE's (the temp file is deleted as the
+/// returned error drops it).
 pub async fn create_temp_and_write(
     pool: &Pool,
     tree: &Tree,
@@ -44,13 +45,29 @@ pub async fn create_temp_and_write(
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let in_create = rec.in_eas() && !eas.is_empty();
     let create = temp_req(path, if in_create { &ctx[..] } else { &ctx[1..] });
-    let (temp, n) = if data.is_empty() {
-        (TempFile::new(pool, tree.open(&create).await?, path), 0)
-    } else {
+    let created = async {
+        if data.is_empty() {
+            return Ok((TempFile::new(pool, tree.open(&create).await?, path), None));
+        }
         let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
         let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
-        let temp = TempFile::new(pool, Handle::from_response(tree, created)?, path);
-        (temp, written.ok_or_status(&[])?.body(WriteResponse::decode)?.count)
+        Ok::<_, ShareError>((TempFile::new(pool, Handle::from_response(tree, created)?, path), Some(written)))
+    }
+    .await;
+    let (temp, written) = match created {
+        Ok(c) => c,
+        // Samba (4.17) makes the file, then fails to set an EA over the
+        // share's room (STATUS_DISK_FULL) and leaves the file: remove it by
+        // its name, which is new and ours (the CREATE makes, never opens).
+        Err(e) if in_create && e.is_record_too_large() => {
+            delete_by_name(path.to_string(), pool.clone(), None).await;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    let n = match written {
+        Some(w) => w.ok_or_status(&[])?.body(WriteResponse::decode)?.count,
+        None => 0,
     };
     if !in_create && !eas.is_empty() {
         set_eas(temp.handle(), rec, path, eas).await?;
