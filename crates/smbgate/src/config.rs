@@ -251,6 +251,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_LIST_MAX_DIRS", default_value_t = 1000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub list_max_dirs: usize,
+    /// Bytes all directory listings kept for the next pages of paginated
+    /// ListObjects may hold together, over every bucket root and SMB
+    /// identity; a listing that does not fit is not kept (its next pages
+    /// read the share again). 0 keeps none.
+    #[arg(long, env = "SMBGATE_LISTING_CACHE_SIZE", default_value = "64MiB", value_parser = parse_bytes, help_heading = "Limits")]
+    pub listing_cache_size: u64,
     /// Writes one JSON line per request to this file (appended; `-` for
     /// standard output): request ID, identity, operation, bucket, key,
     /// status, bytes in and out, duration. Off unless given.

@@ -158,6 +158,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         body_read_timeout: args.body_read_timeout,
         body_min_rate: args.body_min_rate,
         list_max_dirs: args.list_max_dirs,
+        listing_cache: crate::store::dir_source::ListingBudget::new(
+            usize::try_from(args.listing_cache_size).unwrap_or(usize::MAX),
+        ),
         ..Default::default()
     };
     let store = Store::open(pool.clone(), &url.path, opts.clone()).await.map_err(|e| match e {

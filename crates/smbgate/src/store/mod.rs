@@ -95,6 +95,9 @@ pub struct StoreOptions {
     /// paginated ListObjects (each use checks the directory's times first,
     /// see [`dir_source::DirCache`]).
     pub listing_cache_ttl: Duration,
+    /// Bytes all cached listings may hold together (see
+    /// [`dir_source::ListingBudget`]); clones of these options share it.
+    pub listing_cache: dir_source::ListingBudget,
     /// Most directories one ListObjects page enters; a page that reaches it
     /// ends early, truncated, with a continuation token (see
     /// [`walk::ListRequest::max_dirs`]).
@@ -115,6 +118,7 @@ impl Default for StoreOptions {
             body_read_timeout: Duration::from_secs(60),
             body_min_rate: 1024,
             listing_cache_ttl: Duration::from_secs(30),
+            listing_cache: dir_source::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
         }
     }
@@ -221,7 +225,7 @@ impl Store {
         // a failure stays one line.
         tracing::debug!(case_insensitive, records = records.describe(), "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
-        let dir_cache = dir_source::DirCache::new(opts.listing_cache_ttl);
+        let dir_cache = dir_source::DirCache::new(opts.listing_cache_ttl, opts.listing_cache.clone());
         let store = Store {
             inner: Arc::new(Inner {
                 pool,
@@ -255,7 +259,7 @@ impl Store {
                 opts: i.opts.clone(),
                 case_insensitive: i.case_insensitive,
                 records: i.records.clone(),
-                dir_cache: dir_source::DirCache::new(i.opts.listing_cache_ttl),
+                dir_cache: dir_source::DirCache::new(i.opts.listing_cache_ttl, i.opts.listing_cache.clone()),
                 single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
                 write_behind: i.write_behind.clone(),
