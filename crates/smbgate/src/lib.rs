@@ -32,6 +32,7 @@ pub mod auth_log;
 pub mod config;
 pub mod config_file;
 pub mod conn_limits;
+mod connection;
 pub mod cors;
 pub mod front;
 pub mod identities;

@@ -8,10 +8,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
-
-use crate::conn_limits::{Slot, Slots, Watched, WatchedIo};
+use crate::conn_limits::Slots;
+use crate::connection::{http_builder, serve_admin, serve_one, Conn, HttpLimits};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
@@ -44,26 +42,6 @@ pub struct Prepared {
     /// The access log file, reopened on SIGHUP.
     access_log: Option<crate::access_log::AccessLogFile>,
 }
-
-/// Limits on the HTTP side (see `ServeArgs`).
-#[derive(Debug, Clone, Copy)]
-struct HttpLimits {
-    max_connections: usize,
-    /// The deadline for a connection's first request, and its idle timeout.
-    header_read_timeout: Duration,
-    /// How long a client may take nothing of a response body it is sent.
-    send_timeout: Duration,
-    /// Connections from trusted proxies start with a PROXY header.
-    proxy_protocol: bool,
-}
-
-/// HTTP/2 streams one connection may have open at once: each may buffer a
-/// request body, so hyper's 200 would multiply every per-request limit.
-const H2_MAX_STREAMS: u32 = 32;
-/// How often an idle HTTP/2 connection is pinged, and how long the answer
-/// may take before the connection is closed.
-const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
-const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Prepared {
     /// Reopens `log` by its name on each SIGHUP (for logrotate).
@@ -368,15 +346,7 @@ impl UsersReload {
 /// certificate and key.
 pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let mut builder = ConnBuilder::new(TokioExecutor::new());
-    // hyper's timeouts need a timer; without one they are off.
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(p.limits.header_read_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(H2_MAX_STREAMS)
-        .keep_alive_interval(Some(H2_PING_INTERVAL))
-        .keep_alive_timeout(H2_PING_TIMEOUT);
+    let builder = http_builder(&p.limits);
     let slots = Slots::new(p.limits.max_connections);
     let mut reload = reload_signal();
     if let Some((listener, admin)) = p.admin.take() {
@@ -427,116 +397,6 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
             let conn = Conn { peer, tls, behind_proxy };
             serve_one(stream, conn, limits, builder, service, watcher, &slot).await;
             drop((client, slot));
-        });
-    }
-}
-
-/// Serves one accepted connection until it ends, until it has had no
-/// request in flight for the header-read timeout (counted from its
-/// acceptance until its first request's headers are in: TLS handshake,
-/// version sniff and headers together), until its client has taken
-/// nothing of a response for the send timeout, or until its slot goes to a
-/// new connection. Dropping the connection drops its requests, which
-/// closes their SMB handles.
-async fn serve_one(
-    mut stream: TcpStream,
-    conn: Conn,
-    limits: HttpLimits,
-    builder: ConnBuilder<TokioExecutor>,
-    service: crate::front::Front,
-    watcher: hyper_util::server::graceful::Watcher,
-    slot: &Slot,
-) {
-    let activity = slot.activity().clone();
-    let Conn { peer, tls, behind_proxy } = conn;
-    let serve = async {
-        let mut peer = peer;
-        // Behind a trusted proxy: its PROXY header first, within the
-        // deadline of the first request, then the client's own share.
-        let _client = match &behind_proxy {
-            None => None,
-            Some(per_client) => {
-                match crate::proxy_protocol::read_client_addr(&mut stream).await {
-                    Ok(client) => peer = client.unwrap_or(peer),
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "connection from a trusted proxy closed");
-                        return;
-                    }
-                }
-                let Some(share) = per_client.take(peer.ip()) else {
-                    tracing::debug!(%peer, "connection closed: its address holds its share of the connections");
-                    return;
-                };
-                Some(share)
-            }
-        };
-        let service = Watched { service, activity: activity.clone(), peer: Some(peer), tls: tls.is_some() };
-        let stream = WatchedIo::new(stream, activity.clone());
-        let result = match tls {
-            None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
-            Some(acceptor) => match acceptor.accept(stream).await {
-                Ok(s) => watcher.watch(builder.serve_connection(TokioIo::new(s), service).into_owned()).await,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            },
-        };
-        if let Err(e) = result {
-            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
-        }
-    };
-    tokio::select! {
-        _ = serve => {}
-        _ = activity.expired(limits.header_read_timeout, limits.header_read_timeout, limits.send_timeout) => {
-            tracing::debug!(%peer, "connection closed: no request in flight, or a response the client stopped taking")
-        }
-        _ = activity.evicted() => tracing::debug!(%peer, "connection closed: idle longest while every slot was taken"),
-    }
-}
-
-/// Who an accepted connection is: its peer, the TLS acceptor of its
-/// listener, and, for a trusted proxy's connection with `--proxy-protocol`,
-/// the per-client shares its client takes from once the header names it.
-struct Conn {
-    peer: std::net::SocketAddr,
-    tls: Option<TlsAcceptor>,
-    behind_proxy: Option<crate::conn_limits::PerClient>,
-}
-
-/// Serves the operations listener until the process exits (it is not
-/// drained: a scrape in progress at shutdown is simply cut). At most 64
-/// connections at once (scrapers and probes need few), each closed after
-/// `timeout` with no request in flight and making way for a new one when
-/// idle, as on the S3 listener, so idle connections cannot keep a
-/// readiness probe out.
-async fn serve_admin(
-    listener: TcpListener,
-    admin: crate::admin::Admin,
-    builder: ConnBuilder<TokioExecutor>,
-    timeout: Duration,
-) {
-    let slots = Slots::new(64);
-    loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let slot = slots.admit().await;
-        let activity = slot.activity().clone();
-        let service = Watched { service: admin.clone(), activity: activity.clone(), peer: None, tls: false };
-        let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = conn => {}
-                _ = activity.expired(timeout, timeout, timeout) => {}
-                _ = activity.evicted() => {}
-            }
-            drop(slot);
         });
     }
 }
