@@ -144,14 +144,7 @@ impl Tree {
     pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
         let name = smb_path(path);
         let open = list_open(&name);
-        let buf_len = self.session().negotiated.max_transact_size.min(1 << 20);
-        let q = QueryDirectoryRequest {
-            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
-            flags: 0,
-            file_id: FileId::RELATED,
-            pattern: "*",
-            output_buffer_length: buf_len,
-        };
+        let q = list_query(self.session().negotiated.max_transact_size.min(1 << 20));
         let rs = self.compound(&[&open, &q]).await?;
         let mut it = rs.into_iter();
         // The handle closes itself if this future is dropped between pages
@@ -197,13 +190,7 @@ impl Tree {
     pub async fn is_empty_dir(&self, path: &str) -> Result<bool> {
         let name = smb_path(path);
         let open = list_open(&name);
-        let q = QueryDirectoryRequest {
-            class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
-            flags: 0,
-            file_id: FileId::RELATED,
-            pattern: "*",
-            output_buffer_length: 4096,
-        };
+        let q = list_query(4096);
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let rs = self.compound(&[&open, &q, &close]).await?;
         let mut rs = rs.into_iter();
@@ -230,5 +217,17 @@ fn list_open(name: &str) -> CreateRequest<'_> {
         disposition: Disposition::Open,
         options: options::DIRECTORY_FILE,
         contexts: &[],
+    }
+}
+
+/// The first QUERY_DIRECTORY page of every entry, on the handle the CREATE
+/// before it opened, of at most `output_buffer_length` bytes.
+fn list_query(output_buffer_length: u32) -> QueryDirectoryRequest<'static> {
+    QueryDirectoryRequest {
+        class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
+        flags: 0,
+        file_id: FileId::RELATED,
+        pattern: "*",
+        output_buffer_length,
     }
 }

@@ -429,21 +429,26 @@ pub fn secret_files_unread() -> bool {
 ///
 /// Errors: the file cannot be read, or is refused for its mode.
 pub fn read_secret_file(path: &std::path::Path) -> std::io::Result<String> {
-    use std::os::unix::fs::PermissionsExt;
     if secret_files_unread() {
         return Ok(UNREAD_SECRET.to_string());
     }
     let text = std::fs::read_to_string(path)?;
-    check_secret_mode(path, std::fs::metadata(path)?.permissions().mode())?;
+    check_secret_mode(path)?;
     Ok(text.lines().next().unwrap_or("").to_string())
 }
 
-/// See [`read_secret_file`]: `mode` is the file's permission bits.
-fn check_secret_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
-    let mode = mode & 0o777;
-    if mode & 0o007 == 0 {
-        return Ok(());
-    }
+/// The permission bits of the file at `path` if every user of the machine
+/// may read or change it (any `o` bit), as `0o644` say; `None` otherwise,
+/// or if it cannot be looked at.
+pub(crate) fn open_to_everyone(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o007 != 0).then_some(mode)
+}
+
+/// See [`read_secret_file`].
+fn check_secret_mode(path: &std::path::Path) -> std::io::Result<()> {
+    let Some(mode) = open_to_everyone(path) else { return Ok(()) };
     if rustix::process::geteuid().is_root() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,

@@ -144,10 +144,8 @@ impl ConfigFile {
 
     /// Logs at WARN if the file holds a secret itself (a password, secret
     /// key or token, not a path to one) and every user of the machine may
-    /// read it. Called once the settings are known to be good, so that a
-    /// refused start stays one line.
-    pub fn warn_if_secrets_exposed(&self) {
-        use std::os::unix::fs::PermissionsExt;
+    /// read it.
+    fn warn_if_secrets_exposed(&self) {
         fn holds_secret(t: &toml::Table) -> bool {
             t.iter().any(|(k, v)| match v {
                 toml::Value::Table(inner) => holds_secret(inner),
@@ -155,9 +153,8 @@ impl ConfigFile {
                 _ => false,
             })
         }
-        let Ok(meta) = std::fs::metadata(&self.path) else { return };
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o007 != 0 && holds_secret(&self.table) {
+        let Some(mode) = crate::config::open_to_everyone(&self.path) else { return };
+        if holds_secret(&self.table) {
             tracing::warn!(
                 file = %self.path.display(),
                 mode = format!("{mode:03o}"),
@@ -298,6 +295,15 @@ impl ConfigFile {
             sc
         });
         Ok(cmd)
+    }
+}
+
+/// [`ConfigFile::warn_if_secrets_exposed`] for the file `args` name, if
+/// any. Called once the settings are known to be good (at startup and on
+/// each reload), so that a refused start stays one line.
+pub fn warn_if_secrets_exposed(args: &crate::config::ServeArgs) {
+    if let Some(file) = args.config.as_deref().and_then(|p| ConfigFile::load(p).ok()) {
+        file.warn_if_secrets_exposed();
     }
 }
 

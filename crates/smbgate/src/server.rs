@@ -219,9 +219,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
         args.trusted_proxies.clone(),
     );
-    if let Some(file) = args.config.as_deref().and_then(|p| crate::config_file::ConfigFile::load(p).ok()) {
-        file.warn_if_secrets_exposed();
-    }
+    crate::config_file::warn_if_secrets_exposed(args);
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
@@ -330,11 +328,7 @@ impl UsersReload {
                 let n = t.len();
                 self.directory.replace(t);
                 tracing::info!(users = n, "SIGHUP: users reloaded (other settings take effect at restart)");
-                if let Some(file) =
-                    self.args.config.as_deref().and_then(|p| crate::config_file::ConfigFile::load(p).ok())
-                {
-                    file.warn_if_secrets_exposed();
-                }
+                crate::config_file::warn_if_secrets_exposed(&self.args);
             }
             Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
         }

@@ -17,7 +17,7 @@ use super::share::Tree;
 use super::share::CreateResponse;
 
 use super::backoff;
-use super::folders::{is_empty_folder, may_be_folder};
+use super::folders::stands_as_folder;
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
@@ -90,10 +90,9 @@ impl Store {
         }
         match again {
             Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
-            Ok(Some((c, m, p)))
-                if mapped.dir_marker && may_be_folder(&c.times, m.as_ref().is_some_and(|m| m.marker)) =>
-            {
-                Ok(is_empty_folder(tree, &p).await?.then_some((c, m, p)))
+            Ok(Some((c, m, p))) => {
+                let marker = m.as_ref().is_some_and(|m| m.marker);
+                Ok(stands_as_folder(tree, mapped, &c.times, marker, &p).await?.then_some((c, m, p)))
             }
             Err(e) if !is_not_found(&e) => Err(e),
             _ => Ok(None),

@@ -12,6 +12,7 @@
 //! such objects: they are empty only for an instant, before the first
 //! object lands in them or after the last one left, and are pruned then.
 
+use super::keys::MappedKey;
 use super::path::SharePath;
 use super::share::{self, is_not_found, FileTimes, ShareError, Tree};
 
@@ -26,18 +27,23 @@ pub(crate) enum Found {
     Folder,
 }
 
-/// True if what opened (`times`, with a marker record or not) may be an
-/// empty folder's object: a directory without a marker record that the
-/// gateway did not make. Whether it is empty is [`is_empty_folder`]'s.
-pub(crate) fn may_be_folder(times: &FileTimes, marker_record: bool) -> bool {
-    times.is_directory() && !marker_record && !share::is_own_dir(times)
-}
-
-/// Whether the directory at `path` holds nothing, in one round trip. A
-/// directory gone meanwhile (or a file there now) is no folder.
+/// Whether what opened at the own path of `mapped` (`times`, with a
+/// marker record or not) is an empty folder's object: a key ending in `/`,
+/// a directory without a marker record that the gateway did not make, and
+/// empty now (one more round trip, only for such a directory). A directory
+/// gone meanwhile (or a file there now) is no folder.
 ///
-/// Errors: the server's other refusals.
-pub(crate) async fn is_empty_folder(tree: &Tree, path: &SharePath) -> Result<bool, ShareError> {
+/// Errors: the server's other refusals of the look inside.
+pub(crate) async fn stands_as_folder(
+    tree: &Tree,
+    mapped: &MappedKey,
+    times: &FileTimes,
+    marker_record: bool,
+    path: &SharePath,
+) -> Result<bool, ShareError> {
+    if !mapped.dir_marker || !times.is_directory() || marker_record || share::is_own_dir(times) {
+        return Ok(false);
+    }
     match share::is_empty_dir(tree, path.as_str()).await {
         Ok(empty) => Ok(empty),
         Err(e) if is_not_found(&e) => Ok(false),

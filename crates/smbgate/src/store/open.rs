@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::beside::{kept_as, not_a_file, nothing_beside, stands_for};
-use super::folders::{is_empty_folder, may_be_folder, Found};
+use super::folders::{stands_as_folder, Found};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
@@ -258,12 +258,10 @@ impl Store {
                 // Nothing beside, and a directory without a marker record:
                 // an empty folder someone made is the object.
                 Ok(r)
-                    if mapped.dir_marker
-                        && {
-                            let (times, m) = kind(&r);
-                            may_be_folder(&times, m)
-                        }
-                        && is_empty_folder(tree, &path).await? =>
+                    if {
+                        let (times, m) = kind(&r);
+                        stands_as_folder(tree, mapped, &times, m, &path).await?
+                    } =>
                 {
                     return Ok((r, path, Found::Folder));
                 }
