@@ -1,4 +1,6 @@
-//! NTLMv2 inside SPNEGO for SMB2 SESSION_SETUP, with no I/O.
+//! NTLMv2 and Kerberos inside SPNEGO for SMB2 SESSION_SETUP. NTLM is
+//! computed here with no I/O; Kerberos is MIT krb5's (see [`kerberos`]),
+//! which talks to the KDC when a logon starts.
 //!
 //! The SMB client drives an [`NtlmClient`] by hand: it sends
 //! [`NtlmClient::initial_token`] in the first SESSION_SETUP request, feeds the
@@ -26,7 +28,8 @@
 //! Layers, bottom up: `reader` (bounds-checked cursor), `der` (the DER subset
 //! SPNEGO needs), [`spnego`] (RFC 4178 tokens), `flags` (NegotiateFlags),
 //! `crypto` (NTOWFv2, RC4, keys),
-//! `ntlm` (MS-NLMP messages) and `client` (the state machine).
+//! `ntlm` (MS-NLMP messages) and `client` (the state machine); beside them
+//! `gss` (the GSS-API calls, the crate's only unsafe code) and [`kerberos`].
 
 #![warn(missing_docs)]
 
@@ -34,6 +37,8 @@ mod client;
 mod crypto;
 mod der;
 mod flags;
+mod gss;
+pub mod kerberos;
 mod ntlm;
 mod reader;
 pub mod spnego;
@@ -41,6 +46,7 @@ pub mod spnego;
 mod vectors;
 
 pub use client::{NtlmClient, NtlmCredentials, NtlmOptions};
+pub use kerberos::{KerberosClient, KerberosCredentials, KerberosIdentity, KerberosSource};
 
 /// Why a security token could not be decoded or an exchange could not go on.
 ///
@@ -76,6 +82,20 @@ pub enum AuthError {
     /// The server selected a mechanism other than NTLMSSP.
     #[error("server selected a mechanism other than NTLMSSP")]
     NotNtlm,
+    /// The server selected a mechanism other than Kerberos after a
+    /// Kerberos logon began.
+    #[error("server selected a mechanism other than Kerberos")]
+    NotKerberos,
+    /// The Kerberos library refused a step: `what` was being done, `message`
+    /// is the library's reason ("Preauthentication failed", "Clock skew too
+    /// great", "Cannot find KDC for realm ...").
+    #[error("Kerberos: {what}: {message}")]
+    Kerberos {
+        /// The step that failed.
+        what: &'static str,
+        /// The library's words.
+        message: String,
+    },
     /// The server answered with negState reject (RFC 4178 4.2.2).
     #[error("server rejected the authentication")]
     Rejected,

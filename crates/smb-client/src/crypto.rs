@@ -65,20 +65,28 @@ pub struct SessionKeys {
     pub decryption: [u8; 32],
 }
 
-/// Derives signing and cipher keys for `dialect` (MS-SMB2 3.2.5.3.1).
-/// For 3.1.1 `preauth` is the hash up to and including the final
-/// SESSION_SETUP request; 3.0/3.0.2 use fixed contexts instead.
-pub fn derive_keys(session_key: &[u8; 16], dialect: u16, preauth: &PreauthHash, cipher: Option<Cipher>) -> SessionKeys {
+/// Derives signing and cipher keys for `dialect` (MS-SMB2 3.2.5.3.1) from
+/// the key authentication gave (`full_key`: NTLM's 16 bytes, or Kerberos's
+/// 16 or 32). Session.SessionKey is its first 16 bytes, zero-padded if
+/// shorter; a 3.1.1 session with an AES-256 cipher derives its cipher keys
+/// from the whole key (Session.FullSessionKey). For 3.1.1 `preauth` is the
+/// hash up to and including the final SESSION_SETUP request; 3.0/3.0.2 use
+/// fixed contexts instead.
+pub fn derive_keys(full_key: &[u8], dialect: u16, preauth: &PreauthHash, cipher: Option<Cipher>) -> SessionKeys {
     let klen = cipher.map(|c| c.key_len()).unwrap_or(16);
+    let mut session_key = [0u8; 16];
+    let n = full_key.len().min(16);
+    session_key[..n].copy_from_slice(&full_key[..n]);
     let mut keys = SessionKeys { signing: [0; 16], encryption: [0; 32], decryption: [0; 32] };
     if dialect == smb_proto::negotiate::dialect::SMB311 {
-        kdf(session_key, b"SMBSigningKey\0", &preauth.0, &mut keys.signing);
-        kdf(session_key, b"SMBC2SCipherKey\0", &preauth.0, &mut keys.encryption[..klen]);
-        kdf(session_key, b"SMBS2CCipherKey\0", &preauth.0, &mut keys.decryption[..klen]);
+        let cipher_key: &[u8] = if klen == 32 { full_key } else { &session_key };
+        kdf(&session_key, b"SMBSigningKey\0", &preauth.0, &mut keys.signing);
+        kdf(cipher_key, b"SMBC2SCipherKey\0", &preauth.0, &mut keys.encryption[..klen]);
+        kdf(cipher_key, b"SMBS2CCipherKey\0", &preauth.0, &mut keys.decryption[..klen]);
     } else {
-        kdf(session_key, b"SMB2AESCMAC\0", b"SmbSign\0", &mut keys.signing);
-        kdf(session_key, b"SMB2AESCCM\0", b"ServerIn \0", &mut keys.encryption[..klen]);
-        kdf(session_key, b"SMB2AESCCM\0", b"ServerOut\0", &mut keys.decryption[..klen]);
+        kdf(&session_key, b"SMB2AESCMAC\0", b"SmbSign\0", &mut keys.signing);
+        kdf(&session_key, b"SMB2AESCCM\0", b"ServerIn \0", &mut keys.encryption[..klen]);
+        kdf(&session_key, b"SMB2AESCCM\0", b"ServerOut\0", &mut keys.decryption[..klen]);
     }
     keys
 }

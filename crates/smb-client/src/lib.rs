@@ -2,7 +2,7 @@
 //! `smb-proto` codec.
 //!
 //! - [`session::Session`] negotiates (3.1.1 with preauth integrity, falling
-//!   back to 3.0.2 and 3.0), authenticates with NTLMv2 in SPNEGO and derives
+//!   back to 3.0.2 and 3.0), authenticates with NTLMv2 or Kerberos in SPNEGO ([`logon`]) and derives
 //!   signing and encryption keys.
 //! - [`connection::Connection`] keeps many requests in flight within the
 //!   credit window, coalesces queued frames into one write, matches replies
@@ -23,6 +23,7 @@ pub mod crypto;
 pub mod durable;
 pub mod error;
 pub mod file;
+pub mod logon;
 mod oplock;
 pub mod pipeline;
 pub mod pool;
@@ -33,6 +34,7 @@ pub mod tree;
 
 pub use error::{Error, Result};
 pub use file::Handle;
+pub use logon::SmbAuth;
 pub use pool::{Pool, PoolConfig, PoolStats};
 pub use session::{ClientConfig, Session};
 pub use tree::Tree;

@@ -1,10 +1,10 @@
 //! Connection setup: NEGOTIATE (with SMB 3.1.1 contexts and the preauth
-//! integrity hash), SESSION_SETUP with NTLMv2 in SPNEGO, key derivation, and
+//! integrity hash), SESSION_SETUP with NTLMv2 or Kerberos in SPNEGO (see
+//! `logon.rs`), key derivation, and
 //! TREE_CONNECT (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3).
 
 use std::time::Duration;
 
-use smb_auth::{NtlmClient, NtlmCredentials, NtlmOptions};
 use smb_proto::message::Empty;
 use smb_proto::negotiate::{
     capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse, SigningAlgorithm,
@@ -18,6 +18,7 @@ use smb_proto::ioctl::{IoctlRequest, IoctlResponse, FSCTL_VALIDATE_NEGOTIATE_INF
 use crate::connection::{Connection, ConnectionOptions, Op};
 use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
+use crate::logon::{Logon, SmbAuth};
 
 /// Largest READ/WRITE we issue, whatever the server allows (bytes).
 pub const MAX_IO_SIZE: u32 = 8 << 20;
@@ -45,6 +46,11 @@ pub struct ClientConfig {
     pub max_io_size: u32,
     /// Socket and request deadlines.
     pub connection: ConnectionOptions,
+    /// How SESSION_SETUP authenticates (default: NTLM with `user`).
+    pub auth: SmbAuth,
+    /// The server's Kerberos service principal; `None`: `cifs/` and
+    /// `server_name`, as Windows asks for it.
+    pub spn: Option<String>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -56,6 +62,8 @@ impl std::fmt::Debug for ClientConfig {
             .field("dialects", &self.dialects)
             .field("require_signing", &self.require_signing)
             .field("require_encryption", &self.require_encryption)
+            .field("auth", &self.auth)
+            .field("spn", &self.spn)
             .finish_non_exhaustive()
     }
 }
@@ -76,7 +84,15 @@ impl ClientConfig {
             require_encryption: false,
             max_io_size: MAX_IO_SIZE,
             connection: ConnectionOptions::default(),
+            auth: SmbAuth::Ntlm,
+            spn: None,
         }
+    }
+
+    /// The Kerberos service principal to ask a ticket for: [`Self::spn`],
+    /// else `cifs/<server_name>`.
+    pub fn spn(&self) -> String {
+        self.spn.clone().unwrap_or_else(|| format!("cifs/{}", self.server_name))
     }
 }
 
@@ -201,13 +217,7 @@ impl Session {
         let sign_all = sign_required || !is_311;
 
         // SESSION_SETUP rounds.
-        let creds = if config.user.is_empty() && config.password.is_empty() {
-            NtlmCredentials::anonymous()
-        } else {
-            NtlmCredentials::new(&config.user, &config.domain, &config.password)
-        };
-        let mut ntlm = NtlmClient::new(creds, NtlmOptions::default());
-        let mut token = ntlm.initial_token();
+        let (mut logon, mut token) = Logon::start(config, &neg.security_buffer).await?;
         let mut session_id = 0u64;
         let mut round = 0;
         let (final_resp, final_flags) = loop {
@@ -230,18 +240,18 @@ impl Session {
                 }
                 session_id = resp.header.session_id;
                 let ss = resp.body(SessionSetupResponse::decode)?;
-                token = ntlm.step(&ss.token)?;
+                token = logon.step(&ss.token)?;
                 continue;
             }
             let resp = resp.ok_or_status(&[])?;
             let ss = resp.body(SessionSetupResponse::decode)?;
-            ntlm.finish(&ss.token)?;
+            logon.finish(&ss.token)?;
             break (resp, ss.session_flags);
         };
         session_id = final_resp.header.session_id;
         let is_guest = final_flags & session_flags::IS_GUEST != 0;
-        let is_anonymous = final_flags & session_flags::IS_NULL != 0 || ntlm.is_anonymous();
-        let has_credentials = !(config.user.is_empty() && config.password.is_empty());
+        let is_anonymous = final_flags & session_flags::IS_NULL != 0 || logon.is_anonymous();
+        let has_credentials = logon.is_kerberos() || !(config.user.is_empty() && config.password.is_empty());
         if has_credentials && (is_guest || is_anonymous) {
             // A server that maps a bad password to guest, or an answer whose
             // flags were flipped on the way: either way there is no key to
@@ -256,7 +266,7 @@ impl Session {
 
         let mut sec = crate::connection::Security { session_id, ..Default::default() };
         let mut signing = None;
-        match ntlm.session_key() {
+        match logon.session_key() {
             Some(key) if !is_guest && !is_anonymous => {
                 let keys = derive_keys(&key, neg.dialect, &preauth, cipher);
                 let signer = Signer::new(signing_alg, &keys.signing);
