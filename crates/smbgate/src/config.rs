@@ -104,6 +104,9 @@ pub struct ServeArgs {
     /// SMB (NTLM) domain.
     #[arg(long, env = "SMBGATE_SMB_DOMAIN", default_value = "", help_heading = "SMB")]
     pub smb_domain: String,
+    /// How the SMB identities log on (NTLM, Kerberos): see kerberos.rs.
+    #[command(flatten)]
+    pub kerberos: crate::kerberos::KerberosArgs,
     /// S3 access key clients sign with.
     #[arg(long, env = "SMBGATE_ACCESS_KEY", help_heading = "S3")]
     pub access_key: Option<String>,
@@ -444,6 +447,20 @@ pub(crate) fn open_to_everyone(path: &std::path::Path) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
     (mode & 0o007 != 0).then_some(mode)
+}
+
+/// Checks a Kerberos keytab as a secret file: it can be opened, and is
+/// refused (as root) or warned about if every user may read it. Skipped by
+/// `config check --without-secrets`.
+///
+/// Errors: one line naming `setting` and why.
+pub fn check_keytab(setting: &str, path: &std::path::Path) -> Result<(), String> {
+    if secret_files_unread() {
+        return Ok(());
+    }
+    std::fs::File::open(path)
+        .and_then(|_| check_secret_mode(path))
+        .map_err(|e| format!("{setting} {}: {e}", path.display()))
 }
 
 /// See [`read_secret_file`].

@@ -42,6 +42,7 @@ struct BucketEntry {
     smb_domain: String,
     smb_password: Option<String>,
     smb_password_file: Option<PathBuf>,
+    smb_keytab: Option<PathBuf>,
 }
 
 /// The environment variable naming the config file.
@@ -203,7 +204,11 @@ impl ConfigFile {
             let (url, on_main_share) = match (&e.share, &e.path) {
                 (Some(share), None) => (ShareUrl::parse(share).map_err(fail)?, false),
                 (None, Some(folder)) => {
-                    if e.smb_user.is_some() || e.smb_password.is_some() || e.smb_password_file.is_some() {
+                    if e.smb_user.is_some()
+                        || e.smb_password.is_some()
+                        || e.smb_password_file.is_some()
+                        || e.smb_keytab.is_some()
+                    {
                         return Err(fail(
                             "a path is a folder of --share, reached as --smb-user: give no smb_user or smb_password"
                                 .into(),
@@ -220,11 +225,17 @@ impl ConfigFile {
             };
             let password =
                 crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
+            let keytab = e.smb_keytab.map(|k| dir.join(k));
+            if let Some(k) = &keytab {
+                crate::config::check_keytab("smb_keytab", k).map_err(fail)?;
+            }
             let smb = match e.smb_user {
                 Some(user) if !user.is_empty() => {
-                    Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default() })
+                    Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default(), keytab })
                 }
-                _ if password.is_some() => return Err(fail("smb_password given without smb_user".into())),
+                _ if password.is_some() || keytab.is_some() => {
+                    return Err(fail("smb_password or smb_keytab given without smb_user".into()))
+                }
                 _ => None,
             };
             out.push(BucketSource { name: name.clone(), url, smb, on_main_share });

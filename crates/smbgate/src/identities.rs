@@ -20,9 +20,11 @@ use crate::users::SmbIdentity;
 
 /// How to open the pool of an identity that is not the gateway's own.
 pub struct PoolTemplate {
-    /// Server, signing, encryption and I/O size; its user, domain and
-    /// password are replaced by each identity's.
+    /// Server, signing, encryption and I/O size; its user, domain,
+    /// password and logon are replaced by each identity's.
     pub client: ClientConfig,
+    /// How each identity logs on (NTLM or Kerberos).
+    pub kerberos: crate::kerberos::KerberosArgs,
     /// The share's name.
     pub share: String,
     /// Connections in each identity's pool.
@@ -194,6 +196,7 @@ impl Identities {
         client.user = id.user.clone();
         client.domain = id.domain.clone();
         client.password = id.password.clone();
+        client.auth = t.kerberos.smb_auth(&id.user, &id.password, id.keytab.as_deref());
         match Pool::connect(PoolConfig::new(client, &t.share, t.size)).await {
             Ok(pool) => {
                 tracing::info!(smb_identity = %id, %server, share = %t.share, "SMB identity pool connected");

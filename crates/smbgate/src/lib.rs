@@ -37,6 +37,7 @@ pub mod cors;
 pub mod front;
 pub mod identities;
 pub mod ignored_range;
+pub mod kerberos;
 pub mod metrics;
 pub mod post_object;
 pub mod precheck;

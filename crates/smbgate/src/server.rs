@@ -116,9 +116,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         }
         _ => None,
     };
-    let client = smb_startup::client_config(args, &url, &args.smb_user, &args.smb_domain, &smb_password);
+    args.kerberos.prepare()?;
+    let own = crate::users::SmbIdentity {
+        user: args.smb_user.clone(),
+        domain: args.smb_domain.clone(),
+        password: smb_password,
+        keytab: None,
+    };
+    let client = smb_startup::client_config(args, &url, &own);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
+        kerberos: args.kerberos.clone(),
         share: url.share.clone(),
         size: args.pool_size,
         max_pools: args.user_pools,
@@ -146,7 +154,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         other => format!("cannot open share root: {other}"),
     })?;
     let metrics_token = crate::config::metrics_token(args)?;
-    let roots = open_bucket_roots(args, &smb_password, &opts, &url, &pool).await?;
+    let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
     match store.unservable_folders().await {
         Ok(folders) => {
             let folders: Vec<&String> = folders.iter().filter(|f| !roots.values().any(|r| r.folder == **f)).collect();
@@ -262,7 +270,7 @@ fn s3_builder(
 /// refused login, a missing share or directory.
 async fn open_bucket_roots(
     args: &ServeArgs,
-    smb_password: &str,
+    own: &crate::users::SmbIdentity,
     opts: &StoreOptions,
     main: &ShareUrl,
     main_pool: &Pool,
@@ -270,11 +278,9 @@ async fn open_bucket_roots(
     let Some(path) = &args.config else { return Ok(Default::default()) };
     let mut roots = std::collections::HashMap::new();
     for b in crate::config_file::ConfigFile::load(path)?.buckets(main)? {
-        let (user, domain, password) = match &b.smb {
-            Some(s) => (s.user.as_str(), s.domain.as_str(), s.password.as_str()),
-            None => (args.smb_user.as_str(), args.smb_domain.as_str(), smb_password),
-        };
-        let client = smb_startup::client_config(args, &b.url, user, domain, password);
+        let id = b.smb.as_ref().unwrap_or(own);
+        let user = id.user.as_str();
+        let client = smb_startup::client_config(args, &b.url, id);
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
@@ -288,6 +294,7 @@ async fn open_bucket_roots(
         })?;
         let template = crate::identities::PoolTemplate {
             client,
+            kerberos: args.kerberos.clone(),
             share: b.url.share.clone(),
             size: args.pool_size,
             max_pools: args.user_pools,

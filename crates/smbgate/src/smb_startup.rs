@@ -8,14 +8,17 @@ use smb_client::{ClientConfig, Pool, PoolConfig};
 use smb_proto::NtStatus;
 
 use crate::config::{ServeArgs, ShareUrl};
+use crate::users::SmbIdentity;
 
-/// The SMB client's settings for the server of `url`, logged on as `user`
-/// of `domain` with `password`; signing, encryption and the I/O size
-/// (at least 64 KiB) come from `args`.
-pub fn client_config(args: &ServeArgs, url: &ShareUrl, user: &str, domain: &str, password: &str) -> ClientConfig {
+/// The SMB client's settings for the server of `url`, logged on as `id`
+/// (NTLM, or Kerberos as `--smb-auth` and the Kerberos settings say);
+/// signing, encryption and the I/O size (at least 64 KiB) come from `args`.
+pub fn client_config(args: &ServeArgs, url: &ShareUrl, id: &SmbIdentity) -> ClientConfig {
     let addr = format!("{}:{}", url.host, url.port);
-    let mut client = ClientConfig::new(&addr, user, password);
-    client.domain = domain.to_string();
+    let mut client = ClientConfig::new(&addr, &id.user, &id.password);
+    client.domain = id.domain.clone();
+    client.auth = args.kerberos.smb_auth(&id.user, &id.password, id.keytab.as_deref());
+    client.spn = args.kerberos.smb_spn.clone();
     client.require_signing = args.smb_sign;
     client.require_encryption = args.smb_encrypt;
     client.max_io_size = args.io_size.max(64 << 10);
@@ -38,6 +41,11 @@ fn explain(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
         Some(NtStatus::STATUS_LOGON_FAILURE) | Some(NtStatus::STATUS_WRONG_PASSWORD) => {
             format!("SMB login to {}:{} as {user:?} failed: wrong user name or password", url.host, url.port)
         }
+        Some(NtStatus::STATUS_NTLM_BLOCKED) => format!(
+            "SMB server {}:{} refuses NTLM logons: log on with Kerberos (--smb-auth kerberos, with \
+             --smb-realm, or --smb-keytab, or a credential cache)",
+            url.host, url.port
+        ),
         Some(NtStatus::STATUS_BAD_NETWORK_NAME) => {
             format!("share {:?} does not exist on {}:{}", url.share, url.host, url.port)
         }
@@ -45,6 +53,9 @@ fn explain(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
             format!("access to share {:?} denied for {user:?}", url.share)
         }
         _ => match e {
+            smb_client::Error::Auth(a @ smb_auth::AuthError::Kerberos { .. }) => {
+                format!("SMB Kerberos logon to {}:{} as {user:?} failed: {a}", url.host, url.port)
+            }
             smb_client::Error::Io(m) => format!("cannot reach SMB server {}:{}: {m}", url.host, url.port),
             smb_client::Error::Timeout(m) => format!("SMB server {}:{} did not answer ({m})", url.host, url.port),
             smb_client::Error::SigningNeedsAccount if user.is_empty() => format!(

@@ -15,15 +15,18 @@ use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use serde::Deserialize;
 
-/// The SMB account a user's requests run as (NTLM user, domain, password).
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// The SMB account a user's requests run as: user, NTLM domain, password,
+/// and for Kerberos a keytab of its own.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct SmbIdentity {
-    /// SMB user name.
+    /// SMB user name (`user@REALM` names its Kerberos realm).
     pub user: String,
     /// NTLM domain (may be empty).
     pub domain: String,
-    /// Password.
+    /// Password (empty with a keytab or a credential cache).
     pub password: String,
+    /// The account's Kerberos keytab (`smb_keytab`), if it has one.
+    pub keytab: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SmbIdentity {
@@ -221,6 +224,7 @@ struct Entry {
     smb_domain: String,
     smb_password: Option<String>,
     smb_password_file: Option<PathBuf>,
+    smb_keytab: Option<PathBuf>,
     buckets: Vec<String>,
     #[serde(default)]
     read_only: bool,
@@ -318,13 +322,17 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
         return Err("the secret key is empty".into());
     }
     let password = one_secret("smb_password", e.smb_password, e.smb_password_file, dir)?;
+    let keytab = e.smb_keytab.map(|k| dir.join(k));
+    if let Some(k) = &keytab {
+        crate::config::check_keytab("smb_keytab", k)?;
+    }
     let smb = match e.smb_user {
         Some(user) if !user.is_empty() => {
-            Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default() })
+            Some(SmbIdentity { user, domain: e.smb_domain, password: password.unwrap_or_default(), keytab })
         }
         Some(_) => return Err("smb_user is empty (leave it out to act as the gateway's own --smb-user)".into()),
-        None if password.is_some() || !e.smb_domain.is_empty() => {
-            return Err("smb_password or smb_domain given without smb_user".into())
+        None if password.is_some() || !e.smb_domain.is_empty() || keytab.is_some() => {
+            return Err("smb_password, smb_keytab or smb_domain given without smb_user".into())
         }
         None => None,
     };

@@ -1,0 +1,152 @@
+"""The gateway logging on to its share with Kerberos (issue 21): a Samba AD
+domain controller (scripts/samba-test-server start --ad, in a network
+namespace of its own) whose file server refuses NTLM, so every request
+below went through a Kerberos-keyed, signed SMB session."""
+
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import ROOT, Gateway, Samba, parse_env_lines, write_secret
+
+REALM = "SMBGATE.TEST"
+
+
+@pytest.fixture(scope="module")
+def dc():
+    s = Samba("--ad", "--global-option", "ntlm auth = disabled", "--user", "bob:Bob-Secret-2")
+    yield s
+    s.stop()
+
+
+def kerberos_env(dc, **more):
+    """The gateway's settings for the DC: Kerberos only, the realm's KDC
+    named (no krb5.conf of the system's), the share's service principal."""
+    env = {
+        "SMBGATE_SHARE": f"smb://{dc.env['SMB_HOST']}/{dc.env['SMB_SHARE']}",
+        "SMBGATE_SMB_AUTH": "kerberos",
+        "SMBGATE_SMB_REALM": REALM,
+        "SMBGATE_SMB_KDC": dc.env["SMB_KDC"],
+        "SMBGATE_SMB_SPN": dc.env["SMB_SPN"],
+        "KRB5_CONFIG": "/nonexistent",  # the gateway's own --smb-kdc must win
+    }
+    env.update(more)
+    return env
+
+
+def smb_sessions(dc):
+    """`smbstatus -b` on the DC: one line per SMB session, with its user."""
+    r = subprocess.run(["ip", "netns", "exec", dc.env["SMB_NETNS"], "smbstatus", "-s",
+                        f"{dc.env['SMB_DIR']}/etc/smb.conf", "-b"], capture_output=True, text=True)
+    return r.stdout
+
+
+def start_fails(dc, **env):
+    """Runs a gateway that must refuse to start; returns its last log line."""
+    with pytest.raises(RuntimeError) as e:
+        Gateway(dc, env=kerberos_env(dc, **env))
+    return str(e.value).removeprefix("smbgate exited: ").strip().splitlines()[-1]
+
+
+def test_put_get_list_and_multipart_over_a_kerberos_session(dc):
+    g = Gateway(dc, env=kerberos_env(dc))
+    try:
+        s3 = g.client()
+        bucket = f"k-{uuid.uuid4().hex[:10]}"
+        s3.create_bucket(Bucket=bucket)
+        body = bytes(range(256)) * 4096
+        s3.put_object(Bucket=bucket, Key="dir/one.bin", Body=body)
+        assert s3.get_object(Bucket=bucket, Key="dir/one.bin")["Body"].read() == body
+        assert (dc.share_path / bucket / "dir" / "one.bin").read_bytes() == body
+        listed = s3.list_objects_v2(Bucket=bucket)["Contents"]
+        assert [(o["Key"], o["Size"]) for o in listed] == [("dir/one.bin", len(body))]
+        up = s3.create_multipart_upload(Bucket=bucket, Key="big.bin")["UploadId"]
+        parts = [bytes([i]) * (5 << 20) for i in range(2)] + [b"tail"]
+        etags = [s3.upload_part(Bucket=bucket, Key="big.bin", UploadId=up, PartNumber=n + 1, Body=p)["ETag"]
+                 for n, p in enumerate(parts)]
+        s3.complete_multipart_upload(
+            Bucket=bucket, Key="big.bin", UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+        got = s3.get_object(Bucket=bucket, Key="big.bin")
+        assert got["Body"].read() == b"".join(parts)
+        assert got["ETag"].endswith('-3"')
+        assert f"SMBGATE\\{dc.env['SMB_USER']}" in smb_sessions(dc)
+    finally:
+        g.stop()
+
+
+def test_a_keytab_logs_on_without_a_password(dc):
+    g = Gateway(dc, env=kerberos_env(dc, SMBGATE_SMB_PASSWORD=None, SMBGATE_SMB_KEYTAB=dc.env["SMB_KEYTAB"]))
+    try:
+        s3 = g.client()
+        bucket = f"k-{uuid.uuid4().hex[:10]}"
+        s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket=bucket, Key="k", Body=b"from a keytab")
+        assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"from a keytab"
+    finally:
+        g.stop()
+
+
+def test_a_wrong_password_is_one_line_naming_kerberos_and_no_ntlm_try(dc):
+    line = start_fails(dc, SMBGATE_SMB_PASSWORD="not-Her-Password-1")
+    assert "Kerberos logon" in line and "Preauthentication failed" in line, line
+    assert "alice" in line and "not-Her-Password-1" not in line, line
+
+
+def test_a_share_host_not_in_the_realm_is_named(dc):
+    line = start_fails(dc, SMBGATE_SMB_SPN=None)
+    # cifs/<the DC's address> is no principal of the realm.
+    assert "Kerberos logon" in line and "not found in Kerberos database" in line, line
+
+
+def test_kdc_without_a_realm_is_refused_at_startup(dc):
+    line = start_fails(dc, SMBGATE_SMB_REALM=None)
+    assert line == "smbgate: --smb-kdc needs --smb-realm (the realm those KDCs serve)", line
+
+
+def test_ntlm_mode_is_refused_by_a_server_that_disabled_ntlm(dc):
+    # The control: the same gateway without Kerberos cannot log on at all,
+    # so the tests above did not pass on NTLM.
+    line = start_fails(dc, SMBGATE_SMB_AUTH="ntlm")
+    assert line == (f"smbgate: SMB server {dc.env['SMB_HOST']}:445 refuses NTLM logons: log on with Kerberos "
+                    "(--smb-auth kerberos, with --smb-realm, or --smb-keytab, or a credential cache)"), line
+
+
+def test_a_user_of_the_config_file_logs_on_with_its_own_keytab(dc, tmp_path):
+    bob_keytab = f"{dc.env['SMB_DIR']}/bob.keytab"
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(f"""
+[users.bob]
+access_key = "AKIDBOB"
+secret_key_file = "bob.secret"
+smb_user = "bob"
+smb_keytab = "{bob_keytab}"
+buckets = ["*"]
+""")
+    write_secret(tmp_path / "bob.secret", "bob-s3-secret\n")
+    cfg.chmod(0o600)
+    g = Gateway(dc, "--config", str(cfg), env=kerberos_env(dc))
+    try:
+        import boto3
+        from botocore.config import Config
+        bob = boto3.client("s3", endpoint_url=g.endpoint, region_name="us-east-1", aws_access_key_id="AKIDBOB",
+                           aws_secret_access_key="bob-s3-secret",
+                           config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
+        bucket = f"k-{uuid.uuid4().hex[:10]}"
+        bob.create_bucket(Bucket=bucket)
+        bob.put_object(Bucket=bucket, Key="b", Body=b"bob's")
+        assert bob.get_object(Bucket=bucket, Key="b")["Body"].read() == b"bob's"
+        assert "SMBGATE\\bob" in smb_sessions(dc)
+    finally:
+        g.stop()
+
+
+def test_a_keytab_every_user_may_read_is_refused(dc, tmp_path):
+    import shutil
+    loose = tmp_path / "alice.keytab"
+    shutil.copy(dc.env["SMB_KEYTAB"], loose)
+    loose.chmod(0o644)
+    line = start_fails(dc, SMBGATE_SMB_PASSWORD=None, SMBGATE_SMB_KEYTAB=str(loose))
+    assert line == (f"smbgate: --smb-keytab {loose}: refused, since every user may read or change it "
+                    "(mode 644) and the gateway runs as root; chmod o-rwx it"), line
