@@ -280,6 +280,7 @@ pub struct Context {
     ctx: sys::gss_ctx_id_t,
     target: Name,
     complete: bool,
+    time_rec: u32,
 }
 
 // SAFETY: a context is used by one thread at a time (`&mut self`); MIT
@@ -301,7 +302,7 @@ impl Context {
     /// Errors: the library's status, e.g. "Server not found in Kerberos
     /// database" for an unknown service principal.
     pub fn start(cred: &Cred, target: &str) -> Result<(Context, Vec<u8>), GssError> {
-        let mut ctx = Context { ctx: ptr::null_mut(), target: Name::krb5(target)?, complete: false };
+        let mut ctx = Context { ctx: ptr::null_mut(), target: Name::krb5(target)?, complete: false, time_rec: 0 };
         let token = ctx.step_raw(cred, None)?;
         Ok((ctx, token))
     }
@@ -318,6 +319,7 @@ impl Context {
         let mut input = input.map(buffer);
         let input_ptr = input.as_mut().map_or(ptr::null_mut(), |b| b as *mut _);
         let mut out = sys::gss_buffer_desc { length: 0, value: ptr::null_mut() };
+        let mut time_rec: sys::OM_uint32 = 0;
         // SAFETY: every input outlives the call; `self.ctx` is created or
         // updated in place and owned by `self`; `out` is released by
         // take_buffer.
@@ -335,10 +337,13 @@ impl Context {
                 ptr::null_mut(),
                 &mut out,
                 ptr::null_mut(),
-                ptr::null_mut(),
+                &mut time_rec,
             )
         };
         let token = take_buffer(out);
+        if major == GSS_S_COMPLETE || major == GSS_S_CONTINUE_NEEDED {
+            self.time_rec = time_rec;
+        }
         match major {
             GSS_S_COMPLETE => {
                 self.complete = true;
@@ -347,6 +352,13 @@ impl Context {
             GSS_S_CONTINUE_NEEDED => Ok(token),
             _ => Err(error(major, minor)),
         }
+    }
+
+    /// How long the context's service ticket was still valid at the last
+    /// step (the `time_rec` of RFC 2744 5.19, which MIT sets from the
+    /// ticket's end time from the first step on).
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_secs(u64::from(self.time_rec))
     }
 
     /// True once the acceptor's AP-REP has been checked.

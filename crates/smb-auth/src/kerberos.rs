@@ -66,9 +66,14 @@ pub struct KerberosCredentials {
 /// library reports it expired.
 pub struct KerberosIdentity {
     creds: KerberosCredentials,
-    /// MIT's in-memory cache for a keytab's tickets, private to this identity.
-    cache: String,
-    cred: Mutex<Option<Arc<Cred>>>,
+    cred: Mutex<Option<Held>>,
+}
+
+/// The credential in use, and the lifetime of the first service ticket it
+/// gave: the ticket a new logon would reuse is judged against it.
+struct Held {
+    cred: Arc<Cred>,
+    full: Option<Duration>,
 }
 
 impl std::fmt::Debug for KerberosIdentity {
@@ -81,8 +86,7 @@ impl KerberosIdentity {
     /// An identity for `creds`; nothing is asked of the KDC until
     /// [`Self::start`].
     pub fn new(creds: KerberosCredentials) -> Self {
-        let cache = format!("MEMORY:smbgate-{:016x}", rand::random::<u64>());
-        Self { creds, cache, cred: Mutex::new(None) }
+        Self { creds, cred: Mutex::new(None) }
     }
 
     /// What this identity logs on with.
@@ -90,27 +94,38 @@ impl KerberosIdentity {
         &self.creds
     }
 
-    /// The credential, acquired now if there is none, if `renew`, or if its
-    /// TGT has less than a minute left.
-    fn cred(&self, renew: bool) -> Result<Arc<Cred>, AuthError> {
+    /// The credential and the lifetime its first service ticket had
+    /// (`None`: acquired just now), acquiring it now if there is none, if
+    /// `renew`, or if its TGT has less than a minute left. A new credential
+    /// starts from a new in-memory cache, so its tickets are new too.
+    fn cred(&self, renew: bool) -> Result<(Arc<Cred>, Option<Duration>), AuthError> {
         let mut slot = self.cred.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cred) = slot.as_ref().filter(|_| !renew) {
-            if cred.lifetime().is_ok_and(|left| left >= REFRESH_MARGIN) {
-                return Ok(cred.clone());
+        if let Some(held) = slot.as_ref().filter(|_| !renew) {
+            if held.cred.lifetime().is_ok_and(|left| left >= REFRESH_MARGIN) {
+                return Ok((held.cred.clone(), held.full));
             }
         }
         let principal = self.creds.principal.as_deref();
+        let cache = format!("MEMORY:smbgate-{:016x}", rand::random::<u64>());
         let source = match &self.creds.source {
             KerberosSource::Password(pw) => gss::Source::Password(pw),
             KerberosSource::Keytab(path) => gss::Source::Keytab {
                 keytab: path.to_str().ok_or_else(|| kerberos("keytab path", "is not UTF-8".into()))?,
-                cache: &self.cache,
+                cache: &cache,
             },
             KerberosSource::Cache(name) => gss::Source::Cache(name.as_deref()),
         };
         let cred = Arc::new(Cred::acquire(principal, source).map_err(|e| gss_error("acquiring a credential", e))?);
-        *slot = Some(cred.clone());
-        Ok(cred)
+        *slot = Some(Held { cred: cred.clone(), full: None });
+        Ok((cred, None))
+    }
+
+    /// Notes the lifetime of the first service ticket `cred` gave.
+    fn note_full_lifetime(&self, cred: &Arc<Cred>, full: Duration) {
+        let mut slot = self.cred.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = slot.as_mut().filter(|h| Arc::ptr_eq(&h.cred, cred)) {
+            held.full.get_or_insert(full);
+        }
     }
 
     /// Starts a logon to the service principal `target` (`cifs/host`, or
@@ -120,21 +135,32 @@ impl KerberosIdentity {
     /// Errors: [`AuthError::Kerberos`] with the library's words: no KDC, a
     /// wrong password ("Preauthentication failed"), clock skew, an unknown
     /// service principal, an expired or revoked account.
+    ///
+    /// A service ticket with less than half of its first lifetime left is
+    /// not reused: the credential is acquired again, so that a logon made
+    /// to replace a session before its ticket ends gets a new one.
     pub fn start(&self, target: &str, offer_ntlm: bool) -> Result<KerberosClient, AuthError> {
-        let mut cred = self.cred(false)?;
-        let (ctx, ap_req) = match Context::start(&cred, target) {
-            Err(e) if e.is_expired() => {
-                cred = self.cred(true)?;
-                Context::start(&cred, target)
-            }
-            other => other,
+        let (mut cred, mut full) = self.cred(false)?;
+        let mut started = Context::start(&cred, target);
+        let worn = |ctx: &Context, full: Option<Duration>| full.is_some_and(|full| ctx.lifetime() < full / 2);
+        let stale = match &started {
+            Err(e) => e.is_expired(),
+            Ok((ctx, _)) => worn(ctx, full),
+        };
+        if stale {
+            (cred, full) = self.cred(true)?;
+            started = Context::start(&cred, target);
         }
-        .map_err(|e| gss_error("getting a ticket", e))?;
+        let (ctx, ap_req) = started.map_err(|e| gss_error("getting a ticket", e))?;
+        let lifetime = Some(ctx.lifetime()).filter(|l| !l.is_zero());
+        if let (None, Some(l)) = (full, lifetime) {
+            self.note_full_lifetime(&cred, l);
+        }
         let mut mech_types = vec![MS_KRB5_OID.to_vec(), KRB5_OID.to_vec()];
         if offer_ntlm {
             mech_types.push(NTLMSSP_OID.to_vec());
         }
-        Ok(KerberosClient { ctx, cred, mech_types, ap_req, key: None })
+        Ok(KerberosClient { ctx, cred, mech_types, ap_req, key: None, lifetime })
     }
 }
 
@@ -153,6 +179,7 @@ pub struct KerberosClient {
     mech_types: Vec<Vec<u8>>,
     ap_req: Vec<u8>,
     key: Option<Vec<u8>>,
+    lifetime: Option<Duration>,
 }
 
 impl std::fmt::Debug for KerberosClient {
@@ -231,6 +258,13 @@ impl KerberosClient {
 
     fn mech_type_list(&self) -> Vec<u8> {
         NegTokenInit { mech_types: self.mech_types.clone(), mech_token: None }.mech_type_list()
+    }
+
+    /// How long the service ticket this logon used was still valid when
+    /// the logon began; a server may end the SMB session then (Samba
+    /// does), so a long-lived connection is replaced before.
+    pub fn ticket_lifetime(&self) -> Option<Duration> {
+        self.lifetime
     }
 
     /// The GSS session key (the acceptor's subkey; 16 bytes for AES-128,

@@ -116,6 +116,14 @@ impl Logon {
         matches!(self, Logon::Ntlm(c) if c.is_anonymous())
     }
 
+    /// For a Kerberos logon, how long its service ticket was still valid.
+    pub(crate) fn ticket_lifetime(&self) -> Option<std::time::Duration> {
+        match self {
+            Logon::Ntlm(_) => None,
+            Logon::Kerberos(c) => c.ticket_lifetime(),
+        }
+    }
+
     /// True for a Kerberos logon.
     pub(crate) fn is_kerberos(&self) -> bool {
         matches!(self, Logon::Kerberos(_))

@@ -1,6 +1,7 @@
 //! A pool of N connections to one share, each with its own session and
 //! tree. Requests go to the least-loaded healthy connection; a broken one is
-//! replaced in the background, and idle ones are probed with ECHO. A
+//! replaced in the background, and idle ones are probed with ECHO; a
+//! Kerberos session is replaced before its ticket ends. A
 //! connection lost with requests outstanding halves the pool's in-flight
 //! budget ([`Pool::in_flight_budget`]).
 
@@ -300,6 +301,49 @@ async fn reconnect(pool: Weak<PoolInner>, i: usize) {
     }
 }
 
+/// Replaces slot `i`'s session, still healthy, with a new logon before
+/// its Kerberos ticket ends (make before break: requests already on the old
+/// connection finish there, and it closes when the last of them lets go).
+/// A failed logon is tried again after a pause; the old session serves on.
+async fn renew(pool: Weak<PoolInner>, i: usize) {
+    let Some(p) = pool.upgrade() else { return };
+    match open_tree(&p.cfg).await {
+        Ok(t) => {
+            *p.slots[i].tree.write().unwrap() = Some(t);
+            tracing::info!(slot = i, "SMB session renewed before its Kerberos ticket ends");
+        }
+        Err(e) => {
+            tracing::warn!(slot = i, error = %e, "SMB session renewal failed; trying again shortly");
+            drop(p);
+            tokio::time::sleep(RENEW_RETRY).await;
+            let Some(p) = pool.upgrade() else { return };
+            p.slots[i].reconnecting.store(false, Ordering::Release);
+            return;
+        }
+    }
+    p.slots[i].reconnecting.store(false, Ordering::Release);
+}
+
+/// Pause after a failed renewal before the next try (the KDC or the
+/// server may be briefly away; the old session still works meanwhile).
+const RENEW_RETRY: Duration = Duration::from_secs(5);
+
+/// Starts [`renew`] for every healthy slot whose session is due.
+fn renew_due(inner: &Arc<PoolInner>) {
+    let now = Instant::now();
+    for (i, slot) in inner.slots.iter().enumerate() {
+        let due = slot
+            .tree
+            .read()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| !t.conn().is_poisoned() && t.session().renew_at().is_some_and(|at| at <= now));
+        if due && !slot.reconnecting.swap(true, Ordering::AcqRel) {
+            tokio::spawn(renew(Arc::downgrade(inner), i));
+        }
+    }
+}
+
 async fn maintain(pool: Weak<PoolInner>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut since_echo = Duration::ZERO;
@@ -308,6 +352,7 @@ async fn maintain(pool: Weak<PoolInner>) {
         let Some(p) = pool.upgrade() else { return };
         let handle = Pool { inner: p.clone() };
         handle.kick();
+        renew_due(&p);
         since_echo += Duration::from_secs(1);
         if since_echo >= p.cfg.echo_interval {
             since_echo = Duration::ZERO;

@@ -129,6 +129,10 @@ pub struct Session {
     /// Negotiated parameters.
     pub negotiated: Negotiated,
     config: std::sync::Arc<ClientConfig>,
+    /// When a pool should replace this session: three quarters into the
+    /// life its Kerberos ticket had left at logon, since the server may end
+    /// the session when the ticket ends. `None` for NTLM.
+    renew_at: Option<std::time::Instant>,
     /// What NEGOTIATE said both ways, for FSCTL_VALIDATE_NEGOTIATE_INFO on
     /// 3.0 and 3.0.2 (`None` on 3.1.1, whose preauth hash covers it).
     validate: Option<std::sync::Arc<ValidateNegotiate>>,
@@ -324,7 +328,8 @@ impl Session {
                 server: (neg.capabilities, neg.server_guid, neg.security_mode, neg.dialect),
             })
         });
-        Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()), validate })
+        let renew_at = logon.ticket_lifetime().map(|left| std::time::Instant::now() + left - left / 4);
+        Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()), renew_at, validate })
     }
 
     /// FSCTL_VALIDATE_NEGOTIATE_INFO on `tree_id` (MS-SMB2 3.2.5.14.12):
@@ -398,6 +403,13 @@ impl Session {
         self.conn.close();
         r?.ok_or_status(&[])?;
         Ok(())
+    }
+
+    /// When this session should be replaced by a new logon (a Kerberos
+    /// session, three quarters into its ticket's remaining life); `None`
+    /// when it need never be.
+    pub fn renew_at(&self) -> Option<std::time::Instant> {
+        self.renew_at
     }
 
     /// The config this session was made from.

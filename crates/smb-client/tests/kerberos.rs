@@ -10,6 +10,7 @@ mod common;
 
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::Samba;
 use smb_auth::{AuthError, KerberosCredentials, KerberosIdentity, KerberosSource};
@@ -74,6 +75,10 @@ async fn kerberos_logons_against_an_ad_dc() {
     assert!(s.negotiated.sign_all, "a DC signs every message");
     assert_eq!(s.negotiated.signing, Some(SigningAlgorithm::AesGmac));
     round_trip(&dc, &s, "password.bin").await;
+    // The DC's tickets last 10 hours: a pool replaces the session three
+    // quarters of the way (the server ends it with the ticket).
+    let renew_in = s.renew_at().expect("a Kerberos session has a renewal time") - std::time::Instant::now();
+    assert!(renew_in > Duration::from_secs(7 * 3600) && renew_in <= Duration::from_secs(27_000), "{renew_in:?}");
 
     // Sealed: every message encrypted with keys derived from the same key.
     let mut sealed = cfg.clone();
