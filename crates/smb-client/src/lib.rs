@@ -20,6 +20,7 @@ pub mod aimd;
 pub mod connection;
 pub mod credits;
 pub mod crypto;
+pub mod dfs;
 pub mod durable;
 pub mod error;
 pub mod file;

@@ -11,6 +11,7 @@
 pub mod compound;
 pub mod create;
 pub mod create_flags;
+pub mod dfs;
 pub mod error;
 pub mod frame;
 pub mod header;
