@@ -46,7 +46,15 @@ pub async fn get_referral(session: &Session, share: &str, path: &str) -> Result<
     }
     let mut input = BytesMut::new();
     encode_referral_request(&mut input, &request);
-    let ipc = session.tree_connect("IPC$").await?;
+    let ipc = match session.tree_connect("IPC$").await {
+        Ok(t) => t,
+        // A server that keeps IPC$ from this account serves no referrals to it.
+        Err(Error::Status { status, .. }) => {
+            tracing::debug!(%status, "no IPC$ tree for a DFS referral");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
     let any = FileId { persistent: u64::MAX, volatile: u64::MAX };
     let req = IoctlRequest {
         ctl_code: FSCTL_DFS_GET_REFERRALS,

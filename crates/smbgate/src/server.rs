@@ -123,6 +123,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         password: smb_password,
         keytab: None,
     };
+    let url = smb_startup::follow_dfs(&smb_startup::client_config(args, &url, &own), &url, &own.user).await?;
     let client = smb_startup::client_config(args, &url, &own);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
@@ -277,16 +278,25 @@ async fn open_bucket_roots(
 ) -> Result<std::collections::HashMap<String, crate::identities::BucketRoot>, String> {
     let Some(path) = &args.config else { return Ok(Default::default()) };
     let mut roots = std::collections::HashMap::new();
-    for b in crate::config_file::ConfigFile::load(path)?.buckets(main)? {
+    for mut b in crate::config_file::ConfigFile::load(path)?.buckets(main)? {
         let id = b.smb.as_ref().unwrap_or(own);
         let user = id.user.as_str();
-        let client = smb_startup::client_config(args, &b.url, id);
+        let mut client = smb_startup::client_config(args, &b.url, id);
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
-            false => smb_startup::connect(client.clone(), &b.url, user, args.pool_size)
-                .await
-                .map_err(|e| format!("bucket {}: {e}", b.name))?,
+            false => {
+                let target = smb_startup::follow_dfs(&client, &b.url, user)
+                    .await
+                    .map_err(|e| format!("bucket {}: {e}", b.name))?;
+                if target != b.url {
+                    client = smb_startup::client_config(args, &target, id);
+                    b.url = target;
+                }
+                smb_startup::connect(client.clone(), &b.url, user, args.pool_size)
+                    .await
+                    .map_err(|e| format!("bucket {}: {e}", b.name))?
+            }
         };
         let store = Store::open_bucket(pool, &b.url.path, &b.name, opts.clone()).await.map_err(|e| match e {
             StoreError::InvalidArgument(m) => format!("bucket {}: {m}", b.name),

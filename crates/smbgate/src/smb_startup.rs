@@ -25,6 +25,31 @@ pub fn client_config(args: &ServeArgs, url: &ShareUrl, id: &SmbIdentity) -> Clie
     client
 }
 
+/// The share root `url` itself, or, when it is a DFS link (the share is a
+/// DFS namespace and its path a link in it), the link's target: the server,
+/// share and path the referral names, on the same port. Asked once, at
+/// startup, over a connection of its own logged on with `client`.
+///
+/// Errors: one line, as [`connect`]'s, when the server cannot be used.
+pub async fn follow_dfs(client: &ClientConfig, url: &ShareUrl, user: &str) -> Result<ShareUrl, String> {
+    let session = smb_client::Session::connect(client).await.map_err(|e| explain(url, user, e))?;
+    let referral = smb_client::dfs::get_referral(&session, &url.share, &url.path).await;
+    session.conn.close();
+    match referral.map_err(|e| explain(url, user, e))? {
+        None => Ok(url.clone()),
+        Some(t) => {
+            let target = ShareUrl { host: t.server, port: url.port, share: t.share, path: t.path };
+            tracing::info!(
+                link = %format!("\\\\{}\\{}\\{}", url.host, url.share, url.path),
+                target = %format!("\\\\{}\\{}\\{}", target.host, target.share, target.path),
+                ttl_s = t.ttl.as_secs(),
+                "the share root is a DFS link; serving its target"
+            );
+            Ok(target)
+        }
+    }
+}
+
 /// A pool of `size` connections to the share of `url`, logged on with
 /// `client` (as `user`, named in a refusal).
 ///
