@@ -150,3 +150,10 @@ def test_a_keytab_every_user_may_read_is_refused(dc, tmp_path):
     line = start_fails(dc, SMBGATE_SMB_PASSWORD=None, SMBGATE_SMB_KEYTAB=str(loose))
     assert line == (f"smbgate: --smb-keytab {loose}: refused, since every user may read or change it "
                     "(mode 644) and the gateway runs as root; chmod o-rwx it"), line
+
+
+def test_no_kdc_and_a_wrong_realm_are_named(dc):
+    line = start_fails(dc, SMBGATE_SMB_KDC="127.0.0.1:9")
+    assert "Kerberos logon" in line and "Cannot contact any KDC for realm 'SMBGATE.TEST'" in line, line
+    line = start_fails(dc, SMBGATE_SMB_REALM="ELSEWHERE.TEST")
+    assert "Kerberos logon" in line and "ELSEWHERE.TEST" in line, line

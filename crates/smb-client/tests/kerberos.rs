@@ -60,6 +60,8 @@ async fn kerberos_logons_against_an_ad_dc() {
     // the whole 32-byte Kerberos key (MS-SMB2 3.2.5.3.1, FullSessionKey).
     let dc = Samba::start(&[
         "--ad",
+        "--user",
+        "bob:Bob-Secret-2",
         "--global-option",
         "ntlm auth = disabled",
         "--global-option",
@@ -118,6 +120,17 @@ async fn kerberos_logons_against_an_ad_dc() {
     unknown.spn = Some("cifs/nosuchhost.smbgate.test".into());
     let e = kerberos_error(refused(&unknown).await);
     assert!(e.contains("not found in Kerberos database"), "{e}");
+
+    // A disabled (revoked) account is the KDC's answer too.
+    let disable = Command::new("ip")
+        .args(["netns", "exec", dc.get("SMB_NETNS"), "samba-tool", "user", "disable", "bob", "-s"])
+        .arg(format!("{}/etc/smb.conf", dc.get("SMB_DIR")))
+        .output()
+        .expect("run samba-tool");
+    assert!(disable.status.success(), "{}", String::from_utf8_lossy(&disable.stderr));
+    let bob = kerberos(&dc, Some("bob"), KerberosSource::Password("Bob-Secret-2".into()));
+    let e = kerberos_error(refused(&bob).await);
+    assert!(e.contains("revoked"), "{e}");
 
     // Negotiate falls back to NTLM only where Kerberos cannot start; this
     // DC refuses NTLM, so the fallback's logon fails as NTLM's would.
