@@ -242,3 +242,32 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
     cfg.write_text('share = "smb://gw:hunter2@h/s"\n')
     r = check()
     assert r.returncode == 1 and "must not carry credentials" in r.stderr and "hunter2" not in r.stderr, r.stderr
+
+
+def test_config_check_shows_the_kerberos_settings(tmp_path):
+    cfg = tmp_path / "smbgate.toml"
+    keytab = tmp_path / "ann.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    keytab.chmod(0o600)
+    cfg.write_text(
+        'share = "smb://fs1.corp.example/data"\nsmb_user = "svc"\nsmb_password = "hunter2-smb"\n'
+        'smb_auth = "kerberos"\nsmb_realm = "CORP.EXAMPLE"\nsmb_kdc = "dc1.corp.example,dc2.corp.example:88"\n'
+        'smb_spn = "cifs/fs1.corp.example"\naccess_key = "AKGW"\nsecret_key = "hunter2-s3"\n'
+        '[users.ann]\naccess_key = "AKANN"\nsecret_key = "hunter2-ann"\nsmb_user = "ann"\n'
+        'smb_keytab = "ann.keytab"\nbuckets = ["docs"]\n'
+    )
+    cfg.chmod(0o600)
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], capture_output=True, text=True,
+                       env=clean_env(), timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    for want in [
+        'smb_auth = "kerberos"  # file',
+        'smb_realm = "CORP.EXAMPLE"  # file',
+        'smb_kdc = "dc1.corp.example,dc2.corp.example:88"  # file',
+        'smb_spn = "cifs/fs1.corp.example"  # file',
+        "# smb_keytab: not set",
+        f"#   ann: access key AKANN, as SMB ann (Kerberos keytab {keytab}), buckets docs",
+    ]:
+        assert want in lines, (want, r.stdout)
+    assert "hunter2" not in r.stdout + r.stderr

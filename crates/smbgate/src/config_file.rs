@@ -410,7 +410,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     }
     out.push_str(&format!("# buckets of their own: {}\n", buckets.len()));
     for b in &buckets {
-        let smb = b.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), |s| s.to_string());
+        let smb = b.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), SmbIdentity::describe);
         let path = if b.url.path.is_empty() { String::new() } else { format!("/{}", b.url.path.replace('\\', "/")) };
         out.push_str(&format!("#   {}: //{}:{}/{}{path}, as SMB {smb}\n", b.name, b.url.host, b.url.port, b.url.share));
     }

@@ -35,6 +35,17 @@ impl std::fmt::Debug for SmbIdentity {
     }
 }
 
+impl SmbIdentity {
+    /// The account as `config check` shows it: the name, and its keytab if
+    /// it has one; never the password.
+    pub fn describe(&self) -> String {
+        match &self.keytab {
+            Some(k) => format!("{self} (Kerberos keytab {})", k.display()),
+            None => self.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for SmbIdentity {
     /// `DOMAIN\user`, or `user` without a domain; never the password.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -290,7 +301,7 @@ impl UserTable {
         users
             .into_iter()
             .map(|u| {
-                let smb = u.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), |s| s.to_string());
+                let smb = u.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), SmbIdentity::describe);
                 let buckets = match &u.buckets {
                     Buckets::All => "all buckets".to_string(),
                     Buckets::Only(b) => format!("buckets {}", b.iter().cloned().collect::<Vec<_>>().join(", ")),
