@@ -37,8 +37,12 @@ def kerberos_env(dc, **more):
 
 def smb_sessions(dc):
     """`smbstatus -b` on the DC: one line per SMB session, with its user."""
-    r = subprocess.run(["ip", "netns", "exec", dc.env["SMB_NETNS"], "smbstatus", "-s",
-                        f"{dc.env['SMB_DIR']}/etc/smb.conf", "-b"], capture_output=True, text=True)
+    # Inside the DC's namespaces: its winbindd (which names the users)
+    # listens under DIR/run-samba, mounted over /run/samba there.
+    d = dc.env["SMB_DIR"]
+    r = subprocess.run(["ip", "netns", "exec", dc.env["SMB_NETNS"], "sh", "-c",
+                        'mount --bind "$1/run-samba" /run/samba && exec smbstatus -s "$1/etc/smb.conf" -b', "sh", d],
+                       capture_output=True, text=True)
     return r.stdout
 
 
