@@ -2,7 +2,8 @@
 //! so that a share root given as `\\domain\namespace\folder` is served from
 //! the folder's target share.
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use smb_proto::create::FileId;
@@ -10,7 +11,7 @@ use smb_proto::dfs::{encode_referral_request, ReferralResponse, FSCTL_DFS_GET_RE
 use smb_proto::ioctl::{IoctlRequest, IoctlResponse};
 
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::session::{ClientConfig, Session};
 
 /// Where a DFS path lives: a share on a server, and a path in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,4 +94,94 @@ pub async fn get_referral(session: &Session, share: &str, path: &str) -> Result<
         path: joined.join("\\").trim_end_matches('\\').to_string(),
         ttl: Duration::from_secs(u64::from(first.ttl)),
     }))
+}
+
+/// A DFS link a pool serves: the target it names is kept for the
+/// referral's time to live, then asked for again when the pool next opens a
+/// connection, so that a link moved to another server or share (a replica,
+/// a migration) is followed. The path in the target share is the store's
+/// root, so a target whose path changed is not followed: that is logged and
+/// the last target kept.
+pub struct DfsLink {
+    namespace: ClientConfig,
+    share: String,
+    path: String,
+    state: Mutex<(DfsTarget, Instant)>,
+}
+
+impl std::fmt::Debug for DfsLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DfsLink").field("share", &self.share).field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl DfsLink {
+    /// The link `\\<namespace server>\<share>\<path>`, whose target was
+    /// found to be `first` just now; `namespace` logs on to the namespace
+    /// server to ask again.
+    pub fn new(namespace: ClientConfig, share: &str, path: &str, first: DfsTarget) -> DfsLink {
+        let due = Instant::now() + first.ttl;
+        DfsLink { namespace, share: share.to_string(), path: path.to_string(), state: Mutex::new((first, due)) }
+    }
+
+    /// The target to connect to now, asking the namespace server first if
+    /// the time to live has passed. If it cannot be asked, or names a
+    /// different path, the last target stays (and is asked about again
+    /// after another time to live).
+    pub async fn target(&self) -> DfsTarget {
+        let (current, due) = self.state.lock().unwrap().clone();
+        if Instant::now() < due {
+            return current;
+        }
+        let asked = match Session::connect(&self.namespace).await {
+            Ok(s) => {
+                let r = get_referral(&s, &self.share, &self.path).await;
+                s.conn.close();
+                r
+            }
+            Err(e) => Err(e),
+        };
+        let next = match asked {
+            Ok(Some(t)) if t.path == current.path => {
+                if (&t.server, &t.share) != (&current.server, &current.share) {
+                    tracing::info!(
+                        link = %format!("{}\\{}", self.share, self.path),
+                        from = %format!("\\\\{}\\{}", current.server, current.share),
+                        to = %format!("\\\\{}\\{}", t.server, t.share),
+                        "the DFS link now points elsewhere; new connections follow it"
+                    );
+                }
+                t
+            }
+            Ok(Some(t)) => {
+                tracing::warn!(
+                    link = %format!("{}\\{}", self.share, self.path),
+                    path = %t.path,
+                    kept = %current.path,
+                    "the DFS link now names another path in its share; keeping the old target until restart"
+                );
+                DfsTarget { ttl: t.ttl, ..current }
+            }
+            Ok(None) | Err(_) => current,
+        };
+        let ttl = next.ttl.max(Duration::from_secs(1));
+        *self.state.lock().unwrap() = (next.clone(), Instant::now() + ttl);
+        next
+    }
+
+    /// Asks again at the next [`Self::target`], whatever the time to live
+    /// says: after the target could not be reached, say.
+    pub fn expire(&self) {
+        self.state.lock().unwrap().1 = Instant::now();
+    }
+
+    /// `template` pointed at `target` (same port): its address, server name
+    /// (for UNC paths and the default Kerberos principal) and nothing else.
+    pub fn client_for(template: &ClientConfig, target: &DfsTarget) -> ClientConfig {
+        let port = template.addr.rsplit_once(':').map_or("445", |(_, p)| p);
+        let mut client = template.clone();
+        client.addr = format!("{}:{port}", target.server);
+        client.server_name = target.server.clone();
+        client
+    }
 }

@@ -32,6 +32,10 @@ pub struct PoolConfig {
     pub max_in_flight: usize,
     /// Smallest in-flight budget per stream, in bytes (the AIMD floor).
     pub min_in_flight: usize,
+    /// The DFS link `client` and `share` were found through, if any: each
+    /// new connection goes where it points now (its server and share
+    /// replace `client`'s and `share`).
+    pub dfs: Option<std::sync::Arc<crate::dfs::DfsLink>>,
 }
 
 /// A connection lost with no more than this outstanding was not lost to
@@ -50,6 +54,7 @@ impl PoolConfig {
             acquire_timeout: Duration::from_secs(10),
             max_in_flight: DEFAULT_IN_FLIGHT_BYTES,
             min_in_flight: 1 << 20,
+            dfs: None,
         }
     }
 }
@@ -87,8 +92,21 @@ pub struct Pool {
 }
 
 async fn open_tree(cfg: &PoolConfig) -> Result<Tree> {
-    let s = Session::connect(&cfg.client).await?;
-    s.tree_connect(&cfg.share).await
+    let Some(link) = &cfg.dfs else {
+        let s = Session::connect(&cfg.client).await?;
+        return s.tree_connect(&cfg.share).await;
+    };
+    let target = link.target().await;
+    let client = crate::dfs::DfsLink::client_for(&cfg.client, &target);
+    let opened = match Session::connect(&client).await {
+        Ok(s) => s.tree_connect(&target.share).await,
+        Err(e) => Err(e),
+    };
+    if opened.as_ref().is_err_and(|e| e.is_connection_error() || e.status().is_some()) {
+        // The namespace may name another target by now.
+        link.expire();
+    }
+    opened
 }
 
 impl Pool {

@@ -40,3 +40,55 @@ async fn plain_folders_and_plain_shares_have_no_referral() {
     assert_eq!(get_referral(&s, "share", "plain").await.expect("asked"), None);
     assert_eq!(get_referral(&s, "second", "data").await.expect("asked"), None);
 }
+
+/// A pool on a DFS link follows the link when it moves to another share
+/// (asked again once the referral is stale), and keeps its target when the
+/// link names another path (the store's root is that path).
+#[tokio::test]
+async fn a_pool_follows_its_link_to_another_share_but_not_to_another_path() {
+    use smb_client::dfs::DfsLink;
+    use smb_client::{Pool, PoolConfig};
+    use std::sync::Arc;
+
+    let smb =
+        Samba::start(&["--extra-share", "second", "--extra-share", "third", "--share-option", "msdfs root = yes"]);
+    let dir = std::path::PathBuf::from(smb.get("SMB_DIR"));
+    for share in ["second", "third"] {
+        std::fs::create_dir_all(dir.join(share).join("data")).unwrap();
+        std::fs::create_dir_all(dir.join(share).join("other")).unwrap();
+        let uid = std::fs::metadata(dir.join(share)).unwrap();
+        let _ = std::process::Command::new("chown")
+            .args(["-R", &format!("{}", std::os::unix::fs::MetadataExt::uid(&uid))])
+            .arg(dir.join(share))
+            .status();
+    }
+    let link = smb.share_path().join("link");
+    let point = |target: &str| {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(format!("msdfs:{target}"), &link).unwrap();
+    };
+    point("127.0.0.1\\second\\data");
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let first = get_referral(&s, "share", "link").await.expect("referral").expect("a link");
+    let dfs = Arc::new(DfsLink::new(smb.config(), "share", "link", first.clone()));
+    let mut cfg = PoolConfig::new(DfsLink::client_for(&smb.config(), &first), &first.share, 1);
+    cfg.dfs = Some(dfs.clone());
+    let pool = Pool::connect(cfg).await.expect("pool");
+    pool.get().await.unwrap().write_small("data\\one.txt", b"1", &[]).await.expect("write");
+    assert!(dir.join("second/data/one.txt").exists());
+
+    // Moved to another share: new connections go there.
+    point("127.0.0.1\\third\\data");
+    dfs.expire();
+    pool.get().await.unwrap().conn().poison(smb_client::Error::ConnectionLost("test: replace it".into()));
+    let t = pool.get().await.expect("a new connection");
+    assert_eq!(t.share(), "third");
+    t.write_small("data\\two.txt", b"2", &[]).await.expect("write");
+    assert!(dir.join("third/data/two.txt").exists());
+
+    // Moved to another path: not followed.
+    point("127.0.0.1\\second\\other");
+    dfs.expire();
+    pool.get().await.unwrap().conn().poison(smb_client::Error::ConnectionLost("test: replace it".into()));
+    assert_eq!(pool.get().await.expect("a new connection").share(), "third");
+}

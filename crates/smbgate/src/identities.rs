@@ -25,6 +25,9 @@ pub struct PoolTemplate {
     pub client: ClientConfig,
     /// How each identity logs on (NTLM or Kerberos).
     pub kerberos: crate::kerberos::KerberosArgs,
+    /// The DFS link the share was found through, followed as the gateway's
+    /// own pool follows it.
+    pub dfs: Option<std::sync::Arc<smb_client::dfs::DfsLink>>,
     /// The share's name.
     pub share: String,
     /// Connections in each identity's pool.
@@ -197,7 +200,9 @@ impl Identities {
         client.domain = id.domain.clone();
         client.password = id.password.clone();
         client.auth = t.kerberos.smb_auth(&id.user, &id.password, id.keytab.as_deref());
-        match Pool::connect(PoolConfig::new(client, &t.share, t.size)).await {
+        let mut cfg = PoolConfig::new(client, &t.share, t.size);
+        cfg.dfs = t.dfs.clone();
+        match Pool::connect(cfg).await {
             Ok(pool) => {
                 tracing::info!(smb_identity = %id, %server, share = %t.share, "SMB identity pool connected");
                 Ok(own.for_pool(pool))

@@ -123,17 +123,18 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         password: smb_password,
         keytab: None,
     };
-    let url = smb_startup::follow_dfs(&smb_startup::client_config(args, &url, &own), &url, &own.user).await?;
+    let (url, dfs) = smb_startup::follow_dfs(&smb_startup::client_config(args, &url, &own), &url, &own.user).await?;
     let client = smb_startup::client_config(args, &url, &own);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         kerberos: args.kerberos.clone(),
+        dfs: dfs.clone(),
         share: url.share.clone(),
         size: args.pool_size,
         max_pools: args.user_pools,
         idle: args.user_pool_idle,
     };
-    let pool = smb_startup::connect(client, &url, &args.smb_user, args.pool_size).await?;
+    let pool = smb_startup::connect(client, &url, &args.smb_user, args.pool_size, dfs.clone()).await?;
     let opts = StoreOptions {
         segment_size: args.segment_size,
         prefetch: args.prefetch,
@@ -282,18 +283,20 @@ async fn open_bucket_roots(
         let id = b.smb.as_ref().unwrap_or(own);
         let user = id.user.as_str();
         let mut client = smb_startup::client_config(args, &b.url, id);
+        let mut dfs = None;
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
             false => {
-                let target = smb_startup::follow_dfs(&client, &b.url, user)
+                let (target, link) = smb_startup::follow_dfs(&client, &b.url, user)
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?;
                 if target != b.url {
                     client = smb_startup::client_config(args, &target, id);
                     b.url = target;
                 }
-                smb_startup::connect(client.clone(), &b.url, user, args.pool_size)
+                dfs = link;
+                smb_startup::connect(client.clone(), &b.url, user, args.pool_size, dfs.clone())
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?
             }
@@ -305,6 +308,7 @@ async fn open_bucket_roots(
         let template = crate::identities::PoolTemplate {
             client,
             kerberos: args.kerberos.clone(),
+            dfs,
             share: b.url.share.clone(),
             size: args.pool_size,
             max_pools: args.user_pools,

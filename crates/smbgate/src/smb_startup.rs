@@ -4,6 +4,9 @@
 //! `identities.rs` (the pools of other SMB identities), the only code
 //! outside the store's share layer that names the SMB client.
 
+use std::sync::Arc;
+
+use smb_client::dfs::DfsLink;
 use smb_client::{ClientConfig, Pool, PoolConfig};
 use smb_proto::NtStatus;
 
@@ -27,25 +30,31 @@ pub fn client_config(args: &ServeArgs, url: &ShareUrl, id: &SmbIdentity) -> Clie
 
 /// The share root `url` itself, or, when it is a DFS link (the share is a
 /// DFS namespace and its path a link in it), the link's target: the server,
-/// share and path the referral names, on the same port. Asked once, at
-/// startup, over a connection of its own logged on with `client`.
+/// share and path the referral names, on the same port, with the link, which
+/// the pools keep asking about when its time to live has passed. Asked over
+/// a connection of its own logged on with `client`.
 ///
 /// Errors: one line, as [`connect`]'s, when the server cannot be used.
-pub async fn follow_dfs(client: &ClientConfig, url: &ShareUrl, user: &str) -> Result<ShareUrl, String> {
+pub async fn follow_dfs(
+    client: &ClientConfig,
+    url: &ShareUrl,
+    user: &str,
+) -> Result<(ShareUrl, Option<Arc<DfsLink>>), String> {
     let session = smb_client::Session::connect(client).await.map_err(|e| explain(url, user, e))?;
     let referral = smb_client::dfs::get_referral(&session, &url.share, &url.path).await;
     session.conn.close();
     match referral.map_err(|e| explain(url, user, e))? {
-        None => Ok(url.clone()),
+        None => Ok((url.clone(), None)),
         Some(t) => {
-            let target = ShareUrl { host: t.server, port: url.port, share: t.share, path: t.path };
+            let target =
+                ShareUrl { host: t.server.clone(), port: url.port, share: t.share.clone(), path: t.path.clone() };
             tracing::info!(
                 link = %format!("\\\\{}\\{}\\{}", url.host, url.share, url.path),
                 target = %format!("\\\\{}\\{}\\{}", target.host, target.share, target.path),
                 ttl_s = t.ttl.as_secs(),
                 "the share root is a DFS link; serving its target"
             );
-            Ok(target)
+            Ok((target, Some(Arc::new(DfsLink::new(client.clone(), &url.share, &url.path, t)))))
         }
     }
 }
@@ -56,8 +65,16 @@ pub async fn follow_dfs(client: &ClientConfig, url: &ShareUrl, user: &str) -> Re
 /// Errors: one line saying why the server could not be used (unreachable,
 /// wrong password, no such share, access denied, signing without an
 /// account).
-pub async fn connect(client: ClientConfig, url: &ShareUrl, user: &str, size: usize) -> Result<Pool, String> {
-    Pool::connect(PoolConfig::new(client, &url.share, size)).await.map_err(|e| explain(url, user, e))
+pub async fn connect(
+    client: ClientConfig,
+    url: &ShareUrl,
+    user: &str,
+    size: usize,
+    dfs: Option<Arc<DfsLink>>,
+) -> Result<Pool, String> {
+    let mut cfg = PoolConfig::new(client, &url.share, size);
+    cfg.dfs = dfs;
+    Pool::connect(cfg).await.map_err(|e| explain(url, user, e))
 }
 
 /// Explains an SMB connection failure in one line.
