@@ -45,6 +45,8 @@ pub struct DirCache {
     ttl: std::time::Duration,
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
+    /// Reads in flight, shared by concurrent listings of one directory.
+    reads: super::dir_reads::SharedReads<Option<(DirStamp, Prepared)>>,
 }
 
 /// When a directory was read, its (LastWriteTime, ChangeTime) then, what
@@ -107,7 +109,7 @@ const DIR_CACHE_DIRS: usize = 256;
 impl DirCache {
     /// An empty cache whose listings are kept for `ttl`, within `budget`.
     pub fn new(ttl: std::time::Duration, budget: ListingBudget) -> DirCache {
-        DirCache { dirs: Default::default(), ttl, budget }
+        DirCache { dirs: Default::default(), ttl, budget, reads: Default::default() }
     }
 
     fn get(&self, path: &str) -> Option<(DirStamp, Prepared)> {
@@ -188,9 +190,18 @@ impl DirSource for SmbSource<'_> {
                 }
             }
         }
-        let Some((times, items)) = self.read(&dir).await? else { return Ok(None) };
-        let items = prepare(items);
-        self.cache.put(dir, stamp(&times), items.clone());
+        // Concurrent listings of this directory share a read that began
+        // after they arrived (dir_reads.rs).
+        let read = self
+            .cache
+            .reads
+            .read(&dir, || async {
+                let Some((times, items)) = self.read(&dir).await? else { return Ok(None) };
+                Ok::<_, StoreError>(Some((stamp(&times), prepare(items))))
+            })
+            .await?;
+        let Some((stamp, items)) = read else { return Ok(None) };
+        self.cache.put(dir, stamp, items.clone());
         Ok(Some(items))
     }
 }

@@ -27,6 +27,7 @@ pub mod conditions;
 pub mod copy;
 mod create_lock;
 mod delete;
+mod dir_reads;
 pub mod dir_source;
 pub mod error;
 mod folders;
