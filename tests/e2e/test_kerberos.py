@@ -161,3 +161,27 @@ def test_no_kdc_and_a_wrong_realm_are_named(dc):
     assert "Kerberos logon" in line and "Cannot contact any KDC for realm 'SMBGATE.TEST'" in line, line
     line = start_fails(dc, SMBGATE_SMB_REALM="ELSEWHERE.TEST")
     assert "Kerberos logon" in line and "ELSEWHERE.TEST" in line, line
+
+
+def test_negotiate_falls_back_to_ntlm_once_warned_where_no_ticket_can_be_had():
+    # A DC that still takes NTLM, and a service principal the realm lacks:
+    # every connection of the pool logs on with NTLM, and the log says so
+    # once, not once per connection.
+    dc2 = Samba("--ad")
+    try:
+        env = kerberos_env(dc2, SMBGATE_SMB_AUTH="negotiate", SMBGATE_SMB_SPN="cifs/nosuchhost.smbgate.test",
+                           SMBGATE_SMB_DOMAIN="SMBGATE", SMBGATE_POOL_SIZE="4", SMBGATE_LOG="warn")
+        g = Gateway(dc2, env=env)
+        try:
+            s3 = g.client()
+            bucket = f"k-{uuid.uuid4().hex[:10]}"
+            s3.create_bucket(Bucket=bucket)
+            s3.put_object(Bucket=bucket, Key="n", Body=b"over NTLM")
+            assert s3.get_object(Bucket=bucket, Key="n")["Body"].read() == b"over NTLM"
+        finally:
+            g.stop()
+        log = open(g.log.name).read()
+        assert log.count("no Kerberos ticket; logging on with NTLM") == 1, log
+        assert "not found in Kerberos database" in log, log
+    finally:
+        dc2.stop()

@@ -67,6 +67,8 @@ pub struct KerberosCredentials {
 pub struct KerberosIdentity {
     creds: KerberosCredentials,
     cred: Mutex<Option<Held>>,
+    /// Set once a logon of this identity fell back to NTLM.
+    fell_back: std::sync::atomic::AtomicBool,
 }
 
 /// The credential in use, and the lifetime of the first service ticket it
@@ -86,7 +88,13 @@ impl KerberosIdentity {
     /// An identity for `creds`; nothing is asked of the KDC until
     /// [`Self::start`].
     pub fn new(creds: KerberosCredentials) -> Self {
-        Self { creds, cred: Mutex::new(None) }
+        Self { creds, cred: Mutex::new(None), fell_back: Default::default() }
+    }
+
+    /// True the first time it is called: the first NTLM fallback of this
+    /// identity is worth a warning, the pool's other connections' are not.
+    pub fn first_fallback(&self) -> bool {
+        !self.fell_back.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What this identity logs on with.

@@ -58,7 +58,8 @@ impl Logon {
         }
         let target = config.spn();
         let offer_ntlm = !required;
-        let started = tokio::task::spawn_blocking(move || identity.start(&target, offer_ntlm))
+        let id = identity.clone();
+        let started = tokio::task::spawn_blocking(move || id.start(&target, offer_ntlm))
             .await
             .map_err(|e| Error::Protocol(format!("the Kerberos logon task failed: {e}")))?;
         match started {
@@ -67,7 +68,13 @@ impl Logon {
                 Ok((Logon::Kerberos(client), token))
             }
             Err(e) if !required => {
-                tracing::warn!(server = %config.server_name, error = %e, "no Kerberos ticket; logging on with NTLM");
+                // Once per identity at WARN: every connection of a pool
+                // would say the same.
+                if identity.first_fallback() {
+                    tracing::warn!(server = %config.server_name, error = %e, "no Kerberos ticket; logging on with NTLM");
+                } else {
+                    tracing::debug!(server = %config.server_name, error = %e, "no Kerberos ticket; logging on with NTLM");
+                }
                 Ok(Self::ntlm(config))
             }
             Err(e) => Err(Error::Auth(e)),

@@ -123,8 +123,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         password: smb_password,
         keytab: None,
     };
-    let (url, dfs) = smb_startup::follow_dfs(&smb_startup::client_config(args, &url, &own), &url, &own.user).await?;
-    let client = smb_startup::client_config(args, &url, &own);
+    // One client (and so one Kerberos credential) for the DFS question and
+    // the pool.
+    let asked = smb_startup::client_config(args, &url, &own);
+    let (url, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
+    let client = smb_startup::retarget(&asked, &url);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         kerberos: args.kerberos.clone(),
@@ -291,10 +294,8 @@ async fn open_bucket_roots(
                 let (target, link) = smb_startup::follow_dfs(&client, &b.url, user)
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?;
-                if target != b.url {
-                    client = smb_startup::client_config(args, &target, id);
-                    b.url = target;
-                }
+                client = smb_startup::retarget(&client, &target);
+                b.url = target;
                 dfs = link;
                 smb_startup::connect(client.clone(), &b.url, user, args.pool_size, dfs.clone())
                     .await
