@@ -150,13 +150,13 @@ class Gateway:
                 time.sleep(0.05)
         raise RuntimeError("smbgate did not start")
 
-    def client(self, **cfg):
+    def client(self, access_key=ACCESS_KEY, secret_key=SECRET_KEY, **cfg):
         # One attempt: botocore's max_attempts counts retries, so a test
         # with it could pass on a retried 5xx.
         cfg.setdefault("retries", {"total_max_attempts": 1})
         return boto3.client(
             "s3", endpoint_url=self.endpoint, region_name=REGION,
-            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            aws_access_key_id=access_key, aws_secret_access_key=secret_key,
             config=Config(s3={"addressing_style": "path"}, **cfg),
         )
 

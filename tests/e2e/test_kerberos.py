@@ -46,6 +46,14 @@ def smb_sessions(dc):
     return r.stdout
 
 
+def put_and_get(s3, key, body):
+    """PUTs `body` as `key` of a new bucket and checks a GET returns it."""
+    bucket = f"k-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key=key, Body=body)
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+
+
 def start_fails(dc, **env):
     """Runs a gateway that must refuse to start; returns its last log line."""
     with pytest.raises(RuntimeError) as e:
@@ -83,11 +91,7 @@ def test_put_get_list_and_multipart_over_a_kerberos_session(dc):
 def test_a_keytab_logs_on_without_a_password(dc):
     g = Gateway(dc, env=kerberos_env(dc, SMBGATE_SMB_PASSWORD=None, SMBGATE_SMB_KEYTAB=dc.env["SMB_KEYTAB"]))
     try:
-        s3 = g.client()
-        bucket = f"k-{uuid.uuid4().hex[:10]}"
-        s3.create_bucket(Bucket=bucket)
-        s3.put_object(Bucket=bucket, Key="k", Body=b"from a keytab")
-        assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"from a keytab"
+        put_and_get(g.client(), "k", b"from a keytab")
     finally:
         g.stop()
 
@@ -132,15 +136,7 @@ buckets = ["*"]
     cfg.chmod(0o600)
     g = Gateway(dc, "--config", str(cfg), env=kerberos_env(dc))
     try:
-        import boto3
-        from botocore.config import Config
-        bob = boto3.client("s3", endpoint_url=g.endpoint, region_name="us-east-1", aws_access_key_id="AKIDBOB",
-                           aws_secret_access_key="bob-s3-secret",
-                           config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
-        bucket = f"k-{uuid.uuid4().hex[:10]}"
-        bob.create_bucket(Bucket=bucket)
-        bob.put_object(Bucket=bucket, Key="b", Body=b"bob's")
-        assert bob.get_object(Bucket=bucket, Key="b")["Body"].read() == b"bob's"
+        put_and_get(g.client("AKIDBOB", "bob-s3-secret"), "b", b"bob's")
         assert "SMBGATE\\bob" in smb_sessions(dc)
     finally:
         g.stop()
@@ -173,11 +169,7 @@ def test_negotiate_falls_back_to_ntlm_once_warned_where_no_ticket_can_be_had():
                            SMBGATE_SMB_DOMAIN="SMBGATE", SMBGATE_POOL_SIZE="4", SMBGATE_LOG="warn")
         g = Gateway(dc2, env=env)
         try:
-            s3 = g.client()
-            bucket = f"k-{uuid.uuid4().hex[:10]}"
-            s3.create_bucket(Bucket=bucket)
-            s3.put_object(Bucket=bucket, Key="n", Body=b"over NTLM")
-            assert s3.get_object(Bucket=bucket, Key="n")["Body"].read() == b"over NTLM"
+            put_and_get(g.client(), "n", b"over NTLM")
         finally:
             g.stop()
         log = open(g.log.name).read()

@@ -237,12 +237,7 @@ impl NtlmClient {
     /// [`AuthError::Rejected`], anything else [`AuthError::UnexpectedState`]
     /// (RFC 4178 4.2.2). Returns the token for any further inspection.
     pub fn parse_final(server_token: &[u8]) -> Result<NegTokenResp, AuthError> {
-        let resp = NegTokenResp::decode(server_token)?;
-        match resp.neg_state {
-            Some(NegState::AcceptCompleted) | None => Ok(resp),
-            Some(NegState::Reject) => Err(AuthError::Rejected),
-            Some(other) => Err(AuthError::UnexpectedState(other as u8)),
-        }
+        NegTokenResp::decode_final(server_token)
     }
 
     /// The ExportedSessionKey (MS-NLMP 3.1.5.1.2) once `step` succeeded: the

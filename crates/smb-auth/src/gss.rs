@@ -194,21 +194,8 @@ impl Cred {
             Source::Cache(Some(cache)) => {
                 acquire_from(&mut minor, name_ptr, &mut mechs, &[("ccache", cache)], &mut cred)?
             }
-            Source::Cache(None) => {
-                // SAFETY: as above.
-                unsafe {
-                    sys::gss_acquire_cred(
-                        &mut minor,
-                        name_ptr,
-                        0,
-                        &mut mechs,
-                        GSS_C_INITIATE,
-                        &mut cred,
-                        ptr::null_mut(),
-                        ptr::null_mut(),
-                    )
-                }
-            }
+            // An empty store is the library's defaults (KRB5CCNAME).
+            Source::Cache(None) => acquire_from(&mut minor, name_ptr, &mut mechs, &[], &mut cred)?,
         };
         if major != GSS_S_COMPLETE {
             return Err(error(major, minor));

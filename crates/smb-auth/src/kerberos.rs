@@ -97,11 +97,6 @@ impl KerberosIdentity {
         !self.fell_back.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// What this identity logs on with.
-    pub fn credentials(&self) -> &KerberosCredentials {
-        &self.creds
-    }
-
     /// The credential and the lifetime its first service ticket had
     /// (`None`: acquired just now), acquiring it now if there is none, if
     /// `renew`, or if its TGT has less than a minute left. A new credential
@@ -228,14 +223,7 @@ impl KerberosClient {
     /// server never proved it holds the service key.
     pub fn finish(&mut self, server_token: &[u8]) -> Result<(), AuthError> {
         if !server_token.is_empty() {
-            let resp = NegTokenResp::decode(server_token)?;
-            if !matches!(resp.neg_state, Some(NegState::AcceptCompleted) | None) {
-                return Err(match resp.neg_state {
-                    Some(NegState::Reject) => AuthError::Rejected,
-                    other => AuthError::UnexpectedState(other.map_or(0, |s| s as u8)),
-                });
-            }
-            self.absorb(&resp)?;
+            self.absorb(&NegTokenResp::decode_final(server_token)?)?;
         }
         if !self.ctx.is_complete() {
             return Err(AuthError::Missing("AP-REP"));

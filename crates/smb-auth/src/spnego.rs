@@ -144,6 +144,19 @@ pub struct NegTokenResp {
 }
 
 impl NegTokenResp {
+    /// Decodes the NegTokenResp a server sends with its final SMB answer and
+    /// checks its negState: accept-completed (0) or absent is success,
+    /// reject (2) is [`AuthError::Rejected`], anything else
+    /// [`AuthError::UnexpectedState`] (RFC 4178 4.2.2).
+    pub fn decode_final(token: &[u8]) -> Result<Self, AuthError> {
+        let resp = Self::decode(token)?;
+        match resp.neg_state {
+            Some(NegState::AcceptCompleted) | None => Ok(resp),
+            Some(NegState::Reject) => Err(AuthError::Rejected),
+            Some(other) => Err(AuthError::UnexpectedState(other as u8)),
+        }
+    }
+
     /// Encodes `[1] { SEQUENCE { ... } }` with the present fields in order.
     /// Never fails.
     pub fn encode(&self) -> Vec<u8> {

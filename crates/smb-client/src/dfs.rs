@@ -178,10 +178,6 @@ impl DfsLink {
     /// `template` pointed at `target` (same port): its address, server name
     /// (for UNC paths and the default Kerberos principal) and nothing else.
     pub fn client_for(template: &ClientConfig, target: &DfsTarget) -> ClientConfig {
-        let port = template.addr.rsplit_once(':').map_or("445", |(_, p)| p);
-        let mut client = template.clone();
-        client.addr = format!("{}:{port}", target.server);
-        client.server_name = target.server.clone();
-        client
+        template.on_server(&target.server)
     }
 }

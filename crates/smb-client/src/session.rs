@@ -89,6 +89,14 @@ impl ClientConfig {
         }
     }
 
+    /// This config pointed at `host` on the same port: its address and
+    /// server name (for UNC paths and the default Kerberos principal); the
+    /// logon, and so a shared Kerberos credential, stays.
+    pub fn on_server(&self, host: &str) -> ClientConfig {
+        let port = self.addr.rsplit_once(':').map_or("445", |(_, p)| p);
+        ClientConfig { addr: format!("{host}:{port}"), server_name: host.to_string(), ..self.clone() }
+    }
+
     /// The Kerberos service principal to ask a ticket for: [`Self::spn`],
     /// else `cifs/<server_name>`.
     pub fn spn(&self) -> String {

@@ -127,7 +127,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // the pool.
     let asked = smb_startup::client_config(args, &url, &own);
     let (url, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
-    let client = smb_startup::retarget(&asked, &url);
+    let client = asked.on_server(&url.host);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         kerberos: args.kerberos.clone(),
@@ -294,7 +294,7 @@ async fn open_bucket_roots(
                 let (target, link) = smb_startup::follow_dfs(&client, &b.url, user)
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?;
-                client = smb_startup::retarget(&client, &target);
+                client = client.on_server(&target.host);
                 b.url = target;
                 dfs = link;
                 smb_startup::connect(client.clone(), &b.url, user, args.pool_size, dfs.clone())

@@ -28,15 +28,6 @@ pub fn client_config(args: &ServeArgs, url: &ShareUrl, id: &SmbIdentity) -> Clie
     client
 }
 
-/// `client` pointed at the server of `url` (its address and server name;
-/// the logon, and so a Kerberos credential, stays shared).
-pub fn retarget(client: &ClientConfig, url: &ShareUrl) -> ClientConfig {
-    let mut c = client.clone();
-    c.addr = format!("{}:{}", url.host, url.port);
-    c.server_name = url.host.clone();
-    c
-}
-
 /// The share root `url` itself, or, when it is a DFS link (the share is a
 /// DFS namespace and its path a link in it), the link's target: the server,
 /// share and path the referral names, on the same port, with the link, which
