@@ -229,26 +229,6 @@ async fn checked_delete_objects(
     Ok(http::Request::from_parts(parts, s3s::Body::from(bytes)))
 }
 
-/// Most bytes of a refused request's body read and dropped.
-const DRAIN_MAX: u64 = 8 << 20;
-/// Longest time spent reading a refused request's body.
-const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Reads and drops `body`, up to [`DRAIN_MAX`] bytes or [`DRAIN_TIME`].
-async fn drain_body(mut body: Incoming) {
-    use http_body_util::BodyExt;
-    let _ = tokio::time::timeout(DRAIN_TIME, async {
-        let mut seen = 0u64;
-        while let Some(Ok(frame)) = body.frame().await {
-            seen += frame.data_ref().map_or(0, |d| d.len() as u64);
-            if seen > DRAIN_MAX {
-                break;
-            }
-        }
-    })
-    .await;
-}
-
 impl hyper::service::Service<http::Request<Incoming>> for Front {
     type Response = HttpResponse;
     type Error = HttpError;
@@ -319,7 +299,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     // waiting for 100 Continue sends nothing more; hyper
                     // closes that connection instead.
                     if !expects_continue {
-                        tokio::spawn(drain_body(req.into_body()));
+                        tokio::spawn(crate::unread_body::drain(req.into_body()));
                     }
                     r.to_response()
                 }
@@ -345,7 +325,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                         r
                     }),
                 },
-                None => hyper::service::Service::call(&s3, req).await?,
+                None => s3.call(req.map(crate::unread_body::DrainOnDrop::wrap)).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
             if is_head

@@ -48,5 +48,6 @@ pub mod server;
 pub mod smb_startup;
 pub mod store;
 pub mod tls;
+pub mod unread_body;
 pub mod users;
 pub mod vhost;
