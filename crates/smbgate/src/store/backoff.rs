@@ -55,7 +55,7 @@ impl Policy {
     /// The most this policy sleeps in all before it gives up (the pauses
     /// only, not the tries between them).
     #[cfg(test)]
-    fn budget(&self) -> Duration {
+    pub(crate) fn budget(&self) -> Duration {
         match self.give_up {
             GiveUp::AfterPauses(n) => (0..n).map(|i| self.pause(i)).sum(),
             GiveUp::After(d) => d,

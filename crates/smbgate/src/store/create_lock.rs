@@ -18,6 +18,7 @@ use super::share::{Handle, Tree};
 use md5::{Digest, Md5};
 
 use super::path::SharePath;
+use super::share_ops::{LiveShare, ShareOps};
 use super::{backoff, share, Store, StoreError, StoreResult};
 
 /// A held creation lock; released by [`CreateLock::release`] (or, if
@@ -35,7 +36,7 @@ impl Store {
     /// The lock path of the object at `object` (names compared without
     /// case, so that keys a case-insensitive share stores as one name share
     /// one lock).
-    fn create_lock_path(&self, object: &SharePath) -> SharePath {
+    pub(crate) fn create_lock_path(&self, object: &SharePath) -> SharePath {
         let digest = Md5::digest(object.as_str().to_lowercase().as_bytes());
         self.internal("tmp").join(&format!("lock-{}", hex::encode(digest)))
     }
@@ -50,26 +51,37 @@ impl Store {
         }
     }
 
-    /// Takes the creation lock of the object at `object`, waiting ([`backoff::CREATION_LOCK`], 10 s) while another publisher of that key holds it.
+    /// Takes the creation lock of the object at `object`, waiting
+    /// ([`backoff::CREATION_LOCK`], 10 s) while another publisher of that
+    /// key holds it ([`take_lock`] on `tree`).
     ///
     /// Errors: Busy (503 SlowDown) after the wait; SMB failures.
     pub(crate) async fn create_lock(&self, tree: &Tree, object: &SharePath) -> StoreResult<CreateLock> {
-        let path = self.create_lock_path(object);
-        let mut backoff = backoff::CREATION_LOCK.start();
-        loop {
-            if let Some(h) = share::create_lock(tree, &path).await? {
-                return Ok(CreateLock(h));
-            }
-            // Held, or left behind by a crash: an open sharing nothing
-            // succeeds only on a lock nobody holds, which is removed.
-            if let Ok(h) = share::open_for_delete(tree, &path, true).await {
-                tracing::debug!(lock = path.as_str(), "removing a creation lock nobody holds");
-                let _ = share::close_and_delete(h).await;
-                continue;
-            }
-            if !backoff.wait().await {
-                return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()));
-            }
+        let live = LiveShare { tree, records: self.records() };
+        take_lock(&live, &self.create_lock_path(object)).await.map(CreateLock)
+    }
+}
+
+/// Takes the creation lock at `path` on `s`: creates it, or, while another
+/// publisher holds it, waits ([`backoff::CREATION_LOCK`]); a lock nobody
+/// holds (left by a crash) is removed and taken.
+///
+/// Errors: Busy (503 SlowDown) after the wait; the share's failures.
+pub(crate) async fn take_lock<S: ShareOps>(s: &S, path: &str) -> StoreResult<S::Handle> {
+    let mut backoff = backoff::CREATION_LOCK.start();
+    loop {
+        if let Some(h) = s.create_lock(path).await? {
+            return Ok(h);
+        }
+        // Held, or left behind by a crash: an open sharing nothing
+        // succeeds only on a lock nobody holds, which is removed.
+        if let Ok(h) = s.open_for_delete(path, true).await {
+            tracing::debug!(lock = path, "removing a creation lock nobody holds");
+            let _ = s.close_and_delete(h).await;
+            continue;
+        }
+        if !backoff.wait().await {
+            return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()));
         }
     }
 }

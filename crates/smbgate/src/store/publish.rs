@@ -10,9 +10,9 @@
 
 use super::share::{Handle, Tree};
 
-use super::beside::{not_a_file, nothing_beside, too_long_to_keep_beside};
+use super::beside::{not_a_file, too_long_to_keep_beside};
 use super::conditions::{Conditions, EtagCondition};
-use super::keys::{self, MappedKey};
+use super::keys::MappedKey;
 use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
@@ -20,12 +20,11 @@ use super::share::is_busy;
 use super::share::{self, TempFile};
 use super::share::{is_bad_path, is_not_found, is_unholdable_name};
 use super::share::{Failure, ShareError};
+use super::share_ops::LiveShare;
+use super::swap::{swap_if_match, SwapPaths, Swapped};
 use super::types::ObjectInfo;
 use super::types::Target;
-use super::{retry_busy, retry_swap, Store, StoreError, StoreResult};
-
-/// What a swap's two renames answered: the old version aside, the new in.
-type SwapSteps = (Result<(), ShareError>, Result<(), ShareError>);
+use super::{retry_busy, Store, StoreError, StoreResult};
 
 /// How often [`Store::make_dir`] tries while the name comes and goes.
 const MAKE_DIR_TRIES: usize = 8;
@@ -68,136 +67,29 @@ impl Store {
     ) -> StoreResult<()> {
         let tree = share::connection_of(file);
         let plain = self.object_path(bucket, mapped);
-        let mut path = self.write_path(bucket, mapped);
+        let path = self.write_path(bucket, mapped);
         self.forget_listing(bucket, mapped);
-        let mut locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
-        let elsewhere = |e: &ShareError| is_not_found(e) || e.failure() == Failure::IsDirectory;
-        if !mapped.dir_marker && matches!(&locked, Err(e) if elsewhere(e)) {
-            // Other keys continue under this one (a directory at its path),
-            // or it is moving between its two names: look beside, and if it
-            // is not there, at its own name once more (it may have just
-            // moved back).
-            path = plain.beside(false);
-            locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
-            if matches!(&locked, Err(e) if nothing_beside(e)) {
-                path = plain.clone();
-                locked = retry_swap(|| share::open_to_replace(tree, self.records(), &path)).await;
+        let (beside, backup, lock) = (plain.beside(false), self.temp_path(), self.create_lock_path(&plain));
+        let paths = SwapPaths {
+            path: path.as_str(),
+            beside: (!mapped.dir_marker).then_some(beside.as_str()),
+            plain: plain.as_str(),
+            backup: backup.as_str(),
+            lock: lock.as_str(),
+        };
+        let accept = |lock: &Handle, meta, at: &str| {
+            let current = ObjectInfo::new(lock.info(), check_record_key(meta, key)?, at);
+            match cond.matches(&current.etag) {
+                true => Ok(()),
+                false => Err(StoreError::PreconditionFailed),
             }
-        }
-        let (lock, meta) = match locked {
-            Ok(r) => r,
-            Err(e) if elsewhere(&e) || nothing_beside(&e) => {
+        };
+        let live = LiveShare { tree, records: self.records() };
+        match swap_if_match(&live, file, publishing, &paths, accept).await? {
+            Swapped::Done => Ok(()),
+            Swapped::NoObject => {
                 self.check_bucket(tree, bucket).await?;
-                return Err(StoreError::NoSuchKey);
-            }
-            Err(e) if e.failure() == Failure::SharingViolation => {
-                return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let meta = check_record_key(meta, key)?;
-        let current = ObjectInfo::new(lock.info(), meta, &path);
-        if !cond.matches(&current.etag) {
-            return Err(StoreError::PreconditionFailed);
-        }
-        let backup = self.temp_path();
-        // A creator's rename and our second rename both check, then rename:
-        // held by both, the key's creation lock orders them.
-        let creating = self.create_lock(tree, &plain).await?;
-        publishing();
-        // The locked file can refuse to move aside for a moment: a reader's
-        // open stream record (streams_xattr) makes Samba answer
-        // STATUS_ACCESS_DENIED until it closes, often on a CTDB cluster.
-        // Nothing has changed then and the lock still holds the file, so
-        // the swap is tried again (about 1.5 s in all) before a 503.
-        let swapped = retry_busy(|| async {
-            let (away, into) = share::swap_in(&lock, backup.as_str(), file, path.as_str()).await?;
-            match away {
-                Err(e) if is_busy(&e) && into.is_err() => Err(e),
-                away => Ok((away, into)),
-            }
-        })
-        .await;
-        let outcome = self.settle_swap(file, lock, swapped, &path, mapped, &backup).await;
-        creating.release().await;
-        outcome
-    }
-
-    /// What a swap's two renames did, settled while the key's creation lock
-    /// is still held: the old version (`lock`, at `backup` if it moved)
-    /// goes, or goes back, and the answer.
-    async fn settle_swap(
-        &self,
-        file: &Handle,
-        lock: Handle,
-        swapped: Result<SwapSteps, ShareError>,
-        path: &SharePath,
-        mapped: &MappedKey,
-        backup: &SharePath,
-    ) -> StoreResult<()> {
-        let tree = share::connection_of(file);
-        let (away, into) = match swapped {
-            Err(e) if is_busy(&e) => {
-                tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
-                return Err(StoreError::Busy("the object could not be replaced; retry the request".into()));
-            }
-            other => other?,
-        };
-        let busy = || StoreError::Busy("the object could not be replaced; retry the request".into());
-        match (away, into) {
-            (_, Ok(())) => {
-                let old = FileKey::of(lock.info());
-                let _ = share::close_and_delete(lock).await; // the old version, now at `backup`
-                self.records().forget(tree, old);
-                Ok(())
-            }
-            (Ok(()), Err(e))
-                if e.failure() == Failure::Collision
-                    && !mapped.dir_marker
-                    && !path.ends_with(keys::BESIDE_MARK)
-                    && self.holds_no_file(tree, path).await =>
-            {
-                // A directory was made at the key's name between the two
-                // renames (a PUT of a longer key: its mkdir takes no lock).
-                // The new version goes beside it; the old one goes.
-                match share::rename(file, path.beside(false).as_str(), true).await {
-                    Ok(()) => {
-                        let old = FileKey::of(lock.info());
-                        let _ = share::close_and_delete(lock).await;
-                        self.records().forget(tree, old);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
-                        if let Err(r) = share::rename(&lock, path.beside(false).as_str(), false).await {
-                            tracing::error!(error = %r, backup = backup.as_str(), "If-Match write: the old version is left at its backup name");
-                        }
-                        let _ = lock.close().await;
-                        Err(busy())
-                    }
-                }
-            }
-            (Ok(()), Err(e)) if e.failure() != Failure::Collision => {
-                // The new version could not go in: put the old one back
-                // under its name (nobody else can have taken it but a
-                // creator, and then the collision below applies).
-                tracing::warn!(error = %e, "If-Match write: the new version could not be renamed in; restoring the old");
-                if let Err(r) = share::rename(&lock, path.as_str(), false).await {
-                    tracing::error!(error = %r, backup = backup.as_str(), "If-Match write: the old version is left at its backup name");
-                    return Err(busy());
-                }
-                let _ = lock.close().await;
-                Err(busy())
-            }
-            (Ok(()), Err(e)) => {
-                tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-                let _ = share::close_and_delete(lock).await;
-                let _ = share::delete_on_close(file).await;
-                Ok(())
-            }
-            (Err(e), Err(_)) => {
-                tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
-                Err(busy())
+                Err(StoreError::NoSuchKey)
             }
         }
     }

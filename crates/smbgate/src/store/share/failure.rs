@@ -199,6 +199,32 @@ pub fn sharing_violation() -> ShareError {
     ShareError(SmbError::Status { command: smb_proto::Command::Create, status: NtStatus::STATUS_SHARING_VIOLATION })
 }
 
+/// The error a server answers for `failure` (one NTSTATUS that means it):
+/// what the in-memory share of the rule tests answers.
+#[cfg(test)]
+pub fn failing_with(failure: Failure) -> ShareError {
+    let status = match failure {
+        Failure::NameNotFound => NtStatus::STATUS_OBJECT_NAME_NOT_FOUND,
+        Failure::PathNotFound => NtStatus::STATUS_OBJECT_PATH_NOT_FOUND,
+        Failure::NotADirectory => NtStatus::STATUS_NOT_A_DIRECTORY,
+        Failure::BadPath => NtStatus::STATUS_OBJECT_PATH_INVALID,
+        Failure::DeletePending => NtStatus::STATUS_DELETE_PENDING,
+        Failure::IsDirectory => NtStatus::STATUS_FILE_IS_A_DIRECTORY,
+        Failure::NotEmpty => NtStatus::STATUS_DIRECTORY_NOT_EMPTY,
+        Failure::Collision => NtStatus::STATUS_OBJECT_NAME_COLLISION,
+        Failure::SharingViolation => NtStatus::STATUS_SHARING_VIOLATION,
+        Failure::AccessDenied => NtStatus::STATUS_ACCESS_DENIED,
+        Failure::NetworkAccessDenied => NtStatus::STATUS_NETWORK_ACCESS_DENIED,
+        Failure::NameInvalid => NtStatus::STATUS_OBJECT_NAME_INVALID,
+        Failure::LockConflict => NtStatus::STATUS_FILE_LOCK_CONFLICT,
+        Failure::Exhausted => NtStatus::STATUS_INSUFFICIENT_RESOURCES,
+        Failure::EasNotSupported => NtStatus::STATUS_EAS_NOT_SUPPORTED,
+        Failure::NoRoom => NtStatus::STATUS_DISK_FULL,
+        Failure::Other => return ShareError(SmbError::ConnectionLost("in-memory share".into())),
+    };
+    ShareError(SmbError::Status { command: smb_proto::Command::Create, status })
+}
+
 impl From<ShareError> for StoreError {
     fn from(e: ShareError) -> Self {
         count_smb_error(&e);

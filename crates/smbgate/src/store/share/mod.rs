@@ -37,6 +37,8 @@ use failure::SmbFailure;
 // hands them back to the operations here; only this layer calls their
 // methods, which the workspace's clippy.toml enforces
 // (`disallowed-methods`, allowed in this module alone).
+#[cfg(test)]
+pub use failure::failing_with;
 pub use failure::{
     is_bad_path, is_busy, is_not_found, is_unholdable_name, not_found, sharing_violation, smb_error_counts, Failure,
     Result, ShareError,

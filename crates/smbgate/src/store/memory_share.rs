@@ -1,0 +1,343 @@
+//! An in-memory share for the write rules' unit tests, and a scheduler
+//! that interleaves racing writers one share operation at a time.
+//!
+//! It models what the creation lock and the If-Match swap rely on, as an
+//! SMB server does it: names bound to files, opens with access and sharing
+//! modes (a conflicting open is a sharing violation), delete on close (the
+//! name stays taken, delete pending, until the last open closes), a rename
+//! that without replace meets a collision and with replace is refused over
+//! a file someone holds open, and a directory where a file was asked for.
+//! It is a model, in addition to the tests against smbd, never instead.
+//!
+//! Every operation first waits at the [`Gate`]; [`interleave`] lets one
+//! waiting operation through at a time, chosen by a seeded generator, so
+//! that a seed names one interleaving and a failing one can be replayed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::meta::ObjectMeta;
+use super::share::{failing_with, Failure, Result};
+use super::share_ops::ShareOps;
+
+/// Access and sharing bits (one layout for both, as in a CREATE).
+pub(crate) const READ: u8 = 1;
+/// Write access, or sharing with writers.
+pub(crate) const WRITE: u8 = 2;
+/// Delete (and rename) access, or sharing with deleters.
+pub(crate) const DELETE: u8 = 4;
+/// Sharing with everyone.
+pub(crate) const ALL: u8 = READ | WRITE | DELETE;
+
+struct Node {
+    dir: bool,
+    /// The ETag its record holds.
+    etag: String,
+    delete_pending: bool,
+}
+
+struct Open {
+    node: u64,
+    access: u8,
+    sharing: u8,
+    delete_on_close: bool,
+}
+
+#[derive(Default)]
+struct State {
+    names: HashMap<String, u64>,
+    nodes: HashMap<u64, Node>,
+    opens: HashMap<u64, Open>,
+    next: u64,
+}
+
+impl State {
+    fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// An open of the file at `path` with `access`, sharing `sharing`.
+    fn open(&mut self, path: &str, access: u8, sharing: u8, dir_ok: bool) -> Result<u64> {
+        let node = *self.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        let n = &self.nodes[&node];
+        if n.delete_pending {
+            return Err(failing_with(Failure::DeletePending));
+        }
+        if n.dir && !dir_ok {
+            return Err(failing_with(Failure::IsDirectory));
+        }
+        let conflict = self
+            .opens
+            .values()
+            .filter(|o| o.node == node)
+            .any(|o| access & !o.sharing != 0 || o.access & !sharing != 0);
+        if conflict {
+            return Err(failing_with(Failure::SharingViolation));
+        }
+        let id = self.id();
+        self.opens.insert(id, Open { node, access, sharing, delete_on_close: false });
+        Ok(id)
+    }
+
+    fn rename(&mut self, open: u64, target: &str, replace: bool) -> Result<()> {
+        let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
+        if let Some(&there) = self.names.get(target) {
+            if there == node {
+                return Ok(());
+            }
+            if !replace {
+                return Err(failing_with(Failure::Collision));
+            }
+            if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
+                return Err(failing_with(Failure::AccessDenied));
+            }
+            self.nodes.remove(&there);
+        }
+        self.names.retain(|_, n| *n != node);
+        self.names.insert(target.to_string(), node);
+        Ok(())
+    }
+
+    fn close(&mut self, open: u64) {
+        let Some(o) = self.opens.remove(&open) else { return };
+        if o.delete_on_close {
+            if let Some(n) = self.nodes.get_mut(&o.node) {
+                n.delete_pending = true;
+            }
+        }
+        let gone =
+            self.nodes.get(&o.node).is_some_and(|n| n.delete_pending) && !self.opens.values().any(|x| x.node == o.node);
+        if gone {
+            self.nodes.remove(&o.node);
+            self.names.retain(|_, n| *n != o.node);
+        }
+    }
+}
+
+/// Where share operations wait for their turn.
+#[derive(Default)]
+pub(crate) struct Gate {
+    waiting: Mutex<Vec<(&'static str, oneshot::Sender<()>)>>,
+}
+
+impl Gate {
+    async fn step(&self, op: &'static str) {
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().unwrap().push((op, tx));
+        let _ = rx.await;
+    }
+}
+
+/// The in-memory share.
+#[derive(Default, Clone)]
+pub(crate) struct MemoryShare {
+    state: Arc<Mutex<State>>,
+    gate: Arc<Gate>,
+}
+
+/// An open file of a [`MemoryShare`]; closed when dropped.
+pub(crate) struct MemHandle {
+    id: u64,
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for MemHandle {
+    fn drop(&mut self) {
+        self.state.lock().unwrap().close(self.id);
+    }
+}
+
+impl MemoryShare {
+    /// Puts a file at `path` whose record holds `etag`.
+    pub(crate) fn put(&self, path: &str, etag: &str) {
+        self.add(path, false, etag);
+    }
+
+    /// Makes a directory at `path`.
+    pub(crate) fn mkdir(&self, path: &str) {
+        self.add(path, true, "");
+    }
+
+    fn add(&self, path: &str, dir: bool, etag: &str) {
+        let mut s = self.state.lock().unwrap();
+        let id = s.id();
+        s.nodes.insert(id, Node { dir, etag: etag.to_string(), delete_pending: false });
+        s.names.insert(path.to_string(), id);
+    }
+
+    /// A new file at `path` (a writer's verified temp file), open for
+    /// writing and delete, sharing everything; not gated.
+    pub(crate) fn create_temp(&self, path: &str, etag: &str) -> MemHandle {
+        self.put(path, etag);
+        let id = self.state.lock().unwrap().open(path, WRITE | DELETE, ALL, false).expect("a fresh temp file opens");
+        MemHandle { id, state: self.state.clone() }
+    }
+
+    /// Opens the file at `path` for reading, sharing READ and DELETE (as a
+    /// GET does); not gated.
+    pub(crate) fn open_reader(&self, path: &str) -> Result<MemHandle> {
+        let id = self.state.lock().unwrap().open(path, READ, READ | DELETE, false)?;
+        Ok(MemHandle { id, state: self.state.clone() })
+    }
+
+    /// The ETag of the file at `path` now; `None` if no file is there.
+    pub(crate) fn etag_at(&self, path: &str) -> Option<String> {
+        let s = self.state.lock().unwrap();
+        let n = &s.nodes[s.names.get(path)?];
+        (!n.dir).then(|| n.etag.clone())
+    }
+
+    /// Every name bound now, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state.lock().unwrap().names.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Makes a directory at `path` as a racing writer's mkdir does (a PUT
+    /// of a longer key: no lock).
+    ///
+    /// Errors: Collision if the name is taken.
+    pub(crate) async fn mkdir_racing(&self, path: &str) -> Result<()> {
+        self.gate.step("mkdir").await;
+        if self.state.lock().unwrap().names.contains_key(path) {
+            return Err(failing_with(Failure::Collision));
+        }
+        self.mkdir(path);
+        Ok(())
+    }
+
+    /// How many opens are held now.
+    pub(crate) fn open_count(&self) -> usize {
+        self.state.lock().unwrap().opens.len()
+    }
+
+    fn handle(&self, id: u64) -> MemHandle {
+        MemHandle { id, state: self.state.clone() }
+    }
+}
+
+impl ShareOps for MemoryShare {
+    type Handle = MemHandle;
+
+    async fn create_lock(&self, path: &str) -> Result<Option<MemHandle>> {
+        self.gate.step("create_lock").await;
+        let mut s = self.state.lock().unwrap();
+        if s.names.contains_key(path) {
+            return Ok(None);
+        }
+        let id = s.id();
+        s.nodes.insert(id, Node { dir: false, etag: String::new(), delete_pending: false });
+        s.names.insert(path.to_string(), id);
+        let open = s.id();
+        s.opens.insert(open, Open { node: id, access: DELETE, sharing: 0, delete_on_close: true });
+        drop(s);
+        Ok(Some(self.handle(open)))
+    }
+
+    async fn open_for_delete(&self, path: &str, exclusive: bool) -> Result<MemHandle> {
+        self.gate.step("open_for_delete").await;
+        let id = self.state.lock().unwrap().open(path, DELETE, if exclusive { 0 } else { ALL }, false)?;
+        Ok(self.handle(id))
+    }
+
+    async fn open_to_replace(&self, path: &str) -> Result<(MemHandle, Option<ObjectMeta>)> {
+        self.gate.step("open_to_replace").await;
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, DELETE, READ, false)?;
+        let etag = s.nodes[&s.opens[&id].node].etag.clone();
+        drop(s);
+        Ok((self.handle(id), Some(ObjectMeta { etag, ..Default::default() })))
+    }
+
+    async fn swap_in(
+        &self,
+        lock: &MemHandle,
+        backup: &str,
+        file: &MemHandle,
+        target: &str,
+    ) -> Result<(Result<()>, Result<()>)> {
+        // One compound, but two steps: another smbd process can act
+        // between them.
+        self.gate.step("swap_away").await;
+        let away = self.state.lock().unwrap().rename(lock.id, backup, false);
+        self.gate.step("swap_into").await;
+        let into = self.state.lock().unwrap().rename(file.id, target, false);
+        Ok((away, into))
+    }
+
+    async fn rename(&self, file: &MemHandle, target: &str, replace: bool) -> Result<()> {
+        self.gate.step("rename").await;
+        self.state.lock().unwrap().rename(file.id, target, replace)
+    }
+
+    async fn close(&self, file: MemHandle) {
+        self.gate.step("close").await;
+        drop(file);
+    }
+
+    async fn close_and_delete(&self, file: MemHandle) -> Result<()> {
+        self.gate.step("close_and_delete").await;
+        if let Some(o) = self.state.lock().unwrap().opens.get_mut(&file.id) {
+            o.delete_on_close = true;
+        }
+        drop(file);
+        Ok(())
+    }
+
+    async fn delete_on_close(&self, file: &MemHandle) -> Result<()> {
+        self.gate.step("delete_on_close").await;
+        if let Some(o) = self.state.lock().unwrap().opens.get_mut(&file.id) {
+            o.delete_on_close = true;
+        }
+        Ok(())
+    }
+
+    async fn holds_no_file(&self, path: &str) -> bool {
+        self.gate.step("holds_no_file").await;
+        let s = self.state.lock().unwrap();
+        s.names.get(path).is_some_and(|n| s.nodes[n].dir)
+    }
+
+    fn forget_record(&self, _file: &MemHandle) {}
+}
+
+/// Runs `racers` to their ends on `share`, letting one waiting share
+/// operation through at a time, chosen by a generator seeded with `seed`.
+/// Between two choices every racer runs until it waits (at the gate, or
+/// in a backoff pause, which the paused test clock skips). Returns each
+/// racer's output, in order.
+pub(crate) async fn interleave<F: Future>(share: &MemoryShare, seed: u64, racers: Vec<F>) -> Vec<F::Output> {
+    let done = AtomicUsize::new(0);
+    let n = racers.len();
+    let racers = racers.into_iter().map(|f| async {
+        let out = f.await;
+        done.fetch_add(1, Ordering::SeqCst);
+        out
+    });
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let driver = async {
+        while done.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let mut waiting = share.gate.waiting.lock().unwrap();
+            if waiting.is_empty() {
+                continue;
+            }
+            // xorshift64: a seed names one sequence of choices.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let i = (rng % waiting.len() as u64) as usize;
+            let (_, go) = waiting.swap_remove(i);
+            let _ = go.send(());
+        }
+    };
+    let (outs, ()) = tokio::join!(futures::future::join_all(racers), driver);
+    outs
+}

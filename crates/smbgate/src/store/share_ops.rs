@@ -1,0 +1,124 @@
+//! The share operations the store's write rules take, as a trait: the
+//! creation lock (`create_lock`) and the If-Match swap (`swap`) run on the
+//! live share ([`LiveShare`]) in the gateway and, in their unit tests, on
+//! an in-memory share that interleaves racing writers step by step
+//! (`memory_share`). Each operation means what the share layer's function
+//! of the same name means; the in-memory share models what those rules
+//! rely on (sharing modes, rename without and with replace, delete on
+//! close), the live one is those functions.
+
+use std::future::Future;
+
+use super::beside::not_a_file;
+use super::meta::ObjectMeta;
+use super::records::{FileKey, Records};
+use super::share::{self, Handle, Result, Tree};
+
+/// What the creation lock and the If-Match swap do on a share. Paths are
+/// share-relative, `\`-separated.
+pub(crate) trait ShareOps: Sync {
+    /// An open file; it closes itself when dropped.
+    type Handle: Send + Sync;
+
+    /// Creates `path` if absent, sharing nothing, delete-on-close: `None`
+    /// if it exists, is going, or is open (`share::create_lock`).
+    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
+
+    /// Opens an existing file for DELETE, sharing everything or, with
+    /// `exclusive`, nothing (`share::open_for_delete`).
+    fn open_for_delete(&self, path: &str, exclusive: bool) -> impl Future<Output = Result<Self::Handle>> + Send;
+
+    /// Opens the file at `path` for DELETE sharing only READ, with its
+    /// record: the lock of an If-Match swap (`share::open_to_replace`).
+    fn open_to_replace(&self, path: &str) -> impl Future<Output = Result<(Self::Handle, Option<ObjectMeta>)>> + Send;
+
+    /// Renames `lock` to `backup`, then `file` to `target`, neither
+    /// replacing, in one round trip; each step's result
+    /// (`share::swap_in`).
+    fn swap_in(
+        &self,
+        lock: &Self::Handle,
+        backup: &str,
+        file: &Self::Handle,
+        target: &str,
+    ) -> impl Future<Output = Result<(Result<()>, Result<()>)>> + Send;
+
+    /// Renames the open `file` to `target`, over an existing file only if
+    /// `replace` (`share::rename`).
+    fn rename(&self, file: &Self::Handle, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send;
+
+    /// Closes `file`; a failure is the server's concern, not the caller's.
+    fn close(&self, file: Self::Handle) -> impl Future<Output = ()> + Send;
+
+    /// Marks `file` delete-on-close and closes it (`share::close_and_delete`).
+    fn close_and_delete(&self, file: Self::Handle) -> impl Future<Output = Result<()>> + Send;
+
+    /// Marks `file` delete-on-close, keeping it open (`share::delete_on_close`).
+    fn delete_on_close(&self, file: &Self::Handle) -> impl Future<Output = Result<()>> + Send;
+
+    /// True if `path` holds no file now: a directory, or a directory
+    /// removed while a handle still holds it (`beside::not_a_file`).
+    fn holds_no_file(&self, path: &str) -> impl Future<Output = bool> + Send;
+
+    /// The record of the file `file` held is no longer needed (it was
+    /// replaced or deleted): a sidecar record goes; an EA went with it.
+    fn forget_record(&self, file: &Self::Handle);
+}
+
+/// The live share: one pooled connection and the root's records.
+pub(crate) struct LiveShare<'a> {
+    /// The connection the operations run on.
+    pub tree: &'a Tree,
+    /// Where the root keeps its records.
+    pub records: &'a Records,
+}
+
+impl ShareOps for LiveShare<'_> {
+    type Handle = Handle;
+
+    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Handle>>> + Send {
+        share::create_lock(self.tree, path)
+    }
+
+    fn open_for_delete(&self, path: &str, exclusive: bool) -> impl Future<Output = Result<Handle>> + Send {
+        share::open_for_delete(self.tree, path, exclusive)
+    }
+
+    fn open_to_replace(&self, path: &str) -> impl Future<Output = Result<(Handle, Option<ObjectMeta>)>> + Send {
+        share::open_to_replace(self.tree, self.records, path)
+    }
+
+    fn swap_in(
+        &self,
+        lock: &Handle,
+        backup: &str,
+        file: &Handle,
+        target: &str,
+    ) -> impl Future<Output = Result<(Result<()>, Result<()>)>> + Send {
+        share::swap_in(lock, backup, file, target)
+    }
+
+    fn rename(&self, file: &Handle, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send {
+        share::rename(file, target, replace)
+    }
+
+    async fn close(&self, file: Handle) {
+        let _ = file.close().await;
+    }
+
+    fn close_and_delete(&self, file: Handle) -> impl Future<Output = Result<()>> + Send {
+        share::close_and_delete(file)
+    }
+
+    fn delete_on_close(&self, file: &Handle) -> impl Future<Output = Result<()>> + Send {
+        share::delete_on_close(file)
+    }
+
+    async fn holds_no_file(&self, path: &str) -> bool {
+        share::stat(self.tree, path).await.is_ok_and(|t| not_a_file(&t))
+    }
+
+    fn forget_record(&self, file: &Handle) {
+        self.records.forget(self.tree, FileKey::of(file.info()));
+    }
+}
