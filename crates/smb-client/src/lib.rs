@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod aimd;
+pub mod client_config;
 pub mod connection;
 pub mod credits;
 pub mod crypto;

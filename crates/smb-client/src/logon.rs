@@ -2,27 +2,12 @@
 //! with the config's user and password, or Kerberos with an identity's
 //! credential, chosen as [`SmbAuth`] says and as the server offers.
 
-use std::sync::Arc;
-
 use smb_auth::kerberos::server_offers_kerberos;
-use smb_auth::{KerberosClient, KerberosIdentity, NtlmClient, NtlmCredentials, NtlmOptions};
+use smb_auth::{KerberosClient, NtlmClient, NtlmCredentials, NtlmOptions};
 
+use crate::client_config::ClientConfig;
+pub use crate::client_config::SmbAuth;
 use crate::error::{Error, Result};
-use crate::session::ClientConfig;
-
-/// How SESSION_SETUP authenticates.
-#[derive(Debug, Clone, Default)]
-pub enum SmbAuth {
-    /// NTLMv2 with the config's user, domain and password (empty user and
-    /// password: anonymous).
-    #[default]
-    Ntlm,
-    /// Kerberos only: a failure is an error, never a logon with NTLM.
-    Kerberos(Arc<KerberosIdentity>),
-    /// Kerberos when the server offers it and a ticket can be had, as
-    /// Windows does; otherwise NTLM with the config's user and password.
-    Negotiate(Arc<KerberosIdentity>),
-}
 
 /// One logon's mechanism.
 pub(crate) enum Logon {

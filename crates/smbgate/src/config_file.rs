@@ -154,7 +154,7 @@ impl ConfigFile {
                 _ => false,
             })
         }
-        let Some(mode) = crate::config::open_to_everyone(&self.path) else { return };
+        let Some(mode) = crate::secret_files::open_to_everyone(&self.path) else { return };
         if holds_secret(&self.table) {
             tracing::warn!(
                 file = %self.path.display(),
@@ -227,7 +227,7 @@ impl ConfigFile {
                 crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
             let keytab = e.smb_keytab.map(|k| dir.join(k));
             if let Some(k) = &keytab {
-                crate::config::check_keytab("smb_keytab", k).map_err(fail)?;
+                crate::secret_files::check_keytab("smb_keytab", k).map_err(fail)?;
             }
             let smb = match e.smb_user {
                 Some(user) if !user.is_empty() => {
@@ -328,7 +328,7 @@ pub fn users_of(args: &crate::config::ServeArgs) -> Result<UserTable, String> {
         Some(path) => ConfigFile::load(path)?.users()?,
         None => UserTable::default(),
     };
-    let secret_key = crate::config::secret("secret-key-file", &args.secret_key, &args.secret_key_file)?;
+    let secret_key = crate::secret_files::secret("secret-key-file", &args.secret_key, &args.secret_key_file)?;
     if let (Some(a), Some(s)) = (&args.access_key, &secret_key) {
         if !a.is_empty() && !s.is_empty() {
             users.add_flag_user(a, s)?;
@@ -378,12 +378,12 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     let dropped = resolve_secret_pairs(m, &mut args)?;
     let main_share = ShareUrl::parse(&args.share)?;
     // Every secret file is read, as serve would.
-    crate::config::secret("smb-password-file", &args.smb_password, &args.smb_password_file)?;
+    crate::secret_files::secret("smb-password-file", &args.smb_password, &args.smb_password_file)?;
     crate::config::metrics_token(&args)?;
     let users = users_of(&args)?;
     let buckets = file.buckets(&main_share)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
-    if crate::config::secret_files_unread() {
+    if crate::secret_files::secret_files_unread() {
         out.push_str("# secret files were named, not read (--without-secrets)\n");
     }
     for arg in &order {

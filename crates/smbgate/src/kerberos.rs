@@ -112,7 +112,7 @@ impl KerberosArgs {
     /// host name, or no in-memory file.
     pub fn prepare(&self) -> Result<(), String> {
         if let Some(keytab) = &self.smb_keytab {
-            crate::config::check_keytab("--smb-keytab", keytab)?;
+            crate::secret_files::check_keytab("--smb-keytab", keytab)?;
         }
         if self.smb_kdc.is_empty() {
             return Ok(());

@@ -44,6 +44,7 @@ pub mod precheck;
 pub mod proxy_protocol;
 pub mod request_ids;
 pub mod s3;
+pub mod secret_files;
 pub mod server;
 pub mod smb_startup;
 pub mod store;

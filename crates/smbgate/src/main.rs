@@ -10,7 +10,7 @@ fn main() {
     let cli = parse_cli();
     if let Command::Config(ConfigCommand::Check { file, without_secrets }) = &cli.command {
         if *without_secrets {
-            smbgate::config::leave_secret_files_unread();
+            smbgate::secret_files::leave_secret_files_unread();
         }
         match smbgate::config_file::check(Cli::command(), file) {
             Ok(report) => {

@@ -14,8 +14,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{secret, ServeArgs, ShareUrl};
+use crate::config::{ServeArgs, ShareUrl};
 use crate::s3::Gateway;
+use crate::secret_files::secret;
 use crate::smb_startup;
 use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreOptions};

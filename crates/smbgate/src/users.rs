@@ -335,7 +335,7 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
     let password = one_secret("smb_password", e.smb_password, e.smb_password_file, dir)?;
     let keytab = e.smb_keytab.map(|k| dir.join(k));
     if let Some(k) = &keytab {
-        crate::config::check_keytab("smb_keytab", k)?;
+        crate::secret_files::check_keytab("smb_keytab", k)?;
     }
     let smb = match e.smb_user {
         Some(user) if !user.is_empty() => {
@@ -373,7 +373,8 @@ pub(crate) fn one_secret(
         (Some(s), None) => Ok(Some(s)),
         (None, Some(f)) => {
             let f = dir.join(f);
-            let s = crate::config::read_secret_file(&f).map_err(|e| format!("{field}_file {}: {e}", f.display()))?;
+            let s =
+                crate::secret_files::read_secret_file(&f).map_err(|e| format!("{field}_file {}: {e}", f.display()))?;
             Ok(Some(s))
         }
         (None, None) => Ok(None),
