@@ -1,5 +1,5 @@
 //! Bucket CORS as AWS S3 applies it: the rules PutBucketCors stores (kept
-//! on the share, see `Store::put_bucket_cors`), the answer to a browser's
+//! on the share, see `Buckets::put_bucket_cors`), the answer to a browser's
 //! preflight `OPTIONS`, and the `Access-Control-*` headers added to an
 //! actual request that carries `Origin`.
 //!
@@ -271,7 +271,7 @@ impl Cache {
                 return Ok(c.clone());
             }
         }
-        let config = match self.store.bucket_cors(bucket).await? {
+        let config = match self.store.buckets().bucket_cors(bucket).await? {
             None => None,
             Some(bytes) => match serde_json::from_slice::<Config>(&bytes) {
                 Ok(c) => Some(Arc::new(c)),

@@ -161,7 +161,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     })?;
     let metrics_token = crate::config::metrics_token(args)?;
     let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
-    match store.unservable_folders().await {
+    match store.buckets().unservable_folders().await {
         Ok(folders) => {
             let folders: Vec<&String> = folders.iter().filter(|f| !roots.values().any(|r| r.folder == **f)).collect();
             if !folders.is_empty() {

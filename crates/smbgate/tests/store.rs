@@ -44,17 +44,18 @@ fn body(chunks: Vec<Vec<u8>>) -> impl futures::Stream<Item = Result<Bytes, std::
 async fn put_publishes_exactly_the_body_and_leaves_no_temp_file() {
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
-    st.create_bucket("pub").await.expect("bucket");
+    st.buckets().create_bucket("pub").await.expect("bucket");
     let small = b"hello".to_vec();
     let large: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
     for (key, data) in [("a/small", small), ("b/c/large", large)] {
         let r = st
+            .objects()
             .put_object("pub", key, body(vec![data.clone()]), PutRequest::default(), Default::default)
             .await
             .expect("put");
         assert_eq!(r.etag, hex::encode(<md5::Md5 as md5::Digest>::digest(&data)));
         assert_eq!(std::fs::read(smb.share_path().join("pub").join(key)).unwrap(), data);
-        assert_eq!(st.head_object("pub", key).await.expect("head").etag, r.etag);
+        assert_eq!(st.objects().head_object("pub", key).await.expect("head").etag, r.etag);
     }
     assert_eq!(wait_no_tmp(&smb).await, Vec::<String>::new());
     assert_eq!(smb.wait_closed("pub").await, Vec::<String>::new());
@@ -64,14 +65,14 @@ async fn put_publishes_exactly_the_body_and_leaves_no_temp_file() {
 async fn a_put_dropped_mid_body_deletes_its_temp_file_and_leaves_nothing_open() {
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
-    st.create_bucket("drop").await.expect("bucket");
+    st.buckets().create_bucket("drop").await.expect("bucket");
     // 2 MiB arrive, then the client stalls; the request is dropped.
     let first = futures::stream::iter([Ok::<Bytes, std::io::Error>(Bytes::from(vec![7u8; 2 << 20]))]);
     let stalled = first.chain(futures::stream::pending());
     let put = {
         let st = st.clone();
         tokio::spawn(async move {
-            st.put_object("drop", "k", Box::pin(stalled), PutRequest::default(), Default::default).await
+            st.objects().put_object("drop", "k", Box::pin(stalled), PutRequest::default(), Default::default).await
         })
     };
     for _ in 0..50 {
@@ -92,11 +93,12 @@ async fn a_put_dropped_mid_body_deletes_its_temp_file_and_leaves_nothing_open() 
 async fn an_opened_object_dropped_unread_is_closed() {
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
-    st.create_bucket("open").await.expect("bucket");
-    st.put_object("open", "obj", body(vec![b"data".to_vec()]), PutRequest::default(), Default::default)
+    st.buckets().create_bucket("open").await.expect("bucket");
+    st.objects()
+        .put_object("open", "obj", body(vec![b"data".to_vec()]), PutRequest::default(), Default::default)
         .await
         .expect("put");
-    let (opened, info, head) = st.open_object("open", "obj", Some((0, 64))).await.expect("open");
+    let (opened, info, head) = st.objects().open_object("open", "obj", Some((0, 64))).await.expect("open");
     assert_eq!((info.size, head.as_deref()), (4, Some(&b"data"[..])));
     assert_eq!(smb.open_files("obj").len(), 1);
     drop(opened);
@@ -120,7 +122,7 @@ async fn a_forged_read_answer_never_reaches_a_get_which_resumes_to_the_right_byt
     cfg.addr = proxy;
     let pool = Pool::connect(PoolConfig::new(cfg, smb.get("SMB_SHARE"), 2)).await.expect("pool");
     let st = Store::open(pool, "", StoreOptions::default()).await.expect("store");
-    let (opened, info, head) = st.open_object("fg", "obj.bin", None).await.expect("open");
+    let (opened, info, head) = st.objects().open_object("fg", "obj.bin", None).await.expect("open");
     assert!(head.is_none());
     assert_eq!(forged.load(std::sync::atomic::Ordering::SeqCst), 0, "no READ before the GET's");
     let mut body = smbgate::store::stream::object_stream(st.clone(), opened, info, 0..data.len() as u64, None);
@@ -142,8 +144,9 @@ async fn a_put_across_an_smbd_restart_goes_on_and_publishes_exactly_its_body() {
     // exactly its body over the old object, leaving no temp file.
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
-    st.create_bucket("rs").await.expect("bucket");
-    st.put_object("rs", "k", body(vec![b"old".to_vec()]), PutRequest::default(), Default::default)
+    st.buckets().create_bucket("rs").await.expect("bucket");
+    st.objects()
+        .put_object("rs", "k", body(vec![b"old".to_vec()]), PutRequest::default(), Default::default)
         .await
         .expect("old version");
     let data: Vec<u8> = (0..(48u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
@@ -151,7 +154,9 @@ async fn a_put_across_an_smbd_restart_goes_on_and_publishes_exactly_its_body() {
     let put = {
         let st = st.clone();
         let stream = tokio_stream_from(rx);
-        tokio::spawn(async move { st.put_object("rs", "k", stream, PutRequest::default(), Default::default).await })
+        tokio::spawn(async move {
+            st.objects().put_object("rs", "k", stream, PutRequest::default(), Default::default).await
+        })
     };
     let chunks: Vec<Bytes> = data.chunks(1 << 20).map(Bytes::copy_from_slice).collect();
     for c in &chunks[..16] {

@@ -42,7 +42,7 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
     let mut buckets = Vec::new();
     if wants_share {
         match gw.identities.store(None, id).await {
-            Ok(s) => match s.list_buckets().await {
+            Ok(s) => match s.buckets().list_buckets().await {
                 Ok(b) => buckets = b,
                 Err(StoreError::AccessDenied) => {}
                 Err(e) => return Err(s3_error(e)),
@@ -64,7 +64,7 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
             Err(StoreError::AccessDenied) => continue,
             Err(e) => return Err(s3_error(e)),
         };
-        match store.list_buckets().await {
+        match store.buckets().list_buckets().await {
             Ok(b) => buckets.extend(b),
             // Gone, or not the user's to see: not listed.
             Err(StoreError::NoSuchBucket | StoreError::AccessDenied) => {}
@@ -102,7 +102,7 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let bucket = req.input.bucket;
-    match gw.store.create_bucket(&bucket).await {
+    match gw.store.buckets().create_bucket(&bucket).await {
         Ok(()) => {}
         // S3's legacy rule: in us-east-1, creating a bucket you already own
         // succeeds (and leaves its contents alone); elsewhere it is 409.
@@ -113,7 +113,7 @@ pub async fn create_bucket(
 }
 
 pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(gw.region.to_string()), ..Default::default() }))
 }
 
@@ -121,7 +121,7 @@ pub async fn delete_bucket(
     gw: &Gateway,
     req: S3Request<DeleteBucketInput>,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
-    gw.store.delete_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().delete_bucket(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteBucketOutput {}))
 }
 
@@ -129,7 +129,7 @@ pub async fn get_bucket_location(
     gw: &Gateway,
     req: S3Request<GetBucketLocationInput>,
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     // us-east-1 is reported as an empty LocationConstraint, as S3 does.
     let loc = (&*gw.region != "us-east-1").then(|| BucketLocationConstraint::from(gw.region.to_string()));
     Ok(S3Response::new(GetBucketLocationOutput { location_constraint: loc }))
@@ -139,7 +139,7 @@ pub async fn get_bucket_versioning(
     gw: &Gateway,
     req: S3Request<GetBucketVersioningInput>,
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }
 
@@ -161,7 +161,7 @@ pub async fn get_bucket_acl(
     gw: &Gateway,
     req: S3Request<GetBucketAclInput>,
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
-    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(GetBucketAclOutput { grants: Some(full_control()), owner: Some(owner()) }))
 }
 
@@ -170,6 +170,6 @@ pub async fn put_bucket_acl(
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     // Canned ACLs are accepted and ignored: the share's own permissions rule.
-    gw.store.head_bucket(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(PutBucketAclOutput::default()))
 }

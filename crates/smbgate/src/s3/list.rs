@@ -93,7 +93,7 @@ pub async fn list_objects_v2(
         max_keys: max_keys(i.max_keys)?,
         max_dirs: None,
     };
-    let page = gw.store.list_objects(&i.bucket, &lr, token.is_some()).await.map_err(s3_error)?;
+    let page = gw.store.listings().list_objects(&i.bucket, &lr, token.is_some()).await.map_err(s3_error)?;
     let truncated = page.is_truncated;
     let next = page.next_marker.clone().filter(|_| truncated).map(|k| encode_token(&k));
     let (contents, prefixes) = split(page, encode, i.fetch_owner.unwrap_or(false));
@@ -128,6 +128,7 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
     };
     let page = gw
         .store
+        .listings()
         .list_objects(&i.bucket, &lr, i.marker.as_deref().is_some_and(|m| !m.is_empty()))
         .await
         .map_err(s3_error)?;

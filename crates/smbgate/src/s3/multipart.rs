@@ -29,7 +29,7 @@ pub async fn create(
         i.checksum_type.as_ref().map(|t| t.as_str()),
     )
     .map_err(s3_error)?;
-    let id = gw.store.create_upload(&i.bucket, &i.key, meta, checksum).await.map_err(s3_error)?;
+    let id = gw.store.uploads().create_upload(&i.bucket, &i.key, meta, checksum).await.map_err(s3_error)?;
     let (algorithm, kind) = checksum_dto(checksum);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
@@ -48,7 +48,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     let i = req.input;
     // As for PutObject: a missing upload is told before the body is sent.
     if crate::precheck::expects_continue(&headers) {
-        gw.store.upload_exists(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+        gw.store.uploads().upload_exists(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
     }
     let put = PutRequest {
         content_md5: content_md5(i.content_md5, &headers),
@@ -68,6 +68,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let r = gw
         .store
+        .uploads()
         .upload_part(&i.bucket, &i.key, &i.upload_id, i.part_number, body, put, || trailer_checksums(&trailers))
         .await
         .map_err(s3_error)?;
@@ -118,6 +119,7 @@ pub async fn upload_part_copy(
     );
     let (info, r) = gw
         .store
+        .uploads()
         .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {
             cond.check_copy_source(info.current())
         })
@@ -184,10 +186,11 @@ pub async fn complete(
     // Validate before committing to a 200 with keep-alive whitespace, so
     // request errors get their own status code.
     let cond = conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None);
-    let plan = match gw.store.plan_complete(&i.bucket, &i.key, &i.upload_id, &parts, &expected, cond).await {
+    let plan = match gw.store.uploads().plan_complete(&i.bucket, &i.key, &i.upload_id, &parts, &expected, cond).await {
         Ok(p) => p,
         // Completed already: S3 answers the same again.
-        Err(StoreError::NoSuchUpload) => match gw.store.completed_from(&i.bucket, &i.key, &i.upload_id).await {
+        Err(StoreError::NoSuchUpload) => match gw.store.uploads().completed_from(&i.bucket, &i.key, &i.upload_id).await
+        {
             Ok(Some(e)) => {
                 return Ok(S3Response::new(CompleteMultipartUploadOutput {
                     location: Some(format!("/{}/{}", i.bucket, i.key)),
@@ -206,7 +209,7 @@ pub async fn complete(
     let (bucket, key) = (i.bucket, i.key);
     let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
     let fut = async move {
-        let r = store.complete_upload(plan).await.map_err(s3_error)?;
+        let r = store.uploads().complete_upload(plan).await.map_err(s3_error)?;
         let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),
@@ -230,7 +233,7 @@ pub async fn abort(
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let i = req.input;
-    gw.store.abort_upload(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    gw.store.uploads().abort_upload(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
 }
 
@@ -238,7 +241,7 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
     let i = req.input;
     let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
     let marker = i.part_number_marker.unwrap_or(0);
-    let (upload, all) = gw.store.list_parts(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
+    let (upload, all) = gw.store.uploads().list_parts(&i.bucket, &i.key, &i.upload_id).await.map_err(s3_error)?;
     let (checksum_algorithm, checksum_type) = checksum_dto(upload.checksum);
     let after: Vec<_> = all.into_iter().filter(|p| p.number > marker).collect();
     let truncated = after.len() > max;
@@ -287,7 +290,7 @@ pub async fn list_uploads(
     let enc = |s: Option<String>| if encode { s.map(|s| url_encode(&s)) } else { s };
     let prefix = i.prefix.clone().unwrap_or_default();
     let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
-    let mut all = gw.store.list_uploads(&i.bucket, &prefix).await.map_err(s3_error)?;
+    let mut all = gw.store.uploads().list_uploads(&i.bucket, &prefix).await.map_err(s3_error)?;
     if let Some(km) = &i.key_marker {
         let idm = i.upload_id_marker.clone().unwrap_or_default();
         all.retain(|u| {

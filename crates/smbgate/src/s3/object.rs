@@ -105,7 +105,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     // before it sends the body: the body is only polled (and so the 100
     // only sent) after this check.
     if crate::precheck::expects_continue(&headers) {
-        gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
+        gw.store.buckets().head_bucket(&i.bucket).await.map_err(s3_error)?;
     }
     let mut meta = meta_of!(i)?;
     meta.tags = header_tags(i.tagging.as_deref())?;
@@ -128,8 +128,12 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     let body = i.body.unwrap_or_else(|| {
         s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
     });
-    let r =
-        gw.store.put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers)).await.map_err(s3_error)?;
+    let r = gw
+        .store
+        .objects()
+        .put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers))
+        .await
+        .map_err(s3_error)?;
     let c = |a: Algorithm| r.checksums.get(&a).cloned();
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(etag(&r.etag)),
@@ -145,7 +149,8 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let Read { opened, info, plan, first } = gw.store.get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let Read { opened, info, plan, first } =
+        gw.store.objects().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
     let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), first);
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
@@ -159,7 +164,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let (info, plan) = gw.store.head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let (info, plan) = gw.store.objects().head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
     let tags = info.meta.tags.len();
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
@@ -177,7 +182,7 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
-    gw.store.delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
+    gw.store.objects().delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -206,12 +211,12 @@ pub async fn delete_objects(
             "The XML you provided was not well-formed or did not validate against our published schema",
         ));
     }
-    gw.store.head_bucket(&i.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().head_bucket(&i.bucket).await.map_err(s3_error)?;
     let quiet = i.delete.quiet.unwrap_or(false);
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
-        match gw.store.delete_object(&i.bucket, &obj.key, &Default::default()).await {
+        match gw.store.objects().delete_object(&i.bucket, &obj.key, &Default::default()).await {
             Ok(()) => {
                 if !quiet {
                     deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
@@ -292,6 +297,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     };
     let (_, r) = gw
         .store
+        .objects()
         .copy_object(
             &sb,
             &sk,
@@ -315,7 +321,7 @@ pub async fn get_object_acl(
     gw: &Gateway,
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
-    gw.store.head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    gw.store.objects().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
     Ok(S3Response::new(GetObjectAclOutput { grants: Some(full_control()), owner: Some(owner()), ..Default::default() }))
 }
 
@@ -323,6 +329,6 @@ pub async fn put_object_acl(
     gw: &Gateway,
     req: S3Request<PutObjectAclInput>,
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
-    gw.store.head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    gw.store.objects().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }

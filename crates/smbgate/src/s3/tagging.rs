@@ -35,7 +35,7 @@ pub async fn put_object(
     let i = req.input;
     let tags = tag_set(i.tagging)?;
     tags::check_object(&tags).map_err(s3_error)?;
-    gw.store.put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
+    gw.store.objects().put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
@@ -44,7 +44,7 @@ pub async fn get_object(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
-    let tags = gw.store.object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let tags = gw.store.objects().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
     Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_dto(tags), ..Default::default() }))
 }
 
@@ -53,7 +53,7 @@ pub async fn delete_object(
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let i = req.input;
-    gw.store.put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
+    gw.store.objects().put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }
 
@@ -64,7 +64,7 @@ pub async fn put_bucket(
     let i = req.input;
     let tags = tag_set(i.tagging)?;
     tags::check_bucket(&tags).map_err(s3_error)?;
-    gw.store.put_bucket_tags(&i.bucket, &tags).await.map_err(s3_error)?;
+    gw.store.buckets().put_bucket_tags(&i.bucket, &tags).await.map_err(s3_error)?;
     // 204, as on AWS: set by the front (s3s answers this operation 200).
     Ok(S3Response::new(PutBucketTaggingOutput::default()))
 }
@@ -73,7 +73,7 @@ pub async fn get_bucket(
     gw: &Gateway,
     req: S3Request<GetBucketTaggingInput>,
 ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-    let tags = gw.store.bucket_tags(&req.input.bucket).await.map_err(s3_error)?;
+    let tags = gw.store.buckets().bucket_tags(&req.input.bucket).await.map_err(s3_error)?;
     let tags = tags.ok_or_else(|| S3Error::with_message(S3ErrorCode::NoSuchTagSet, "The TagSet does not exist"))?;
     Ok(S3Response::new(GetBucketTaggingOutput { tag_set: to_dto(tags) }))
 }
@@ -82,6 +82,6 @@ pub async fn delete_bucket(
     gw: &Gateway,
     req: S3Request<DeleteBucketTaggingInput>,
 ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-    gw.store.delete_bucket_tags(&req.input.bucket).await.map_err(s3_error)?;
+    gw.store.buckets().delete_bucket_tags(&req.input.bucket).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
 }

@@ -14,70 +14,6 @@ pub struct BucketInfo {
 }
 
 impl Store {
-    /// ListBuckets: every directory under the root that a client can
-    /// address as a bucket, under the name it can use, in name order; for
-    /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a
-    /// case-insensitive share a folder such as `Photos` is listed as
-    /// `photos` (which reaches it); a folder no bucket name can reach
-    /// (`Team Photos`, `x_y`, `.smbgate`) is left out: see
-    /// [`Store::unservable_folders`].
-    pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
-        let tree = self.tree().await?;
-        if let Some(name) = self.single_bucket() {
-            return match share::stat(&tree, self.root()).await {
-                Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
-                Ok(_) => Err(StoreError::NoSuchBucket),
-                Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
-                Err(e) => Err(e.into()),
-            };
-        }
-        let mut out: Vec<BucketInfo> = self
-            .root_folders(&tree)
-            .await?
-            .into_iter()
-            .filter_map(|(folder, created)| Some(BucketInfo { name: self.bucket_name_of(&folder)?, created }))
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out.dedup_by(|a, b| a.name == b.name);
-        Ok(out)
-    }
-
-    /// The bucket name that reaches the root's folder `folder`: the name
-    /// itself if it is a valid bucket name, its lower case on a
-    /// case-insensitive share if that is one; `None` for the internal
-    /// directory and any other name.
-    pub fn bucket_name_of(&self, folder: &str) -> Option<String> {
-        if folder.eq_ignore_ascii_case(INTERNAL) || folder.starts_with('.') {
-            return None;
-        }
-        if s3s::path::check_bucket_name(folder) {
-            return Some(folder.to_string());
-        }
-        let lower = folder.to_ascii_lowercase();
-        (self.case_insensitive() && s3s::path::check_bucket_name(&lower)).then_some(lower)
-    }
-
-    /// The root's folders that no bucket name reaches (see
-    /// [`Store::bucket_name_of`]), in name order; none for a store of one
-    /// bucket.
-    ///
-    /// Errors: the root cannot be listed.
-    pub async fn unservable_folders(&self) -> StoreResult<Vec<String>> {
-        if self.single_bucket().is_some() {
-            return Ok(Vec::new());
-        }
-        let tree = self.tree().await?;
-        let mut out: Vec<String> = self
-            .root_folders(&tree)
-            .await?
-            .into_iter()
-            .map(|(folder, _)| folder)
-            .filter(|f| !f.eq_ignore_ascii_case(INTERNAL) && !f.starts_with('.') && self.bucket_name_of(f).is_none())
-            .collect();
-        out.sort();
-        Ok(out)
-    }
-
     /// The folders in the share root, with their CreationTime (FILETIME).
     ///
     /// Errors: the root cannot be listed.
@@ -88,62 +24,6 @@ impl Store {
             .filter(|e| e.times.is_directory())
             .map(|e| (e.name, e.times.creation))
             .collect())
-    }
-
-    /// CreateBucket: mkdir.
-    ///
-    /// Errors: BucketAlreadyOwnedByYou if it exists (as a bucket), Conflict
-    /// if a file of that name sits in the root.
-    pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
-        check_name(bucket)?;
-        let tree = self.tree().await?;
-        match share::mkdir(&tree, &self.bucket_path(bucket)).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.failure() == Failure::Collision => {
-                if share::stat(&tree, &self.bucket_path(bucket)).await?.is_directory() {
-                    Err(StoreError::BucketAlreadyOwnedByYou)
-                } else {
-                    Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
-                }
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// HeadBucket.
-    ///
-    /// Errors: NoSuchBucket.
-    pub async fn head_bucket(&self, bucket: &str) -> StoreResult<()> {
-        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await
-    }
-
-    /// DeleteBucket: rmdir. Directories left empty by deleted objects do
-    /// not count as content; they are removed first. The bucket's settings
-    /// (its CORS configuration) go with it, so a bucket made again later
-    /// under the name starts without them.
-    ///
-    /// Errors: NoSuchBucket, BucketNotEmpty.
-    pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
-        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
-        if self.single_bucket().is_some() {
-            // A configured bucket is a directory the operator named; it
-            // stays, whatever S3 clients ask.
-            return Err(StoreError::Refused(
-                "this bucket is a directory named in the gateway's configuration; it cannot be deleted through S3",
-            ));
-        }
-        let tree = self.tree().await?;
-        self.remove_bucket_dir(&tree, bucket).await?;
-        // What the gateway kept of the bucket goes with it, so that a bucket
-        // made again under the name starts bare.
-        for (what, path) in [("CORS configuration", self.cors_path(bucket)), ("tags", self.bucket_tags_path(bucket))] {
-            if let Err(e) = self.remove_state_file(&tree, &path).await {
-                tracing::warn!(bucket, error = %e, "bucket deleted, but not its {what}");
-            }
-        }
-        Ok(())
     }
 
     async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {
@@ -205,4 +85,134 @@ fn check_name(bucket: &str) -> StoreResult<()> {
         return Err(StoreError::InvalidArgument(format!("invalid bucket name {bucket:?}")));
     }
     Ok(())
+}
+
+impl super::handles::Buckets<'_> {
+    /// ListBuckets: every directory under the root that a client can
+    /// address as a bucket, under the name it can use, in name order; for
+    /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a
+    /// case-insensitive share a folder such as `Photos` is listed as
+    /// `photos` (which reaches it); a folder no bucket name can reach
+    /// (`Team Photos`, `x_y`, `.smbgate`) is left out: see
+    /// [`Buckets::unservable_folders`].
+    pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
+        let tree = self.0.tree().await?;
+        if let Some(name) = self.0.single_bucket() {
+            return match share::stat(&tree, self.0.root()).await {
+                Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
+                Ok(_) => Err(StoreError::NoSuchBucket),
+                Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let mut out: Vec<BucketInfo> = self
+            .0
+            .root_folders(&tree)
+            .await?
+            .into_iter()
+            .filter_map(|(folder, created)| {
+                Some(BucketInfo { name: self.0.buckets().bucket_name_of(&folder)?, created })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        Ok(out)
+    }
+
+    /// The bucket name that reaches the root's folder `folder`: the name
+    /// itself if it is a valid bucket name, its lower case on a
+    /// case-insensitive share if that is one; `None` for the internal
+    /// directory and any other name.
+    pub fn bucket_name_of(&self, folder: &str) -> Option<String> {
+        if folder.eq_ignore_ascii_case(INTERNAL) || folder.starts_with('.') {
+            return None;
+        }
+        if s3s::path::check_bucket_name(folder) {
+            return Some(folder.to_string());
+        }
+        let lower = folder.to_ascii_lowercase();
+        (self.0.case_insensitive() && s3s::path::check_bucket_name(&lower)).then_some(lower)
+    }
+
+    /// The root's folders that no bucket name reaches (see
+    /// [`Buckets::bucket_name_of`]), in name order; none for a store of one
+    /// bucket.
+    ///
+    /// Errors: the root cannot be listed.
+    pub async fn unservable_folders(&self) -> StoreResult<Vec<String>> {
+        if self.0.single_bucket().is_some() {
+            return Ok(Vec::new());
+        }
+        let tree = self.0.tree().await?;
+        let mut out: Vec<String> = self
+            .0
+            .root_folders(&tree)
+            .await?
+            .into_iter()
+            .map(|(folder, _)| folder)
+            .filter(|f| {
+                !f.eq_ignore_ascii_case(INTERNAL) && !f.starts_with('.') && self.0.buckets().bucket_name_of(f).is_none()
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// CreateBucket: mkdir.
+    ///
+    /// Errors: BucketAlreadyOwnedByYou if it exists (as a bucket), Conflict
+    /// if a file of that name sits in the root.
+    pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket)?;
+        let tree = self.0.tree().await?;
+        match share::mkdir(&tree, &self.0.bucket_path(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.failure() == Failure::Collision => {
+                if share::stat(&tree, &self.0.bucket_path(bucket)).await?.is_directory() {
+                    Err(StoreError::BucketAlreadyOwnedByYou)
+                } else {
+                    Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// HeadBucket.
+    ///
+    /// Errors: NoSuchBucket.
+    pub async fn head_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await
+    }
+
+    /// DeleteBucket: rmdir. Directories left empty by deleted objects do
+    /// not count as content; they are removed first. The bucket's settings
+    /// (its CORS configuration) go with it, so a bucket made again later
+    /// under the name starts without them.
+    ///
+    /// Errors: NoSuchBucket, BucketNotEmpty.
+    pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
+        check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
+        if self.0.single_bucket().is_some() {
+            // A configured bucket is a directory the operator named; it
+            // stays, whatever S3 clients ask.
+            return Err(StoreError::Refused(
+                "this bucket is a directory named in the gateway's configuration; it cannot be deleted through S3",
+            ));
+        }
+        let tree = self.0.tree().await?;
+        self.0.remove_bucket_dir(&tree, bucket).await?;
+        // What the gateway kept of the bucket goes with it, so that a bucket
+        // made again under the name starts bare.
+        for (what, path) in
+            [("CORS configuration", self.0.cors_path(bucket)), ("tags", self.0.bucket_tags_path(bucket))]
+        {
+            if let Err(e) = self.0.remove_state_file(&tree, &path).await {
+                tracing::warn!(bucket, error = %e, "bucket deleted, but not its {what}");
+            }
+        }
+        Ok(())
+    }
 }

@@ -13,14 +13,16 @@ impl Store {
     pub(super) fn cors_path(&self, bucket: &str) -> super::path::SharePath {
         self.state_file("cors", bucket)
     }
+}
 
+impl super::handles::Buckets<'_> {
     /// The stored configuration of `bucket`, or `None` if it has none (or
     /// there is no such bucket).
     ///
     /// Errors: SMB failures other than not-found.
     pub async fn bucket_cors(&self, bucket: &str) -> StoreResult<Option<bytes::Bytes>> {
-        let tree = self.tree().await?;
-        self.read_state_file(&tree, &self.cors_path(bucket), MAX_CONFIG).await
+        let tree = self.0.tree().await?;
+        self.0.read_state_file(&tree, &self.0.cors_path(bucket), MAX_CONFIG).await
     }
 
     /// Stores `config` as `bucket`'s, replacing any, whole.
@@ -31,17 +33,17 @@ impl Store {
         if config.len() > MAX_CONFIG as usize {
             return Err(StoreError::InvalidArgument("the CORS configuration is larger than 64 KiB".into()));
         }
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
-        self.replace_state_file(&tree, &self.cors_path(bucket), config).await
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
+        self.0.replace_state_file(&tree, &self.0.cors_path(bucket), config).await
     }
 
     /// Removes `bucket`'s configuration; none is not an error.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found.
     pub async fn delete_bucket_cors(&self, bucket: &str) -> StoreResult<()> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
-        self.remove_state_file(&tree, &self.cors_path(bucket)).await
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
+        self.0.remove_state_file(&tree, &self.0.cors_path(bucket)).await
     }
 }

@@ -51,166 +51,6 @@ pub struct RequestedPart {
 }
 
 impl Store {
-    /// Checks a CompleteMultipartUpload request without changing anything.
-    /// `requested` are the parts in request order; `expected` the object's
-    /// checksums the client sent (`x-amz-checksum-*`).
-    ///
-    /// Errors: NoSuchUpload, InvalidPart (also for a part checksum that is
-    /// not the stored one), InvalidPartOrder, EntityTooSmall,
-    /// InvalidArgument (no parts), InvalidRequest (a part of a `COMPOSITE`
-    /// upload listed without its checksum), BadDigest (an object checksum
-    /// that is not the one the parts make), and conflicts with existing
-    /// names (found now, not after a 200 has started).
-    pub async fn plan_complete(
-        &self,
-        bucket: &str,
-        key: &str,
-        id: &str,
-        requested: &[RequestedPart],
-        expected: &BTreeMap<Algorithm, String>,
-        conditions: Conditions,
-    ) -> StoreResult<CompletePlan> {
-        if requested.is_empty() {
-            return Err(StoreError::InvalidArgument("you must specify at least one part".into()));
-        }
-        if requested.windows(2).any(|w| w[0].number >= w[1].number) {
-            return Err(StoreError::InvalidPartOrder);
-        }
-        let (record, stored) = self.list_parts(bucket, key, id).await?;
-        let stored: BTreeMap<i32, PartInfo> = stored.into_iter().map(|p| (p.number, p)).collect();
-        let mut parts = Vec::with_capacity(requested.len());
-        for (i, r) in requested.iter().enumerate() {
-            let n = r.number;
-            let Some(p) = stored.get(&n) else {
-                return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
-            };
-            if r.etag.trim().trim_matches('"') != p.etag {
-                return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {}", p.etag, r.etag)));
-            }
-            for (alg, want) in &r.checksums {
-                if p.checksums.get(alg).map(String::as_str) != Some(want.trim()) {
-                    return Err(StoreError::InvalidPart(format!("part {n} has another {} checksum", alg.name())));
-                }
-            }
-            if let Some(c) = record.checksum.filter(|c| c.kind == ChecksumType::Composite) {
-                if !r.checksums.contains_key(&c.algorithm) {
-                    return Err(StoreError::InvalidRequest(format!(
-                        "The upload was created using a {} checksum. The complete request must include the checksum \
-                         for each part. It was missing for part {n} in the request.",
-                        c.algorithm.name().to_ascii_lowercase()
-                    )));
-                }
-            }
-            if i + 1 < requested.len() && p.size < MIN_PART_SIZE {
-                return Err(StoreError::EntityTooSmall);
-            }
-            parts.push(p.clone());
-        }
-        let checksum = match record.checksum {
-            Some(c) => {
-                let of: Vec<_> = parts
-                    .iter()
-                    .map(|p| (p.number, p.checksums.get(&c.algorithm).map(String::as_str), p.size))
-                    .collect();
-                Some((c, c.of_parts(&of)?))
-            }
-            None => None,
-        };
-        for (alg, want) in expected {
-            if let Some((c, got)) = checksum.as_ref().filter(|(c, _)| c.algorithm == *alg) {
-                if got != want.trim() {
-                    return Err(StoreError::BadDigest(format!(
-                        "The {} you specified did not match the calculated checksum.",
-                        c.algorithm.name()
-                    )));
-                }
-            }
-        }
-        let mut md5 = Md5::new();
-        for p in &parts {
-            md5.update(hex::decode(&p.etag).unwrap_or_default());
-        }
-        let etag = format!("{}-{}", hex::encode(md5.finalize()), parts.len());
-        let mapped = map_key(key)?;
-        let tree = self.tree().await?;
-        self.preflight(&tree, bucket, &mapped).await?;
-        // The conditions now, so that a failed one gets its own status
-        // (412, 404) before the 200 starts; they are decided again, on the
-        // share, when the object is published.
-        let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
-        self.check_write_conditions(&tree, bucket, &mapped, &check).await?;
-        Ok(CompletePlan {
-            bucket: bucket.into(),
-            key: mapped,
-            upload_id: id.into(),
-            record,
-            parts,
-            etag,
-            checksum,
-            conditions,
-        })
-    }
-
-    /// The ETag of `key` if it is the object upload `id` completed (and
-    /// nothing has replaced it since): what a repeated
-    /// CompleteMultipartUpload answers, as S3 does, once the upload itself
-    /// is gone.
-    ///
-    /// Errors: NoSuchBucket; SMB errors.
-    pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<String>> {
-        match self.head_object(bucket, key).await {
-            Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.etag)),
-            Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Publishes a checked upload and removes it.
-    ///
-    /// Errors: publish errors; Busy if a part's copy came up short.
-    pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
-        let target = Target::Object { bucket: plan.bucket.clone(), key: plan.key.clone() };
-        // The completed object's record: the upload's metadata, the
-        // multipart ETag, the part sizes (for partNumber GETs) and, for an
-        // upload with a checksum, the object's and the parts'.
-        let checksums: BTreeMap<Algorithm, String> =
-            plan.checksum.iter().map(|(c, v)| (c.algorithm, v.clone())).collect();
-        let part_checksums: Vec<String> = match &plan.checksum {
-            Some((c, _)) => {
-                plan.parts.iter().map(|p| p.checksums.get(&c.algorithm).cloned().unwrap_or_default()).collect()
-            }
-            None => Vec::new(),
-        };
-        let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
-            etag: plan.etag.clone(),
-            size,
-            disk_id,
-            parts: plan.parts.iter().map(|p| p.size).collect(),
-            key: Some(plan.key.original()),
-            upload_id: Some(plan.upload_id.clone()),
-            checksums: checksums.clone(),
-            checksum_type: plan.checksum.as_ref().map(|(c, _)| c.kind),
-            part_checksums: part_checksums.clone(),
-            ..plan.record.meta.clone()
-        };
-        let stride = plan.parts[0].size;
-        let last = plan.parts.len() - 1;
-        let in_place = stride > 0
-            && plan.parts.iter().enumerate().all(|(i, p)| {
-                p.number == i as i32 + 1
-                    && (if i == last { p.size <= stride } else { p.size == stride })
-                    && p.data_offset.is_none_or(|o| o == i as u64 * stride)
-            });
-        let size: u64 = plan.parts.iter().map(|p| p.size).sum();
-        if in_place {
-            self.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
-        } else {
-            self.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
-        }
-        self.remove_upload(&plan.upload_id).await?;
-        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
-    }
-
     /// Sets the completed object's record on `handle` (the file at `path`,
     /// to be published as `key`). A record the share cannot hold (about
     /// 4 KB on ext4 for an extended attribute; the parts' checksums of an
@@ -328,5 +168,167 @@ impl Store {
         }
         .await;
         temp.settle(result).await
+    }
+}
+
+impl super::handles::Uploads<'_> {
+    /// Checks a CompleteMultipartUpload request without changing anything.
+    /// `requested` are the parts in request order; `expected` the object's
+    /// checksums the client sent (`x-amz-checksum-*`).
+    ///
+    /// Errors: NoSuchUpload, InvalidPart (also for a part checksum that is
+    /// not the stored one), InvalidPartOrder, EntityTooSmall,
+    /// InvalidArgument (no parts), InvalidRequest (a part of a `COMPOSITE`
+    /// upload listed without its checksum), BadDigest (an object checksum
+    /// that is not the one the parts make), and conflicts with existing
+    /// names (found now, not after a 200 has started).
+    pub async fn plan_complete(
+        &self,
+        bucket: &str,
+        key: &str,
+        id: &str,
+        requested: &[RequestedPart],
+        expected: &BTreeMap<Algorithm, String>,
+        conditions: Conditions,
+    ) -> StoreResult<CompletePlan> {
+        if requested.is_empty() {
+            return Err(StoreError::InvalidArgument("you must specify at least one part".into()));
+        }
+        if requested.windows(2).any(|w| w[0].number >= w[1].number) {
+            return Err(StoreError::InvalidPartOrder);
+        }
+        let (record, stored) = self.0.uploads().list_parts(bucket, key, id).await?;
+        let stored: BTreeMap<i32, PartInfo> = stored.into_iter().map(|p| (p.number, p)).collect();
+        let mut parts = Vec::with_capacity(requested.len());
+        for (i, r) in requested.iter().enumerate() {
+            let n = r.number;
+            let Some(p) = stored.get(&n) else {
+                return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
+            };
+            if r.etag.trim().trim_matches('"') != p.etag {
+                return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {}", p.etag, r.etag)));
+            }
+            for (alg, want) in &r.checksums {
+                if p.checksums.get(alg).map(String::as_str) != Some(want.trim()) {
+                    return Err(StoreError::InvalidPart(format!("part {n} has another {} checksum", alg.name())));
+                }
+            }
+            if let Some(c) = record.checksum.filter(|c| c.kind == ChecksumType::Composite) {
+                if !r.checksums.contains_key(&c.algorithm) {
+                    return Err(StoreError::InvalidRequest(format!(
+                        "The upload was created using a {} checksum. The complete request must include the checksum \
+                         for each part. It was missing for part {n} in the request.",
+                        c.algorithm.name().to_ascii_lowercase()
+                    )));
+                }
+            }
+            if i + 1 < requested.len() && p.size < MIN_PART_SIZE {
+                return Err(StoreError::EntityTooSmall);
+            }
+            parts.push(p.clone());
+        }
+        let checksum = match record.checksum {
+            Some(c) => {
+                let of: Vec<_> = parts
+                    .iter()
+                    .map(|p| (p.number, p.checksums.get(&c.algorithm).map(String::as_str), p.size))
+                    .collect();
+                Some((c, c.of_parts(&of)?))
+            }
+            None => None,
+        };
+        for (alg, want) in expected {
+            if let Some((c, got)) = checksum.as_ref().filter(|(c, _)| c.algorithm == *alg) {
+                if got != want.trim() {
+                    return Err(StoreError::BadDigest(format!(
+                        "The {} you specified did not match the calculated checksum.",
+                        c.algorithm.name()
+                    )));
+                }
+            }
+        }
+        let mut md5 = Md5::new();
+        for p in &parts {
+            md5.update(hex::decode(&p.etag).unwrap_or_default());
+        }
+        let etag = format!("{}-{}", hex::encode(md5.finalize()), parts.len());
+        let mapped = map_key(key)?;
+        let tree = self.0.tree().await?;
+        self.0.preflight(&tree, bucket, &mapped).await?;
+        // The conditions now, so that a failed one gets its own status
+        // (412, 404) before the 200 starts; they are decided again, on the
+        // share, when the object is published.
+        let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
+        self.0.check_write_conditions(&tree, bucket, &mapped, &check).await?;
+        Ok(CompletePlan {
+            bucket: bucket.into(),
+            key: mapped,
+            upload_id: id.into(),
+            record,
+            parts,
+            etag,
+            checksum,
+            conditions,
+        })
+    }
+
+    /// The ETag of `key` if it is the object upload `id` completed (and
+    /// nothing has replaced it since): what a repeated
+    /// CompleteMultipartUpload answers, as S3 does, once the upload itself
+    /// is gone.
+    ///
+    /// Errors: NoSuchBucket; SMB errors.
+    pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<String>> {
+        match self.0.objects().head_object(bucket, key).await {
+            Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.etag)),
+            Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Publishes a checked upload and removes it.
+    ///
+    /// Errors: publish errors; Busy if a part's copy came up short.
+    pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
+        let target = Target::Object { bucket: plan.bucket.clone(), key: plan.key.clone() };
+        // The completed object's record: the upload's metadata, the
+        // multipart ETag, the part sizes (for partNumber GETs) and, for an
+        // upload with a checksum, the object's and the parts'.
+        let checksums: BTreeMap<Algorithm, String> =
+            plan.checksum.iter().map(|(c, v)| (c.algorithm, v.clone())).collect();
+        let part_checksums: Vec<String> = match &plan.checksum {
+            Some((c, _)) => {
+                plan.parts.iter().map(|p| p.checksums.get(&c.algorithm).cloned().unwrap_or_default()).collect()
+            }
+            None => Vec::new(),
+        };
+        let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
+            etag: plan.etag.clone(),
+            size,
+            disk_id,
+            parts: plan.parts.iter().map(|p| p.size).collect(),
+            key: Some(plan.key.original()),
+            upload_id: Some(plan.upload_id.clone()),
+            checksums: checksums.clone(),
+            checksum_type: plan.checksum.as_ref().map(|(c, _)| c.kind),
+            part_checksums: part_checksums.clone(),
+            ..plan.record.meta.clone()
+        };
+        let stride = plan.parts[0].size;
+        let last = plan.parts.len() - 1;
+        let in_place = stride > 0
+            && plan.parts.iter().enumerate().all(|(i, p)| {
+                p.number == i as i32 + 1
+                    && (if i == last { p.size <= stride } else { p.size == stride })
+                    && p.data_offset.is_none_or(|o| o == i as u64 * stride)
+            });
+        let size: u64 = plan.parts.iter().map(|p| p.size).sum();
+        if in_place {
+            self.0.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
+        } else {
+            self.0.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
+        }
+        self.0.remove_upload(&plan.upload_id).await?;
+        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
     }
 }

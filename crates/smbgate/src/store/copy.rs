@@ -12,7 +12,7 @@ use super::meta::{record_write_error, ObjectMeta};
 use super::share;
 use super::tags::TagSet;
 use super::types::{ObjectInfo, PutResult, Target};
-use super::{Store, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
 /// What a copy takes from its source and what it computes.
 #[derive(Debug, Default)]
@@ -31,14 +31,14 @@ pub struct CopyRequest {
     pub conditions: Conditions,
 }
 
-impl Store {
+impl super::handles::Objects<'_> {
     /// Copies `src` (or `req.range` of it) to `target`, with metadata and
     /// tags from the source or replaced ([`CopyRequest`]). `check` sees the
     /// source first (copy-source conditions).
     ///
     /// Errors: NoSuchKey for the source, PreconditionFailed from `check`,
     /// InvalidRange, Busy (the source changed during the copy), and as
-    /// [`Store::put_object`].
+    /// [`Objects::put_object`].
     pub async fn copy_object(
         &self,
         src_bucket: &str,
@@ -49,7 +49,7 @@ impl Store {
     ) -> StoreResult<(ObjectInfo, PutResult)> {
         let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions } = req;
         let target_conditions = &target_conditions;
-        let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
+        let (src, info, _) = self.0.objects().open_object(src_bucket, src_key, None).await?;
         check(&info)?;
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
@@ -59,7 +59,7 @@ impl Store {
         }
         let range = src_range.unwrap_or(0..info.size);
         let tree = share::connection_of(&src.handle).clone();
-        let temp = share::create_temp(self.pool(), &tree, &self.temp_path(), &[]).await?;
+        let temp = share::create_temp(self.0.pool(), &tree, &self.0.temp_path(), &[]).await?;
         let result: StoreResult<PutResult> = async {
             let len = range.end - range.start;
             if len > 0 {
@@ -92,7 +92,7 @@ impl Store {
                 // Range copies, foreign and multipart sources, and checksums
                 // the source lacks: hash the copy.
                 let (mut md5, mut sums) = (Md5::new(), Checksums::new(&want));
-                share::read_all(temp.handle(), len, self.in_flight(), |b| {
+                share::read_all(temp.handle(), len, self.0.in_flight(), |b| {
                     md5.update(&b);
                     sums.update(&b);
                 })
@@ -100,7 +100,7 @@ impl Store {
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums = sums.finish();
             }
-            share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()])
+            share::set_eas(temp.handle(), self.0.records(), temp.path(), &[meta.to_ea()])
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
@@ -113,6 +113,7 @@ impl Store {
         // as a PUT's (failure class 25).
         let published = match result {
             Ok(r) => self
+                .0
                 .publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions)
                 .await
                 .map(|()| r),

@@ -18,76 +18,6 @@ use super::types::ObjectInfo;
 use super::{retry_sharing, share, Store, StoreError, StoreResult};
 
 impl Store {
-    /// DELETE: removes the object (idempotent: a missing key is success, as
-    /// in S3), then prunes directories it leaves empty. With `conditions`
-    /// (If-Match), the object's ETag is read from the handle that deletes.
-    ///
-    /// Errors: NoSuchBucket, InvalidKey; NoSuchKey or PreconditionFailed
-    /// for a failed If-Match; SMB failures.
-    pub async fn delete_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<()> {
-        let mapped = map_key(key)?;
-        let tree = self.tree().await?;
-        let path = self.object_path(bucket, &mapped);
-        self.forget_listing(bucket, &mapped);
-        if mapped.dir_marker {
-            if conditions.needs_current() {
-                let current = self.head_object(bucket, key).await.map(Some).or_else(|e| match e {
-                    StoreError::NoSuchKey => Ok(None),
-                    e => Err(e),
-                })?;
-                conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
-            }
-            // The body kept beside the directory and the directory's record
-            // go under the key's creation lock, as they are written (see
-            // `put`); then the directory goes if it is empty, as any prefix.
-            let creating = self.create_lock(&tree, &path).await?;
-            let body = share::delete(&tree, &self.beside_path(bucket, &mapped), false).await;
-            let record = match &body {
-                Err(e) if !nothing_beside(e) => None,
-                _ => Some(self.drop_marker_record(&tree, &path).await),
-            };
-            creating.release().await;
-            match (body, record) {
-                (Err(e), _) if !nothing_beside(&e) => return Err(e.into()),
-                (_, Some(Err(e))) if !is_not_found(&e) => return Err(e.into()),
-                (Err(_), Some(Err(_))) => self.check_bucket(&tree, bucket).await?,
-                _ => {}
-            }
-            self.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
-            return Ok(());
-        }
-        let mut at = path.clone();
-        let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-        // Not at its own path: other keys continue under it (a directory
-        // there), or it is moving between the two names; look beside.
-        let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
-        if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
-            let was_directory = directory(&deleted);
-            at = path.beside(false);
-            deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-            // Not beside either, though a directory stood at its name: it
-            // may have just taken that name back (see `beside`).
-            if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
-                at = path.clone();
-                deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-            }
-        }
-        match deleted {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => return conditions.check_write(None),
-            Ok(Err(e)) => return Err(e),
-            Err(e) if nothing_beside(&e) || e.failure() == Failure::IsDirectory => {
-                self.check_bucket(&tree, bucket).await?;
-                return conditions.check_write(None);
-            }
-            Err(e) => return Err(e.into()),
-        }
-        // Deleted beside its directory: that directory may be empty now.
-        let from = if at != path { Prune::KeyDir } else { Prune::Parents };
-        self.prune_parents(&tree, bucket, &mapped, from).await;
-        Ok(())
-    }
-
     /// Deletes the file at `path`, the object `key`: `Ok(true)` if it went,
     /// `Ok(false)` if the file there is not that object (a case-variant, or
     /// one another conditional delete unlinked), `Err` inside for a failed
@@ -225,4 +155,76 @@ enum Prune {
     /// while empty even if someone else made it, since it was the
     /// object just deleted (see `folders`).
     Folder,
+}
+
+impl super::handles::Objects<'_> {
+    /// DELETE: removes the object (idempotent: a missing key is success, as
+    /// in S3), then prunes directories it leaves empty. With `conditions`
+    /// (If-Match), the object's ETag is read from the handle that deletes.
+    ///
+    /// Errors: NoSuchBucket, InvalidKey; NoSuchKey or PreconditionFailed
+    /// for a failed If-Match; SMB failures.
+    pub async fn delete_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<()> {
+        let mapped = map_key(key)?;
+        let tree = self.0.tree().await?;
+        let path = self.0.object_path(bucket, &mapped);
+        self.0.forget_listing(bucket, &mapped);
+        if mapped.dir_marker {
+            if conditions.needs_current() {
+                let current = self.0.objects().head_object(bucket, key).await.map(Some).or_else(|e| match e {
+                    StoreError::NoSuchKey => Ok(None),
+                    e => Err(e),
+                })?;
+                conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
+            }
+            // The body kept beside the directory and the directory's record
+            // go under the key's creation lock, as they are written (see
+            // `put`); then the directory goes if it is empty, as any prefix.
+            let creating = self.0.create_lock(&tree, &path).await?;
+            let body = share::delete(&tree, &self.0.beside_path(bucket, &mapped), false).await;
+            let record = match &body {
+                Err(e) if !nothing_beside(e) => None,
+                _ => Some(self.0.drop_marker_record(&tree, &path).await),
+            };
+            creating.release().await;
+            match (body, record) {
+                (Err(e), _) if !nothing_beside(&e) => return Err(e.into()),
+                (_, Some(Err(e))) if !is_not_found(&e) => return Err(e.into()),
+                (Err(_), Some(Err(_))) => self.0.check_bucket(&tree, bucket).await?,
+                _ => {}
+            }
+            self.0.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
+            return Ok(());
+        }
+        let mut at = path.clone();
+        let mut deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+        // Not at its own path: other keys continue under it (a directory
+        // there), or it is moving between the two names; look beside.
+        let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
+        if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
+            let was_directory = directory(&deleted);
+            at = path.beside(false);
+            deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+            // Not beside either, though a directory stood at its name: it
+            // may have just taken that name back (see `beside`).
+            if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
+                at = path.clone();
+                deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+            }
+        }
+        match deleted {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return conditions.check_write(None),
+            Ok(Err(e)) => return Err(e),
+            Err(e) if nothing_beside(&e) || e.failure() == Failure::IsDirectory => {
+                self.0.check_bucket(&tree, bucket).await?;
+                return conditions.check_write(None);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // Deleted beside its directory: that directory may be empty now.
+        let from = if at != path { Prune::KeyDir } else { Prune::Parents };
+        self.0.prune_parents(&tree, bucket, &mapped, from).await;
+        Ok(())
+    }
 }

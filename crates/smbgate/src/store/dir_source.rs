@@ -15,7 +15,7 @@ use super::records::{FileKey, Records};
 use super::share::{self, is_not_found, ShareError};
 use super::types::ObjectInfo;
 use super::walk::{list, prepare, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
-use super::{Store, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
 const ETAG_CONCURRENCY: usize = 64;
@@ -360,7 +360,7 @@ impl SmbSource<'_> {
     }
 }
 
-impl Store {
+impl super::handles::Listings<'_> {
     /// One page of ListObjects(V2) in S3 order, with ETags.
     ///
     /// Errors: NoSuchBucket, or any SMB error of a directory the page needs
@@ -370,31 +370,31 @@ impl Store {
     /// earlier pages within 30 s (writes through this instance invalidate
     /// them).
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
         // The key rules first, before anything is looked up on the share:
         // a prefix no key can be under (thousands of `a/`) lists nothing.
         let Some(dirs) = start_dir(&req.prefix) else {
             return Ok(ListResult::default());
         };
-        if self.case_insensitive() && !dirs.is_empty() {
+        if self.0.case_insensitive() && !dirs.is_empty() {
             // The walk starts in the directory the prefix names; on a
             // case-insensitive share `dir/` would open `Dir` and list keys
             // that do not exist. The names must match exactly.
             let dir_key =
                 keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
-            if self.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
+            if self.0.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
                 return Ok(ListResult::default());
             }
         }
         let src = SmbSource {
             tree: tree.clone(),
-            bucket_path: self.bucket_path(bucket),
-            cache: &self.inner.dir_cache,
+            bucket_path: self.0.bucket_path(bucket),
+            cache: &self.0.inner.dir_cache,
             reuse: continuation,
-            records: self.records(),
+            records: self.0.records(),
         };
-        let req = ListRequest { max_dirs: Some(self.inner.opts.list_max_dirs), ..req.clone() };
+        let req = ListRequest { max_dirs: Some(self.0.inner.opts.list_max_dirs), ..req.clone() };
         let mut page = list(&src, &req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).
@@ -412,13 +412,13 @@ impl Store {
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
-                let tree = share::idle_connection(self.pool()).unwrap_or_else(|| tree.clone());
+                let tree = share::idle_connection(self.0.pool()).unwrap_or_else(|| tree.clone());
                 let mapped = map_key(&key);
                 async move {
                     let Ok(mapped) = mapped else { return (i, Ok(None)) };
                     // Wherever it is kept; None: deleted since the directory
                     // was read, or a directory that is no marker.
-                    let v = match self.stat_object(&tree, bucket, &mapped, true).await {
+                    let v = match self.0.stat_object(&tree, bucket, &mapped, true).await {
                         Ok(Some((c, meta, path))) => {
                             let info = ObjectInfo::new(&c, meta, &path);
                             Ok(Some((info.etag, info.size, info.last_modified)))

@@ -31,6 +31,7 @@ mod dir_reads;
 pub mod dir_source;
 pub mod error;
 mod folders;
+pub mod handles;
 pub mod keys;
 #[cfg(test)]
 mod memory_share;

@@ -117,120 +117,13 @@ impl Store {
         self.upload_dir(id).join(&format!("part-{n:05}"))
     }
 
-    /// CreateMultipartUpload: a new upload directory with its record (the
-    /// object's metadata, and the `checksum` its parts and the object get,
-    /// if any; see `store::part_checksums`). Returns the UploadId.
-    ///
-    /// Errors: NoSuchBucket, InvalidKey.
-    pub async fn create_upload(
-        &self,
-        bucket: &str,
-        key: &str,
-        meta: ObjectMeta,
-        checksum: Option<UploadChecksum>,
-    ) -> StoreResult<String> {
-        map_key(key)?;
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
-        let id = format!("{:032x}", rand::random::<u128>());
-        let rec = UploadRecord {
-            bucket: bucket.into(),
-            key: key.into(),
-            meta,
-            checksum,
-            initiated: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0),
-        };
-        let ea = [FullEa { name: UPLOAD_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-        share::create_dir_with_eas(&tree, self.records(), &self.upload_dir(&id), &ea).await?;
-        Ok(id)
-    }
-
-    /// Reads an upload's record.
-    ///
-    /// Errors: NoSuchUpload.
-    pub async fn upload_record(&self, id: &str) -> StoreResult<UploadRecord> {
-        if !valid_upload_id(id) {
-            return Err(StoreError::NoSuchUpload);
-        }
-        let tree = self.tree().await?;
-        let f = match share::open_read(&tree, &self.upload_dir(id)).await {
-            Ok(f) => f,
-            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
-            Err(e) => return Err(e.into()),
-        };
-        let eas = share::query_records(&f, self.records(), &self.upload_dir(id), &[UPLOAD_EA]).await;
-        drop(f);
-        eas?.iter()
-            .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
-            .and_then(|e| serde_json::from_slice(&e.value).ok())
-            .ok_or(StoreError::NoSuchUpload)
-    }
-
-    /// Fails with NoSuchUpload (or NoSuchBucket) unless upload `id` of
-    /// `key` exists; changes nothing.
-    pub async fn upload_exists(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
-        self.check_upload(bucket, key, id).await.map(|_| ())
-    }
-
     /// Checks that `id` is an upload for `bucket`/`key`.
     pub(crate) async fn check_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<UploadRecord> {
-        let rec = self.upload_record(id).await?;
+        let rec = self.uploads().upload_record(id).await?;
         if rec.bucket != bucket || rec.key != key {
             return Err(StoreError::NoSuchUpload);
         }
         Ok(rec)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    /// UploadPart: stores part `n` (replacing an earlier upload of it).
-    ///
-    /// Errors: NoSuchUpload, InvalidArgument (part number), BadDigest.
-    pub async fn upload_part<S, E>(
-        &self,
-        bucket: &str,
-        key: &str,
-        id: &str,
-        n: i32,
-        body: S,
-        mut req: PutRequest,
-        trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
-    ) -> StoreResult<PutResult>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        if !(1..=MAX_PART_NUMBER).contains(&n) {
-            return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
-        }
-        let upload = self.check_upload(bucket, key, id).await?;
-        // Every part of an upload with a checksum gets one of its
-        // algorithm, sent by the client or not.
-        if let Some(c) = upload.checksum.filter(|c| !req.checksum_algorithms.contains(&c.algorithm)) {
-            req.checksum_algorithms.push(c.algorithm);
-        }
-        let tree = self.tree().await?;
-        if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
-            return Err(StoreError::EntityTooLarge);
-        }
-        super::verify::check_content_md5(req.content_md5.as_deref())?;
-        if let Some(len) = req.content_length.filter(|&l| l > 0) {
-            if let Some(stride) = self.stride(&tree, id, len).await? {
-                // A stride over the part limit (a damaged or foreign stride
-                // file) is never used for offsets.
-                if len <= stride && stride <= MAX_PART_SIZE {
-                    if let Some(claim) = self.claim_part(&tree, id, n).await? {
-                        return self.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
-                    }
-                }
-            }
-        }
-        // The part is a file of its own, published by a rename over the
-        // part's record: an earlier upload of this number stays valid until
-        // this one is verified and replaces it.
-        self.put_to(&tree, Target::Part(self.part_path(id, n).to_string()), body, req, trailer).await
     }
 
     /// Claims part `n` for the data file by creating its record (empty,
@@ -364,88 +257,6 @@ impl Store {
         filled
     }
 
-    /// UploadPartCopy: part `n` from a (range of a) source object.
-    ///
-    /// Errors: NoSuchUpload, NoSuchKey, InvalidRange, PreconditionFailed.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn upload_part_copy(
-        &self,
-        bucket: &str,
-        key: &str,
-        id: &str,
-        n: i32,
-        src_bucket: &str,
-        src_key: &str,
-        src_range: Option<std::ops::Range<u64>>,
-        check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
-    ) -> StoreResult<(ObjectInfo, PutResult)> {
-        if !(1..=MAX_PART_NUMBER).contains(&n) {
-            return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
-        }
-        let upload = self.check_upload(bucket, key, id).await?;
-        let target = Target::Part(self.part_path(id, n).to_string());
-        let req = CopyRequest {
-            replace: Some(ObjectMeta::default()),
-            tags: Some(Vec::new()),
-            range: src_range,
-            checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
-            ..Default::default()
-        };
-        self.copy_object(src_bucket, src_key, target, req, check).await
-    }
-
-    /// The record of an upload and its stored parts, by part number.
-    ///
-    /// Errors: NoSuchUpload.
-    pub async fn list_parts(&self, bucket: &str, key: &str, id: &str) -> StoreResult<(UploadRecord, Vec<PartInfo>)> {
-        let upload = self.check_upload(bucket, key, id).await?;
-        let tree = self.tree().await?;
-        let dir = self.upload_dir(id);
-        let mut parts = Vec::new();
-        for e in share::list_dir(&tree, &dir).await? {
-            let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
-            let path = dir.join(&e.name);
-            if (e.ea_size > 0 || !self.records().in_eas()) && e.times.end_of_file == 0 {
-                // Possibly a record of a part in the data file.
-                if let Some(rec) = read_part_record(&tree, self.records(), &path).await? {
-                    parts.push(PartInfo {
-                        number: n,
-                        size: rec.size,
-                        etag: rec.etag,
-                        last_modified: e.times.last_write,
-                        data_offset: Some(rec.offset),
-                        checksums: rec.checksums,
-                    });
-                    continue;
-                }
-            }
-            let (c, meta) = match share::stat_with_meta(&tree, self.records(), &path).await {
-                Ok(r) => r,
-                Err(err) if is_not_found(&err) => continue,
-                Err(err) => return Err(err.into()),
-            };
-            let Some(meta) = meta else { continue };
-            parts.push(PartInfo {
-                number: n,
-                size: c.times.end_of_file,
-                etag: meta.etag,
-                last_modified: c.times.last_write,
-                data_offset: None,
-                checksums: meta.checksums,
-            });
-        }
-        parts.sort_by_key(|p| p.number);
-        Ok((upload, parts))
-    }
-
-    /// AbortMultipartUpload.
-    ///
-    /// Errors: NoSuchUpload.
-    pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
-        self.check_upload(bucket, key, id).await?;
-        self.remove_upload(id).await
-    }
-
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
         let tree = self.tree().await?;
         let dir = self.upload_dir(id);
@@ -470,14 +281,218 @@ impl Store {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Reads the `smbgate.part` record of a part in the data file, if the file
+/// carries one.
+async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreResult<Option<PartRecord>> {
+    let f = match share::open_read(tree, path).await {
+        Ok(f) => f,
+        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let eas = share::query_records(&f, records, path, &[PART_EA]).await;
+    drop(f);
+    Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
+}
+
+impl super::handles::Uploads<'_> {
+    /// CreateMultipartUpload: a new upload directory with its record (the
+    /// object's metadata, and the `checksum` its parts and the object get,
+    /// if any; see `store::part_checksums`). Returns the UploadId.
+    ///
+    /// Errors: NoSuchBucket, InvalidKey.
+    pub async fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        checksum: Option<UploadChecksum>,
+    ) -> StoreResult<String> {
+        map_key(key)?;
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
+        let id = format!("{:032x}", rand::random::<u128>());
+        let rec = UploadRecord {
+            bucket: bucket.into(),
+            key: key.into(),
+            meta,
+            checksum,
+            initiated: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
+        };
+        let ea = [FullEa { name: UPLOAD_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
+        share::create_dir_with_eas(&tree, self.0.records(), &self.0.upload_dir(&id), &ea).await?;
+        Ok(id)
+    }
+
+    /// Reads an upload's record.
+    ///
+    /// Errors: NoSuchUpload.
+    pub async fn upload_record(&self, id: &str) -> StoreResult<UploadRecord> {
+        if !valid_upload_id(id) {
+            return Err(StoreError::NoSuchUpload);
+        }
+        let tree = self.0.tree().await?;
+        let f = match share::open_read(&tree, &self.0.upload_dir(id)).await {
+            Ok(f) => f,
+            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
+            Err(e) => return Err(e.into()),
+        };
+        let eas = share::query_records(&f, self.0.records(), &self.0.upload_dir(id), &[UPLOAD_EA]).await;
+        drop(f);
+        eas?.iter()
+            .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
+            .and_then(|e| serde_json::from_slice(&e.value).ok())
+            .ok_or(StoreError::NoSuchUpload)
+    }
+
+    /// Fails with NoSuchUpload (or NoSuchBucket) unless upload `id` of
+    /// `key` exists; changes nothing.
+    pub async fn upload_exists(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
+        self.0.check_upload(bucket, key, id).await.map(|_| ())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// UploadPart: stores part `n` (replacing an earlier upload of it).
+    ///
+    /// Errors: NoSuchUpload, InvalidArgument (part number), BadDigest.
+    pub async fn upload_part<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        id: &str,
+        n: i32,
+        body: S,
+        mut req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        if !(1..=MAX_PART_NUMBER).contains(&n) {
+            return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
+        }
+        let upload = self.0.check_upload(bucket, key, id).await?;
+        // Every part of an upload with a checksum gets one of its
+        // algorithm, sent by the client or not.
+        if let Some(c) = upload.checksum.filter(|c| !req.checksum_algorithms.contains(&c.algorithm)) {
+            req.checksum_algorithms.push(c.algorithm);
+        }
+        let tree = self.0.tree().await?;
+        if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
+            return Err(StoreError::EntityTooLarge);
+        }
+        super::verify::check_content_md5(req.content_md5.as_deref())?;
+        if let Some(len) = req.content_length.filter(|&l| l > 0) {
+            if let Some(stride) = self.0.stride(&tree, id, len).await? {
+                // A stride over the part limit (a damaged or foreign stride
+                // file) is never used for offsets.
+                if len <= stride && stride <= MAX_PART_SIZE {
+                    if let Some(claim) = self.0.claim_part(&tree, id, n).await? {
+                        return self.0.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
+                    }
+                }
+            }
+        }
+        // The part is a file of its own, published by a rename over the
+        // part's record: an earlier upload of this number stays valid until
+        // this one is verified and replaces it.
+        self.0.objects().put_to(&tree, Target::Part(self.0.part_path(id, n).to_string()), body, req, trailer).await
+    }
+
+    /// UploadPartCopy: part `n` from a (range of a) source object.
+    ///
+    /// Errors: NoSuchUpload, NoSuchKey, InvalidRange, PreconditionFailed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upload_part_copy(
+        &self,
+        bucket: &str,
+        key: &str,
+        id: &str,
+        n: i32,
+        src_bucket: &str,
+        src_key: &str,
+        src_range: Option<std::ops::Range<u64>>,
+        check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
+    ) -> StoreResult<(ObjectInfo, PutResult)> {
+        if !(1..=MAX_PART_NUMBER).contains(&n) {
+            return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
+        }
+        let upload = self.0.check_upload(bucket, key, id).await?;
+        let target = Target::Part(self.0.part_path(id, n).to_string());
+        let req = CopyRequest {
+            replace: Some(ObjectMeta::default()),
+            tags: Some(Vec::new()),
+            range: src_range,
+            checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
+            ..Default::default()
+        };
+        self.0.objects().copy_object(src_bucket, src_key, target, req, check).await
+    }
+
+    /// The record of an upload and its stored parts, by part number.
+    ///
+    /// Errors: NoSuchUpload.
+    pub async fn list_parts(&self, bucket: &str, key: &str, id: &str) -> StoreResult<(UploadRecord, Vec<PartInfo>)> {
+        let upload = self.0.check_upload(bucket, key, id).await?;
+        let tree = self.0.tree().await?;
+        let dir = self.0.upload_dir(id);
+        let mut parts = Vec::new();
+        for e in share::list_dir(&tree, &dir).await? {
+            let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let path = dir.join(&e.name);
+            if (e.ea_size > 0 || !self.0.records().in_eas()) && e.times.end_of_file == 0 {
+                // Possibly a record of a part in the data file.
+                if let Some(rec) = read_part_record(&tree, self.0.records(), &path).await? {
+                    parts.push(PartInfo {
+                        number: n,
+                        size: rec.size,
+                        etag: rec.etag,
+                        last_modified: e.times.last_write,
+                        data_offset: Some(rec.offset),
+                        checksums: rec.checksums,
+                    });
+                    continue;
+                }
+            }
+            let (c, meta) = match share::stat_with_meta(&tree, self.0.records(), &path).await {
+                Ok(r) => r,
+                Err(err) if is_not_found(&err) => continue,
+                Err(err) => return Err(err.into()),
+            };
+            let Some(meta) = meta else { continue };
+            parts.push(PartInfo {
+                number: n,
+                size: c.times.end_of_file,
+                etag: meta.etag,
+                last_modified: c.times.last_write,
+                data_offset: None,
+                checksums: meta.checksums,
+            });
+        }
+        parts.sort_by_key(|p| p.number);
+        Ok((upload, parts))
+    }
+
+    /// AbortMultipartUpload.
+    ///
+    /// Errors: NoSuchUpload.
+    pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
+        self.0.check_upload(bucket, key, id).await?;
+        self.0.remove_upload(id).await
+    }
 
     /// ListMultipartUploads for a bucket, ordered by key then initiation.
     pub async fn list_uploads(&self, bucket: &str, prefix: &str) -> StoreResult<Vec<UploadInfo>> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
         // The records are read 32 at a time (they are spread over the
         // pool), not one by one.
-        let ids: Vec<String> = share::list_dir(&tree, &self.internal("uploads"))
+        let ids: Vec<String> = share::list_dir(&tree, &self.0.internal("uploads"))
             .await?
             .into_iter()
             .map(|e| e.name)
@@ -485,7 +500,7 @@ impl Store {
             .collect();
         let records: Vec<(String, StoreResult<UploadRecord>)> = futures::stream::iter(ids)
             .map(|id| async move {
-                let r = self.upload_record(&id).await;
+                let r = self.0.uploads().upload_record(&id).await;
                 (id, r)
             })
             .buffer_unordered(32)
@@ -503,17 +518,4 @@ impl Store {
         out.sort_by(|a, b| (&a.record.key, a.record.initiated).cmp(&(&b.record.key, b.record.initiated)));
         Ok(out)
     }
-}
-
-/// Reads the `smbgate.part` record of a part in the data file, if the file
-/// carries one.
-async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreResult<Option<PartRecord>> {
-    let f = match share::open_read(tree, path).await {
-        Ok(f) => f,
-        Err(e) if is_not_found(&e) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let eas = share::query_records(&f, records, path, &[PART_EA]).await;
-    drop(f);
-    Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }

@@ -40,74 +40,13 @@ fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -
 }
 
 impl Store {
-    /// Opens `key` for reading: CREATE + metadata (+ the first READ of
-    /// `read = (offset, length)`) in one round trip, the handle left open
-    /// (it closes itself when dropped). A directory-marker key (`a/`) opens
-    /// the directory and requires its marker record.
-    ///
-    /// Errors: NoSuchKey (also for a key naming a plain directory),
-    /// NoSuchBucket, InvalidKey.
-    pub async fn open_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        read: Option<(u64, u32)>,
-    ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
-        let tree = self.tree().await?;
-        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.case_insensitive();
-        let records = self.records();
-        let ((handle, meta, data, on_disk), path, found) = self
-            .open_stored(
-                &tree,
-                bucket,
-                &mapped,
-                |p, file_only| {
-                    let tree = &tree;
-                    async move { share::open_with_meta(tree, records, &p, read, exact, file_only).await }
-                },
-                |(h, m, _, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
-            )
-            .await?;
-        let (meta, info) = self
-            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
-            .await?;
-        Ok((Opened { handle, meta }, info, data))
-    }
-
-    /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
-    /// trip (two for an object kept beside its directory).
-    ///
-    /// Errors: as [`Store::open_object`].
-    pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        let tree = self.tree().await?;
-        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.case_insensitive();
-        let records = self.records();
-        let ((create, meta, on_disk), path, found) = self
-            .open_stored(
-                &tree,
-                bucket,
-                &mapped,
-                |p, file_only| {
-                    let tree = &tree;
-                    async move { share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await }
-                },
-                |(c, m, _)| (c.times, m.as_ref().is_some_and(|m| m.marker)),
-            )
-            .await?;
-        let (_, info) =
-            self.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, found)).await?;
-        Ok(info)
-    }
-
     /// Opens `key` to change its record ([`share::open_to_update_record`]):
     /// found as a GET finds it, and held so that no other file can take
     /// its name until the handle closes. Returns the handle, the record as
     /// it is (`None` for a file someone else put there), the object's info
     /// and the path it opened.
     ///
-    /// Errors: as [`Store::open_object`].
+    /// Errors: as [`Objects::open_object`].
     pub(crate) async fn open_to_update_record(
         &self,
         bucket: &str,
@@ -318,5 +257,71 @@ impl Store {
                 Err(StoreError::NoSuchKey)
             }
         }
+    }
+}
+
+impl super::handles::Objects<'_> {
+    /// Opens `key` for reading: CREATE + metadata (+ the first READ of
+    /// `read = (offset, length)`) in one round trip, the handle left open
+    /// (it closes itself when dropped). A directory-marker key (`a/`) opens
+    /// the directory and requires its marker record.
+    ///
+    /// Errors: NoSuchKey (also for a key naming a plain directory),
+    /// NoSuchBucket, InvalidKey.
+    pub async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        read: Option<(u64, u32)>,
+    ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
+        let tree = self.0.tree().await?;
+        let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
+        let exact = self.0.case_insensitive();
+        let records = self.0.records();
+        let ((handle, meta, data, on_disk), path, found) = self
+            .0
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let tree = &tree;
+                    async move { share::open_with_meta(tree, records, &p, read, exact, file_only).await }
+                },
+                |(h, m, _, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
+            )
+            .await?;
+        let (meta, info) = self
+            .0
+            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
+            .await?;
+        Ok((Opened { handle, meta }, info, data))
+    }
+
+    /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
+    /// trip (two for an object kept beside its directory).
+    ///
+    /// Errors: as [`Objects::open_object`].
+    pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
+        let tree = self.0.tree().await?;
+        let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
+        let exact = self.0.case_insensitive();
+        let records = self.0.records();
+        let ((create, meta, on_disk), path, found) = self
+            .0
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let tree = &tree;
+                    async move { share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await }
+                },
+                |(c, m, _)| (c.times, m.as_ref().is_some_and(|m| m.marker)),
+            )
+            .await?;
+        let (_, info) =
+            self.0.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, found)).await?;
+        Ok(info)
     }
 }

@@ -27,94 +27,6 @@ use super::{Store, StoreError, StoreResult};
 const SMALL_PUT: usize = 1 << 20;
 
 impl Store {
-    /// PUT: streams `body` into a temporary file, verifies length, MD5 and
-    /// checksums, stores the metadata EA and renames over the target.
-    /// A failure at any step leaves the previous object untouched and
-    /// removes the temporary file.
-    ///
-    /// Errors: BadDigest, IncompleteBody, PreconditionFailed, NoSuchBucket,
-    /// NoSuchKey (If-Match on a missing key), Conflict, InvalidKey, Body.
-    pub async fn put_object<S, E>(
-        &self,
-        bucket: &str,
-        key: &str,
-        body: S,
-        req: PutRequest,
-        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
-    ) -> StoreResult<PutResult>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        let mapped = map_key(key)?;
-        let tree = self.tree().await?;
-        if !mapped.dir_marker {
-            return self
-                .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
-                .await;
-        }
-        // A marker: the directory itself with a record while it is empty,
-        // a file beside the directory once it has a body.
-        let mut body = body;
-        let first = loop {
-            match self.next_chunk(&mut body, &req.pace).await? {
-                Some(c) if c.is_empty() => continue,
-                next => break next,
-            }
-        };
-        let Some(first) = first else { return self.put_marker(&tree, bucket, &mapped, req).await };
-        let body = futures::stream::iter([Ok::<Bytes, E>(first)]).chain(body);
-        self.put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer).await
-    }
-
-    /// Streams `body` into a temporary file, verifies it and publishes it
-    /// at `target`; see [`Store::put_object`].
-    pub async fn put_to<S, E>(
-        &self,
-        tree: &Tree,
-        target: Target,
-        mut body: S,
-        req: PutRequest,
-        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
-    ) -> StoreResult<PutResult>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        // Refused from the declared length and digest, before a byte is read.
-        if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
-            return Err(StoreError::EntityTooLarge);
-        }
-        super::verify::check_content_md5(req.content_md5.as_deref())?;
-        let mut prefix = Vec::new();
-        let mut buffered = 0usize;
-        let mut ended = false;
-        while buffered <= SMALL_PUT {
-            match self.next_chunk(&mut body, &req.pace).await? {
-                Some(c) => {
-                    buffered += c.len();
-                    prefix.push(c);
-                }
-                None => {
-                    ended = true;
-                    break;
-                }
-            }
-        }
-        if ended && buffered <= tree.max_write() as usize {
-            return self.put_small(tree, &target, prefix, req, trailer).await;
-        }
-        // A large body: make sure it has somewhere to go before writing it
-        // out (publish checks again; this only spares a wasted upload).
-        if let Target::Object { bucket, .. } = &target {
-            self.check_bucket(tree, bucket).await?;
-        }
-        let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
-        let mut temp = share::create_temp(self.pool(), tree, &self.temp_path(), &[]).await?;
-        let result = self.fill_and_publish(&target, &mut temp, body, req, trailer).await;
-        temp.settle(result).await
-    }
-
     /// Streams `body` into `writer` (an open file, from some offset, spread
     /// over several connections once it passes one segment) while MD5 and
     /// the requested checksums are computed on a second core.
@@ -361,5 +273,98 @@ impl Store {
         creating.release().await;
         recorded?;
         Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
+    }
+}
+
+impl super::handles::Objects<'_> {
+    /// PUT: streams `body` into a temporary file, verifies length, MD5 and
+    /// checksums, stores the metadata EA and renames over the target.
+    /// A failure at any step leaves the previous object untouched and
+    /// removes the temporary file.
+    ///
+    /// Errors: BadDigest, IncompleteBody, PreconditionFailed, NoSuchBucket,
+    /// NoSuchKey (If-Match on a missing key), Conflict, InvalidKey, Body.
+    pub async fn put_object<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let mapped = map_key(key)?;
+        let tree = self.0.tree().await?;
+        if !mapped.dir_marker {
+            return self
+                .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
+                .await;
+        }
+        // A marker: the directory itself with a record while it is empty,
+        // a file beside the directory once it has a body.
+        let mut body = body;
+        let first = loop {
+            match self.0.next_chunk(&mut body, &req.pace).await? {
+                Some(c) if c.is_empty() => continue,
+                next => break next,
+            }
+        };
+        let Some(first) = first else { return self.0.put_marker(&tree, bucket, &mapped, req).await };
+        let body = futures::stream::iter([Ok::<Bytes, E>(first)]).chain(body);
+        self.0
+            .objects()
+            .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
+            .await
+    }
+
+    /// Streams `body` into a temporary file, verifies it and publishes it
+    /// at `target`; see [`Objects::put_object`].
+    pub async fn put_to<S, E>(
+        &self,
+        tree: &Tree,
+        target: Target,
+        mut body: S,
+        req: PutRequest,
+        trailer: impl FnOnce() -> BTreeMap<Algorithm, String>,
+    ) -> StoreResult<PutResult>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        // Refused from the declared length and digest, before a byte is read.
+        if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
+            return Err(StoreError::EntityTooLarge);
+        }
+        super::verify::check_content_md5(req.content_md5.as_deref())?;
+        let mut prefix = Vec::new();
+        let mut buffered = 0usize;
+        let mut ended = false;
+        while buffered <= SMALL_PUT {
+            match self.0.next_chunk(&mut body, &req.pace).await? {
+                Some(c) => {
+                    buffered += c.len();
+                    prefix.push(c);
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended && buffered <= tree.max_write() as usize {
+            return self.0.put_small(tree, &target, prefix, req, trailer).await;
+        }
+        // A large body: make sure it has somewhere to go before writing it
+        // out (publish checks again; this only spares a wasted upload).
+        if let Target::Object { bucket, .. } = &target {
+            self.0.check_bucket(tree, bucket).await?;
+        }
+        let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
+        let mut temp = share::create_temp(self.0.pool(), tree, &self.0.temp_path(), &[]).await?;
+        let result = self.0.fill_and_publish(&target, &mut temp, body, req, trailer).await;
+        temp.settle(result).await
     }
 }

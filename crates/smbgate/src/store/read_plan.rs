@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::conditions::Conditions;
 use super::types::{ObjectInfo, Opened};
-use super::{Store, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
 /// Bytes read with the open itself (one round trip for a small object)
 /// when the first byte to send is known before the object is.
@@ -118,30 +118,6 @@ impl ReadPlan {
     }
 }
 
-impl Store {
-    /// GET: opens `key` (reading ahead with the open where
-    /// [`ReadRequest::first_read`] allows) and decides what to send.
-    ///
-    /// Errors: as [`Store::open_object`] and [`ReadPlan::decide`].
-    pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
-        let read = req.first_read();
-        let (opened, info, data) = self.open_object(bucket, key, read).await?;
-        // On an early return the handle closes itself.
-        let plan = ReadPlan::decide(&info, req)?;
-        let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        Ok(Read { opened, info, plan, first })
-    }
-
-    /// HEAD: the object's info and what a GET of it would send.
-    ///
-    /// Errors: as [`Store::head_object`] and [`ReadPlan::decide`].
-    pub async fn head_read(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<(ObjectInfo, ReadPlan)> {
-        let info = self.head_object(bucket, key).await?;
-        let plan = ReadPlan::decide(&info, req)?;
-        Ok((info, plan))
-    }
-}
-
 /// The bytes of part `n` of the object (the whole object is part 1 of a
 /// single-part object).
 ///
@@ -157,6 +133,30 @@ fn part_range(info: &ObjectInfo, n: i32) -> StoreResult<Range<u64>> {
     }
     let start: u64 = parts[..n as usize - 1].iter().sum();
     Ok(start..start + parts[n as usize - 1])
+}
+
+impl super::handles::Objects<'_> {
+    /// GET: opens `key` (reading ahead with the open where
+    /// [`ReadRequest::first_read`] allows) and decides what to send.
+    ///
+    /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
+    pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
+        let read = req.first_read();
+        let (opened, info, data) = self.0.objects().open_object(bucket, key, read).await?;
+        // On an early return the handle closes itself.
+        let plan = ReadPlan::decide(&info, req)?;
+        let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
+        Ok(Read { opened, info, plan, first })
+    }
+
+    /// HEAD: the object's info and what a GET of it would send.
+    ///
+    /// Errors: as [`Objects::head_object`] and [`ReadPlan::decide`].
+    pub async fn head_read(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<(ObjectInfo, ReadPlan)> {
+        let info = self.0.objects().head_object(bucket, key).await?;
+        let plan = ReadPlan::decide(&info, req)?;
+        Ok((info, plan))
+    }
 }
 
 #[cfg(test)]

@@ -13,11 +13,17 @@ use super::{share, Store, StoreError, StoreResult};
 const MAX_BUCKET_TAGS_FILE: u32 = 64 << 10;
 
 impl Store {
+    pub(super) fn bucket_tags_path(&self, bucket: &str) -> super::path::SharePath {
+        self.state_file("tags", bucket)
+    }
+}
+
+impl super::handles::Objects<'_> {
     /// The tags of `key`.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey.
     pub async fn object_tags(&self, bucket: &str, key: &str) -> StoreResult<TagSet> {
-        Ok(self.head_object(bucket, key).await?.meta.tags)
+        Ok(self.0.objects().head_object(bucket, key).await?.meta.tags)
     }
 
     /// Replaces the tags of `key` with `tags` (already checked, see
@@ -28,7 +34,7 @@ impl Store {
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey; Busy while another
     /// client holds the file for a rename or delete.
     pub async fn put_object_tags(&self, bucket: &str, key: &str, tags: TagSet) -> StoreResult<()> {
-        let (handle, meta, info, path) = self.open_to_update_record(bucket, key).await?;
+        let (handle, meta, info, path) = self.0.open_to_update_record(bucket, key).await?;
         let mut record = meta.unwrap_or_else(|| ObjectMeta {
             size: info.size,
             disk_id: info.disk_id,
@@ -39,23 +45,21 @@ impl Store {
             return Ok(());
         }
         record.tags = tags;
-        let written = share::rewrite_records(&handle, self.records(), path.as_str(), &[record.to_ea()]).await;
+        let written = share::rewrite_records(&handle, self.0.records(), path.as_str(), &[record.to_ea()]).await;
         let _ = handle.close().await;
         written.map_err(|e| record_write_error(e, record.record_len()))
     }
+}
 
-    pub(super) fn bucket_tags_path(&self, bucket: &str) -> super::path::SharePath {
-        self.state_file("tags", bucket)
-    }
-
+impl super::handles::Buckets<'_> {
     /// The tags of `bucket`; `None` if it has none.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found; a tag file
     /// that does not parse.
     pub async fn bucket_tags(&self, bucket: &str) -> StoreResult<Option<TagSet>> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
-        let Some(data) = self.read_state_file(&tree, &self.bucket_tags_path(bucket), MAX_BUCKET_TAGS_FILE).await?
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
+        let Some(data) = self.0.read_state_file(&tree, &self.0.bucket_tags_path(bucket), MAX_BUCKET_TAGS_FILE).await?
         else {
             return Ok(None);
         };
@@ -68,18 +72,18 @@ impl Store {
     ///
     /// Errors: NoSuchBucket; SMB failures (the temp file is then removed).
     pub async fn put_bucket_tags(&self, bucket: &str, tags: &TagSet) -> StoreResult<()> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
         let body = serde_json::to_vec(tags).expect("serialisable");
-        self.replace_state_file(&tree, &self.bucket_tags_path(bucket), &body).await
+        self.0.replace_state_file(&tree, &self.0.bucket_tags_path(bucket), &body).await
     }
 
     /// Removes the tags of `bucket`; none is not an error.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found.
     pub async fn delete_bucket_tags(&self, bucket: &str) -> StoreResult<()> {
-        let tree = self.tree().await?;
-        self.check_bucket(&tree, bucket).await?;
-        self.remove_state_file(&tree, &self.bucket_tags_path(bucket)).await
+        let tree = self.0.tree().await?;
+        self.0.check_bucket(&tree, bucket).await?;
+        self.0.remove_state_file(&tree, &self.0.bucket_tags_path(bucket)).await
     }
 }
