@@ -1,0 +1,195 @@
+//! The listing cache: recent directory listings kept for the next pages
+//! of a paginated ListObjects, bounded in directories and, across every
+//! store of the process, in bytes ([`ListingBudget`]).
+
+use super::share;
+use super::walk::{DirItem, Prepared};
+
+/// Recent directory listings, so that paging through a large directory
+/// reads it once rather than once per page. Only continuation requests use
+/// it (a first page always reads the share), entries live 30 s, and it is a
+/// cache: an instance that does not have an entry just reads the share.
+/// Before an entry is reused, the directory's LastWriteTime and ChangeTime
+/// are read again (one round trip): a change through another instance or
+/// an SMB user moves them, and the directory is read anew (failure class
+/// 30).
+pub struct DirCache {
+    dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
+    /// How long a listing is kept ([`super::StoreOptions::listing_cache_ttl`]).
+    ttl: std::time::Duration,
+    /// What all caches made from the same options may hold together.
+    budget: ListingBudget,
+    /// Reads in flight, shared by concurrent listings of one directory.
+    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Prepared)>>,
+}
+
+/// When a directory was read, its (LastWriteTime, ChangeTime) then, what
+/// it held, and the bytes that takes of the [`ListingBudget`].
+type CachedDir = (std::time::Instant, DirStamp, Prepared, usize);
+
+/// Bytes all cached directory listings may hold together
+/// (`--listing-cache-size`): shared by every store made from the same
+/// [`super::StoreOptions`] (each share root, each SMB identity), so that
+/// many identities paging through large directories cannot grow the
+/// process without bound. A listing that does not fit, after the oldest
+/// ones of its own cache made room, is simply not kept: later pages read
+/// the share again.
+#[derive(Debug, Clone)]
+pub struct ListingBudget {
+    limit: usize,
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ListingBudget {
+    /// A budget of `limit` bytes (0: nothing is cached).
+    pub fn new(limit: usize) -> ListingBudget {
+        ListingBudget { limit, held: Default::default() }
+    }
+
+    /// Bytes held now by every cache on this budget.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Takes `n` bytes if they fit.
+    fn take(&self, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        self.held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| (h + n <= self.limit).then_some(h + n)).is_ok()
+    }
+
+    fn give(&self, n: usize) {
+        self.held.fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// About what a prepared listing takes in memory, in bytes.
+fn listing_bytes(items: &Prepared) -> usize {
+    items
+        .iter()
+        .map(|i| std::mem::size_of::<DirItem>() + i.name.len() + i.etag_hint.as_ref().map_or(0, String::len))
+        .sum::<usize>()
+        + 64
+}
+
+/// A directory's LastWriteTime and ChangeTime (100 ns units since 1601).
+pub(crate) type DirStamp = (u64, u64);
+
+pub(crate) fn stamp(t: &share::FileTimes) -> DirStamp {
+    (t.last_write, t.change)
+}
+
+const DIR_CACHE_DIRS: usize = 256;
+
+impl DirCache {
+    /// An empty cache whose listings are kept for `ttl`, within `budget`.
+    pub fn new(ttl: std::time::Duration, budget: ListingBudget) -> DirCache {
+        DirCache { dirs: Default::default(), ttl, budget, reads: Default::default() }
+    }
+
+    pub(crate) fn get(&self, path: &str) -> Option<(DirStamp, Prepared)> {
+        let dirs = self.dirs.lock().unwrap();
+        dirs.get(path).filter(|(t, _, _, _)| t.elapsed() < self.ttl).map(|(_, s, v, _)| (*s, v.clone()))
+    }
+
+    /// Drops the listing of `dir` (after a write into it).
+    pub fn forget(&self, dir: &str) {
+        if let Some((_, _, _, n)) = self.dirs.lock().unwrap().remove(dir) {
+            self.budget.give(n);
+        }
+    }
+
+    pub(crate) fn put(&self, path: String, stamp: DirStamp, items: Prepared) {
+        let n = listing_bytes(&items);
+        if n > self.budget.limit {
+            return; // would never fit: keep what is kept
+        }
+        let mut dirs = self.dirs.lock().unwrap();
+        let ttl = self.ttl;
+        let budget = &self.budget;
+        dirs.retain(|_, (t, _, _, held)| {
+            let keep = t.elapsed() < ttl;
+            if !keep {
+                budget.give(*held);
+            }
+            keep
+        });
+        if let Some((_, _, _, held)) = dirs.remove(&path) {
+            budget.give(held);
+        }
+        // Room under the count and within the shared budget, made from
+        // this cache's oldest listings; none left to drop: not kept.
+        loop {
+            if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
+                dirs.insert(path, (std::time::Instant::now(), stamp, items, n));
+                return;
+            }
+            let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _, _))| *t).map(|(k, _)| k.clone()) else {
+                return;
+            };
+            if let Some((_, _, _, held)) = dirs.remove(&oldest) {
+                budget.give(held);
+            }
+        }
+    }
+}
+
+impl Drop for DirCache {
+    fn drop(&mut self) {
+        let dirs = self.dirs.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, (_, _, _, n)) in dirs.drain() {
+            self.budget.give(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::walk::prepare;
+    use std::time::Duration;
+
+    fn listing(entries: usize) -> Prepared {
+        prepare(
+            (0..entries)
+                .map(|i| DirItem {
+                    name: format!("entry-{i:06}"),
+                    is_dir: false,
+                    size: 0,
+                    last_modified: 0,
+                    etag_hint: None,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn listings_stay_within_the_shared_budget() {
+        let one = listing_bytes(&listing(1000));
+        let budget = ListingBudget::new(one * 2 + one / 2);
+        let (a, b) = (
+            DirCache::new(Duration::from_secs(30), budget.clone()),
+            DirCache::new(Duration::from_secs(30), budget.clone()),
+        );
+        a.put("a1".into(), (1, 1), listing(1000));
+        a.put("a2".into(), (1, 1), listing(1000));
+        assert_eq!(budget.held(), 2 * one);
+        // The other cache on the budget: no room, and none of its own to
+        // make room from, so its listing is not kept.
+        b.put("b1".into(), (1, 1), listing(1000));
+        assert!(b.get("b1").is_none());
+        // A cache makes room from its own oldest.
+        a.put("a3".into(), (1, 1), listing(1000));
+        assert!(a.get("a1").is_none() && a.get("a2").is_some() && a.get("a3").is_some());
+        assert_eq!(budget.held(), 2 * one);
+        // Bigger than the whole budget: never kept, nothing else lost.
+        a.put("huge".into(), (1, 1), listing(10_000));
+        assert!(a.get("huge").is_none() && a.get("a2").is_some() && a.get("a3").is_some());
+        assert_eq!(budget.held(), 2 * one);
+        a.forget("a3");
+        assert!(budget.held() < 2 * one);
+        drop(a);
+        assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
+        b.put("b1".into(), (1, 1), listing(1000));
+        assert!(b.get("b1").is_some());
+    }
+}
