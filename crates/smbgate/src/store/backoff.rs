@@ -134,6 +134,14 @@ pub(crate) async fn pause(d: Duration) {
     tokio::time::sleep(d).await
 }
 
+/// A test's pause of `n` milliseconds (on the paused test clock, the
+/// step of the rule tests' scheduler; on a real one, a racer's head start),
+/// so that the store's tests name their waits here too.
+#[cfg(test)]
+pub(crate) async fn test_pause_ms(n: u64) {
+    pause(ms(n)).await
+}
+
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }

@@ -72,11 +72,10 @@ impl<T: Clone> SharedReads<T> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
 
     async fn slow_read(reads: &AtomicUsize) -> Result<usize, String> {
         let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        crate::store::backoff::test_pause_ms(50).await;
         Ok(n)
     }
 
@@ -105,7 +104,7 @@ mod tests {
             let (shared, reads) = (shared.clone(), reads.clone());
             tokio::spawn(async move { shared.read("d", || slow_read(&reads)).await })
         };
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        crate::store::backoff::test_pause_ms(10).await;
         // The first read may predate a write this caller saw complete.
         assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(2));
         assert_eq!(first.await.unwrap(), Ok(1));
@@ -131,13 +130,13 @@ mod tests {
                 shared
                     .read("d", || async {
                         reads.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        crate::store::backoff::test_pause_ms(50).await;
                         Err::<usize, String>("gone".into())
                     })
                     .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        crate::store::backoff::test_pause_ms(10).await;
         let waiter = shared.read("d", || slow_read(&reads)).await;
         assert_eq!(failing.await.unwrap(), Err("gone".into()));
         assert_eq!(waiter, Ok(2), "the waiter read for itself");

@@ -146,7 +146,6 @@ impl Drop for DirCache {
 mod tests {
     use super::*;
     use crate::store::walk::prepare;
-    use std::time::Duration;
 
     fn listing(entries: usize) -> Prepared {
         prepare(
@@ -166,10 +165,8 @@ mod tests {
     fn listings_stay_within_the_shared_budget() {
         let one = listing_bytes(&listing(1000));
         let budget = ListingBudget::new(one * 2 + one / 2);
-        let (a, b) = (
-            DirCache::new(Duration::from_secs(30), budget.clone()),
-            DirCache::new(Duration::from_secs(30), budget.clone()),
-        );
+        let ttl = crate::store::StoreOptions::default().listing_cache_ttl;
+        let (a, b) = (DirCache::new(ttl, budget.clone()), DirCache::new(ttl, budget.clone()));
         a.put("a1".into(), (1, 1), listing(1000));
         a.put("a2".into(), (1, 1), listing(1000));
         assert_eq!(budget.held(), 2 * one);

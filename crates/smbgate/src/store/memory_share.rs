@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -324,7 +323,7 @@ pub(crate) async fn interleave<F: Future>(share: &MemoryShare, seed: u64, racers
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let driver = async {
         while done.load(Ordering::SeqCst) < n {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            super::backoff::test_pause_ms(1).await;
             let mut waiting = share.gate.waiting.lock().unwrap();
             if waiting.is_empty() {
                 continue;
