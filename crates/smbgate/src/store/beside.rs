@@ -17,12 +17,14 @@ use super::share::Tree;
 use super::share::CreateResponse;
 
 use super::backoff;
+use super::create_lock::take_lock;
 use super::folders::stands_as_folder;
 use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::share::{is_busy, Failure, ShareError};
 use super::share::{is_not_found, is_unholdable_name};
+use super::share_ops::{LiveShare, ShareOps};
 use super::{share, Store, StoreError, StoreResult};
 
 impl Store {
@@ -108,56 +110,9 @@ impl Store {
     /// Errors: Busy (503) if the file stays open without sharing delete
     /// (an If-Match writer holds it) for about 3 s; SMB errors.
     pub(crate) async fn displace(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
-        let beside = path.beside(false);
-        let mut backoff = backoff::DISPLACE.start();
-        loop {
-            let lock = self.create_lock(tree, path).await?;
-            let moved = share::rename_through_new_handle(tree, path, &beside, true).await;
-            let made = match moved {
-                Ok(()) => share::mkdir_own(tree, path).await,
-                Err(e) if is_not_found(&e) => share::mkdir_own(tree, path).await,
-                // Another writer made it a directory first.
-                Err(e) if e.failure() == Failure::IsDirectory => {
-                    lock.release().await;
-                    return Ok(());
-                }
-                Err(e) if is_busy(&e) => {
-                    // Not while holding the lock: the holder of the file
-                    // may be waiting for it.
-                    lock.release().await;
-                    if backoff.wait().await {
-                        continue;
-                    }
-                    break;
-                }
-                Err(e) => {
-                    lock.release().await;
-                    return Err(match is_unholdable_name(&e) {
-                        true => too_long_to_keep_beside(path),
-                        false => e.into(),
-                    });
-                }
-            };
-            lock.release().await;
-            match made {
-                Ok(()) => return Ok(()),
-                Err(e) if e.failure() == Failure::Collision => {
-                    match share::stat(tree, path).await {
-                        Ok(t) if t.is_directory() => return Ok(()), // another writer made it first
-                        Ok(_) => {}
-                        Err(e) if is_not_found(&e) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    // A writer put a new version there meanwhile: it moves
-                    // beside too, on the next turn.
-                    if !backoff.wait().await {
-                        break;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Busy("a prefix of the key is an object that is being written; retry the request".into()))
+        let live = LiveShare { tree, records: self.records() };
+        let (beside, lock) = (path.beside(false), self.create_lock_path(path));
+        displace_on(&live, path, &beside, &lock).await
     }
 
     /// Removes the directory `dir` if it is empty and, if it was, gives the
@@ -218,11 +173,12 @@ impl Store {
 /// The answer to a rename beside `path` that the server refused for its
 /// name ([`is_unholdable_name`]: the mark made it too long; Linux holds 255
 /// bytes of UTF-8, the mark takes 3): a conflict the share cannot resolve.
-pub(crate) fn too_long_to_keep_beside(path: &SharePath) -> StoreError {
+pub(crate) fn too_long_to_keep_beside(path: &str) -> StoreError {
+    let leaf = path.rsplit('\\').next().unwrap_or(path);
     StoreError::Conflict(format!(
         "the object {:?} is also a prefix of this key, and its name is too long for the share to keep it \
          beside a directory of the same name",
-        super::keys::decode_component(path.leaf())
+        super::keys::decode_component(leaf)
     ))
 }
 
@@ -267,3 +223,64 @@ pub(crate) fn stands_for(is_dir: bool, marker_record: bool, mapped: &MappedKey) 
         false => !is_dir,
     }
 }
+
+/// [`Store::displace`] on `s`: the file at `path` moves to `beside` and a
+/// directory is made at `path`, each turn under the creation lock at
+/// `lock`.
+///
+/// Errors: as [`Store::displace`].
+pub(crate) async fn displace_on<S: ShareOps>(s: &S, path: &str, beside: &str, lock: &str) -> StoreResult<()> {
+    let mut backoff = backoff::DISPLACE.start();
+    loop {
+        let held = take_lock(s, lock).await?;
+        let moved = s.rename_path(path, beside, true).await;
+        let made = match moved {
+            Ok(()) => s.mkdir_own(path).await,
+            Err(e) if is_not_found(&e) => s.mkdir_own(path).await,
+            // Another writer made it a directory first.
+            Err(e) if e.failure() == Failure::IsDirectory => {
+                s.close(held).await;
+                return Ok(());
+            }
+            Err(e) if is_busy(&e) => {
+                // Not while holding the lock: the holder of the file may
+                // be waiting for it.
+                s.close(held).await;
+                if backoff.wait().await {
+                    continue;
+                }
+                break;
+            }
+            Err(e) => {
+                s.close(held).await;
+                return Err(match is_unholdable_name(&e) {
+                    true => too_long_to_keep_beside(path),
+                    false => e.into(),
+                });
+            }
+        };
+        s.close(held).await;
+        match made {
+            Ok(()) => return Ok(()),
+            Err(e) if e.failure() == Failure::Collision => {
+                match s.is_directory(path).await {
+                    Ok(true) => return Ok(()), // another writer made it first
+                    Ok(false) => {}
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // A writer put a new version there meanwhile: it moves
+                // beside too, on the next turn.
+                if !backoff.wait().await {
+                    break;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::Busy("a prefix of the key is an object that is being written; retry the request".into()))
+}
+
+#[cfg(test)]
+#[path = "beside_test.rs"]
+mod tests;

@@ -178,10 +178,13 @@ impl MemoryShare {
         MemHandle { id, state: self.state.clone() }
     }
 
-    /// Opens the file at `path` for reading, sharing READ and DELETE (as a
-    /// GET does); not gated.
-    pub(crate) fn open_reader(&self, path: &str) -> Result<MemHandle> {
-        let id = self.state.lock().unwrap().open(path, READ, READ | DELETE, false)?;
+    /// Opens the file at `path` with `access`, sharing `sharing` (as
+    /// another client would: a GET reads sharing READ and DELETE); not
+    /// gated.
+    ///
+    /// Errors: as an open on the share (not found, sharing violation).
+    pub(crate) fn open_as(&self, path: &str, access: u8, sharing: u8) -> Result<MemHandle> {
+        let id = self.state.lock().unwrap().open(path, access, sharing, false)?;
         Ok(MemHandle { id, state: self.state.clone() })
     }
 
@@ -197,19 +200,6 @@ impl MemoryShare {
         let mut v: Vec<String> = self.state.lock().unwrap().names.keys().cloned().collect();
         v.sort();
         v
-    }
-
-    /// Makes a directory at `path` as a racing writer's mkdir does (a PUT
-    /// of a longer key: no lock).
-    ///
-    /// Errors: Collision if the name is taken.
-    pub(crate) async fn mkdir_racing(&self, path: &str) -> Result<()> {
-        self.gate.step("mkdir").await;
-        if self.state.lock().unwrap().names.contains_key(path) {
-            return Err(failing_with(Failure::Collision));
-        }
-        self.mkdir(path);
-        Ok(())
     }
 
     /// How many opens are held now.
@@ -296,6 +286,31 @@ impl ShareOps for MemoryShare {
             o.delete_on_close = true;
         }
         Ok(())
+    }
+
+    async fn rename_path(&self, source: &str, target: &str, replace: bool) -> Result<()> {
+        self.gate.step("rename_path").await;
+        let mut s = self.state.lock().unwrap();
+        let open = s.open(source, DELETE, ALL, false)?;
+        let renamed = s.rename(open, target, replace);
+        s.close(open);
+        renamed
+    }
+
+    async fn mkdir_own(&self, path: &str) -> Result<()> {
+        self.gate.step("mkdir").await;
+        if self.state.lock().unwrap().names.contains_key(path) {
+            return Err(failing_with(Failure::Collision));
+        }
+        self.mkdir(path);
+        Ok(())
+    }
+
+    async fn is_directory(&self, path: &str) -> Result<bool> {
+        self.gate.step("stat").await;
+        let s = self.state.lock().unwrap();
+        let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        Ok(s.nodes[node].dir)
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {

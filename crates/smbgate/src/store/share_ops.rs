@@ -1,5 +1,6 @@
 //! The share operations the store's write rules take, as a trait: the
-//! creation lock (`create_lock`) and the If-Match swap (`swap`) run on the
+//! creation lock (`create_lock`), the If-Match swap (`swap`) and the move
+//! of an object beside a directory of its name (`beside`) run on the
 //! live share ([`LiveShare`]) in the gateway and, in their unit tests, on
 //! an in-memory share that interleaves racing writers step by step
 //! (`memory_share`). Each operation means what the share layer's function
@@ -55,6 +56,18 @@ pub(crate) trait ShareOps: Sync {
 
     /// Marks `file` delete-on-close, keeping it open (`share::delete_on_close`).
     fn delete_on_close(&self, file: &Self::Handle) -> impl Future<Output = Result<()>> + Send;
+
+    /// Renames the file at `source` to `target` through a handle of its
+    /// own, over an existing file only if `replace`
+    /// (`share::rename_through_new_handle`).
+    fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send;
+
+    /// Makes the directory `path`, marked as the gateway's own
+    /// (`share::mkdir_own`). Collision if the name is taken.
+    fn mkdir_own(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// True if `path` is a directory, false if a file (`share::stat`).
+    fn is_directory(&self, path: &str) -> impl Future<Output = Result<bool>> + Send;
 
     /// True if `path` holds no file now: a directory, or a directory
     /// removed while a handle still holds it (`beside::not_a_file`).
@@ -112,6 +125,18 @@ impl ShareOps for LiveShare<'_> {
 
     fn delete_on_close(&self, file: &Handle) -> impl Future<Output = Result<()>> + Send {
         share::delete_on_close(file)
+    }
+
+    fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send {
+        share::rename_through_new_handle(self.tree, source, target, replace)
+    }
+
+    fn mkdir_own(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
+        share::mkdir_own(self.tree, path)
+    }
+
+    async fn is_directory(&self, path: &str) -> Result<bool> {
+        share::stat(self.tree, path).await.map(|t| t.is_directory())
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {

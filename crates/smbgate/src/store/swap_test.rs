@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 use super::*;
 use crate::store::create_lock::take_lock;
-use crate::store::memory_share::{interleave, MemHandle, MemoryShare};
+use crate::store::memory_share::{interleave, MemHandle, MemoryShare, DELETE, READ};
 
 const KEY: &str = "b\\k";
 const BESIDE: &str = "b\\k+";
@@ -103,7 +103,7 @@ async fn a_directory_made_in_a_swaps_gap_puts_the_new_version_beside_it() {
     for seed in 0..SEEDS {
         let s = MemoryShare::default();
         s.put(KEY, "v1");
-        let mkdir: Racer = Box::pin(async { s.mkdir_racing(KEY).await.map_err(Into::into) });
+        let mkdir: Racer = Box::pin(async { s.mkdir_own(KEY).await.map_err(Into::into) });
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), mkdir]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
         match out[1] {
@@ -150,7 +150,7 @@ async fn a_reader_keeps_the_old_version_until_it_closes_and_then_it_goes() {
     for seed in 0..SEEDS / 4 {
         let s = MemoryShare::default();
         s.put(KEY, "v1");
-        let reader = s.open_reader(KEY).expect("a GET opens the object");
+        let reader = s.open_as(KEY, READ, READ | DELETE).expect("a GET opens the object");
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1")]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
         assert_eq!(etags(&s), ["v1", "va"], "seed {seed}: the reader's version stays, delete pending");
