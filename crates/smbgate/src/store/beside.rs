@@ -23,7 +23,7 @@ use super::keys::MappedKey;
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::share::{is_busy, Failure, ShareError};
-use super::share::{is_not_found, is_unholdable_name};
+use super::share::{is_not_found, is_unholdable_name, not_a_file};
 use super::share_ops::{LiveShare, ShareOps};
 use super::{share, Store, StoreError, StoreResult};
 
@@ -202,15 +202,6 @@ pub(crate) fn kept_as(mapped: &MappedKey, beside: bool) -> std::borrow::Cow<'_, 
 /// for the mark, so nothing can be kept beside it).
 pub(crate) fn nothing_beside(e: &ShareError) -> bool {
     is_not_found(e) || is_unholdable_name(e)
-}
-
-/// True if what opened is a directory, or no file at all: an open of a
-/// directory that was removed while another handle held it (delete
-/// pending) succeeds on Samba with no attributes, where every file has at
-/// least FILE_ATTRIBUTE_NORMAL or ARCHIVE (MS-FSCC 2.6). Taken for a
-/// file, it would answer 200 with an empty body.
-pub(crate) fn not_a_file(times: &share::FileTimes) -> bool {
-    times.is_directory() || times.attributes == 0
 }
 
 /// True if what opened at a key's own path is that key's object: a file

@@ -3,11 +3,12 @@
 
 use bytes::Bytes;
 
-use super::beside::{kept_as, not_a_file, nothing_beside, stands_for};
+use super::beside::{kept_as, nothing_beside, stands_for};
 use super::folders::{stands_as_folder, Found};
 use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
+use super::share::not_a_file;
 use super::share::{is_not_found, is_unholdable_name};
 use super::share::{Failure, ShareError};
 use super::types::{ObjectInfo, Opened};

@@ -10,13 +10,14 @@
 
 use super::share::{Handle, Tree};
 
-use super::beside::{not_a_file, too_long_to_keep_beside};
+use super::beside::too_long_to_keep_beside;
 use super::conditions::{Conditions, EtagCondition};
 use super::keys::MappedKey;
 use super::open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
 use super::share::is_busy;
+use super::share::not_a_file;
 use super::share::{self, TempFile};
 use super::share::{is_bad_path, is_not_found, is_unholdable_name};
 use super::share::{Failure, ShareError};
@@ -270,7 +271,7 @@ impl Store {
     }
 
     /// True if `path` holds no file now: a directory, or a directory
-    /// removed while a handle still holds it (see `beside::not_a_file`).
+    /// removed while a handle still holds it (see `share::not_a_file`).
     async fn holds_no_file(&self, tree: &Tree, path: &str) -> bool {
         share::stat(tree, path).await.is_ok_and(|t| not_a_file(&t))
     }

@@ -10,10 +10,9 @@
 
 use std::future::Future;
 
-use super::beside::not_a_file;
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
-use super::share::{self, Handle, Result, Tree};
+use super::share::{self, not_a_file, Handle, Result, Tree};
 
 /// What the creation lock and the If-Match swap do on a share. Paths are
 /// share-relative, `\`-separated.
@@ -70,7 +69,7 @@ pub(crate) trait ShareOps: Sync {
     fn is_directory(&self, path: &str) -> impl Future<Output = Result<bool>> + Send;
 
     /// True if `path` holds no file now: a directory, or a directory
-    /// removed while a handle still holds it (`beside::not_a_file`).
+    /// removed while a handle still holds it (`share::not_a_file`).
     fn holds_no_file(&self, path: &str) -> impl Future<Output = bool> + Send;
 
     /// The record of the file `file` held is no longer needed (it was

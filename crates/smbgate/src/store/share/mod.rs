@@ -43,7 +43,7 @@ pub use failure::{
     is_bad_path, is_busy, is_not_found, is_unholdable_name, not_found, sharing_violation, smb_error_counts, Failure,
     Result, ShareError,
 };
-pub use handles::{is_going, query_times};
+pub use handles::{is_going, not_a_file, query_times};
 pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
     stat_with_meta_and_name,
