@@ -110,9 +110,7 @@ impl super::handles::Buckets<'_> {
             .root_folders(&tree)
             .await?
             .into_iter()
-            .filter_map(|(folder, created)| {
-                Some(BucketInfo { name: self.0.buckets().bucket_name_of(&folder)?, created })
-            })
+            .filter_map(|(folder, created)| Some(BucketInfo { name: self.bucket_name_of(&folder)?, created }))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
@@ -150,9 +148,7 @@ impl super::handles::Buckets<'_> {
             .await?
             .into_iter()
             .map(|(folder, _)| folder)
-            .filter(|f| {
-                !f.eq_ignore_ascii_case(INTERNAL) && !f.starts_with('.') && self.0.buckets().bucket_name_of(f).is_none()
-            })
+            .filter(|f| !f.eq_ignore_ascii_case(INTERNAL) && !f.starts_with('.') && self.bucket_name_of(f).is_none())
             .collect();
         out.sort();
         Ok(out)

@@ -197,7 +197,7 @@ impl super::handles::Uploads<'_> {
         if requested.windows(2).any(|w| w[0].number >= w[1].number) {
             return Err(StoreError::InvalidPartOrder);
         }
-        let (record, stored) = self.0.uploads().list_parts(bucket, key, id).await?;
+        let (record, stored) = self.list_parts(bucket, key, id).await?;
         let stored: BTreeMap<i32, PartInfo> = stored.into_iter().map(|p| (p.number, p)).collect();
         let mut parts = Vec::with_capacity(requested.len());
         for (i, r) in requested.iter().enumerate() {

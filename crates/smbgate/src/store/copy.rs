@@ -49,7 +49,7 @@ impl super::handles::Objects<'_> {
     ) -> StoreResult<(ObjectInfo, PutResult)> {
         let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions } = req;
         let target_conditions = &target_conditions;
-        let (src, info, _) = self.0.objects().open_object(src_bucket, src_key, None).await?;
+        let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
         check(&info)?;
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));

@@ -171,7 +171,7 @@ impl super::handles::Objects<'_> {
         self.0.forget_listing(bucket, &mapped);
         if mapped.dir_marker {
             if conditions.needs_current() {
-                let current = self.0.objects().head_object(bucket, key).await.map(Some).or_else(|e| match e {
+                let current = self.head_object(bucket, key).await.map(Some).or_else(|e| match e {
                     StoreError::NoSuchKey => Ok(None),
                     e => Err(e),
                 })?;

@@ -500,7 +500,7 @@ impl super::handles::Uploads<'_> {
             .collect();
         let records: Vec<(String, StoreResult<UploadRecord>)> = futures::stream::iter(ids)
             .map(|id| async move {
-                let r = self.0.uploads().upload_record(&id).await;
+                let r = self.upload_record(&id).await;
                 (id, r)
             })
             .buffer_unordered(32)

@@ -142,7 +142,7 @@ impl super::handles::Objects<'_> {
     /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
     pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
         let read = req.first_read();
-        let (opened, info, data) = self.0.objects().open_object(bucket, key, read).await?;
+        let (opened, info, data) = self.open_object(bucket, key, read).await?;
         // On an early return the handle closes itself.
         let plan = ReadPlan::decide(&info, req)?;
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
@@ -153,7 +153,7 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: as [`Objects::head_object`] and [`ReadPlan::decide`].
     pub async fn head_read(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<(ObjectInfo, ReadPlan)> {
-        let info = self.0.objects().head_object(bucket, key).await?;
+        let info = self.head_object(bucket, key).await?;
         let plan = ReadPlan::decide(&info, req)?;
         Ok((info, plan))
     }

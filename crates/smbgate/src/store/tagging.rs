@@ -23,7 +23,7 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey.
     pub async fn object_tags(&self, bucket: &str, key: &str) -> StoreResult<TagSet> {
-        Ok(self.0.objects().head_object(bucket, key).await?.meta.tags)
+        Ok(self.head_object(bucket, key).await?.meta.tags)
     }
 
     /// Replaces the tags of `key` with `tags` (already checked, see
