@@ -167,3 +167,39 @@ def test_a_debug_log_never_shows_the_signature_a_request_should_have_had(samba):
         assert right not in log, "the right signature is in the log"
     finally:
         gw.stop()
+
+
+def test_sigv2_from_boto3_passes_the_constant_time_check_and_a_changed_signature_does_not(gateway, obj):
+    """The gateway checks SigV2 itself, in constant time, before s3s does
+    (issue 23, point 6.2): what botocore signs must still pass, through
+    Content-Type, x-amz-* headers and the sub-resources of the string to
+    sign, and one changed character of a signature must not."""
+    v2 = client(gateway, config={"signature_version": "s3"})
+    v2.put_object(Bucket=obj, Key="v2 key+é", Body=b"two", ContentType="text/x-two", Metadata={"m": "v"},
+                  Tagging="t=1")
+    got = v2.get_object(Bucket=obj, Key="v2 key+é", ResponseContentType="text/plain")
+    assert (got["Body"].read(), got["ContentType"], got["Metadata"]) == (b"two", "text/plain", {"m": "v"})
+    assert v2.get_object_tagging(Bucket=obj, Key="v2 key+é")["TagSet"] == [{"Key": "t", "Value": "1"}]
+    up = v2.create_multipart_upload(Bucket=obj, Key="v2-mpu")["UploadId"]
+    etag = v2.upload_part(Bucket=obj, Key="v2-mpu", UploadId=up, PartNumber=1, Body=b"p1")["ETag"]
+    v2.complete_multipart_upload(Bucket=obj, Key="v2-mpu", UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    assert v2.get_object(Bucket=obj, Key="v2-mpu")["Body"].read() == b"p1"
+    url = v2.generate_presigned_url("get_object", Params={"Bucket": obj, "Key": "v2 key+é"}, ExpiresIn=600)
+    assert "Signature=" in url and fetch(gateway, url)[::2] == (200, b"two")
+    # One character of the signature changed: refused, header and URL alike.
+    u = urllib.parse.urlparse(url)
+    q = urllib.parse.parse_qs(u.query)
+    sig = q["Signature"][0]
+    q["Signature"] = [("B" if sig[0] == "A" else "A") + sig[1:]]
+    st, _, body = raw(gateway.endpoint, "GET", u.path + "?" + urllib.parse.urlencode(q, doseq=True))
+    assert st == 403 and b"<Code>SignatureDoesNotMatch</Code>" in body, body
+    date = email.utils.formatdate(usegmt=True)
+    path = f"/{obj}/k"
+    good = base64.b64encode(hmac.new(SECRET_KEY.encode(), f"GET\n\n\n{date}\n{path}".encode(),
+                                     hashlib.sha1).digest()).decode()
+    bad = ("B" if good[0] == "A" else "A") + good[1:]
+    st, _, body = raw(gateway.endpoint, "GET", path, headers={"Date": date, "Authorization": f"AWS {ACCESS_KEY}:{bad}"})
+    assert st == 403 and b"<Code>SignatureDoesNotMatch</Code>" in body, body
+    st, _, body = raw(gateway.endpoint, "GET", path, headers={"Date": date, "Authorization": f"AWS {ACCESS_KEY}:{good}"})
+    assert (st, body) == (200, b"payload")

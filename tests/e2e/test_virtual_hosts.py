@@ -55,3 +55,19 @@ def test_a_bad_domain_is_refused_at_startup(samba):
     with pytest.raises(RuntimeError) as e:
         Gateway(samba, "--domain", "not a domain")
     assert "--domain" in str(e.value) and "not a DNS name" in str(e.value)
+
+
+def test_sigv2_signs_the_bucket_a_host_names(vgw, resolve_s3_test):
+    """SigV2's resource starts with `/bucket` when the Host names it; the
+    gateway's own constant-time check (issue 23, point 6.2) must agree."""
+    v2 = boto3.client("s3", endpoint_url=f"http://s3.test:{vgw.port}", region_name=REGION,
+                      aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+                      config=Config(s3={"addressing_style": "virtual"}, signature_version="s3",
+                                    retries={"total_max_attempts": 1}))
+    bucket = f"vh2-{uuid.uuid4().hex[:8]}"
+    v2.create_bucket(Bucket=bucket)
+    v2.put_object(Bucket=bucket, Key="a/b.txt", Body=b"v2 by host")
+    assert v2.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"v2 by host"
+    assert [o["Key"] for o in v2.list_objects(Bucket=bucket)["Contents"]] == ["a/b.txt"]
+    v2.delete_object(Bucket=bucket, Key="a/b.txt")
+    v2.delete_bucket(Bucket=bucket)

@@ -122,6 +122,7 @@ pub struct Front {
     pool: Pool,
     metrics: Arc<Metrics>,
     rules: Arc<crate::precheck::Rules>,
+    sigv2: Arc<crate::sigv2::Verifier>,
     cors: Arc<CorsFront>,
     auth_log: Arc<crate::auth_log::AuthLog>,
     post: Arc<crate::post_object::PostObject>,
@@ -150,20 +151,24 @@ impl CorsFront {
 impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
     /// counts every request, `rules` are checked before s3s verifies a
-    /// signature, `cors` answers preflights and decorates requests with an
+    /// signature, `users` check SigV2 signatures in constant time before
+    /// s3s does, `cors` answers preflights and decorates requests with an
     /// Origin, `domain` is `--domain`, `post` answers form uploads.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         s3: S3Service,
         pool: Pool,
         metrics: Arc<Metrics>,
         rules: crate::precheck::Rules,
+        users: crate::users::Directory,
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
         post: crate::post_object::PostObject,
     ) -> Front {
+        let sigv2 = Arc::new(crate::sigv2::Verifier::new(users, domain.clone()));
         let cors = Arc::new(CorsFront { cache: cors, domain });
         let post = Arc::new(post);
-        Front { s3, pool, metrics, rules: Arc::new(rules), cors, auth_log: Arc::default(), post }
+        Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, cors, auth_log: Arc::default(), post }
     }
 }
 
@@ -262,9 +267,10 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         // Before the rules may add an x-amz-date: the time as it was sent.
         let sent_at = request_time(&req);
         // A preflight is never signed; its answer is the bucket's CORS rules.
+        let now = time::OffsetDateTime::now_utc();
         let refused = match is_preflight {
             true => None,
-            false => precheck::refusal(&mut req, &self.rules, time::OffsetDateTime::now_utc()),
+            false => precheck::refusal(&mut req, &self.rules, now).or_else(|| self.sigv2.check(&req, now).err()),
         };
         if refused.is_none() && !is_preflight {
             precheck::admit_undeclared_length(&mut req);

@@ -46,6 +46,7 @@ pub mod request_ids;
 pub mod s3;
 pub mod secret_files;
 pub mod server;
+pub mod sigv2;
 pub mod smb_startup;
 pub mod store;
 pub mod tls;

@@ -68,6 +68,16 @@ impl Refusal {
         Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
     }
 
+    /// 403 SignatureDoesNotMatch.
+    pub fn signature_does_not_match() -> Refusal {
+        Refusal::new(
+            http::StatusCode::FORBIDDEN,
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match the signature you provided. Check your key and \
+             signing method.",
+        )
+    }
+
     /// The S3 error document (the front adds RequestId and HostId).
     pub fn to_response(&self) -> s3s::HttpResponse {
         let body = format!(
