@@ -147,9 +147,15 @@ async fn interim_pending_response_is_not_the_answer() {
         let (s, t) = connect(&addr, TIMEOUT).await;
         let before = t.conn().credits_available();
         let t0 = Instant::now();
-        let got = t.read(FILE_ID, 0, 100).await.expect("final response");
+        let (got, during) = tokio::join!(t.read(FILE_ID, 0, 100), async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            t.conn().credits_available()
+        });
+        let got = got.expect("final response");
         assert!(t0.elapsed() >= Duration::from_millis(300), "returned before the final response");
         assert_eq!(&got[..], &data[..]);
+        // The interim's (unsigned) grant counts only once the final came.
+        assert_eq!(during, before - 1, "credits between the interim and the final answer");
         // Charge 1; the interim granted 5 and the final 1.
         assert_eq!(t.conn().credits_available(), before - 1 + 5 + 1);
         assert_eq!(t.conn().in_flight(), 0);

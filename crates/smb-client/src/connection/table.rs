@@ -38,6 +38,10 @@ pub(crate) struct Pending {
     pub(crate) bind: Bind,
     /// AsyncId from an interim STATUS_PENDING; the final answer must carry it.
     pub(crate) async_id: Option<u64>,
+    /// Credits its interim answers granted, held back until the final
+    /// answer: interim answers are not signed (MS-SMB2 3.3.4.1.1), so a
+    /// forged one must not widen the window.
+    pub(crate) interim_grant: u16,
 }
 
 /// What one received message was, for [`Table::answer`].
@@ -108,7 +112,7 @@ impl Table {
             let ticket = tickets.get_mut(i).and_then(Option::take);
             slots.push((id, c, self.credits.request_for(c)));
             let (tx, rx) = oneshot::channel();
-            self.pending.insert(id, Pending { tx, charge: c as u32, ticket, bind, async_id: None });
+            self.pending.insert(id, Pending { tx, charge: c as u32, ticket, bind, async_id: None, interim_grant: 0 });
             rxs.push(ResponseFuture { rx, message_id: id });
             id += c as u64;
         }
@@ -123,11 +127,13 @@ impl Table {
     }
 
     /// Takes one received (and verified) message whose frame was
-    /// `encrypted`. An interim answer records its AsyncId and grants its
-    /// credits; a final one must answer its request exactly (the same
-    /// command, SessionId and TreeId, the AsyncId of its interim answer,
-    /// encrypted if the request was), returns its request's charge to the
-    /// window and leaves the table.
+    /// `encrypted`. An interim answer records its AsyncId and the credits it
+    /// grants, which count only once the final answer came: an interim
+    /// answer is never signed, so anyone on the path could forge its grant.
+    /// A final one must answer its request exactly (the same command,
+    /// SessionId and TreeId, the AsyncId of its interim answer, encrypted
+    /// if the request was), returns its request's charge to the window with
+    /// its own grant and its interim's, and leaves the table.
     ///
     /// Errors: [`Error::Protocol`] for an unknown MessageId;
     /// [`Error::Integrity`] for an answer that does not match, whose
@@ -143,7 +149,7 @@ impl Table {
                 return Err(Error::Integrity("interim response does not match its request"));
             }
             p.async_id = header.async_id;
-            self.credits.on_response(header.credits, 0);
+            p.interim_grant = p.interim_grant.saturating_add(header.credits);
             return Ok(Answer::Interim);
         }
         let Some(p) = self.pending.remove(&header.message_id) else {
@@ -154,7 +160,7 @@ impl Table {
             self.pending.insert(header.message_id, p);
             return Err(e);
         }
-        self.credits.on_response(header.credits, p.charge);
+        self.credits.on_response(header.credits.saturating_add(p.interim_grant), p.charge);
         Ok(Answer::Final(p))
     }
 
@@ -178,7 +184,7 @@ impl Table {
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn insert_for_fuzzing(&mut self, id: u64, bind: Bind) -> oneshot::Receiver<Result<Response>> {
         let (tx, rx) = oneshot::channel();
-        self.pending.insert(id, Pending { tx, charge: 1, ticket: None, bind, async_id: None });
+        self.pending.insert(id, Pending { tx, charge: 1, ticket: None, bind, async_id: None, interim_grant: 0 });
         rx
     }
 }
@@ -334,7 +340,7 @@ mod tests {
         assert!(!t.is_interim(0));
         assert!(matches!(t.answer(&interim(Command::Read, 0, 9), false), Ok(Answer::Interim)));
         assert!(t.is_interim(0));
-        assert_eq!((t.credits.available, t.credits.in_flight), (6 + 1, 2), "interim grants, charge stays");
+        assert_eq!((t.credits.available, t.credits.in_flight), (6, 2), "an interim's grant waits, charge stays");
         let r = t.answer(&interim(Command::Read, 0, 10), false);
         assert!(matches!(r, Err(Error::Integrity(_))), "a second interim with another AsyncId: {r:?}");
         let r = t.answer(&interim(Command::Write, 0, 9), false);
@@ -344,6 +350,7 @@ mod tests {
         fin.async_id = Some(9);
         assert!(matches!(t.answer(&fin, false), Ok(Answer::Final(_))));
         assert_eq!(t.credits.in_flight, 0);
+        assert_eq!(t.credits.available, 6 + 2 + 1, "the final answer returns its charge, its grant and the interim's");
         let r = t.answer(&interim(Command::Read, 5, 1), false);
         assert!(matches!(r, Err(Error::Protocol(_))), "interim for an unknown MessageId: {r:?}");
     }
