@@ -524,8 +524,15 @@ impl Tree {
             }
             let r = r.ok_or_status(&[])?;
             let out = r.body(|m| CopyChunkResponse::decode(&IoctlResponse::decode(m)?.output))?;
-            if out.total_bytes_written == 0 {
-                return Err(Error::Protocol("COPYCHUNK made no progress".into()));
+            // Each round trip must copy at least a chunk's worth (or all
+            // that was asked): a server writing a byte at a time would
+            // otherwise hold the copy for billions of round trips.
+            let least = batch.min(COPYCHUNK_BOUNDS.0 as u64);
+            if (out.total_bytes_written as u64) < least {
+                return Err(Error::Protocol(format!(
+                    "COPYCHUNK made too little progress: {} bytes written of {batch} asked",
+                    out.total_bytes_written
+                )));
             }
             if out.total_bytes_written as u64 > batch {
                 return Err(Error::Protocol(format!(

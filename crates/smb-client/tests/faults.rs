@@ -1214,6 +1214,36 @@ async fn copychunk_limits_from_the_server_are_bounded() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copychunk_that_crawls_is_given_up_on_at_its_first_answer() {
+    // Issue 23, point 6.10: a server answering success with one byte
+    // written per round trip would hold a 1 TiB copy for 2^40 round trips.
+    // The first answer under a chunk's worth (64 KiB, or all that was
+    // asked) ends the copy; one under a whole batch but past a chunk is
+    // progress.
+    bounded(async {
+        let (addr, fake) = fake::start(Opts::default(), |mut fc: FakeConn| async move {
+            answer_resume_key(&mut fc).await;
+            let r = fc.expect(Command::Ioctl).await;
+            copychunk_shape(&r);
+            let m = fc.reply(&r, OK, &copychunk_answer(1, 64 << 10, 64 << 10));
+            fc.send_one(m).await;
+            let r = fc.expect(Command::Ioctl).await;
+            copychunk_shape(&r);
+            let m = fc.reply(&r, OK, &copychunk_answer(1, 1, 1));
+            fc.send_one(m).await;
+            fc.expect_eof().await;
+        })
+        .await;
+        let (s, t) = connect(&addr, TIMEOUT).await;
+        let e = t.copy_chunks(FILE_ID, 0, FILE_ID, 0, 1 << 40).await.expect_err("1 byte per round trip");
+        assert_eq!(e.to_string(), "protocol: COPYCHUNK made too little progress: 1 bytes written of 16777216 asked");
+        drop((t, s));
+        fake::join(fake).await;
+    })
+    .await;
+}
+
 /// A hostile server's directory and EA answers whose entries overlap: each
 /// a few bytes after the last, each claiming much of the buffer as its
 /// name or value. Decoded as given, an answer became one entry per 8 bytes,
