@@ -7,6 +7,7 @@ listings, and what cannot cross servers (a server-side copy) is refused."""
 import hashlib
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -151,6 +152,48 @@ buckets = ["far"]
         assert p.read_bytes() == b"alice on the far server"
         import pwd
         assert pwd.getpwuid(p.stat().st_uid).pw_name == "s3alice"
+    finally:
+        g.stop()
+
+
+def test_a_users_credentials_go_only_to_servers_its_buckets_name(own_samba, far, config, tmp_path):
+    """Issue 23, point 6.10: a user with `buckets = ["*"]` acting as its
+    own SMB account must not send that account to every configured
+    bucket's server. The far bucket, on another server, is 403 for it (and
+    its WARN line says why); the user whose buckets name it reaches it."""
+    cfg = tmp_path / "smbgate.toml"
+    write_secret(tmp_path / "far.pw", (config.parent / "far.pw").read_text())
+    cfg.write_text(config.read_text() + """
+[users.wide]
+access_key = "AKWIDEFAR"
+secret_key = "wide-far-secret"
+smb_user = "s3alice"
+smb_password = "alice-smb-pw"
+buckets = ["*"]
+
+[users.named]
+access_key = "AKNAMEDFAR"
+secret_key = "named-far-secret"
+smb_user = "s3alice"
+smb_password = "alice-smb-pw"
+buckets = ["far"]
+""")
+    g = Gateway(own_samba, env={"SMBGATE_CONFIG": str(cfg)})
+    try:
+        import boto3
+        from botocore.config import Config
+
+        def as_user(key, secret):
+            return boto3.client("s3", endpoint_url=g.endpoint, region_name="us-east-1", aws_access_key_id=key,
+                                aws_secret_access_key=secret,
+                                config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
+        wide, named = as_user("AKWIDEFAR", "wide-far-secret"), as_user("AKNAMEDFAR", "named-far-secret")
+        (far.share_path / "far-dir" / "seen.txt").write_bytes(b"far")
+        assert named.get_object(Bucket="far", Key="seen.txt")["Body"].read() == b"far"
+        expect_error(403, "AccessDenied", wide.get_object, Bucket="far", Key="seen.txt")
+        expect_error(403, "AccessDenied", wide.put_object, Bucket="far", Key="w.txt", Body=b"x")
+        assert not (far.share_path / "far-dir" / "w.txt").exists()
+        assert "the user's buckets do not name it" in Path(g.log.name).read_text()
     finally:
         g.stop()
 

@@ -110,6 +110,15 @@ impl Identities {
         self.root_of(a) == self.root_of(b)
     }
 
+    /// True if `bucket` is a configured bucket on another server than
+    /// `--share`'s (another host or port, as the config writes them). A
+    /// user's SMB credentials go there only if its table names the bucket
+    /// ([`crate::users::User::may_log_on_for`]).
+    pub fn on_another_server(&self, bucket: &str) -> bool {
+        let primary = &self.inner.template.client.addr;
+        self.inner.buckets.get(bucket).is_some_and(|b| !b.template.client.addr.eq_ignore_ascii_case(primary))
+    }
+
     /// The root `bucket` lives in: `None` for `--share`, else its own name.
     fn root_of(&self, bucket: &str) -> Option<String> {
         self.inner.buckets.contains_key(bucket).then(|| bucket.to_string())

@@ -179,6 +179,19 @@ impl User {
         }
     }
 
+    /// True if the user may act on `bucket` as its own SMB account where
+    /// that bucket lives on a server other than `--share`'s: only if its
+    /// `buckets` name it (`*` is not enough), so that its credentials go
+    /// only to servers its table names. A user acting as the gateway's own
+    /// account always may.
+    pub fn may_log_on_for(&self, bucket: &str) -> bool {
+        match (&self.smb, &self.buckets) {
+            (None, _) => true,
+            (Some(_), Buckets::Only(set)) => set.contains(bucket),
+            (Some(_), Buckets::All) => false,
+        }
+    }
+
     /// Whether the user may run `operation` (an s3s operation name such as
     /// `PutObject`) on `buckets` (the request's bucket and a copy source's).
     ///

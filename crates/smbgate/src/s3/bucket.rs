@@ -57,6 +57,10 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
         if gw.user.as_ref().is_some_and(|u| !u.may_use(name)) {
             continue;
         }
+        // Its server is one the user's credentials do not go to.
+        if gw.user.as_ref().is_some_and(|u| gw.identities.on_another_server(name) && !u.may_log_on_for(name)) {
+            continue;
+        }
         // A server that refuses the user's account (logged at ERROR, with
         // the server) hides only its bucket.
         let store = match gw.identities.store(Some(name), id).await {

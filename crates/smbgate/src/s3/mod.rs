@@ -57,6 +57,11 @@ impl Gateway {
         let user = req.extensions.get::<std::sync::Arc<User>>().cloned();
         let bucket = req.extensions.get::<RequestBucket>().map(|b| b.0.as_str());
         let id = user.as_ref().and_then(|u| u.smb.as_ref());
+        if let (Some(u), Some(b)) = (&user, bucket) {
+            if self.identities.on_another_server(b) && !u.may_log_on_for(b) {
+                return Err(credentials_not_sent(&u.name, b));
+            }
+        }
         let store = match bucket {
             // ListBuckets: it reaches each root as the user itself.
             None => self.store.clone(),
@@ -70,6 +75,19 @@ impl Gateway {
             user,
         })
     }
+}
+
+/// 403 for a user whose SMB account would be sent to `bucket`'s server,
+/// another than `--share`'s, that its table does not name (`buckets =
+/// ["*"]`); logged at WARN, naming the fix.
+pub(crate) fn credentials_not_sent(user: &str, bucket: &str) -> S3Error {
+    tracing::warn!(
+        user,
+        bucket,
+        "not logging on to bucket {bucket}'s server as user {user}'s SMB account: the bucket is on another server \
+         than --share's, and the user's buckets do not name it (add it to the user's buckets)"
+    );
+    S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")
 }
 
 /// A header map of one header (a value that is not a valid header value is
