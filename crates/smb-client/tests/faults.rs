@@ -980,6 +980,38 @@ async fn unsigned_response_on_a_signed_session_is_an_integrity_error() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_tree_connect_answer_is_refused_with_signing_off() {
+    // Issue 23, point 6.10: with signing off on 3.1.1 (sign only what the
+    // server requires), the TREE_CONNECT answer's ShareFlags decide whether
+    // the share is encrypted; a man in the middle stripping its signature
+    // could clear that flag. Its answer must be signed.
+    bounded(async {
+        for stripped in [false, true] {
+            let opts = Opts { auth: Auth::User, unsigned_tree_connect: stripped, ..Opts::default() };
+            let (addr, fake) = fake::start(opts, |mut fc: FakeConn| async move {
+                fc.expect_eof().await;
+            })
+            .await;
+            let mut cfg = fake::user_config(&addr, TIMEOUT);
+            cfg.require_signing = false;
+            let s = Session::connect(&cfg).await.expect("session setup with the fake");
+            assert!(!s.negotiated.sign_all, "signing off: only what the server requires is signed");
+            let r = s.tree_connect("share").await;
+            match stripped {
+                false => assert_eq!(r.expect("a signed TREE_CONNECT answer").tree_id(), fake::TREE_ID),
+                true => assert_eq!(
+                    r.err().expect("an unsigned TREE_CONNECT answer is an error").to_string(),
+                    "response failed its integrity check: unsigned TREE_CONNECT response"
+                ),
+            }
+            drop(s);
+            fake::join(fake).await;
+        }
+    })
+    .await;
+}
+
 // ------------------------------------------------- responses bound to requests
 
 /// The fake answers the first READ with a header altered by `alter`; the

@@ -200,6 +200,13 @@ pub(crate) fn open_frame(sec: &Security, frame: &mut [u8]) -> Result<FrameLayout
                         }
                     } else if sec.sign_all {
                         return Err(Error::Integrity("unsigned response on a signed session"));
+                    } else if header.command == Command::TreeConnect && header.status.is_success() {
+                        // Its ShareFlags say whether the share must be
+                        // encrypted: with signing off, only this signature
+                        // keeps a man in the middle from clearing that flag.
+                        // The request was signed (MS-SMB2 3.2.4.1.1), so
+                        // the server signs the answer.
+                        return Err(Error::Integrity("unsigned TREE_CONNECT response"));
                     }
                 }
             }

@@ -93,6 +93,9 @@ pub struct Opts {
     pub auth: Auth,
     /// CreditResponse of every response built with [`FakeConn::header`].
     pub grant: GrantFn,
+    /// Answer TREE_CONNECT unsigned even on a session with a key (a man
+    /// in the middle stripping its signature).
+    pub unsigned_tree_connect: bool,
 }
 
 impl Default for Opts {
@@ -107,6 +110,7 @@ impl Default for Opts {
             auth: Auth::Guest,
             // What the client asks for, capped like Samba's default window.
             grant: Box::new(|h: &Header| h.credits.clamp(1, 512)),
+            unsigned_tree_connect: false,
         }
     }
 }
@@ -577,7 +581,12 @@ impl FakeConn {
         let mut h = self.header(&tc, NtStatus::STATUS_SUCCESS);
         h.tree_id = TREE_ID;
         let resp = build(&h, &tree_connect_body());
+        // Servers sign the answer to a signed request, whatever the
+        // session's signing setting (MS-SMB2 3.3.4.1.1).
+        let was = self.sign;
+        self.sign = self.signer.is_some() && !self.opts.unsigned_tree_connect;
         self.send_one(resp).await;
+        self.sign = was;
 
         // 3.0.x with a key: the client validates the NEGOTIATE with a signed
         // FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.2.5.14.12).
