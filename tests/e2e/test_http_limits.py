@@ -394,3 +394,39 @@ def test_a_get_whose_client_stops_reading_is_cut_and_its_handle_closed(own_samba
         c.close()
     finally:
         g.stop()
+
+
+@pytest.mark.parametrize("gw", [{"SMBGATE_XML_BODY_BUDGET": "8MiB"}], indirect=True)
+def test_xml_bodies_share_one_budget_across_connections(gw):
+    # Issue 23, point 4: each XML body may be 4 MiB, and was bounded per
+    # request only, so many connections (or the streams of one HTTP/2
+    # connection) could each hold that much. Six connections each declare a
+    # 4 MiB DeleteObjects body and stall in it: the first two take the
+    # whole 8 MiB budget. Another DeleteObjects then waits 5 s for its share
+    # and gets 503 SlowDown; once the stalled connections close, it goes
+    # through.
+    s3 = gw.client()
+    s3.create_bucket(Bucket="budget")
+    s3.put_object(Bucket="budget", Key="k", Body=b"x")
+    stalled = []
+    for _ in range(6):
+        s = connect(gw)
+        s.sendall(b"POST /budget?delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4194304\r\n\r\n"
+                  + b"<Delete>" + b" " * 1024)
+        stalled.append(s)
+    time.sleep(0.5)
+    delete = {"Objects": [{"Key": "k"}], "Quiet": True}
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        s3.delete_objects(Bucket="budget", Delete=delete)
+    took = time.monotonic() - t0
+    err = e.value.response
+    assert (err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]) == (503, "SlowDown"), err
+    assert 4.5 < took < 5 + 2, f"answered after {took:.1f} s"
+    assert s3.get_object(Bucket="budget", Key="k")["Body"].read() == b"x"
+    for s in stalled:
+        s.close()
+    time.sleep(0.5)
+    assert s3.delete_objects(Bucket="budget", Delete=delete).get("Errors", []) == []
+    assert s3.list_objects_v2(Bucket="budget")["KeyCount"] == 0
+    s3.delete_bucket(Bucket="budget")

@@ -194,6 +194,13 @@ pub struct ServeArgs {
     /// connection with 1 MiB in flight.
     #[arg(long, env = "SMBGATE_WRITE_BEHIND_BUDGET", default_value = "512MiB", value_parser = parse_bytes, help_heading = "Data path")]
     pub write_behind_budget: u64,
+    /// Bytes all XML request bodies together (DeleteObjects,
+    /// CompleteMultipartUpload, tagging, CORS, ...) may hold in memory,
+    /// across every connection and HTTP/2 stream. A request that cannot
+    /// get its share within 5 s is answered 503 SlowDown. At least 4 MiB
+    /// (one largest XML body).
+    #[arg(long, env = "SMBGATE_XML_BODY_BUDGET", default_value = "64MiB", value_parser = parse_bytes, help_heading = "Data path")]
+    pub xml_body_budget: u64,
     /// Age at which a multipart upload that was neither completed nor
     /// aborted is removed, by the server's clock (`7d`, `12h`, `30m`).
     #[arg(long, env = "SMBGATE_MULTIPART_EXPIRY", default_value = "7d", value_parser = parse_duration, help_heading = "Data path")]

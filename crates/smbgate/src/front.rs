@@ -123,6 +123,7 @@ pub struct Front {
     metrics: Arc<Metrics>,
     rules: Arc<crate::precheck::Rules>,
     sigv2: Arc<crate::sigv2::Verifier>,
+    bodies: crate::body_budget::BodyBudget,
     cors: Arc<CorsFront>,
     auth_log: Arc<crate::auth_log::AuthLog>,
     post: Arc<crate::post_object::PostObject>,
@@ -152,8 +153,9 @@ impl Front {
     /// Wraps the s3s service; `pool` answers health probes, `metrics`
     /// counts every request, `rules` are checked before s3s verifies a
     /// signature, `users` check SigV2 signatures in constant time before
-    /// s3s does, `cors` answers preflights and decorates requests with an
-    /// Origin, `domain` is `--domain`, `post` answers form uploads.
+    /// s3s does, `bodies` bounds the XML bodies held at once, `cors`
+    /// answers preflights and decorates requests with an Origin, `domain`
+    /// is `--domain`, `post` answers form uploads.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         s3: S3Service,
@@ -161,6 +163,7 @@ impl Front {
         metrics: Arc<Metrics>,
         rules: crate::precheck::Rules,
         users: crate::users::Directory,
+        bodies: crate::body_budget::BodyBudget,
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
         post: crate::post_object::PostObject,
@@ -168,7 +171,7 @@ impl Front {
         let sigv2 = Arc::new(crate::sigv2::Verifier::new(users, domain.clone()));
         let cors = Arc::new(CorsFront { cache: cors, domain });
         let post = Arc::new(post);
-        Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, cors, auth_log: Arc::default(), post }
+        Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, bodies, cors, auth_log: Arc::default(), post }
     }
 }
 
@@ -275,6 +278,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         if refused.is_none() && !is_preflight {
             precheck::admit_undeclared_length(&mut req);
         }
+        // A body read whole takes its share of the budget first.
+        let needs = refused.is_none().then(|| crate::body_budget::needed(&req)).flatten();
+        let bodies = self.bodies.clone();
         // An actual cross-origin request: its answer gets the headers of
         // the rule allowing it (the method a preflight named, if sent).
         let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -297,6 +303,17 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let fut = async move {
             // A form upload names its access key in the form, not a header.
             let mut form_key = None;
+            let mut refused = refused;
+            let _held = match needs {
+                Some(n) => match bodies.take(n).await {
+                    Ok(held) => Some(held),
+                    Err(r) => {
+                        refused = Some(r);
+                        None
+                    }
+                },
+                None => None,
+            };
             let mut resp = match refused {
                 Some(r) => {
                     // Read what the client sends anyway (up to a bound), so

@@ -29,6 +29,7 @@
 pub mod access_log;
 pub mod admin;
 pub mod auth_log;
+pub mod body_budget;
 pub mod config;
 pub mod config_file;
 pub mod conn_limits;

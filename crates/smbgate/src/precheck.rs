@@ -68,6 +68,11 @@ impl Refusal {
         Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
     }
 
+    /// 503 SlowDown: a shared budget is spent; SDKs retry with backoff.
+    pub fn slow_down() -> Refusal {
+        Refusal::new(http::StatusCode::SERVICE_UNAVAILABLE, "SlowDown", "Please reduce your request rate.")
+    }
+
     /// 403 SignatureDoesNotMatch.
     pub fn signature_does_not_match() -> Refusal {
         Refusal::new(

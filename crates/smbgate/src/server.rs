@@ -227,8 +227,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         proxy_protocol: args.proxy_protocol,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service =
-        crate::front::Front::new(builder.build(), pool, metrics, rules, directory.clone(), cors, domain, post);
+    let service = crate::front::Front::new(
+        builder.build(),
+        pool,
+        metrics,
+        rules,
+        directory.clone(),
+        crate::body_budget::BodyBudget::new(args.xml_body_budget)?,
+        cors,
+        domain,
+        post,
+    );
     let users = UsersReload { directory, args: args.clone() };
     let per_client = crate::conn_limits::PerClient::new(
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
