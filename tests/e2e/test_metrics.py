@@ -101,6 +101,8 @@ def test_smb_side_figures(mgw, own_samba):
     assert value(m, 'smbgate_smb_reconnects_total{pool="share"}') == 0
     assert value(m, "smbgate_read_ahead_budget_bytes") == 512 << 20
     assert value(m, "smbgate_write_behind_budget_bytes") == 512 << 20
+    assert value(m, "smbgate_xml_body_budget_bytes") == 64 << 20
+    assert value(m, "smbgate_xml_body_in_use_bytes") == 0
     assert value(m, "smbgate_read_ahead_in_use_bytes") == 0
     assert value(m, "smbgate_smb_stream_in_flight_budget_bytes") == 64 << 20
 
@@ -131,3 +133,22 @@ def test_health_follows_the_smb_side(mgw, own_samba):
     m = scrape(mgw)
     assert value(m, 'smbgate_smb_connections{pool="share",state="healthy"}') == 0
     assert value(m, 'smbgate_smb_connections{pool="share",state="broken"}') == 4
+
+
+def test_the_xml_body_budget_shows_what_stalled_bodies_hold(mgw):
+    """Issue 23, point 4: what the XML body budget holds is visible, so a
+    503 SlowDown from it can be told from one of the server."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", mgw.port), timeout=10)
+    try:
+        s.sendall(b"POST /any-bucket?delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3000000\r\n\r\n<Delete>")
+        deadline = time.monotonic() + 5
+        while value(scrape(mgw), "smbgate_xml_body_in_use_bytes") != 3000000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert value(scrape(mgw), "smbgate_xml_body_in_use_bytes") == 3000000
+    finally:
+        s.close()
+    deadline = time.monotonic() + 5
+    while value(scrape(mgw), "smbgate_xml_body_in_use_bytes") != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert value(scrape(mgw), "smbgate_xml_body_in_use_bytes") == 0

@@ -82,9 +82,9 @@ pub struct Metrics {
 
 impl Metrics {
     /// The registry, with the SMB-side figures of `identities` (the
-    /// gateway's own pool and the count of users' pools) read at each
-    /// scrape.
-    pub fn new(identities: Identities) -> Metrics {
+    /// gateway's own pool and the count of users' pools) and the use of
+    /// `bodies` (the XML body budget) read at each scrape.
+    pub fn new(identities: Identities, bodies: crate::body_budget::BodyBudget) -> Metrics {
         let mut registry = Registry::with_prefix("smbgate");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register("s3_requests", "S3 requests answered, by operation and status class", requests.clone());
@@ -109,7 +109,7 @@ impl Metrics {
             "Requests refused as unauthenticated or unauthorized, by reason",
             auth_failures.clone(),
         );
-        registry.register_collector(Box::new(SmbGauges { store: identities.primary().clone(), identities }));
+        registry.register_collector(Box::new(SmbGauges { store: identities.primary().clone(), identities, bodies }));
         Metrics { registry, requests, duration, received, sent, in_flight, auth_failures }
     }
 
@@ -173,6 +173,7 @@ impl Drop for InFlight {
 struct SmbGauges {
     store: Store,
     identities: Identities,
+    bodies: crate::body_budget::BodyBudget,
 }
 
 impl std::fmt::Debug for SmbGauges {
@@ -226,6 +227,12 @@ impl Collector for SmbGauges {
             ("read_ahead_in_use_bytes", "GET read-ahead held by running GETs", ra.in_use()),
             ("write_behind_budget_bytes", "PUT write-behind budget", wb.capacity()),
             ("write_behind_in_use_bytes", "PUT write-behind held by running PUTs", wb.in_use()),
+            ("xml_body_budget_bytes", "Budget for XML request bodies read whole", self.bodies.capacity() as u64),
+            (
+                "xml_body_in_use_bytes",
+                "XML body budget held by requests reading or answering their body",
+                (self.bodies.capacity() - self.bodies.available()) as u64,
+            ),
             (
                 "smb_identity_pools",
                 "Open SMB pools of S3 users' own identities (the gateway's own pool not counted)",

@@ -176,7 +176,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
     }
     let identities = crate::identities::Identities::new(store, template, roots);
-    let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone()));
+    let bodies = crate::body_budget::BodyBudget::new(args.xml_body_budget)?;
+    let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
     let gateway = Gateway::new(identities.clone(), &args.region, cors.clone());
     let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
@@ -227,17 +228,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         proxy_protocol: args.proxy_protocol,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service = crate::front::Front::new(
-        builder.build(),
-        pool,
-        metrics,
-        rules,
-        directory.clone(),
-        crate::body_budget::BodyBudget::new(args.xml_body_budget)?,
-        cors,
-        domain,
-        post,
-    );
+    let service =
+        crate::front::Front::new(builder.build(), pool, metrics, rules, directory.clone(), bodies, cors, domain, post);
     let users = UsersReload { directory, args: args.clone() };
     let per_client = crate::conn_limits::PerClient::new(
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
