@@ -98,17 +98,24 @@ impl Verifier {
         };
         let Some(user) = self.users.get(key) else { return Ok(()) };
         let Some(text) = string_to_sign(req, date, self.domain.as_ref()) else { return Ok(()) };
-        let secret =
-            aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, user.secret_key().as_bytes());
-        let expected = base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            aws_lc_rs::hmac::sign(&secret, text.as_bytes()),
-        );
-        match bool::from(expected.as_bytes().ct_eq(signature.as_bytes())) {
+        match bool::from(signature_of(user.secret_key(), &text).as_bytes().ct_eq(signature.as_bytes())) {
             true => Ok(()),
             false => Err(Refusal::signature_does_not_match()),
         }
     }
+}
+
+/// SigV2's signature of `text` with `secret`: base64 of its HMAC-SHA1.
+pub(crate) fn signature_of(secret: &str, text: &str) -> String {
+    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, aws_lc_rs::hmac::sign(&key, text.as_bytes()))
+}
+
+/// The one item of `items`: `None` if there is none or more than one (a
+/// repeated header or query parameter counts as absent, as s3s reads it).
+fn single<T>(mut items: impl Iterator<Item = T>) -> Option<T> {
+    let first = items.next()?;
+    items.next().is_none().then_some(first)
 }
 
 /// The SigV2 signature `req` carries: a presigned URL's (the query names
@@ -118,22 +125,14 @@ fn signed<B>(req: &http::Request<B>) -> Option<Signed> {
     if q.contains("Signature") {
         let query: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes()).into_owned().collect();
         if query.iter().any(|(k, _)| k == "Signature") {
-            let unique = |name: &str| {
-                let mut found = query.iter().filter(|(k, _)| k == name);
-                let (_, v) = found.next()?;
-                found.next().is_none().then(|| v.clone())
-            };
+            let unique = |name: &str| single(query.iter().filter(|(k, _)| k == name)).map(|(_, v)| v.clone());
             // s3s decodes the signature once more after the query.
             let signature = unique("Signature")?;
             let signature = percent_encoding::percent_decode_str(&signature).decode_utf8().ok()?.into_owned();
             return Some(Signed::Presigned { key: unique("AWSAccessKeyId")?, signature, expires: unique("Expires")? });
         }
     }
-    let mut auth = req.headers().get_all(http::header::AUTHORIZATION).iter();
-    let value = auth.next()?.to_str().ok()?;
-    if auth.next().is_some() {
-        return None;
-    }
+    let value = single(req.headers().get_all(http::header::AUTHORIZATION).iter())?.to_str().ok()?;
     let (key, signature) = value.strip_prefix("AWS ")?.split_once(':')?;
     Some(Signed::Header { key: key.to_string(), signature: signature.to_string() })
 }
@@ -148,14 +147,7 @@ fn string_to_sign<B>(
 ) -> Option<String> {
     let h = req.headers();
     // One value, or none if the header is absent or repeated (as s3s reads).
-    let unique = |name: &str| -> Option<&str> {
-        let mut all = h.get_all(name).iter();
-        let v = all.next()?;
-        if all.next().is_some() {
-            return None;
-        }
-        std::str::from_utf8(v.as_bytes()).ok()
-    };
+    let unique = |name: &str| single(h.get_all(name).iter()).and_then(|v| std::str::from_utf8(v.as_bytes()).ok());
     let mut s = String::with_capacity(256);
     s.push_str(req.method().as_str());
     s.push('\n');
@@ -191,11 +183,7 @@ fn string_to_sign<B>(
         form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
     let mut first = true;
     for name in SUB_RESOURCES {
-        let mut found = query.iter().filter(|(k, _)| k == name);
-        let Some((_, value)) = found.next() else { continue };
-        if found.next().is_some() {
-            continue;
-        }
+        let Some((_, value)) = single(query.iter().filter(|(k, _)| k == name)) else { continue };
         s.push(if std::mem::take(&mut first) { '?' } else { '&' });
         s.push_str(name);
         if !value.is_empty() {

@@ -119,11 +119,7 @@ impl<'a> Scheme<'a> {
                 expected.as_bytes().ct_eq(signature.to_ascii_lowercase().as_bytes()).into()
             }
             Scheme::V2 { signature, .. } => {
-                let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
-                let expected = base64::Engine::encode(
-                    &base64::engine::general_purpose::STANDARD,
-                    hmac::sign(&key, policy.as_bytes()),
-                );
+                let expected = crate::sigv2::signature_of(secret, policy);
                 expected.as_bytes().ct_eq(signature.as_bytes()).into()
             }
         };
