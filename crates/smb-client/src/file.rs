@@ -14,6 +14,7 @@ use smb_proto::query::{OutputBuffer, QueryDirectoryRequest};
 use smb_proto::NtStatus;
 
 use crate::connection::Response;
+use crate::dir_reader::DirReader;
 use crate::error::Result;
 use crate::reopen::Reopen;
 use crate::tree::{smb_path, Tree};
@@ -142,39 +143,14 @@ impl Tree {
     /// was added, removed or renamed since (as far as the server's
     /// timestamp resolution can tell).
     pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
-        let name = smb_path(path);
-        let open = list_open(&name);
-        let q = list_query(self.session().negotiated.max_transact_size.min(1 << 20));
-        let rs = self.compound(&[&open, &q]).await?;
-        let mut it = rs.into_iter();
-        // The handle closes itself if this future is dropped between pages
-        // (a look-ahead listing abandoned when a page fills).
-        let dir = Handle::from_response(self, it.next().expect("two responses"))?;
-        let fid = dir.id();
-        let times = dir.info().times;
+        let mut reader = DirReader::open(self, path).await?;
+        let times = reader.times();
         let mut entries = Vec::new();
-        let result: Result<()> = async {
-            let mut page = it.next().expect("two responses");
-            loop {
-                if page.status() == NtStatus::STATUS_NO_MORE_FILES {
-                    return Ok(());
-                }
-                let page_ok = page.ok_or_status(&[])?;
-                page_ok.body(|m| {
-                    decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| {
-                        if e.name != "." && e.name != ".." {
-                            entries.push(e);
-                        }
-                    })
-                })?;
-                let next = QueryDirectoryRequest { file_id: fid, ..q };
-                page = self.call(&next).await?;
-            }
+        // Dropping the reader on an error closes its handle later.
+        while let Some(page) = reader.next_page().await? {
+            entries.extend(page);
         }
-        .await;
-        let closed = dir.close().await;
-        result?;
-        closed?;
+        reader.close().await?;
         Ok((times, entries))
     }
 
@@ -207,7 +183,7 @@ impl Tree {
 }
 
 /// The CREATE that opens the directory `name` to list it.
-fn list_open(name: &str) -> CreateRequest<'_> {
+pub(crate) fn list_open(name: &str) -> CreateRequest<'_> {
     CreateRequest {
         name,
         oplock_level: 0,
@@ -222,7 +198,7 @@ fn list_open(name: &str) -> CreateRequest<'_> {
 
 /// The first QUERY_DIRECTORY page of every entry, on the handle the CREATE
 /// before it opened, of at most `output_buffer_length` bytes.
-fn list_query(output_buffer_length: u32) -> QueryDirectoryRequest<'static> {
+pub(crate) fn list_query(output_buffer_length: u32) -> QueryDirectoryRequest<'static> {
     QueryDirectoryRequest {
         class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
         flags: 0,

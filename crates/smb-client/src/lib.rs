@@ -22,6 +22,7 @@ pub mod connection;
 pub mod credits;
 pub mod crypto;
 pub mod dfs;
+pub mod dir_reader;
 pub mod durable;
 pub mod error;
 pub mod file;

@@ -261,6 +261,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_LIST_MAX_DIRS", default_value_t = 1000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub list_max_dirs: usize,
+    /// Most entries of one directory a ListObjects request holds in memory
+    /// at once. A larger directory is listed in windows of this many
+    /// entries in key order, each window one full read of the directory on
+    /// the share, kept for the next pages like any listing; a page ends
+    /// early, truncated, where a window ends.
+    #[arg(long, env = "SMBGATE_LIST_WINDOW", default_value_t = 100_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = "Limits")]
+    pub list_window: usize,
     /// Bytes all directory listings kept for the next pages of paginated
     /// ListObjects may hold together, over every bucket root and SMB
     /// identity; a listing that does not fit is not kept (its next pages

@@ -150,6 +150,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         body_read_timeout: args.body_read_timeout,
         body_min_rate: args.body_min_rate,
         list_max_dirs: args.list_max_dirs,
+        list_window: args.list_window,
         listing_cache: crate::store::listing_cache::ListingBudget::new(
             usize::try_from(args.listing_cache_size).unwrap_or(usize::MAX),
         ),

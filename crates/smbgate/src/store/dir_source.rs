@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use super::share::Tree;
 use futures::stream::{self, StreamExt};
 
+use super::dir_window::{Window, WindowBuilder};
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
 use super::listing_cache::{stamp, DirCache};
@@ -15,7 +16,7 @@ use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::{self, is_not_found, ShareError};
 use super::types::ObjectInfo;
-use super::walk::{list, prepare, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Prepared};
+use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed};
 use super::{StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
@@ -30,6 +31,8 @@ struct SmbSource<'a> {
     /// Where records live. With EAs a directory entry's EaSize tells
     /// whether the file has one; with sidecars only the sidecar does.
     records: &'a Records,
+    /// Most entries of one directory held at once ([`super::StoreOptions::list_window`]).
+    window: usize,
 }
 
 impl SmbSource<'_> {
@@ -41,32 +44,32 @@ impl SmbSource<'_> {
 impl DirSource for SmbSource<'_> {
     type Error = StoreError;
 
-    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, StoreError> {
+    async fn list(&self, path: &[String], from: &str) -> Result<Option<Window>, StoreError> {
         let dir = self.dir_path(path);
         if self.reuse {
-            if let Some((cached, items)) = self.cache.get(&dir) {
+            if let Some((cached, window)) = self.cache.get(&dir, from) {
                 // Unchanged since it was read: no entry came or went.
                 match share::stat(&self.tree, &dir).await {
-                    Ok(now) if stamp(&now) == cached => return Ok(Some(items)),
+                    Ok(now) if stamp(&now) == cached => return Ok(Some(window)),
                     Ok(_) => {}
                     Err(e) if is_not_found(&e) => return Ok(None),
                     Err(e) => return Err(e.into()),
                 }
             }
         }
-        // Concurrent listings of this directory share a read that began
-        // after they arrived (dir_reads.rs).
+        // Concurrent listings of this directory from the same name share
+        // a read that began after they arrived (dir_reads.rs).
         let read = self
             .cache
             .reads
-            .read(&dir, || async {
-                let Some((times, items)) = self.read(&dir).await? else { return Ok(None) };
-                Ok::<_, StoreError>(Some((stamp(&times), prepare(items))))
+            .read(&format!("{dir}\0{from}"), || async {
+                let Some((times, window)) = self.read(&dir, from).await? else { return Ok(None) };
+                Ok::<_, StoreError>(Some((stamp(&times), window)))
             })
             .await?;
-        let Some((stamp, items)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, items.clone());
-        Ok(Some(items))
+        let Some((stamp, window)) = read else { return Ok(None) };
+        self.cache.put(dir, stamp, from, window.clone());
+        Ok(Some(window))
     }
 }
 
@@ -133,19 +136,51 @@ impl SmbSource<'_> {
         Ok(aliases.map(|(listed, _)| listed.to_string()).collect())
     }
 
-    async fn read(&self, dir: &str) -> Result<Option<(share::FileTimes, Vec<DirItem>)>, StoreError> {
-        let (times, entries) = match share::list_dir_timed(&self.tree, dir).await {
-            Ok(e) => e,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
+    /// The window of `dir` from `from` on (see [`super::dir_window`]), and
+    /// the directory's times when its read began; `None` if it does not
+    /// exist. A window that cannot end within the cap (all directories)
+    /// is read again without one.
+    async fn read(&self, dir: &str, from: &str) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
+        let mut cap = self.window;
+        loop {
+            let mut reader = match share::DirReader::open(&self.tree, dir).await {
+                Ok(r) => r,
+                Err(e) if is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let mut window = WindowBuilder::new(from, cap);
+            let mut beside = Vec::new();
+            // One QUERY_DIRECTORY answer at a time: only the window and
+            // the page being looked at are held.
+            while let Some(entries) = reader.next_page().await? {
+                for item in self.items(dir, entries, &mut beside).await? {
+                    window.push(item);
+                }
+            }
+            let times = reader.times();
+            reader.close().await?;
+            match window.finish(beside) {
+                Some(w) => return Ok(Some((times, w))),
+                None => cap = usize::MAX,
+            }
+        }
+    }
+
+    /// The items of one page of `dir`'s entries, as the walk lists them;
+    /// objects kept beside their directory go to `beside`, merged once
+    /// the plain names are known (see `beside`).
+    ///
+    /// Errors: the record or alias lookups failed.
+    async fn items(
+        &self,
+        dir: &str,
+        entries: Vec<share::DirEntry>,
+        beside: &mut Vec<DirItem>,
+    ) -> StoreResult<Vec<DirItem>> {
         let mut items = Vec::with_capacity(entries.len());
         let bucket_root = dir == self.bucket_path.as_str();
         let markers = self.record_markers(dir, &entries).await?;
         let aliases = self.short_aliases(dir, &entries).await?;
-        // Objects kept beside their directory, added once the plain names
-        // are known (see `beside`).
-        let mut beside = Vec::new();
         for e in entries {
             if aliases.contains(&e.name) {
                 continue;
@@ -205,22 +240,7 @@ impl SmbSource<'_> {
                     .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
         }
-        // One item per key: where a plain entry (a file, or a marker
-        // candidate) has the name too, the lookup of its ETag decides which
-        // answers, as a read would. The plain entry may be no file at all:
-        // Samba lists a directory removed while a handle held it as an
-        // empty file (see `beside`).
-        if !beside.is_empty() {
-            let plain: std::collections::HashMap<String, usize> =
-                items.iter().enumerate().filter(|(_, i)| !i.is_dir).map(|(at, i)| (i.name.clone(), at)).collect();
-            for b in beside {
-                match plain.get(&b.name) {
-                    Some(&at) => items[at].etag_hint = None,
-                    None => items.push(b),
-                }
-            }
-        }
-        Ok(Some((times, items)))
+        Ok(items)
     }
 }
 
@@ -257,6 +277,7 @@ impl super::handles::Listings<'_> {
             cache: &self.0.inner.dir_cache,
             reuse: continuation,
             records: self.0.records(),
+            window: self.0.inner.opts.list_window,
         };
         let req = ListRequest { max_dirs: Some(self.0.inner.opts.list_max_dirs), ..req.clone() };
         let mut page = list(&src, &req).await?;

@@ -2,6 +2,7 @@
 //! of a paginated ListObjects, bounded in directories and, across every
 //! store of the process, in bytes ([`ListingBudget`]).
 
+use super::dir_window::Window;
 use super::share;
 use super::walk::{DirItem, Prepared};
 
@@ -20,12 +21,13 @@ pub struct DirCache {
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
     /// Reads in flight, shared by concurrent listings of one directory.
-    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Prepared)>>,
+    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Window)>>,
 }
 
-/// When a directory was read, its (LastWriteTime, ChangeTime) then, what
-/// it held, and the bytes that takes of the [`ListingBudget`].
-type CachedDir = (std::time::Instant, DirStamp, Prepared, usize);
+/// When a directory was read, its (LastWriteTime, ChangeTime) then, the
+/// name the read began at, what it held (the whole directory or a window
+/// of it), and the bytes that takes of the [`ListingBudget`].
+type CachedDir = (std::time::Instant, DirStamp, String, Window, usize);
 
 /// Bytes all cached directory listings may hold together
 /// (`--listing-cache-size`): shared by every store made from the same
@@ -86,47 +88,54 @@ impl DirCache {
         DirCache { dirs: Default::default(), ttl, budget, reads: Default::default() }
     }
 
-    pub(crate) fn get(&self, path: &str) -> Option<(DirStamp, Prepared)> {
+    /// The kept listing of `path` that serves a page needing names from
+    /// `from` on (see [`Window::serves`]), with the directory's stamp when
+    /// it was read.
+    pub(crate) fn get(&self, path: &str, from: &str) -> Option<(DirStamp, Window)> {
         let dirs = self.dirs.lock().unwrap();
-        dirs.get(path).filter(|(t, _, _, _)| t.elapsed() < self.ttl).map(|(_, s, v, _)| (*s, v.clone()))
+        dirs.get(path)
+            .filter(|(t, _, read_from, w, _)| t.elapsed() < self.ttl && w.serves(read_from, from))
+            .map(|(_, s, _, w, _)| (*s, w.clone()))
     }
 
     /// Drops the listing of `dir` (after a write into it).
     pub fn forget(&self, dir: &str) {
-        if let Some((_, _, _, n)) = self.dirs.lock().unwrap().remove(dir) {
+        if let Some((_, _, _, _, n)) = self.dirs.lock().unwrap().remove(dir) {
             self.budget.give(n);
         }
     }
 
-    pub(crate) fn put(&self, path: String, stamp: DirStamp, items: Prepared) {
-        let n = listing_bytes(&items);
+    /// Keeps `window` of `path`, read from `from` on, in place of any
+    /// other listing of it.
+    pub(crate) fn put(&self, path: String, stamp: DirStamp, from: &str, window: Window) {
+        let n = listing_bytes(&window.items) + from.len();
         if n > self.budget.limit {
             return; // would never fit: keep what is kept
         }
         let mut dirs = self.dirs.lock().unwrap();
         let ttl = self.ttl;
         let budget = &self.budget;
-        dirs.retain(|_, (t, _, _, held)| {
+        dirs.retain(|_, (t, _, _, _, held)| {
             let keep = t.elapsed() < ttl;
             if !keep {
                 budget.give(*held);
             }
             keep
         });
-        if let Some((_, _, _, held)) = dirs.remove(&path) {
+        if let Some((_, _, _, _, held)) = dirs.remove(&path) {
             budget.give(held);
         }
         // Room under the count and within the shared budget, made from
         // this cache's oldest listings; none left to drop: not kept.
         loop {
             if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
-                dirs.insert(path, (std::time::Instant::now(), stamp, items, n));
+                dirs.insert(path, (std::time::Instant::now(), stamp, from.to_owned(), window, n));
                 return;
             }
-            let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _, _))| *t).map(|(k, _)| k.clone()) else {
+            let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _, _, _))| *t).map(|(k, _)| k.clone()) else {
                 return;
             };
-            if let Some((_, _, _, held)) = dirs.remove(&oldest) {
+            if let Some((_, _, _, _, held)) = dirs.remove(&oldest) {
                 budget.give(held);
             }
         }
@@ -136,7 +145,7 @@ impl DirCache {
 impl Drop for DirCache {
     fn drop(&mut self) {
         let dirs = self.dirs.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (_, (_, _, _, n)) in dirs.drain() {
+        for (_, (_, _, _, _, n)) in dirs.drain() {
             self.budget.give(n);
         }
     }
@@ -147,8 +156,8 @@ mod tests {
     use super::*;
     use crate::store::walk::prepare;
 
-    fn listing(entries: usize) -> Prepared {
-        prepare(
+    fn listing(entries: usize) -> Window {
+        Window::whole(prepare(
             (0..entries)
                 .map(|i| DirItem {
                     name: format!("entry-{i:06}"),
@@ -158,35 +167,35 @@ mod tests {
                     etag_hint: None,
                 })
                 .collect(),
-        )
+        ))
     }
 
     #[test]
     fn listings_stay_within_the_shared_budget() {
-        let one = listing_bytes(&listing(1000));
+        let one = listing_bytes(&listing(1000).items);
         let budget = ListingBudget::new(one * 2 + one / 2);
         let ttl = crate::store::StoreOptions::default().listing_cache_ttl;
         let (a, b) = (DirCache::new(ttl, budget.clone()), DirCache::new(ttl, budget.clone()));
-        a.put("a1".into(), (1, 1), listing(1000));
-        a.put("a2".into(), (1, 1), listing(1000));
+        a.put("a1".into(), (1, 1), "", listing(1000));
+        a.put("a2".into(), (1, 1), "", listing(1000));
         assert_eq!(budget.held(), 2 * one);
         // The other cache on the budget: no room, and none of its own to
         // make room from, so its listing is not kept.
-        b.put("b1".into(), (1, 1), listing(1000));
-        assert!(b.get("b1").is_none());
+        b.put("b1".into(), (1, 1), "", listing(1000));
+        assert!(b.get("b1", "").is_none());
         // A cache makes room from its own oldest.
-        a.put("a3".into(), (1, 1), listing(1000));
-        assert!(a.get("a1").is_none() && a.get("a2").is_some() && a.get("a3").is_some());
+        a.put("a3".into(), (1, 1), "", listing(1000));
+        assert!(a.get("a1", "").is_none() && a.get("a2", "").is_some() && a.get("a3", "").is_some());
         assert_eq!(budget.held(), 2 * one);
         // Bigger than the whole budget: never kept, nothing else lost.
-        a.put("huge".into(), (1, 1), listing(10_000));
-        assert!(a.get("huge").is_none() && a.get("a2").is_some() && a.get("a3").is_some());
+        a.put("huge".into(), (1, 1), "", listing(10_000));
+        assert!(a.get("huge", "").is_none() && a.get("a2", "").is_some() && a.get("a3", "").is_some());
         assert_eq!(budget.held(), 2 * one);
         a.forget("a3");
         assert!(budget.held() < 2 * one);
         drop(a);
         assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
-        b.put("b1".into(), (1, 1), listing(1000));
-        assert!(b.get("b1").is_some());
+        b.put("b1".into(), (1, 1), "", listing(1000));
+        assert!(b.get("b1", "").is_some());
     }
 }

@@ -29,6 +29,7 @@ mod create_lock;
 mod delete;
 mod dir_reads;
 pub mod dir_source;
+pub mod dir_window;
 pub mod error;
 mod folders;
 pub mod handles;
@@ -110,6 +111,10 @@ pub struct StoreOptions {
     /// ends early, truncated, with a continuation token (see
     /// [`walk::ListRequest::max_dirs`]).
     pub list_max_dirs: usize,
+    /// Most entries of one directory a listing holds at once: a larger
+    /// directory is listed in windows of this many entries, each one full
+    /// read of it on the share (see [`dir_window`]).
+    pub list_window: usize,
 }
 
 impl Default for StoreOptions {
@@ -128,6 +133,7 @@ impl Default for StoreOptions {
             listing_cache_ttl: Duration::from_secs(30),
             listing_cache: listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
+            list_window: 100_000,
         }
     }
 }

@@ -27,6 +27,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 
+pub use super::dir_window::Window;
+
 /// How many directory listings the walk keeps in flight (or finished but not yet consumed) ahead
 /// of the one it is waiting for.
 pub const PREFETCH: usize = 4;
@@ -57,20 +59,23 @@ pub type Prepared = Arc<[DirItem]>;
 
 /// Prepares a directory's listing, in any order, for the lister; see [`Prepared`].
 pub fn prepare(listing: Vec<DirItem>) -> Prepared {
-    let mut items: Vec<DirItem> = listing
-        .into_iter()
-        .filter(valid_name)
-        .map(|mut it| {
-            if it.is_dir {
-                it.name.push('/');
-            }
-            it
-        })
-        .collect();
+    let mut items: Vec<DirItem> = listing.into_iter().filter_map(prepared_item).collect();
     // A marker "x/" sorts equal to the directory "x/" and comes first: its key is a prefix of
     // every key inside.
     items.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.is_dir.cmp(&b.is_dir)));
     items.into()
+}
+
+/// One entry as [`prepare`] keeps it: `None` for a name no key can have,
+/// else the entry with a directory's name ending in `/`.
+pub fn prepared_item(mut item: DirItem) -> Option<DirItem> {
+    if !valid_name(&item) {
+        return None;
+    }
+    if item.is_dir {
+        item.name.push('/');
+    }
+    Some(item)
 }
 
 /// Where the lister reads directories from.
@@ -80,11 +85,14 @@ pub trait DirSource: Send + Sync {
 
     /// Lists the directory at `path` (components relative to the bucket root, empty = root),
     /// [`prepare`]d: what the lister walks, shared so that continuation pages of a large directory
-    /// reuse one sorted listing instead of copying and sorting it again. Returns `Ok(None)` if the
-    /// directory does not exist. An unreadable directory must be an error: it fails the whole
-    /// listing (failure class 18). The future may be dropped before it completes (a prefetch the
-    /// page no longer needs), so it must be cancel-safe.
-    fn list(&self, path: &[String]) -> impl Future<Output = Result<Option<Prepared>, Self::Error>> + Send;
+    /// reuse one sorted listing instead of copying and sorting it again. The page needs no entry
+    /// whose name (a directory's with its `/`) sorts before `from`: the source may leave them
+    /// out, and may return only a [`Window`] of what follows (the walk ends its page where an
+    /// incomplete window ends). Returns `Ok(None)` if the directory does not exist. An unreadable
+    /// directory must be an error: it fails the whole listing (failure class 18). The future may
+    /// be dropped before it completes (a prefetch the page no longer needs), so it must be
+    /// cancel-safe.
+    fn list(&self, path: &[String], from: &str) -> impl Future<Output = Result<Option<Window>, Self::Error>> + Send;
 
     /// Finds the marker object of the directory at `path`: the item `"<last component>/"` that its
     /// parent's listing holds. Needed only when a prefix ends in `/` (prefix `"a/b/"` matches the
@@ -95,10 +103,10 @@ pub trait DirSource: Send + Sync {
             let Some((name, parent)) = path.split_last() else {
                 return Ok(None);
             };
-            let Some(items) = self.list(parent).await? else {
+            let Some(window) = self.list(parent, &format!("{name}/")).await? else {
                 return Ok(None);
             };
-            Ok(items.iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())).cloned())
+            Ok(window.items.iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())).cloned())
         }
     }
 }
@@ -255,6 +263,8 @@ struct Frame {
     end: usize,
     /// Indices into `items` of the directories the walk will enter, the next one last.
     walk_dirs: Vec<usize>,
+    /// False when `items` is a window of the directory with more after it.
+    complete: bool,
 }
 
 struct Walk<'a, S: DirSource> {
@@ -280,10 +290,11 @@ impl<S: DirSource> Walk<'_, S> {
         // Prefix "a/b/" also matches the key "a/b/", which a's listing holds, not a/b's.
         let marker_wanted =
             !path.is_empty() && dir == self.prefix && self.start_after.is_none_or(|sa| dir.as_str() > sa);
+        let from = self.from(&dir);
         let (marker, listing) = if marker_wanted {
-            futures::future::try_join(src.marker(&path), src.list(&path)).await?
+            futures::future::try_join(src.marker(&path), src.list(&path, &from)).await?
         } else {
-            (None, src.list(&path).await?)
+            (None, src.list(&path, &from).await?)
         };
         if let Some(m) = marker {
             // The smallest key under the prefix; max_keys > 0, so this never truncates.
@@ -293,10 +304,10 @@ impl<S: DirSource> Walk<'_, S> {
                 last_modified: m.last_modified,
                 etag_hint: m.etag_hint,
             });
-        } else if marker_wanted && listing.as_ref().is_some_and(|l| l.is_empty()) {
+        } else if marker_wanted && listing.as_ref().is_some_and(|l| l.items.is_empty()) {
             self.emit(folder(dir.clone(), 0));
         }
-        let frame = self.open(dir, path, listing.unwrap_or_else(|| Arc::from(Vec::new())));
+        let frame = self.open(dir, path, listing.unwrap_or_else(empty));
         self.stack.push(frame);
         self.walk().await
     }
@@ -304,6 +315,20 @@ impl<S: DirSource> Walk<'_, S> {
     async fn walk(&mut self) -> Result<(), S::Error> {
         while let Some(frame) = self.stack.last_mut() {
             if frame.next == frame.end {
+                // The end of a window with more of the directory after it:
+                // the page ends here, and the next one reads on from its
+                // last name (every key up to it has been seen). A window
+                // wholly before start_after holds nothing the page wants.
+                if !frame.complete && frame.end == frame.items.len() {
+                    if let Some(last) = frame.items.last() {
+                        let resume = format!("{}{}", frame.dir, last.name);
+                        if self.start_after.is_none_or(|sa| resume.as_str() > sa) {
+                            self.truncated = true;
+                            self.resume = Some(resume);
+                            break;
+                        }
+                    }
+                }
                 self.stack.pop();
                 continue;
             }
@@ -336,10 +361,11 @@ impl<S: DirSource> Walk<'_, S> {
                 let mut path = frame.path.clone();
                 path.push(item.name[..item.name.len() - 1].to_owned());
                 self.prefetch();
-                let listing = self.fetch.get(&key, &path).await?.unwrap_or_else(|| Arc::from(Vec::new()));
+                let from = self.from(&key);
+                let listing = self.fetch.get(&key, &path, &from).await?.unwrap_or_else(empty);
                 // Its marker, if any, is the item just before it.
                 let marked = at > 0 && !items[at - 1].is_dir && items[at - 1].name == item.name;
-                if listing.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
+                if listing.items.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
                     if self.emit(folder(key, item.last_modified)) {
                         break;
                     }
@@ -379,7 +405,8 @@ impl<S: DirSource> Walk<'_, S> {
     /// The frame of a directory's (prepared) listing: the range of it the prefix and `start_after`
     /// leave, found by binary search, so a page costs what it visits, not the directory's size.
     /// `dir` is a prefix of the request's prefix (the start directory) or starts with it.
-    fn open(&self, dir: String, path: Vec<String>, items: Prepared) -> Frame {
+    fn open(&self, dir: String, path: Vec<String>, listing: Window) -> Frame {
+        let Window { items, complete } = listing;
         let wanted = self.prefix.get(dir.len()..).unwrap_or("");
         // Sorted names that start with `wanted` are contiguous, after those below it.
         let mut lo = items.partition_point(|it| it.name.as_str() < wanted);
@@ -408,7 +435,19 @@ impl<S: DirSource> Walk<'_, S> {
                 items[i].is_dir && rollup(self.prefix, self.delimiter, &format!("{dir}{}", items[i].name)).is_none()
             })
             .collect();
-        Frame { dir, path, items, next: lo, end: hi, walk_dirs }
+        Frame { dir, path, items, next: lo, end: hi, walk_dirs, complete }
+    }
+
+    /// The smallest name in the directory `dir` this page can need: the
+    /// prefix's rest in it, and the component of `start_after` in it
+    /// (with its `/` if it has one), whichever is larger.
+    fn from(&self, dir: &str) -> String {
+        let wanted = self.prefix.strip_prefix(dir).unwrap_or("");
+        let after = self.start_after.and_then(|sa| sa.strip_prefix(dir)).map_or("", |rest| match rest.find('/') {
+            Some(at) => &rest[..=at],
+            None => rest,
+        });
+        wanted.max(after).to_owned()
     }
 
     /// Starts listings of the next directories the walk will enter, nearest first, until
@@ -428,14 +467,20 @@ impl<S: DirSource> Walk<'_, S> {
                 }
                 let mut path = frame.path.clone();
                 path.push(name[..name.len() - 1].to_owned());
-                self.fetch.start(key, path);
+                let from = self.from(&key);
+                self.fetch.start(key, path, from);
                 budget -= 1;
             }
         }
     }
 }
 
-type Listing<E> = Result<Option<Prepared>, E>;
+/// A directory that does not exist walks as an empty one.
+fn empty() -> Window {
+    Window::whole(Arc::from(Vec::new()))
+}
+
+type Listing<E> = Result<Option<Window>, E>;
 
 /// Directory listings in flight, by directory key. Finished listings wait in `ready` until the
 /// walk reaches them; an error waits there too, so it fails the listing only if it is needed.
@@ -459,23 +504,23 @@ impl<'a, S: DirSource> Fetcher<'a, S> {
         self.in_flight.contains(key) || self.ready.contains_key(key)
     }
 
-    fn start(&mut self, key: String, path: Vec<String>) {
+    fn start(&mut self, key: String, path: Vec<String>, from: String) {
         let src = self.src;
         self.in_flight.insert(key.clone());
         self.running.push(Box::pin(async move {
-            let listing = src.list(&path).await;
+            let listing = src.list(&path, &from).await;
             (key, listing)
         }));
     }
 
     /// The listing of the directory `key` at `path`, driving every other listing in flight while
     /// it waits.
-    async fn get(&mut self, key: &str, path: &[String]) -> Listing<S::Error> {
+    async fn get(&mut self, key: &str, path: &[String], from: &str) -> Listing<S::Error> {
         if let Some(listing) = self.ready.remove(key) {
             return listing;
         }
         if !self.in_flight.contains(key) {
-            self.start(key.to_owned(), path.to_vec());
+            self.start(key.to_owned(), path.to_vec(), from.to_owned());
         }
         while let Some((done, listing)) = self.running.next().await {
             self.in_flight.remove(&done);
@@ -485,7 +530,7 @@ impl<'a, S: DirSource> Fetcher<'a, S> {
             self.ready.insert(done, listing);
         }
         // Unreachable: `key` was in flight. Listing directly is still correct.
-        self.src.list(path).await
+        self.src.list(path, from).await
     }
 }
 

@@ -18,6 +18,9 @@ struct MemTree {
     calls: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Lists each directory in windows of at most this many entries, as
+    /// the share source does for a large one.
+    window: Option<usize>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -26,6 +29,11 @@ struct Unreadable(String);
 impl MemTree {
     fn new<I: IntoIterator<Item = S>, S: Into<String>>(keys: I) -> Self {
         MemTree { keys: keys.into_iter().map(Into::into).collect(), ..MemTree::default() }
+    }
+
+    fn windowed(mut self, cap: usize) -> Self {
+        self.window = Some(cap);
+        self
     }
 
     fn failing(mut self, dir: &str) -> Self {
@@ -84,7 +92,7 @@ fn item(name: &str, is_dir: bool, key: &str) -> DirItem {
 impl DirSource for MemTree {
     type Error = Unreadable;
 
-    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, Unreadable> {
+    async fn list(&self, path: &[String], from: &str) -> Result<Option<Window>, Unreadable> {
         let dir = dir_key(path);
         self.calls.lock().unwrap().push(dir.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -117,7 +125,20 @@ impl DirSource for MemTree {
         }
         // Any order goes into prepare; make sure it sorts.
         items.reverse();
-        Ok(exists.then(|| prepare(items)))
+        if !exists {
+            return Ok(None);
+        }
+        let Some(cap) = self.window else { return Ok(Some(Window::whole(prepare(items)))) };
+        for cap in [cap, usize::MAX] {
+            let mut window = crate::store::dir_window::WindowBuilder::new(from, cap);
+            for i in &items {
+                window.push(i.clone());
+            }
+            if let Some(w) = window.finish(Vec::new()) {
+                return Ok(Some(w));
+            }
+        }
+        unreachable!("a window without a cap always ends")
     }
 }
 
@@ -311,11 +332,11 @@ fn an_unreadable_subdirectory_fails_the_listing() {
 struct EmptyDir;
 impl DirSource for EmptyDir {
     type Error = ();
-    async fn list(&self, path: &[String]) -> Result<Option<Prepared>, ()> {
-        Ok(Some(prepare(match path {
+    async fn list(&self, path: &[String], _from: &str) -> Result<Option<Window>, ()> {
+        Ok(Some(Window::whole(prepare(match path {
             [] => vec![item("empty", true, ""), item("f", false, "f")],
             _ => Vec::new(),
-        })))
+        }))))
     }
 }
 
@@ -510,6 +531,38 @@ proptest! {
                 break;
             }
             req.start_after = r.next_marker;
+        }
+        prop_assert_eq!(got, whole.entries);
+    }
+
+    #[test]
+    fn windowed_paging_reproduces_the_whole_listing(
+        case in case(),
+        page in prop_oneof![1..5usize, Just(1000)],
+        window in 2..5usize,
+    ) {
+        // A directory listed in windows of a few entries: pages end early
+        // at a window's end, yet together they list exactly what S3 would,
+        // each page moving on.
+        let tree = MemTree::new(case.keys.clone()).windowed(window);
+        let whole = model(&case.keys, &ListRequest { max_keys: usize::MAX, ..case.req.clone() });
+        let mut req = ListRequest { max_keys: page, ..case.req.clone() };
+        let mut got = Vec::new();
+        let mut pages = 0;
+        loop {
+            let r = run(&tree, &req).unwrap();
+            prop_assert!(r.entries.len() <= page);
+            if let (Some(last), Some(next)) = (r.entries.last(), r.next_marker.as_deref()) {
+                prop_assert!(next >= last.name(), "the marker is past every entry returned");
+            }
+            got.extend(r.entries);
+            if !r.is_truncated {
+                break;
+            }
+            prop_assert!(r.next_marker.as_deref() > req.start_after.as_deref(), "no progress");
+            req.start_after = r.next_marker;
+            pages += 1;
+            prop_assert!(pages <= 4 * case.keys.len() + 4, "too many pages");
         }
         prop_assert_eq!(got, whole.entries);
     }

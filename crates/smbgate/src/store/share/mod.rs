@@ -48,7 +48,7 @@ pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
     stat_with_meta_and_name,
 };
-pub use names::{copy_chunks, delete, is_empty_dir, list_dir, list_dir_timed, mkdir, read_small, stat, write_small};
+pub use names::{copy_chunks, delete, is_empty_dir, list_dir, mkdir, read_small, stat, write_small, DirReader};
 pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
 };

@@ -50,12 +50,42 @@ pub async fn is_empty_dir(tree: &Tree, path: &str) -> Result<bool> {
     tree.is_empty_dir(path).await.map_err(Into::into)
 }
 
-/// [`list_dir`], with the directory's own times as its open answered them
-/// (a later [`stat`] with the same times says nothing changed in it).
-///
-/// Errors: as [`list_dir`].
-pub async fn list_dir_timed(tree: &Tree, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
-    tree.list_dir_timed(path).await.map_err(Into::into)
+/// A directory read one QUERY_DIRECTORY answer at a time, so that a
+/// listing keeps only what it needs of a large directory.
+pub struct DirReader(smb_client::dir_reader::DirReader);
+
+impl DirReader {
+    /// Opens the directory `path` and reads its first page, in one round
+    /// trip.
+    ///
+    /// Errors: the CREATE's NTSTATUS (not-found ones for a missing
+    /// directory or a file).
+    pub async fn open(tree: &Tree, path: &str) -> Result<DirReader> {
+        Ok(DirReader(smb_client::dir_reader::DirReader::open(tree, path).await?))
+    }
+
+    /// The directory's times as its open answered them, before any entry
+    /// was read (a later [`stat`] with the same times says nothing
+    /// changed in it).
+    pub fn times(&self) -> FileTimes {
+        self.0.times()
+    }
+
+    /// The next page of entries (`.` and `..` left out), or `None` at the
+    /// end.
+    ///
+    /// Errors: the QUERY_DIRECTORY's NTSTATUS, an answer that does not
+    /// decode.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<DirEntry>>> {
+        self.0.next_page().await.map_err(Into::into)
+    }
+
+    /// Closes the directory.
+    ///
+    /// Errors: the CLOSE's NTSTATUS or a connection error.
+    pub async fn close(self) -> Result<()> {
+        self.0.close().await.map_err(Into::into)
+    }
 }
 
 /// CREATE + READ + CLOSE of the small file at `path`: what its open

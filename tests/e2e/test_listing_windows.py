@@ -1,0 +1,66 @@
+"""Issue 23, point 3: a directory larger than --list-window is listed in
+windows of that many entries, never held whole, and the pages together are
+exactly S3's listing."""
+
+import os
+import random
+import uuid
+
+from conftest import Gateway, put_on_share
+
+
+def keys_of(pages):
+    return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
+
+def prefixes_of(pages):
+    return [c["Prefix"] for p in pages for c in p.get("CommonPrefixes", [])]
+
+
+def test_a_directory_larger_than_the_window_lists_whole_and_in_order(samba):
+    # 300 files made on the share (in the server's order, not key order),
+    # with subdirectories and a marker object among them, listed through a
+    # window of 16 entries: pages end early where a window ends, and every
+    # key comes exactly once, in order, for V2 and V1, with and without a
+    # delimiter.
+    g = Gateway(samba, "--list-window", "16")
+    try:
+        s3 = g.client()
+        b = f"t-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=b)
+        names = [f"f{i:04d}" for i in range(300)]
+        random.Random(7).shuffle(names)
+        big = samba.share_path / b / "big"
+        big.mkdir()
+        st = samba.share_path.stat()
+        os.chown(big, st.st_uid, st.st_gid)
+        for n in names:
+            put_on_share(samba, f"{b}/big", n, n.encode())
+        # Directories sort between files ("f0050-dir/" after "f0050"), one
+        # with a marker object: a window must not end between the marker
+        # and its directory, nor on a directory.
+        inner = ["big/f0050-dir/k", "big/f0120-m/", "big/f0120-m/x", "big/f0200-dir/a/b"]
+        inner += [f"big/f0201-d{i}/k" for i in range(20)]  # 20 directories in a row
+        for k in inner:
+            s3.put_object(Bucket=b, Key=k, Body=b"x")
+        expected = sorted([f"big/{n}" for n in names] + inner, key=str.encode)
+
+        pages = list(s3.get_paginator("list_objects_v2").paginate(Bucket=b))
+        assert keys_of(pages) == expected
+        assert len(pages) > 1, "pages end where a window ends"
+        assert all(p["IsTruncated"] for p in pages[:-1]) and not pages[-1]["IsTruncated"]
+        small = s3.get_paginator("list_objects_v2").paginate(Bucket=b, PaginationConfig={"PageSize": 7})
+        assert keys_of(small) == expected
+        assert keys_of(s3.get_paginator("list_objects").paginate(Bucket=b)) == expected
+        after = s3.list_objects_v2(Bucket=b, StartAfter="big/f0250", MaxKeys=3)
+        assert [o["Key"] for o in after["Contents"]] == ["big/f0251", "big/f0252", "big/f0253"]
+
+        rolled = list(s3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix="big/", Delimiter="/"))
+        files = [k for k in expected if "/" not in k[len("big/") :]]
+        dirs = sorted({k[: k.index("/", len("big/")) + 1] for k in expected if "/" in k[len("big/") :]})
+        assert keys_of(rolled) == files
+        assert prefixes_of(rolled) == dirs
+        v1 = list(s3.get_paginator("list_objects").paginate(Bucket=b, Prefix="big/", Delimiter="/"))
+        assert keys_of(v1) == files and prefixes_of(v1) == dirs
+    finally:
+        g.stop()
