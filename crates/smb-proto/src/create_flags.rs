@@ -69,6 +69,7 @@ pub mod attributes {
     pub const DIRECTORY: u32 = 0x0000_0010;
     pub const ARCHIVE: u32 = 0x0000_0020;
     pub const NORMAL: u32 = 0x0000_0080;
+    pub const REPARSE_POINT: u32 = 0x0000_0400;
 }
 
 /// Oplock levels (MS-SMB2 2.2.13, 2.2.23).

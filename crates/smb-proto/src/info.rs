@@ -74,6 +74,13 @@ impl FileTimes {
     pub fn is_directory(&self) -> bool {
         self.attributes & crate::create_flags::attributes::DIRECTORY != 0
     }
+
+    /// True if FILE_ATTRIBUTE_REPARSE_POINT is set: a symbolic link, a
+    /// junction or another reparse point (MS-FSCC 2.1.2), which may lead
+    /// anywhere on the server.
+    pub fn is_reparse_point(&self) -> bool {
+        self.attributes & crate::create_flags::attributes::REPARSE_POINT != 0
+    }
 }
 
 /// FileStandardInformation (MS-FSCC 2.4.41): what says whether an open

@@ -182,7 +182,9 @@ impl SmbSource<'_> {
         let markers = self.record_markers(dir, &entries).await?;
         let aliases = self.short_aliases(dir, &entries).await?;
         for e in entries {
-            if aliases.contains(&e.name) {
+            // A symbolic link or junction may lead out of the bucket (into
+            // another, or anywhere the server reaches): it is no object.
+            if aliases.contains(&e.name) || e.times.is_reparse_point() {
                 continue;
             }
             let (stored, kept_beside) = match keys::split_beside(&e.name) {

@@ -361,6 +361,15 @@ impl Store {
             // since: the create-if-absent failed all the same.
             return StoreError::PreconditionFailed;
         }
+        if is_not_found(&e) && matches!(&stat, Err(s) if is_not_found(s)) {
+            // Its parents exist (they were just made), yet the name can be
+            // neither seen nor replaced: a symbolic link the server hides
+            // (Samba with `follow symlinks = no`).
+            return StoreError::Conflict(
+                "the share holds this name as something the gateway cannot see or replace (a link the server does not follow)"
+                    .into(),
+            );
+        }
         if let Ok(t) = stat {
             if !t.is_directory() && e.failure() == Failure::Collision {
                 // A rename that may not replace: the object exists (it may

@@ -63,7 +63,12 @@ impl Failure {
     /// The failure a server's `status` means.
     pub fn of_status(status: NtStatus) -> Failure {
         match status {
-            NtStatus::STATUS_OBJECT_NAME_NOT_FOUND | NtStatus::STATUS_NO_SUCH_FILE => Failure::NameNotFound,
+            // A symbolic link the server leaves to the client to follow
+            // (MS-SMB2 2.2.2.2.1): the gateway never follows one, so no
+            // object is there.
+            NtStatus::STATUS_OBJECT_NAME_NOT_FOUND
+            | NtStatus::STATUS_NO_SUCH_FILE
+            | NtStatus::STATUS_STOPPED_ON_SYMLINK => Failure::NameNotFound,
             NtStatus::STATUS_OBJECT_PATH_NOT_FOUND => Failure::PathNotFound,
             NtStatus::STATUS_NOT_A_DIRECTORY => Failure::NotADirectory,
             NtStatus::STATUS_OBJECT_PATH_INVALID | NtStatus::STATUS_OBJECT_PATH_SYNTAX_BAD => Failure::BadPath,
@@ -276,6 +281,7 @@ mod tests {
             NtStatus::STATUS_NO_SUCH_FILE,
             NtStatus::STATUS_DELETE_PENDING,
             NtStatus::STATUS_NOT_A_DIRECTORY,
+            NtStatus::STATUS_STOPPED_ON_SYMLINK,
         ] {
             assert!(f(s).is_not_found(), "{s}");
         }
