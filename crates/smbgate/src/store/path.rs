@@ -11,6 +11,17 @@ use super::keys::MappedKey;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SharePath(String);
 
+/// What [`SharePath::join`] puts in place of a component that could leave
+/// its directory: wildcards, which MS-FSCC 2.1.5 forbids in a name, so
+/// every CREATE of a path holding it fails.
+pub const REFUSED_COMPONENT: &str = "<refused?>";
+
+/// Whether `c` names one entry of a directory: no separator, stream
+/// separator or NUL, and not `.` or `..`.
+fn is_one_component(c: &str) -> bool {
+    c != "." && c != ".." && !c.contains(['\\', '/', ':', '\0'])
+}
+
 impl SharePath {
     /// The store root inside the share (`a\b`, or empty for the share root).
     pub fn root(root: &str) -> SharePath {
@@ -19,8 +30,21 @@ impl SharePath {
 
     /// This path with one more component (already SMB-safe: a bucket name,
     /// an encoded key component, or an internal name).
+    ///
+    /// A component that could leave its directory (`\`, `/`, `:`, NUL,
+    /// `.`, `..`) is a bug above: tests stop on it, and a release build
+    /// puts [`REFUSED_COMPONENT`] in its place, a name no SMB server opens
+    /// or creates (STATUS_OBJECT_NAME_INVALID), so the request fails
+    /// rather than reach another bucket or the gateway's own state.
     pub fn join(&self, component: &str) -> SharePath {
-        debug_assert!(!component.contains('\\'), "one component at a time");
+        let component = match is_one_component(component) {
+            true => component,
+            false => {
+                debug_assert!(false, "not one share path component: {component:?}");
+                tracing::error!(component, "refused a share path component that could leave its directory");
+                REFUSED_COMPONENT
+            }
+        };
         if self.0.is_empty() {
             SharePath(component.to_string())
         } else {
@@ -98,6 +122,17 @@ impl fmt::Display for SharePath {
 mod tests {
     use super::*;
     use crate::store::keys::map_key;
+
+    #[test]
+    fn only_one_component_may_be_joined() {
+        for bad in ["..", ".", "a\\b", "a/b", "f:stream", "nul\0", "\\"] {
+            assert!(!is_one_component(bad), "{bad:?}");
+        }
+        for good in ["bucket", "a.b", "..a", "a..", "", "\u{f03a}"] {
+            assert!(is_one_component(good), "{good:?}");
+        }
+        assert!(REFUSED_COMPONENT.contains(['<', '?']), "wildcards: no server opens it");
+    }
 
     #[test]
     fn joins_and_splits() {
