@@ -24,8 +24,8 @@ def rsamba(own_samba):
     return own_samba
 
 
-def gateway(samba, budget):
-    return Gateway(samba, env={"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_PREFETCH": "4",
+def gateway(samba, budget, prefetch="4"):
+    return Gateway(samba, env={"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_PREFETCH": prefetch,
                                "SMBGATE_READ_AHEAD_BUDGET": str(budget)})
 
 
@@ -39,9 +39,12 @@ def big(rsamba):
     return data
 
 
+@pytest.mark.parametrize("prefetch", ["4", "auto"])
 @pytest.mark.parametrize("budget", [0, 3 * MIB, 512 * MIB], ids=["none", "three-segments", "default"])
-def test_bytes_are_the_same_whatever_the_budget(rsamba, big, budget):
-    gw = gateway(rsamba, budget)
+def test_bytes_are_the_same_whatever_the_budget(rsamba, big, budget, prefetch):
+    # With a fixed window and with the adaptive one (which grows and
+    # shrinks between segments).
+    gw = gateway(rsamba, budget, prefetch)
     try:
         s3 = gw.client()
         got = s3.get_object(Bucket="readahead", Key="big.bin")["Body"].read()

@@ -177,9 +177,13 @@ pub struct ServeArgs {
     /// spreading large PUT and UploadPart bodies over connections.
     #[arg(long, env = "SMBGATE_SEGMENT_SIZE", default_value = "8MiB", value_parser = parse_bytes, help_heading = "Data path")]
     pub segment_size: u64,
-    /// Segments fetched ahead (each on its own connection) for large GETs.
-    #[arg(long, env = "SMBGATE_PREFETCH", default_value_t = 4, help_heading = "Data path")]
-    pub prefetch: usize,
+    /// Segments of a large GET read at once, each on its own connection
+    /// (the first included): a number from 1 to 64, or `auto`, which
+    /// starts at 2 and grows while each added segment brings its own
+    /// bandwidth (a NAS that caps each connection), shrinking when the
+    /// segments slow each other down.
+    #[arg(long, env = "SMBGATE_PREFETCH", default_value = "auto", help_heading = "Data path")]
+    pub prefetch: crate::store::prefetch_window::Prefetch,
     /// Connections one large PUT or UploadPart body is written over, a
     /// segment at a time (1 = a single connection).
     #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64), help_heading = "Data path")]

@@ -43,6 +43,7 @@ mod open;
 mod opening;
 pub mod part_checksums;
 pub mod path;
+pub mod prefetch_window;
 mod publish;
 mod put;
 pub mod read_plan;
@@ -78,7 +79,7 @@ pub struct StoreOptions {
     /// Split-streaming segment size in bytes.
     pub segment_size: u64,
     /// Segments fetched ahead for large GETs (1 = no split streaming).
-    pub prefetch: usize,
+    pub prefetch: prefetch_window::Prefetch,
     /// Connections one large PUT or UploadPart body is spread over (1 = one
     /// connection).
     pub put_parallel: usize,
@@ -122,7 +123,7 @@ impl Default for StoreOptions {
         StoreOptions {
             in_flight: 64 << 20,
             segment_size: 8 << 20,
-            prefetch: 4,
+            prefetch: prefetch_window::Prefetch::Auto,
             put_parallel: 4,
             read_ahead_budget: 512 << 20,
             write_behind_budget: 512 << 20,

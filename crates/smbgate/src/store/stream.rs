@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::Stream;
@@ -88,7 +89,8 @@ enum Segment {
     Inline(Range<u64>),
     /// Being fetched on another connection, holding its share of the
     /// read-ahead budget until its bytes are handed to the body.
-    Fetched(JoinHandle<Result<Vec<Bytes>, std::io::Error>>, OwnedSemaphorePermit),
+    /// The task gives the bytes, the segment's length and how long it took.
+    Fetched(JoinHandle<(Result<Vec<Bytes>, std::io::Error>, u64, Duration)>, OwnedSemaphorePermit),
 }
 
 async fn run(
@@ -101,13 +103,13 @@ async fn run(
     let opts = store.options();
     let seg = opts.segment_size.max(1 << 20);
     let len = range.end - range.start;
-    let window = opts.prefetch.max(1);
+    let mut window = opts.prefetch.window();
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).
     let (granted, _ahead) = store.read_ahead().take_up_to(store.in_flight() as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
-    if window == 1 || len <= 2 * seg {
+    if window.current() == 1 || len <= 2 * seg {
         return stream_resuming(store, info, Some(opened.handle), range, in_flight, tx).await;
     }
     // The head segment streams from the open handle while up to W - 1
@@ -122,7 +124,7 @@ async fn run(
     let mut own = Some(opened);
     let result = async {
         loop {
-            while queue.len() < window && next < range.end {
+            while queue.len() < window.current() && next < range.end {
                 let s = next..(next + seg).min(range.end);
                 if queue.is_empty() {
                     queue.push_back(Segment::Inline(s.clone()));
@@ -132,7 +134,12 @@ async fn run(
                         _ => store.read_ahead().try_take(s.end - s.start),
                     };
                     let Some(permit) = permit else { break };
-                    let h = tokio::spawn(fetch_segment(store.clone(), info.clone(), s.clone()));
+                    let (store, info, s) = (store.clone(), info.clone(), s.clone());
+                    let h = tokio::spawn(async move {
+                        let started = Instant::now();
+                        let data = fetch_segment(store, info, s.clone()).await;
+                        (data, s.end - s.start, started.elapsed())
+                    });
                     queue.push_back(Segment::Fetched(h, permit));
                 }
                 next = s.end;
@@ -175,7 +182,10 @@ async fn run(
                     }
                 }
                 Some(Segment::Fetched(h, permit)) => {
-                    let data = h.await.map_err(io_err)??;
+                    let waited = !h.is_finished();
+                    let (data, bytes, took) = h.await.map_err(io_err)?;
+                    let data = data?;
+                    window.segment_done(bytes, took, waited);
                     if !send_all(tx, data).await {
                         return Ok(());
                     }
