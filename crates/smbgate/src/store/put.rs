@@ -81,7 +81,7 @@ impl Store {
             1 => chunks.into_iter().next().expect("one"),
             _ => chunks.concat().into(),
         };
-        let (md5, sums) = hash_now(&data, &req.algorithms());
+        let (md5, sums) = hash_now(&data, &req.algorithms())?;
         let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
         meta.key = target.key();
         let target_path = match target {
