@@ -6,18 +6,12 @@
 //! dropped because the client hung up) queues the CLOSE on the
 //! connection's reaper, without blocking.
 
-use smb_proto::create::{
-    access, options, share, CloseRequest, CloseResponse, CreateRequest, CreateResponse, Disposition, FileId,
-};
-use smb_proto::info::{class, decode_dir_entries, DirEntry, FileTimes};
-use smb_proto::query::{OutputBuffer, QueryDirectoryRequest};
-use smb_proto::NtStatus;
+use smb_proto::create::{CloseResponse, CreateRequest, CreateResponse, FileId};
 
 use crate::connection::Response;
-use crate::dir_reader::DirReader;
 use crate::error::Result;
 use crate::reopen::Reopen;
-use crate::tree::{smb_path, Tree};
+use crate::tree::Tree;
 
 /// An open handle on one tree; closes itself on drop.
 pub struct Handle {
@@ -118,9 +112,7 @@ impl Drop for Handle {
     }
 }
 
-/// The operations of a tree that hold a [`Handle`]: an open that closes
-/// itself, and directory reads whose handle closes itself if the read is
-/// abandoned between pages.
+/// An open that closes itself (directory reads are in `dir_reader.rs`).
 impl Tree {
     /// CREATE (MS-SMB2 2.2.13) returning a [`Handle`] that closes itself
     /// when dropped.
@@ -128,82 +120,5 @@ impl Tree {
     /// Errors: as [`Tree::create`].
     pub async fn open(&self, req: &CreateRequest<'_>) -> Result<Handle> {
         Handle::from_response(self, self.call(req).await?)
-    }
-
-    /// Lists a directory with QUERY_DIRECTORY (FileIdFullDirectoryInformation),
-    /// `.` and `..` excluded. The first page comes in the same round trip as
-    /// the CREATE; later pages reuse the handle (resumable enumeration).
-    pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
-        Ok(self.list_dir_timed(path).await?.1)
-    }
-
-    /// [`Tree::list_dir`], with the directory's own times as its CREATE
-    /// answered them, before any entry was read: a later [`Tree::stat`]
-    /// whose LastWriteTime and ChangeTime are the same says that no entry
-    /// was added, removed or renamed since (as far as the server's
-    /// timestamp resolution can tell).
-    pub async fn list_dir_timed(&self, path: &str) -> Result<(FileTimes, Vec<DirEntry>)> {
-        let mut reader = DirReader::open(self, path).await?;
-        let times = reader.times();
-        let mut entries = Vec::new();
-        // Dropping the reader on an error closes its handle later.
-        while let Some(page) = reader.next_page().await? {
-            entries.extend(page);
-        }
-        reader.close().await?;
-        Ok((times, entries))
-    }
-
-    /// Whether the directory `path` holds no entry but `.` and `..`:
-    /// CREATE + one QUERY_DIRECTORY page of at most 4 KiB + CLOSE, in one
-    /// round trip, so the answer costs the same for a directory of a
-    /// million entries. 4 KiB holds `.`, `..` and at least one entry of
-    /// the longest name (255 UTF-16 units), so a page with nothing else
-    /// means nothing else exists.
-    ///
-    /// Errors: the CREATE's NTSTATUS (STATUS_NOT_A_DIRECTORY for a file,
-    /// the not-found ones) or the QUERY_DIRECTORY's.
-    pub async fn is_empty_dir(&self, path: &str) -> Result<bool> {
-        let name = smb_path(path);
-        let open = list_open(&name);
-        let q = list_query(4096);
-        let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
-        let rs = self.compound(&[&open, &q, &close]).await?;
-        let mut rs = rs.into_iter();
-        let (created, page) = (rs.next().expect("three responses"), rs.next().expect("three responses"));
-        created.ok_or_status(&[])?;
-        if page.status() == NtStatus::STATUS_NO_MORE_FILES {
-            return Ok(true);
-        }
-        let mut others = false;
-        page.ok_or_status(&[])?
-            .body(|m| decode_dir_entries(&OutputBuffer::decode(m)?.0, |e| others |= e.name != "." && e.name != ".."))?;
-        Ok(!others)
-    }
-}
-
-/// The CREATE that opens the directory `name` to list it.
-pub(crate) fn list_open(name: &str) -> CreateRequest<'_> {
-    CreateRequest {
-        name,
-        oplock_level: 0,
-        desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-        file_attributes: 0,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: options::DIRECTORY_FILE,
-        contexts: &[],
-    }
-}
-
-/// The first QUERY_DIRECTORY page of every entry, on the handle the CREATE
-/// before it opened, of at most `output_buffer_length` bytes.
-pub(crate) fn list_query(output_buffer_length: u32) -> QueryDirectoryRequest<'static> {
-    QueryDirectoryRequest {
-        class: class::FILE_ID_FULL_DIRECTORY_INFORMATION,
-        flags: 0,
-        file_id: FileId::RELATED,
-        pattern: "*",
-        output_buffer_length,
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::share::Tree;
 use futures::stream::{self, StreamExt};
 
-use super::dir_window::{Window, WindowBuilder};
+use super::dir_window::WindowBuilder;
 use super::keys::map_key;
 use super::keys::{self, decode_component, encode_component};
 use super::listing_cache::{stamp, DirCache};
@@ -16,7 +16,7 @@ use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::{self, is_not_found, ShareError};
 use super::types::ObjectInfo;
-use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed};
+use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Window};
 use super::{StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.

@@ -20,32 +20,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::walk::{prepared_item, DirItem, Prepared};
-
-/// What a directory listing gives the walk: its entries in S3 order from
-/// some name on, and whether they run to the directory's end.
-#[derive(Debug, Clone)]
-pub struct Window {
-    /// [`super::walk::prepare`]d entries; when `complete` is false, every
-    /// entry not here sorts after the last one.
-    pub items: Prepared,
-    /// True when no entry sorts after the last one here.
-    pub complete: bool,
-}
-
-impl Window {
-    /// A whole directory's (or whole rest's) listing.
-    pub fn whole(items: Prepared) -> Window {
-        Window { items, complete: true }
-    }
-
-    /// Whether this window, read from `read_from` on, holds everything a
-    /// listing from `from` on needs first: `from` lies inside it, before
-    /// its last name (at its last name the next window is needed).
-    pub fn serves(&self, read_from: &str, from: &str) -> bool {
-        read_from <= from && (self.complete || self.items.last().is_some_and(|l| from < l.name.as_str()))
-    }
-}
+use super::walk::{prepared_item, DirItem, Window};
 
 /// An item ordered as [`super::walk::prepare`] sorts: by name, a marker
 /// before the directory of the same name.

@@ -2,9 +2,8 @@
 //! of a paginated ListObjects, bounded in directories and, across every
 //! store of the process, in bytes ([`ListingBudget`]).
 
-use super::dir_window::Window;
 use super::share;
-use super::walk::{DirItem, Prepared};
+use super::walk::{DirItem, Prepared, Window};
 
 /// Recent directory listings, so that paging through a large directory
 /// reads it once rather than once per page. Only continuation requests use

@@ -27,8 +27,6 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 
-pub use super::dir_window::Window;
-
 /// How many directory listings the walk keeps in flight (or finished but not yet consumed) ahead
 /// of the one it is waiting for.
 pub const PREFETCH: usize = 4;
@@ -56,6 +54,31 @@ pub struct DirItem {
 /// A directory listing as the lister walks it: names no key can have dropped, directory names
 /// with a trailing `/`, sorted in S3 order (a marker `x/` before the directory `x/`).
 pub type Prepared = Arc<[DirItem]>;
+
+/// What a directory listing gives the walk: its entries in S3 order from
+/// some name on, and whether they run to the directory's end.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// [`super::walk::prepare`]d entries; when `complete` is false, every
+    /// entry not here sorts after the last one.
+    pub items: Prepared,
+    /// True when no entry sorts after the last one here.
+    pub complete: bool,
+}
+
+impl Window {
+    /// A whole directory's (or whole rest's) listing.
+    pub fn whole(items: Prepared) -> Window {
+        Window { items, complete: true }
+    }
+
+    /// Whether this window, read from `read_from` on, holds everything a
+    /// listing from `from` on needs first: `from` lies inside it, before
+    /// its last name (at its last name the next window is needed).
+    pub fn serves(&self, read_from: &str, from: &str) -> bool {
+        read_from <= from && (self.complete || self.items.last().is_some_and(|l| from < l.name.as_str()))
+    }
+}
 
 /// Prepares a directory's listing, in any order, for the lister; see [`Prepared`].
 pub fn prepare(listing: Vec<DirItem>) -> Prepared {
