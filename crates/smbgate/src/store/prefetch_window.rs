@@ -8,10 +8,11 @@
 //! limit splits one rate among them, each segment slows, and W should
 //! shrink back. So the adaptive window grows by one each time the body had
 //! to wait for a fetched segment that held the best recent rate, and
-//! shrinks by one when a segment came in at under [`HOLD`] of that rate
-//! (the best recent rate fades by [`FADE`] a segment, so that one fast
-//! outlier does not hold the window down). Sans-I/O: the caller reports
-//! each segment's size and time.
+//! shrinks by one when two segments in a row came in at under [`HOLD`] of
+//! that rate (one slow segment is noise: a busy core, a page-cache miss;
+//! the best recent rate fades by [`FADE`] a segment, so that one fast
+//! outlier does not hold the window down either). Sans-I/O: the caller
+//! reports each segment's size and time.
 
 use std::time::Duration;
 
@@ -71,19 +72,21 @@ pub struct PrefetchWindow {
     max: usize,
     /// The best recent per-segment rate, in bytes per second.
     best: f64,
+    /// Segments in a row under [`HOLD`] of `best`.
+    slow: u8,
 }
 
 impl PrefetchWindow {
     /// Always `w` (at least 1).
     pub fn fixed(w: usize) -> PrefetchWindow {
         let w = w.max(1);
-        PrefetchWindow { w, min: w, max: w, best: 0.0 }
+        PrefetchWindow { w, min: w, max: w, best: 0.0, slow: 0 }
     }
 
     /// Starts at 2 and adapts between 2 and `max` (at least 2).
     pub fn adaptive(max: usize) -> PrefetchWindow {
         let max = max.max(START);
-        PrefetchWindow { w: START, min: START, max, best: 0.0 }
+        PrefetchWindow { w: START, min: START, max, best: 0.0, slow: 0 }
     }
 
     /// Segments to keep in flight now.
@@ -102,9 +105,16 @@ impl PrefetchWindow {
         let rate = bytes as f64 / secs;
         self.best = rate.max(self.best * FADE);
         if rate < HOLD * self.best {
-            self.w = (self.w - 1).max(self.min);
-        } else if waited {
-            self.w = (self.w + 1).min(self.max);
+            self.slow += 1;
+            if self.slow >= 2 {
+                self.w = (self.w - 1).max(self.min);
+                self.slow = 0;
+            }
+        } else {
+            self.slow = 0;
+            if waited {
+                self.w = (self.w + 1).min(self.max);
+            }
         }
     }
 }
@@ -141,6 +151,21 @@ mod tests {
             seen.push(w.current());
         }
         assert!(seen[10..].iter().all(|&n| n <= 3), "{seen:?}");
+    }
+
+    #[test]
+    fn one_slow_segment_is_noise() {
+        let mut w = PrefetchWindow::adaptive(8);
+        for _ in 0..6 {
+            seg(&mut w, 100.0, true);
+        }
+        assert_eq!(w.current(), 8);
+        seg(&mut w, 40.0, true);
+        assert_eq!(w.current(), 8, "one slow segment");
+        seg(&mut w, 100.0, true);
+        seg(&mut w, 40.0, true);
+        seg(&mut w, 40.0, true);
+        assert_eq!(w.current(), 7, "two in a row");
     }
 
     #[test]
