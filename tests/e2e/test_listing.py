@@ -3,6 +3,7 @@ order, prefix, any delimiter, max-keys, start-after, markers, continuation
 tokens, url encoding and fetch-owner."""
 
 import itertools
+import os
 import time
 import uuid
 from urllib.parse import unquote_plus
@@ -397,5 +398,28 @@ def test_a_page_reads_at_most_list_max_dirs_directories(samba):
         # delimiter.
         short = s3.list_objects(Bucket=b, Prefix="d0/", MaxKeys=1000)
         assert short["IsTruncated"] is False and "NextMarker" not in short
+    finally:
+        g.stop()
+
+
+def test_a_page_cut_short_at_an_empty_folder_still_lists_it(samba):
+    # A page that --list-max-dirs stops at a directory resumes at that
+    # directory's key; an empty folder made on the share is the object of
+    # that very key, so the page lists it before it stops (it was lost).
+    g = Gateway(samba, "--list-max-dirs", "1")
+    try:
+        s3 = g.client()
+        b = f"t-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=b)
+        st = samba.share_path.stat()
+        for name in ("e1", "e2"):
+            d = samba.share_path / b / name
+            d.mkdir()
+            os.chown(d, st.st_uid, st.st_gid)
+        s3.put_object(Bucket=b, Key="f", Body=b"x")
+        pages = list(s3.get_paginator("list_objects_v2").paginate(Bucket=b))
+        assert [o["Key"] for p in pages for o in p.get("Contents", [])] == ["e1/", "e2/", "f"]
+        pages = list(s3.get_paginator("list_objects").paginate(Bucket=b))
+        assert [o["Key"] for p in pages for o in p.get("Contents", [])] == ["e1/", "e2/", "f"]
     finally:
         g.stop()

@@ -371,28 +371,38 @@ impl<S: DirSource> Walk<'_, S> {
                 }
                 Listed::CommonPrefix(cp.to_owned())
             } else if item.is_dir {
-                if !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) {
-                    if self.dirs_left == 0 {
-                        // Every key below this directory sorts after its
-                        // key, and every key before it has been seen.
-                        self.truncated = true;
-                        self.resume = Some(key);
-                        break;
-                    }
+                let cut = !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) && self.dirs_left == 0;
+                if !cut && !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) {
                     self.dirs_left -= 1;
                 }
                 let mut path = frame.path.clone();
                 path.push(item.name[..item.name.len() - 1].to_owned());
-                self.prefetch();
+                if !cut {
+                    self.prefetch();
+                }
                 let from = self.from(&key);
                 let listing = self.fetch.get(&key, &path, &from).await?.unwrap_or_else(empty);
                 // Its marker, if any, is the item just before it.
                 let marked = at > 0 && !items[at - 1].is_dir && items[at - 1].name == item.name;
                 if listing.items.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
-                    if self.emit(folder(key, item.last_modified)) {
+                    // An empty folder is the object `key`, which only a look
+                    // inside shows: listed here, also on a page that stops
+                    // at this directory (whose marker, `key`, excludes it).
+                    if self.emit(folder(key.clone(), item.last_modified)) || cut {
+                        if cut && !self.truncated {
+                            self.truncated = true;
+                            self.resume = Some(key);
+                        }
                         break;
                     }
                     continue;
+                }
+                if cut {
+                    // Every key below this directory sorts after its key,
+                    // and every key before it has been seen.
+                    self.truncated = true;
+                    self.resume = Some(key);
+                    break;
                 }
                 let frame = self.open(key, path, listing);
                 self.stack.push(frame);
