@@ -52,6 +52,10 @@ def test_a_directory_larger_than_the_window_lists_whole_and_in_order(samba):
         small = s3.get_paginator("list_objects_v2").paginate(Bucket=b, PaginationConfig={"PageSize": 7})
         assert keys_of(small) == expected
         assert keys_of(s3.get_paginator("list_objects").paginate(Bucket=b)) == expected
+        # Ten keys under a prefix, inside one window: one page.
+        under = list(s3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix="big/f001"))
+        assert keys_of(under) == [f"big/f001{i}" for i in range(10)]
+        assert len(under) == 1 and under[0]["IsTruncated"] is False
         after = s3.list_objects_v2(Bucket=b, StartAfter="big/f0250", MaxKeys=3)
         assert [o["Key"] for o in after["Contents"]] == ["big/f0251", "big/f0252", "big/f0253"]
 

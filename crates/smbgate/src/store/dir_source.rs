@@ -16,7 +16,7 @@ use super::path::SharePath;
 use super::records::{FileKey, Records};
 use super::share::{self, is_not_found, ShareError};
 use super::types::ObjectInfo;
-use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Window};
+use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
 use super::{StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
@@ -44,10 +44,10 @@ impl SmbSource<'_> {
 impl DirSource for SmbSource<'_> {
     type Error = StoreError;
 
-    async fn list(&self, path: &[String], from: &str) -> Result<Option<Window>, StoreError> {
+    async fn list(&self, path: &[String], needed: &Needed) -> Result<Option<Window>, StoreError> {
         let dir = self.dir_path(path);
         if self.reuse {
-            if let Some((cached, window)) = self.cache.get(&dir, from) {
+            if let Some((cached, window)) = self.cache.get(&dir, needed) {
                 // Unchanged since it was read: no entry came or went.
                 match share::stat(&self.tree, &dir).await {
                     Ok(now) if stamp(&now) == cached => return Ok(Some(window)),
@@ -57,18 +57,18 @@ impl DirSource for SmbSource<'_> {
                 }
             }
         }
-        // Concurrent listings of this directory from the same name share
-        // a read that began after they arrived (dir_reads.rs).
+        // Concurrent listings of this directory that need the same names
+        // share a read that began after they arrived (dir_reads.rs).
         let read = self
             .cache
             .reads
-            .read(&format!("{dir}\0{from}"), || async {
-                let Some((times, window)) = self.read(&dir, from).await? else { return Ok(None) };
+            .read(&format!("{dir}\0{}\0{}", needed.from, needed.within), || async {
+                let Some((times, window)) = self.read(&dir, needed).await? else { return Ok(None) };
                 Ok::<_, StoreError>(Some((stamp(&times), window)))
             })
             .await?;
         let Some((stamp, window)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, from, window.clone());
+        self.cache.put(dir, stamp, needed, window.clone());
         Ok(Some(window))
     }
 }
@@ -136,11 +136,11 @@ impl SmbSource<'_> {
         Ok(aliases.map(|(listed, _)| listed.to_string()).collect())
     }
 
-    /// The window of `dir` from `from` on (see [`super::dir_window`]), and
+    /// The window of `dir`'s `needed` names (see [`super::dir_window`]), and
     /// the directory's times when its read began; `None` if it does not
     /// exist. A window that cannot end within the cap (all directories)
     /// is read again without one.
-    async fn read(&self, dir: &str, from: &str) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
+    async fn read(&self, dir: &str, needed: &Needed) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
         let mut cap = self.window;
         loop {
             let mut reader = match share::DirReader::open(&self.tree, dir).await {
@@ -148,7 +148,7 @@ impl SmbSource<'_> {
                 Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
             };
-            let mut window = WindowBuilder::new(from, cap);
+            let mut window = WindowBuilder::new(needed, cap);
             let mut beside = Vec::new();
             // One QUERY_DIRECTORY answer at a time: only the window and
             // the page being looked at are held.

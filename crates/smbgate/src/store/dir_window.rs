@@ -20,7 +20,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::walk::{prepared_item, DirItem, Window};
+use super::walk::{prepared_item, DirItem, Needed, Window};
 
 /// An item ordered as [`super::walk::prepare`] sorts: by name, a marker
 /// before the directory of the same name.
@@ -47,6 +47,8 @@ impl Eq for Ranked {}
 /// most `cap + 1` of them at a time.
 pub struct WindowBuilder {
     from: String,
+    /// What every kept name starts with (the prefix's rest).
+    within: String,
     cap: usize,
     /// The smallest entries so far, the largest on top.
     heap: BinaryHeap<Ranked>,
@@ -54,18 +56,19 @@ pub struct WindowBuilder {
 
 impl WindowBuilder {
     /// A window of at most `cap` entries (at least 2 are kept, so that a
-    /// window can end past `from`) whose names are at or after `from`.
+    /// window can end past its start) of the names `needed`.
     /// `usize::MAX`: the whole rest of the directory.
-    pub fn new(from: &str, cap: usize) -> WindowBuilder {
-        WindowBuilder { from: from.to_owned(), cap: cap.max(2), heap: BinaryHeap::new() }
+    pub fn new(needed: &Needed, cap: usize) -> WindowBuilder {
+        let Needed { from, within } = needed.clone();
+        WindowBuilder { from, within, cap: cap.max(2), heap: BinaryHeap::new() }
     }
 
     /// Offers one entry as the source decoded it (a directory's name
-    /// without its `/`); entries no key can name and those before `from`
-    /// are dropped.
+    /// without its `/`); entries no key can name and those not needed are
+    /// dropped.
     pub fn push(&mut self, item: DirItem) {
         let Some(item) = prepared_item(item) else { return };
-        if item.name < self.from {
+        if !self.needs(&item.name) {
             return;
         }
         let item = Ranked(item);
@@ -81,6 +84,11 @@ impl WindowBuilder {
         self.heap.push(item);
     }
 
+    /// Whether the page needs the (prepared) name.
+    fn needs(&self, name: &str) -> bool {
+        name >= self.from.as_str() && name.starts_with(self.within.as_str())
+    }
+
     /// The window, with `extra` entries (objects kept beside their
     /// directory, `super::beside`) merged in: where a plain non-directory
     /// entry has the same name, it stays and loses its ETag hint (the
@@ -89,8 +97,9 @@ impl WindowBuilder {
     ///
     /// `None`: no end past `from` can be found among the kept entries;
     /// read again with a cap of `usize::MAX`.
-    pub fn finish(self, extra: Vec<DirItem>) -> Option<Window> {
-        let mut items: Vec<DirItem> = self.heap.into_sorted_vec().into_iter().map(|r| r.0).collect();
+    pub fn finish(mut self, extra: Vec<DirItem>) -> Option<Window> {
+        let heap = std::mem::take(&mut self.heap);
+        let mut items: Vec<DirItem> = heap.into_sorted_vec().into_iter().map(|r| r.0).collect();
         let complete = items.len() <= self.cap;
         if !complete {
             let end = (0..self.cap).rev().find(|&i| {
@@ -104,7 +113,7 @@ impl WindowBuilder {
         let last = items.last().map(|l| l.name.clone());
         let mut added = false;
         for e in extra.into_iter().filter_map(prepared_item) {
-            if e.name < self.from || (!complete && last.as_deref().is_some_and(|l| e.name.as_str() > l)) {
+            if !self.needs(&e.name) || (!complete && last.as_deref().is_some_and(|l| e.name.as_str() > l)) {
                 continue;
             }
             match items.iter_mut().find(|i| !i.is_dir && i.name == e.name) {
@@ -136,7 +145,7 @@ mod tests {
         w.items.iter().map(|i| i.name.as_str()).collect()
     }
     fn build(from: &str, cap: usize, items: &[DirItem]) -> Option<Window> {
-        let mut b = WindowBuilder::new(from, cap);
+        let mut b = WindowBuilder::new(&Needed { from: from.into(), within: String::new() }, cap);
         // Any order: the server's.
         for i in items.iter().rev() {
             b.push(i.clone());
@@ -182,8 +191,22 @@ mod tests {
     }
 
     #[test]
+    fn a_window_holds_only_names_under_the_prefix() {
+        // Names past the prefix would fill the window and make it end
+        // "incomplete", costing the listing one more, empty, page.
+        let items = [file("m1"), file("m2"), file("n1"), file("n2")];
+        let mut b = WindowBuilder::new(&Needed { from: "m".into(), within: "m".into() }, 2);
+        for i in items.iter().rev() {
+            b.push(i.clone());
+        }
+        let w = b.finish(vec![file("n0"), file("m0")]).unwrap();
+        assert_eq!(names(&w), ["m0", "m1", "m2"]);
+        assert!(w.complete);
+    }
+
+    #[test]
     fn extras_merge_by_name_within_the_window() {
-        let mut b = WindowBuilder::new("", 2);
+        let mut b = WindowBuilder::new(&Needed::default(), 2);
         for i in [file("a"), file("c"), file("e")] {
             b.push(i);
         }

@@ -3,7 +3,7 @@
 //! store of the process, in bytes ([`ListingBudget`]).
 
 use super::share;
-use super::walk::{DirItem, Prepared, Window};
+use super::walk::{DirItem, Needed, Prepared, Window};
 
 /// Recent directory listings, so that paging through a large directory
 /// reads it once rather than once per page. Only continuation requests use
@@ -23,10 +23,10 @@ pub struct DirCache {
     pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Window)>>,
 }
 
-/// When a directory was read, its (LastWriteTime, ChangeTime) then, the
-/// name the read began at, what it held (the whole directory or a window
-/// of it), and the bytes that takes of the [`ListingBudget`].
-type CachedDir = (std::time::Instant, DirStamp, String, Window, usize);
+/// When a directory was read, its (LastWriteTime, ChangeTime) then, what
+/// the read kept (see [`Needed`]), what it held (the whole directory or a
+/// window of it), and the bytes that takes of the [`ListingBudget`].
+type CachedDir = (std::time::Instant, DirStamp, Needed, Window, usize);
 
 /// Bytes all cached directory listings may hold together
 /// (`--listing-cache-size`): shared by every store made from the same
@@ -87,13 +87,15 @@ impl DirCache {
         DirCache { dirs: Default::default(), ttl, budget, reads: Default::default() }
     }
 
-    /// The kept listing of `path` that serves a page needing names from
-    /// `from` on (see [`Window::serves`]), with the directory's stamp when
-    /// it was read.
-    pub(crate) fn get(&self, path: &str, from: &str) -> Option<(DirStamp, Window)> {
+    /// The kept listing of `path` that serves a page needing `needed`
+    /// (names kept with the same `within`, and `from` inside the window:
+    /// see [`Window::serves`]), with the directory's stamp when it was read.
+    pub(crate) fn get(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Window)> {
         let dirs = self.dirs.lock().unwrap();
         dirs.get(path)
-            .filter(|(t, _, read_from, w, _)| t.elapsed() < self.ttl && w.serves(read_from, from))
+            .filter(|(t, _, read, w, _)| {
+                t.elapsed() < self.ttl && read.within == needed.within && w.serves(&read.from, &needed.from)
+            })
             .map(|(_, s, _, w, _)| (*s, w.clone()))
     }
 
@@ -104,10 +106,10 @@ impl DirCache {
         }
     }
 
-    /// Keeps `window` of `path`, read from `from` on, in place of any
-    /// other listing of it.
-    pub(crate) fn put(&self, path: String, stamp: DirStamp, from: &str, window: Window) {
-        let n = listing_bytes(&window.items) + from.len();
+    /// Keeps `window` of `path`, read for `needed`, in place of any other
+    /// listing of it.
+    pub(crate) fn put(&self, path: String, stamp: DirStamp, needed: &Needed, window: Window) {
+        let n = listing_bytes(&window.items) + needed.from.len() + needed.within.len();
         if n > self.budget.limit {
             return; // would never fit: keep what is kept
         }
@@ -128,7 +130,7 @@ impl DirCache {
         // this cache's oldest listings; none left to drop: not kept.
         loop {
             if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
-                dirs.insert(path, (std::time::Instant::now(), stamp, from.to_owned(), window, n));
+                dirs.insert(path, (std::time::Instant::now(), stamp, needed.clone(), window, n));
                 return;
             }
             let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _, _, _))| *t).map(|(k, _)| k.clone()) else {
@@ -175,26 +177,34 @@ mod tests {
         let budget = ListingBudget::new(one * 2 + one / 2);
         let ttl = crate::store::StoreOptions::default().listing_cache_ttl;
         let (a, b) = (DirCache::new(ttl, budget.clone()), DirCache::new(ttl, budget.clone()));
-        a.put("a1".into(), (1, 1), "", listing(1000));
-        a.put("a2".into(), (1, 1), "", listing(1000));
+        a.put("a1".into(), (1, 1), &Needed::default(), listing(1000));
+        a.put("a2".into(), (1, 1), &Needed::default(), listing(1000));
         assert_eq!(budget.held(), 2 * one);
         // The other cache on the budget: no room, and none of its own to
         // make room from, so its listing is not kept.
-        b.put("b1".into(), (1, 1), "", listing(1000));
-        assert!(b.get("b1", "").is_none());
+        b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
+        assert!(b.get("b1", &Needed::default()).is_none());
         // A cache makes room from its own oldest.
-        a.put("a3".into(), (1, 1), "", listing(1000));
-        assert!(a.get("a1", "").is_none() && a.get("a2", "").is_some() && a.get("a3", "").is_some());
+        a.put("a3".into(), (1, 1), &Needed::default(), listing(1000));
+        assert!(
+            a.get("a1", &Needed::default()).is_none()
+                && a.get("a2", &Needed::default()).is_some()
+                && a.get("a3", &Needed::default()).is_some()
+        );
         assert_eq!(budget.held(), 2 * one);
         // Bigger than the whole budget: never kept, nothing else lost.
-        a.put("huge".into(), (1, 1), "", listing(10_000));
-        assert!(a.get("huge", "").is_none() && a.get("a2", "").is_some() && a.get("a3", "").is_some());
+        a.put("huge".into(), (1, 1), &Needed::default(), listing(10_000));
+        assert!(
+            a.get("huge", &Needed::default()).is_none()
+                && a.get("a2", &Needed::default()).is_some()
+                && a.get("a3", &Needed::default()).is_some()
+        );
         assert_eq!(budget.held(), 2 * one);
         a.forget("a3");
         assert!(budget.held() < 2 * one);
         drop(a);
         assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
-        b.put("b1".into(), (1, 1), "", listing(1000));
-        assert!(b.get("b1", "").is_some());
+        b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
+        assert!(b.get("b1", &Needed::default()).is_some());
     }
 }

@@ -80,6 +80,17 @@ impl Window {
     }
 }
 
+/// What a page needs of one directory: the names (a directory's with its
+/// `/`) that start with `within` (the prefix's rest in the directory), from
+/// `from` on. A source may leave out every other name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needed {
+    /// The smallest name needed.
+    pub from: String,
+    /// What every needed name starts with.
+    pub within: String,
+}
+
 /// Prepares a directory's listing, in any order, for the lister; see [`Prepared`].
 pub fn prepare(listing: Vec<DirItem>) -> Prepared {
     let mut items: Vec<DirItem> = listing.into_iter().filter_map(prepared_item).collect();
@@ -108,14 +119,17 @@ pub trait DirSource: Send + Sync {
 
     /// Lists the directory at `path` (components relative to the bucket root, empty = root),
     /// [`prepare`]d: what the lister walks, shared so that continuation pages of a large directory
-    /// reuse one sorted listing instead of copying and sorting it again. The page needs no entry
-    /// whose name (a directory's with its `/`) sorts before `from`: the source may leave them
-    /// out, and may return only a [`Window`] of what follows (the walk ends its page where an
-    /// incomplete window ends). Returns `Ok(None)` if the directory does not exist. An unreadable
+    /// reuse one sorted listing instead of copying and sorting it again. The page needs only the
+    /// entries [`Needed`] names: the source may leave out the others, and may return only a
+    /// [`Window`] of them (the walk ends its page where an incomplete window ends). Returns `Ok(None)` if the directory does not exist. An unreadable
     /// directory must be an error: it fails the whole listing (failure class 18). The future may
     /// be dropped before it completes (a prefetch the page no longer needs), so it must be
     /// cancel-safe.
-    fn list(&self, path: &[String], from: &str) -> impl Future<Output = Result<Option<Window>, Self::Error>> + Send;
+    fn list(
+        &self,
+        path: &[String],
+        needed: &Needed,
+    ) -> impl Future<Output = Result<Option<Window>, Self::Error>> + Send;
 
     /// Finds the marker object of the directory at `path`: the item `"<last component>/"` that its
     /// parent's listing holds. Needed only when a prefix ends in `/` (prefix `"a/b/"` matches the
@@ -126,7 +140,8 @@ pub trait DirSource: Send + Sync {
             let Some((name, parent)) = path.split_last() else {
                 return Ok(None);
             };
-            let Some(window) = self.list(parent, &format!("{name}/")).await? else {
+            let needed = Needed { from: format!("{name}/"), within: String::new() };
+            let Some(window) = self.list(parent, &needed).await? else {
                 return Ok(None);
             };
             Ok(window.items.iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())).cloned())
@@ -313,11 +328,11 @@ impl<S: DirSource> Walk<'_, S> {
         // Prefix "a/b/" also matches the key "a/b/", which a's listing holds, not a/b's.
         let marker_wanted =
             !path.is_empty() && dir == self.prefix && self.start_after.is_none_or(|sa| dir.as_str() > sa);
-        let from = self.from(&dir);
+        let needed = self.needed(&dir);
         let (marker, listing) = if marker_wanted {
-            futures::future::try_join(src.marker(&path), src.list(&path, &from)).await?
+            futures::future::try_join(src.marker(&path), src.list(&path, &needed)).await?
         } else {
-            (None, src.list(&path, &from).await?)
+            (None, src.list(&path, &needed).await?)
         };
         if let Some(m) = marker {
             // The smallest key under the prefix; max_keys > 0, so this never truncates.
@@ -380,8 +395,8 @@ impl<S: DirSource> Walk<'_, S> {
                 if !cut {
                     self.prefetch();
                 }
-                let from = self.from(&key);
-                let listing = self.fetch.get(&key, &path, &from).await?.unwrap_or_else(empty);
+                let needed = self.needed(&key);
+                let listing = self.fetch.get(&key, &path, &needed).await?.unwrap_or_else(empty);
                 // Its marker, if any, is the item just before it.
                 let marked = at > 0 && !items[at - 1].is_dir && items[at - 1].name == item.name;
                 if listing.items.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
@@ -471,16 +486,16 @@ impl<S: DirSource> Walk<'_, S> {
         Frame { dir, path, items, next: lo, end: hi, walk_dirs, complete }
     }
 
-    /// The smallest name in the directory `dir` this page can need: the
-    /// prefix's rest in it, and the component of `start_after` in it
-    /// (with its `/` if it has one), whichever is larger.
-    fn from(&self, dir: &str) -> String {
+    /// What this page needs of the directory `dir`: names that start with
+    /// the prefix's rest in it, from that rest or the component of
+    /// `start_after` in it (with its `/` if it has one), whichever is larger.
+    fn needed(&self, dir: &str) -> Needed {
         let wanted = self.prefix.strip_prefix(dir).unwrap_or("");
         let after = self.start_after.and_then(|sa| sa.strip_prefix(dir)).map_or("", |rest| match rest.find('/') {
             Some(at) => &rest[..=at],
             None => rest,
         });
-        wanted.max(after).to_owned()
+        Needed { from: wanted.max(after).to_owned(), within: wanted.to_owned() }
     }
 
     /// Starts listings of the next directories the walk will enter, nearest first, until
@@ -500,8 +515,8 @@ impl<S: DirSource> Walk<'_, S> {
                 }
                 let mut path = frame.path.clone();
                 path.push(name[..name.len() - 1].to_owned());
-                let from = self.from(&key);
-                self.fetch.start(key, path, from);
+                let needed = self.needed(&key);
+                self.fetch.start(key, path, needed);
                 budget -= 1;
             }
         }
@@ -537,23 +552,23 @@ impl<'a, S: DirSource> Fetcher<'a, S> {
         self.in_flight.contains(key) || self.ready.contains_key(key)
     }
 
-    fn start(&mut self, key: String, path: Vec<String>, from: String) {
+    fn start(&mut self, key: String, path: Vec<String>, needed: Needed) {
         let src = self.src;
         self.in_flight.insert(key.clone());
         self.running.push(Box::pin(async move {
-            let listing = src.list(&path, &from).await;
+            let listing = src.list(&path, &needed).await;
             (key, listing)
         }));
     }
 
     /// The listing of the directory `key` at `path`, driving every other listing in flight while
     /// it waits.
-    async fn get(&mut self, key: &str, path: &[String], from: &str) -> Listing<S::Error> {
+    async fn get(&mut self, key: &str, path: &[String], needed: &Needed) -> Listing<S::Error> {
         if let Some(listing) = self.ready.remove(key) {
             return listing;
         }
         if !self.in_flight.contains(key) {
-            self.start(key.to_owned(), path.to_vec(), from.to_owned());
+            self.start(key.to_owned(), path.to_vec(), needed.clone());
         }
         while let Some((done, listing)) = self.running.next().await {
             self.in_flight.remove(&done);
@@ -563,7 +578,7 @@ impl<'a, S: DirSource> Fetcher<'a, S> {
             self.ready.insert(done, listing);
         }
         // Unreachable: `key` was in flight. Listing directly is still correct.
-        self.src.list(path, from).await
+        self.src.list(path, needed).await
     }
 }
 

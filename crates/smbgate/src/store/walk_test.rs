@@ -92,7 +92,7 @@ fn item(name: &str, is_dir: bool, key: &str) -> DirItem {
 impl DirSource for MemTree {
     type Error = Unreadable;
 
-    async fn list(&self, path: &[String], from: &str) -> Result<Option<Window>, Unreadable> {
+    async fn list(&self, path: &[String], needed: &Needed) -> Result<Option<Window>, Unreadable> {
         let dir = dir_key(path);
         self.calls.lock().unwrap().push(dir.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -130,7 +130,7 @@ impl DirSource for MemTree {
         }
         let Some(cap) = self.window else { return Ok(Some(Window::whole(prepare(items)))) };
         for cap in [cap, usize::MAX] {
-            let mut window = crate::store::dir_window::WindowBuilder::new(from, cap);
+            let mut window = crate::store::dir_window::WindowBuilder::new(needed, cap);
             for i in &items {
                 window.push(i.clone());
             }
@@ -332,7 +332,7 @@ fn an_unreadable_subdirectory_fails_the_listing() {
 struct EmptyDir;
 impl DirSource for EmptyDir {
     type Error = ();
-    async fn list(&self, path: &[String], _from: &str) -> Result<Option<Window>, ()> {
+    async fn list(&self, path: &[String], _needed: &Needed) -> Result<Option<Window>, ()> {
         Ok(Some(Window::whole(prepare(match path {
             [] => vec![item("empty", true, ""), item("f", false, "f")],
             _ => Vec::new(),
@@ -344,7 +344,7 @@ impl DirSource for EmptyDir {
 struct TwoEmptyDirs;
 impl DirSource for TwoEmptyDirs {
     type Error = ();
-    async fn list(&self, path: &[String], _from: &str) -> Result<Option<Window>, ()> {
+    async fn list(&self, path: &[String], _needed: &Needed) -> Result<Option<Window>, ()> {
         Ok(Some(Window::whole(prepare(match path {
             [] => vec![item("e1", true, ""), item("e2", true, ""), item("f", false, "f")],
             _ => Vec::new(),
