@@ -386,8 +386,11 @@ impl<S: DirSource> Walk<'_, S> {
                 }
                 Listed::CommonPrefix(cp.to_owned())
             } else if item.is_dir {
-                let cut = !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) && self.dirs_left == 0;
-                if !cut && !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str())) {
+                // A directory start_after lies in is passed through, never
+                // counted against the page's bound.
+                let counted = !self.start_after.is_some_and(|sa| sa.starts_with(key.as_str()));
+                let cut = counted && self.dirs_left == 0;
+                if counted && !cut {
                     self.dirs_left -= 1;
                 }
                 let mut path = frame.path.clone();

@@ -328,61 +328,6 @@ fn an_unreadable_subdirectory_fails_the_listing() {
     assert!(got.is_truncated);
 }
 
-/// A directory with nothing in it, which `MemTree` (built from keys) cannot hold.
-struct EmptyDir;
-impl DirSource for EmptyDir {
-    type Error = ();
-    async fn list(&self, path: &[String], _needed: &Needed) -> Result<Option<Window>, ()> {
-        Ok(Some(Window::whole(prepare(match path {
-            [] => vec![item("empty", true, ""), item("f", false, "f")],
-            _ => Vec::new(),
-        }))))
-    }
-}
-
-/// Two directories with nothing in them, and a file after them.
-struct TwoEmptyDirs;
-impl DirSource for TwoEmptyDirs {
-    type Error = ();
-    async fn list(&self, path: &[String], _needed: &Needed) -> Result<Option<Window>, ()> {
-        Ok(Some(Window::whole(prepare(match path {
-            [] => vec![item("e1", true, ""), item("e2", true, ""), item("f", false, "f")],
-            _ => Vec::new(),
-        }))))
-    }
-}
-
-#[test]
-fn a_page_that_stops_at_an_empty_folder_lists_it_first() {
-    // The marker of a page cut short by max_dirs is the directory's key; an
-    // empty folder there is the object of that very key, so the page must
-    // list it before it stops, or no page ever does.
-    let mut r = req("", None, None, 10);
-    r.max_dirs = Some(1);
-    let mut got = Vec::new();
-    for _ in 0..5 {
-        let page = futures::executor::block_on(list(&TwoEmptyDirs, &r)).unwrap();
-        got.extend(page.entries.iter().map(|e| e.name().to_owned()));
-        if !page.is_truncated {
-            break;
-        }
-        r.start_after = page.next_marker;
-    }
-    assert_eq!(got, ["e1/", "e2/", "f"]);
-}
-
-#[test]
-fn empty_directories() {
-    let flat = futures::executor::block_on(list(&EmptyDir, &req("", None, None, 10))).unwrap();
-    assert_eq!(names(&flat), ["empty/", "f"], "offered as a folder object");
-    let under = futures::executor::block_on(list(&EmptyDir, &req("empty/", None, None, 10))).unwrap();
-    assert_eq!(names(&under), ["empty/"], "the prefix naming it");
-    let after = futures::executor::block_on(list(&EmptyDir, &req("", None, Some("empty/"), 10))).unwrap();
-    assert_eq!(names(&after), ["f"], "not at or before start_after");
-    let slash = futures::executor::block_on(list(&EmptyDir, &req("", Some("/"), None, 10))).unwrap();
-    assert_eq!(names(&slash), ["empty/", "f"], "shown as a folder, unwalked");
-}
-
 #[test]
 fn odd_prefixes() {
     let tree = MemTree::new(["a/b", "é/x"]);
@@ -613,3 +558,7 @@ proptest! {
         prop_assert_eq!(run(&tree, &all), Err(Unreadable(bad)));
     }
 }
+
+/// Empty folders, which `MemTree` (built from keys) cannot hold.
+#[path = "walk_folder_test.rs"]
+mod folders;
