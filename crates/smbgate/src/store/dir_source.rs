@@ -152,7 +152,15 @@ impl SmbSource<'_> {
             let mut beside = Vec::new();
             // One QUERY_DIRECTORY answer at a time: only the window and
             // the page being looked at are held.
-            while let Some(entries) = reader.next_page().await? {
+            loop {
+                let entries = match reader.next_page().await {
+                    Ok(Some(entries)) => entries,
+                    Ok(None) => break,
+                    // The directory went while it was read (Samba answers
+                    // STATUS_NO_SUCH_FILE): it lists as gone, as at its open.
+                    Err(e) if is_not_found(&e) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
                 for item in self.items(dir, entries, &mut beside).await? {
                     window.push(item);
                 }
