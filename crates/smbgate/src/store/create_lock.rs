@@ -13,6 +13,9 @@
 //! that dies, or loses its connection, lets go of it with the handle. A
 //! lock left by a server crash is found to be held by nobody (an open
 //! sharing nothing succeeds) and removed, and the sweep removes it too.
+//! That removal may meet a lock still being made (Samba creates the file
+//! before it records the open); `share::create_lock` then finds its name
+//! gone and reports the lock as held, so two never hold it.
 
 use super::share::{Handle, Tree};
 use md5::{Digest, Md5};

@@ -216,18 +216,38 @@ impl ShareOps for MemoryShare {
     type Handle = MemHandle;
 
     async fn create_lock(&self, path: &str) -> Result<Option<MemHandle>> {
+        // As Samba does it: the file first, then its open, then a look at
+        // the name (see `share::create_lock`).
         self.gate.step("create_lock").await;
-        let mut s = self.state.lock().unwrap();
-        if s.names.contains_key(path) {
-            return Ok(None);
-        }
-        let id = s.id();
-        s.nodes.insert(id, Node { dir: false, etag: String::new(), delete_pending: false });
-        s.names.insert(path.to_string(), id);
-        let open = s.id();
-        s.opens.insert(open, Open { node: id, access: DELETE, sharing: 0, delete_on_close: true });
-        drop(s);
-        Ok(Some(self.handle(open)))
+        let node = {
+            let mut s = self.state.lock().unwrap();
+            if s.names.contains_key(path) {
+                return Ok(None);
+            }
+            let id = s.id();
+            s.nodes.insert(id, Node { dir: false, etag: String::new(), delete_pending: false });
+            s.names.insert(path.to_string(), id);
+            id
+        };
+        self.gate.step("create_lock_open").await;
+        let open = {
+            let mut s = self.state.lock().unwrap();
+            if s.opens.values().any(|o| o.node == node) {
+                // Someone opened the new file first: a sharing violation,
+                // and the file stays.
+                return Ok(None);
+            }
+            // Deleted in between, the file lives on, without a name, for
+            // this open.
+            s.nodes.entry(node).or_insert(Node { dir: false, etag: String::new(), delete_pending: false });
+            let open = s.id();
+            s.opens.insert(open, Open { node, access: DELETE, sharing: 0, delete_on_close: true });
+            open
+        };
+        let held = self.handle(open);
+        self.gate.step("create_lock_look").await;
+        let named = self.state.lock().unwrap().names.get(path) == Some(&node);
+        Ok(named.then_some(held))
     }
 
     async fn open_for_delete(&self, path: &str, exclusive: bool) -> Result<MemHandle> {

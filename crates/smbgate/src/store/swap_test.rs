@@ -158,3 +158,29 @@ async fn a_reader_keeps_the_old_version_until_it_closes_and_then_it_goes() {
         assert_eq!(s.names(), [KEY], "seed {seed}: the old version went with its last open");
     }
 }
+
+/// Samba makes a lock's file before it records the open, so a second
+/// taker can find the file unheld, take it for a crash's leftover and
+/// delete it; the first open then holds a file without a name. Two takers,
+/// each holding the lock across one share operation, never hold it at
+/// once.
+#[tokio::test(start_paused = true)]
+async fn two_takers_never_hold_the_creation_lock_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    for seed in 0..SEEDS {
+        let s = MemoryShare::default();
+        let (holding, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let taker = || async {
+            let lock = take_lock(&s, LOCK).await?;
+            most.fetch_max(holding.fetch_add(1, SeqCst) + 1, SeqCst);
+            let _ = s.is_directory(KEY).await;
+            holding.fetch_sub(1, SeqCst);
+            s.close(lock).await;
+            Ok::<(), StoreError>(())
+        };
+        let out = interleave(&s, seed, vec![taker(), taker()]).await;
+        assert!(out.iter().all(|r| r.is_ok()), "seed {seed}: {out:?}");
+        assert_eq!(most.load(SeqCst), 1, "seed {seed}: both held the lock");
+        assert!(s.names().is_empty(), "seed {seed}: {:?} left", s.names());
+    }
+}

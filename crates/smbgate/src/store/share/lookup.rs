@@ -312,9 +312,18 @@ async fn open_with_record(
 ///
 /// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
 pub async fn stat_key(tree: &Tree, path: &str) -> Result<Option<FileKey>> {
+    Ok(FileKey::of(&stat_created(tree, path).await?))
+}
+
+/// CREATE(read attributes, QFid) + CLOSE: what the server says of the file
+/// at `path` (times, on-disk id). An open for attributes only meets no
+/// sharing mode, so it sees files held open sharing nothing.
+///
+/// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
+pub(crate) async fn stat_created(tree: &Tree, path: &str) -> Result<CreateResponse> {
     let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..read_req(path) };
     let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
-    Ok(FileKey::of(&created.ok_or_status(&[])?.body(CreateResponse::decode)?))
+    Ok(created.ok_or_status(&[])?.body(CreateResponse::decode)?)
 }
 
 /// CREATE(read) + QUERY_INFO(our EA) + CLOSE: what the CREATE said and our

@@ -8,6 +8,7 @@ use smb_proto::info::SetFileInfo;
 use smb_proto::io::{WriteRequest, WriteResponse};
 use smb_proto::NtStatus;
 
+use super::lookup::stat_created;
 use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QFID};
 
 /// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
@@ -15,16 +16,25 @@ use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QF
 /// create (the server's create-if-absent is atomic, where its rename
 /// without ReplaceIfExists is not: Samba checks the target, then renames
 /// over whatever is there by then). Returns `None` if the file exists
-/// already, is being deleted, or is open.
+/// already, is being deleted, or is open, or if it lost its name while it
+/// was being created (below).
+///
+/// Samba makes the file before it records the open, so a taker that finds
+/// the file unheld in between takes it for a crash's leftover and deletes
+/// it; this open then holds a file without a name while the next creator
+/// makes a new one, and two would hold the lock. So the lock is held only
+/// if, once the open is recorded (no one can delete the file after that),
+/// the name still leads to this file: same on-disk id and CreationTime.
 ///
 /// Errors: any other failing status.
 pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
     let req = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
         .sharing(0)
         .options(options::DELETE_ON_CLOSE)
+        .contexts(&QFID)
         .build();
-    match tree.open(&req).await {
-        Ok(h) => Ok(Some(h)),
+    let lock = match tree.open(&req).await {
+        Ok(h) => h,
         Err(e)
             if matches!(
                 e.status(),
@@ -35,10 +45,26 @@ pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
                 )
             ) =>
         {
-            Ok(None)
+            return Ok(None);
         }
-        Err(e) => Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    let named = match stat_created(tree, path).await {
+        Ok(now) => now.on_disk_id() == lock.info().on_disk_id() && now.times.creation == lock.info().times.creation,
+        Err(e) if e.failure().is_not_found() => false,
+        Err(e) => {
+            let _ = lock.close().await;
+            return Err(e);
+        }
+    };
+    if !named {
+        tracing::debug!(lock = path, "a creation lock lost its name while it was made; trying again");
+        // Closing deletes nothing: the server unlinks on close only if the
+        // name still leads to the file.
+        let _ = lock.close().await;
+        return Ok(None);
     }
+    Ok(Some(lock))
 }
 
 /// Opens an existing file for writing data only: another lane of a body
