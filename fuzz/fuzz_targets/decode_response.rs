@@ -82,6 +82,11 @@ fn decode_message(msg: &Bytes) {
                 let _ = CopyChunkResponse::decode(&io.output);
             }
         }
+        Command::OplockBreak => {
+            let _ = smb_proto::oplock::OplockBreak::decode(msg);
+            let _ = smb_proto::lease::LeaseBreak::decode(msg);
+            let _ = smb_proto::lease::LeaseBreakAck::decode_answer(msg);
+        }
         _ => drop(decode_error_data(msg)),
     }
 }

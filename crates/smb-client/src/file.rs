@@ -22,6 +22,9 @@ pub struct Handle {
     /// How to open it again after its connection is lost; set for handles
     /// opened with [`Tree::open_durable`].
     reopen: Option<Box<Reopen>>,
+    /// The LeaseKey its open holds, for handles opened with
+    /// [`Tree::open_leased`]; forgotten with the handle.
+    lease: Option<[u8; 16]>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -37,12 +40,18 @@ impl Handle {
     /// NTSTATUS) or its answer does not decode.
     pub fn from_response(tree: &Tree, r: Response) -> Result<Handle> {
         let create = r.into_create()?;
-        Ok(Handle { tree: tree.clone(), create, open: true, reopen: None })
+        Ok(Handle { tree: tree.clone(), create, open: true, reopen: None, lease: None })
     }
 
     /// A handle that [`Tree::reopen`] can open again on another connection.
     pub(crate) fn with_reopen(mut self, reopen: Reopen) -> Handle {
         self.reopen = Some(Box::new(reopen));
+        self
+    }
+
+    /// A handle whose open holds the lease `key` (`Tree::open_leased`).
+    pub(crate) fn with_lease(mut self, key: [u8; 16]) -> Handle {
+        self.lease = Some(key);
         self
     }
 
@@ -90,11 +99,15 @@ impl Handle {
         self.release_oplock();
     }
 
-    /// Forgets the oplock a durable open recorded on its connection (only
-    /// those record one, so other handles skip the connection's lock).
+    /// Forgets the oplock a durable open recorded on its connection, or
+    /// the lease a leased open did (only those record one, so other
+    /// handles skip the connection's locks).
     fn release_oplock(&self) {
         if self.reopen.is_some() {
             self.tree.conn().inner.oplocks.release(self.create.file_id);
+        }
+        if let Some(key) = &self.lease {
+            self.tree.conn().inner.leases.release(key);
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod dir_reader;
 pub mod durable;
 pub mod error;
 pub mod file;
+pub mod lease;
 pub mod logon;
 mod oplock;
 pub mod pipeline;
@@ -37,6 +38,7 @@ pub mod tree;
 
 pub use error::{Error, Result};
 pub use file::Handle;
+pub use lease::Lease;
 pub use logon::SmbAuth;
 pub use pool::{Pool, PoolConfig, PoolStats};
 pub use session::{ClientConfig, Session};

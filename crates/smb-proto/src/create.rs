@@ -53,6 +53,10 @@ pub enum CreateContext<'a> {
     DurableV2Reconnect { file_id: FileId, create_guid: [u8; 16] },
     /// "MxAc": ask for the maximal access.
     QueryMaximalAccess,
+    /// "RqLs" version 2: ask for a lease with `key` and the `wanted`
+    /// [`crate::lease::state`] bits (MS-SMB2 2.2.13.2.10); the request's
+    /// oplock level must be [`oplock::LEASE`].
+    LeaseV2 { key: [u8; 16], wanted: u32 },
 }
 
 impl CreateContext<'_> {
@@ -63,6 +67,7 @@ impl CreateContext<'_> {
             CreateContext::DurableV2 { .. } => b"DH2Q",
             CreateContext::DurableV2Reconnect { .. } => b"DH2C",
             CreateContext::QueryMaximalAccess => b"MxAc",
+            CreateContext::LeaseV2 { .. } => b"RqLs",
         }
     }
     fn encode_data(&self, out: &mut BytesMut) {
@@ -80,6 +85,7 @@ impl CreateContext<'_> {
                 out.extend_from_slice(create_guid);
                 put_u32(out, 0); // Flags: not persistent
             }
+            CreateContext::LeaseV2 { key, wanted } => crate::lease::encode_request_v2(out, key, *wanted),
         }
     }
 }
@@ -184,6 +190,8 @@ pub enum CreateResponseContext {
     DurableV2 { timeout_ms: u32, flags: u32 },
     /// "MxAc": QueryStatus and MaximalAccess.
     MaximalAccess { status: u32, access: u32 },
+    /// "RqLs": the lease granted.
+    Lease(crate::lease::GrantedLease),
     /// Any other context, by name.
     Other([u8; 4]),
 }
@@ -250,6 +258,7 @@ impl CreateResponse {
                         status: d.u32("QueryStatus")?,
                         access: d.u32("MaximalAccess")?,
                     },
+                    b"RqLs" => CreateResponseContext::Lease(crate::lease::GrantedLease::decode(data)?),
                     other => {
                         let mut n = [0u8; 4];
                         let k = other.len().min(4);
@@ -269,6 +278,14 @@ impl CreateResponse {
             times: FileTimes { creation, last_access, last_write, change, allocation_size, end_of_file, attributes },
             file_id,
             contexts,
+        })
+    }
+
+    /// The lease granted, from an "RqLs" context, if the server sent one.
+    pub fn lease(&self) -> Option<crate::lease::GrantedLease> {
+        self.contexts.iter().find_map(|c| match c {
+            CreateResponseContext::Lease(l) => Some(*l),
+            _ => None,
         })
     }
 

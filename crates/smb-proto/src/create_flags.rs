@@ -79,6 +79,8 @@ pub mod oplock {
     pub const LEVEL_II: u8 = 0x01;
     pub const EXCLUSIVE: u8 = 0x08;
     pub const BATCH: u8 = 0x09;
+    /// SMB2_OPLOCK_LEVEL_LEASE: a lease context says what is asked for.
+    pub const LEASE: u8 = 0xFF;
 }
 
 /// CreateAction values of the response.

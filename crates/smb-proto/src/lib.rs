@@ -18,6 +18,7 @@ pub mod header;
 pub mod info;
 pub mod io;
 pub mod ioctl;
+pub mod lease;
 pub mod message;
 pub mod negotiate;
 pub mod oplock;

@@ -23,7 +23,7 @@ pub struct OplockBreak {
 
 impl OplockBreak {
     /// Decodes a whole OPLOCK_BREAK message. A lease break (StructureSize
-    /// 44) is [`crate::DecodeError::BadValue`]: this client never requests leases.
+    /// 44, `crate::lease::LeaseBreak`) is [`crate::DecodeError::BadValue`].
     pub fn decode(msg: &Bytes) -> DecodeResult<OplockBreak> {
         let mut r = Reader::new(msg.get(HEADER_LEN..).unwrap_or_default());
         r.expect_u16(24, "OPLOCK_BREAK StructureSize")?;

@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     reaper: Reaper,
     /// Oplocks held by durable handles, and their breaks.
     pub(crate) oplocks: Oplocks,
+    /// Leases of opens made with `Tree::open_leased`, and their breaks.
+    pub(crate) leases: crate::lease::Leases,
     /// This connection, for the answers it hands out.
     me: std::sync::Weak<Inner>,
 }
@@ -514,6 +516,7 @@ impl Inner {
             free_bufs: Mutex::new(Vec::new()),
             reaper,
             oplocks: Oplocks::default(),
+            leases: Default::default(),
             me,
         }
     }

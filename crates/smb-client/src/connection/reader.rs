@@ -37,14 +37,36 @@ impl Inner {
         };
         let Some(ack) = self.oplocks.on_break(b) else { return };
         tracing::debug!(file_id = ?b.file_id, level = b.oplock_level, "oplock broken; acknowledging");
+        self.acknowledge(ack.body, ack.tree_id, ack.encrypt);
+    }
+
+    /// Sends a break's acknowledgment `body` on `tree_id` from a task of
+    /// its own: the reader must not wait for the answer it would read.
+    fn acknowledge(&self, body: impl smb_proto::Request + 'static, tree_id: u32, encrypt: bool) {
         let (Some(inner), Ok(rt)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else { return };
         rt.spawn(async move {
             let conn = Connection::unguarded(inner);
-            let op = Op { body: &ack.body, tree_id: ack.tree_id };
-            if let Err(e) = conn.call(op, ack.encrypt).await {
-                tracing::debug!(error = %e, "oplock break acknowledgment failed");
+            if let Err(e) = conn.call(Op { body: &body, tree_id }, encrypt).await {
+                tracing::debug!(error = %e, "break acknowledgment failed");
             }
         });
+    }
+
+    /// A lease break notification (unsolicited and unsigned, as an oplock
+    /// break): lowers the lease's state and, if the server waits for it,
+    /// acknowledges the new state at once. A forged break can only make us
+    /// drop what we cache.
+    fn on_lease_break(&self, msg: &Bytes) {
+        let b = match smb_proto::lease::LeaseBreak::decode(msg) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!(error = %e, "ignoring a lease break notification that does not decode");
+                return;
+            }
+        };
+        let Some(ack) = self.leases.on_break(&b) else { return };
+        tracing::debug!(from = b.current, to = b.new, "lease broken; acknowledging");
+        self.acknowledge(ack.body, ack.tree_id, ack.encrypt);
     }
 
     /// Handles one decoded (and verified) message; `encrypted` says whether
@@ -53,7 +75,10 @@ impl Inner {
     /// waiter hears why.
     fn dispatch(&self, header: Header, msg: Bytes, encrypted: bool) -> Result<()> {
         if header.message_id == u64::MAX && header.command == Command::OplockBreak {
-            self.on_oplock_break(&msg);
+            match smb_proto::lease::is_lease_message(&msg) {
+                true => self.on_lease_break(&msg),
+                false => self.on_oplock_break(&msg),
+            }
             return Ok(());
         }
         let answered = self.state.lock().unwrap().table.answer(&header, encrypted);
