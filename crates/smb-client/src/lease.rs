@@ -9,6 +9,11 @@
 //! and the connection sends that at once, so the other open does not wait
 //! out the server's break timeout (35 s on Samba).
 //!
+//! A server keeps leases per ClientGuid and sends a break to that client;
+//! every connection here negotiates a ClientGuid of its own
+//! (`Session::connect`), so a lease's breaks come on the connection that
+//! holds it, where its key is registered.
+//!
 //! The key is registered before the CREATE goes out: a break can follow
 //! the grant so closely that the reader meets it before the opener has
 //! seen its answer, and a break of an unknown key is never acknowledged.
