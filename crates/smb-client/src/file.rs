@@ -6,6 +6,9 @@
 //! dropped because the client hung up) queues the CLOSE on the
 //! connection's reaper, without blocking.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use smb_proto::create::{CloseResponse, CreateRequest, CreateResponse, FileId};
 
 use crate::connection::Response;
@@ -23,8 +26,10 @@ pub struct Handle {
     /// opened with [`Tree::open_durable`].
     reopen: Option<Box<Reopen>>,
     /// The LeaseKey its open holds, for handles opened with
-    /// [`Tree::open_leased`]; forgotten with the handle.
-    lease: Option<[u8; 16]>,
+    /// [`Tree::open_leased`] (forgotten with the handle), and the open
+    /// flag it shares with the connection, which may close it on a break:
+    /// whoever turns the flag off sends the one CLOSE.
+    lease: Option<([u8; 16], Arc<AtomicBool>)>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -49,10 +54,24 @@ impl Handle {
         self
     }
 
-    /// A handle whose open holds the lease `key` (`Tree::open_leased`).
-    pub(crate) fn with_lease(mut self, key: [u8; 16]) -> Handle {
-        self.lease = Some(key);
+    /// A handle whose open holds the lease `key` (`Tree::open_leased`),
+    /// open while `open` is true.
+    pub(crate) fn with_lease(mut self, key: [u8; 16], open: Arc<AtomicBool>) -> Handle {
+        self.lease = Some((key, open));
         self
+    }
+
+    /// True unless the connection closed this handle on a lease break
+    /// (`lease::OnBreak::CloseFirst`); then it is to be given up, and
+    /// requests on its FileId fail.
+    pub fn is_open(&self) -> bool {
+        self.open && self.lease.as_ref().is_none_or(|(_, open)| open.load(Ordering::Acquire))
+    }
+
+    /// Takes the right to send this handle's CLOSE: false if the
+    /// connection closed it on a lease break.
+    fn take_close(&self) -> bool {
+        self.lease.as_ref().is_none_or(|(_, open)| open.swap(false, Ordering::AcqRel))
     }
 
     /// What [`Tree::reopen`] needs to open this file again after this
@@ -84,6 +103,14 @@ impl Handle {
     /// Errors: the CLOSE's NTSTATUS, or a connection error (the server then
     /// closes the handle with the session).
     pub async fn close(mut self) -> Result<CloseResponse> {
+        if !self.take_close() {
+            self.open = false;
+            self.release_oplock();
+            return Err(crate::Error::Status {
+                command: smb_proto::Command::Close,
+                status: smb_proto::NtStatus::STATUS_FILE_CLOSED,
+            });
+        }
         let r = self.tree.close(self.create.file_id).await;
         self.open = false;
         if r.is_ok() {
@@ -106,7 +133,7 @@ impl Handle {
         if self.reopen.is_some() {
             self.tree.conn().inner.oplocks.release(self.create.file_id);
         }
-        if let Some(key) = &self.lease {
+        if let Some((key, _)) = &self.lease {
             self.tree.conn().inner.leases.release(key);
         }
     }
@@ -120,7 +147,9 @@ impl Drop for Handle {
             if !self.tree.conn().is_poisoned() {
                 self.release_oplock();
             }
-            self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
+            if self.take_close() {
+                self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
+            }
         }
     }
 }

@@ -14,14 +14,21 @@
 //! (`Session::connect`), so a lease's breaks come on the connection that
 //! holds it, where its key is registered.
 //!
+//! A holder that caches must give the file up when it loses Handle
+//! caching: the server re-checks the open that caused the break when the
+//! holder answers, and a handle still open then is a sharing violation for
+//! that open. With [`OnBreak::CloseFirst`] the connection closes the handle
+//! before it acknowledges (the [`Handle`] then knows it is closed).
+//!
 //! The key is registered before the CREATE goes out: a break can follow
 //! the grant so closely that the reader meets it before the opener has
 //! seen its answer, and a break of an unknown key is never acknowledged.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use smb_proto::create::{oplock, CreateContext, CreateRequest};
+use smb_proto::create::{oplock, CreateContext, CreateRequest, FileId};
 use smb_proto::lease::{LeaseBreak, LeaseBreakAck};
 use tokio::sync::watch;
 
@@ -37,6 +44,20 @@ struct Held {
     /// is cut down to it.
     ceiling: u32,
     state: watch::Sender<u32>,
+    /// With [`OnBreak::CloseFirst`]: the handle to close when Handle
+    /// caching is broken, and its open flag (shared with the [`Handle`]).
+    close: Option<(FileId, Arc<AtomicBool>)>,
+}
+
+/// What the connection does when a lease loses Handle caching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnBreak {
+    /// Acknowledge at once; the caller closes the handle when it likes
+    /// (an open the holder's sharing refuses then fails).
+    Acknowledge,
+    /// Close the lease's handle, then acknowledge: the open that caused
+    /// the break goes on.
+    CloseFirst,
 }
 
 /// The leases of one connection, by LeaseKey.
@@ -50,6 +71,8 @@ pub(crate) struct LeaseAck {
     pub(crate) tree_id: u32,
     pub(crate) encrypt: bool,
     pub(crate) body: LeaseBreakAck,
+    /// A handle to close before the acknowledgment goes.
+    pub(crate) close_first: Option<FileId>,
 }
 
 impl Leases {
@@ -57,16 +80,23 @@ impl Leases {
     /// granted yet; returns what its [`Lease`] watches.
     fn register(&self, key: [u8; 16], tree_id: u32, encrypt: bool) -> watch::Receiver<u32> {
         let (state, rx) = watch::channel(0);
-        self.held.lock().unwrap().insert(key, Held { tree_id, encrypt, ceiling: u32::MAX, state });
+        self.held.lock().unwrap().insert(key, Held { tree_id, encrypt, ceiling: u32::MAX, state, close: None });
         rx
     }
 
     /// Records that `key` was granted `state` bits (less whatever a break
-    /// already took).
-    fn granted(&self, key: &[u8; 16], state: u32) {
-        if let Some(h) = self.held.lock().unwrap().get(key) {
-            h.state.send_replace(state & h.ceiling);
+    /// already took), and the handle to close on a Handle break, if any.
+    /// Returns false if a break already took Handle caching from a handle
+    /// to be closed: the caller closes it now.
+    fn granted(&self, key: &[u8; 16], state: u32, close: Option<(FileId, Arc<AtomicBool>)>) -> bool {
+        let mut held = self.held.lock().unwrap();
+        let Some(h) = held.get_mut(key) else { return true };
+        h.state.send_replace(state & h.ceiling);
+        if close.is_some() && h.ceiling & smb_proto::lease::state::HANDLE == 0 {
+            return false;
         }
+        h.close = close;
+        true
     }
 
     /// Forgets `key` (its open was refused or closed).
@@ -82,10 +112,18 @@ impl Leases {
         let h = held.get_mut(&b.key)?;
         h.ceiling &= b.new;
         h.state.send_modify(|s| *s &= b.new);
-        b.ack_required().then_some(LeaseAck {
+        // Whoever turns the open flag off sends the one CLOSE.
+        let close_first = match &h.close {
+            Some((id, open)) if b.new & smb_proto::lease::state::HANDLE == 0 => {
+                open.swap(false, Ordering::AcqRel).then_some(*id)
+            }
+            _ => None,
+        };
+        (b.ack_required() || close_first.is_some()).then_some(LeaseAck {
             tree_id: h.tree_id,
             encrypt: h.encrypt,
             body: LeaseBreakAck { key: b.key, state: b.new },
+            close_first,
         })
     }
 }
@@ -124,10 +162,18 @@ impl Tree {
     /// [`smb_proto::lease::state`] bits under a fresh LeaseKey (MS-SMB2
     /// 2.2.13.2.10, version 2; `req`'s own contexts are sent too and its
     /// oplock level is replaced). Returns the handle and its [`Lease`],
-    /// whose state is what the server granted (0 if it granted none).
+    /// whose state is what the server granted (0 if it granted none);
+    /// `on_break` says what a break of Handle caching does to the handle.
     ///
-    /// Errors: as [`Tree::open`].
-    pub async fn open_leased(&self, req: &CreateRequest<'_>, wanted: u32) -> Result<(Handle, Lease)> {
+    /// Errors: as [`Tree::open`]; with [`OnBreak::CloseFirst`],
+    /// STATUS_SHARING_VIOLATION if Handle caching was broken before the
+    /// open's answer was seen (the handle is closed then).
+    pub async fn open_leased(
+        &self,
+        req: &CreateRequest<'_>,
+        wanted: u32,
+        on_break: OnBreak,
+    ) -> Result<(Handle, Lease)> {
         let key: [u8; 16] = rand::random();
         let leases = &self.conn().inner.leases;
         let state = leases.register(key, self.tree_id(), self.is_encrypted());
@@ -145,11 +191,21 @@ impl Tree {
             (oplock::LEASE, Some(g)) if g.key == key => g.state,
             _ => 0,
         };
-        leases.granted(&key, granted);
+        let open = Arc::new(AtomicBool::new(true));
+        let close = (on_break == OnBreak::CloseFirst && granted & smb_proto::lease::state::HANDLE != 0)
+            .then(|| (h.id(), open.clone()));
+        let h = h.with_lease(key, open);
+        if !leases.granted(&key, granted, close) {
+            let _ = h.close().await;
+            return Err(crate::Error::Status {
+                command: smb_proto::Command::Create,
+                status: smb_proto::NtStatus::STATUS_SHARING_VIOLATION,
+            });
+        }
         let mut state = state;
         // The grant is the starting point: `changed` waits for breaks.
         state.borrow_and_update();
-        Ok((h.with_lease(key), Lease { key, state }))
+        Ok((h, Lease { key, state }))
     }
 }
 
@@ -168,7 +224,7 @@ mod tests {
     fn a_break_lowers_the_state_and_is_acknowledged_when_the_server_waits() {
         let l = Leases::default();
         let rx = l.register(K, 5, true);
-        l.granted(&K, state::READ | state::HANDLE);
+        l.granted(&K, state::READ | state::HANDLE, None);
         assert_eq!(*rx.borrow(), state::READ | state::HANDLE);
         let ack = l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).expect("ack");
         assert_eq!((ack.tree_id, ack.encrypt, ack.body.state), (5, true, state::READ));
@@ -182,9 +238,32 @@ mod tests {
         let l = Leases::default();
         let rx = l.register(K, 1, false);
         assert!(l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).is_some());
-        l.granted(&K, state::READ | state::HANDLE);
+        l.granted(&K, state::READ | state::HANDLE, None);
         assert_eq!(*rx.borrow(), state::READ, "the grant is cut to what the break left");
         l.release(&K);
         assert!(l.on_break(&brk(0, break_flags::ACK_REQUIRED)).is_none());
+    }
+
+    #[test]
+    fn a_handle_break_closes_a_close_first_handle_once_and_only_if_still_open() {
+        let l = Leases::default();
+        let _rx = l.register(K, 1, false);
+        let (id, open) = (FileId { persistent: 4, volatile: 2 }, Arc::new(AtomicBool::new(true)));
+        assert!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))));
+        assert!(l.on_break(&brk(state::READ | state::HANDLE, 0)).is_none(), "Handle kept: nothing to do");
+        let ack = l.on_break(&brk(state::READ, 0)).expect("a close even when no ack is required");
+        assert_eq!(ack.close_first, Some(id));
+        assert!(!open.load(Ordering::Acquire), "the handle knows it is closed");
+        assert_eq!(l.on_break(&brk(0, break_flags::ACK_REQUIRED)).expect("ack").close_first, None, "closed once");
+        // A handle its owner closed first is not closed again.
+        let _rx = l.register(K, 1, false);
+        let open = Arc::new(AtomicBool::new(true));
+        assert!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))));
+        open.store(false, Ordering::Release);
+        assert_eq!(l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).expect("ack").close_first, None);
+        // A Handle break seen before the grant: the opener closes it.
+        let _rx = l.register(K, 1, false);
+        l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED));
+        assert!(!l.granted(&K, state::READ | state::HANDLE, Some((id, Arc::new(AtomicBool::new(true))))));
     }
 }

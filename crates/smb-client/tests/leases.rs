@@ -13,6 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Samba;
+use smb_client::lease::OnBreak;
 use smb_client::{Lease, Session, Tree};
 use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition};
 use smb_proto::lease::state;
@@ -49,7 +50,10 @@ async fn put(t: &Tree, name: &str, body: &[u8]) {
 /// Opens `name` for reading with a Read+Handle lease, as a cache would.
 async fn leased(t: &Tree, name: &str) -> (smb_client::Handle, Lease) {
     let read = access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA | access::SYNCHRONIZE;
-    let (h, lease) = t.open_leased(&req(name, read, Disposition::Open), state::READ | state::HANDLE).await.unwrap();
+    let (h, lease) = t
+        .open_leased(&req(name, read, Disposition::Open), state::READ | state::HANDLE, OnBreak::Acknowledge)
+        .await
+        .unwrap();
     assert_eq!(lease.state(), state::READ | state::HANDLE, "Samba grants Read+Handle to a reader");
     (h, lease)
 }
@@ -153,7 +157,7 @@ async fn a_conflicting_open_breaks_the_handle_lease_and_waits_only_for_the_ackno
     put(&a, "c.bin", b"first").await;
     let read = access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE;
     let holder = CreateRequest { share_access: share::READ | share::DELETE, ..req("c.bin", read, Disposition::Open) };
-    let (_h, mut lease) = a.open_leased(&holder, state::READ | state::HANDLE).await.unwrap();
+    let (_h, mut lease) = a.open_leased(&holder, state::READ | state::HANDLE, OnBreak::Acknowledge).await.unwrap();
     assert_eq!(lease.state(), state::READ | state::HANDLE);
     let t0 = Instant::now();
     let opened = tokio::time::timeout(BREAK_WAIT, b.open(&req("c.bin", access::GENERIC_WRITE, Disposition::Open)))
@@ -181,10 +185,10 @@ async fn a_change_made_on_the_server_itself_breaks_nothing() {
 
 /// Opens `name` for reading with a Read+Handle lease, sharing only reading:
 /// an open with DELETE access then conflicts with it.
-async fn leased_sharing_no_delete(t: &Tree, name: &str) -> (smb_client::Handle, Lease) {
+async fn leased_sharing_no_delete(t: &Tree, name: &str, on_break: OnBreak) -> (smb_client::Handle, Lease) {
     let read = access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE;
     let holder = CreateRequest { share_access: share::READ, ..req(name, read, Disposition::Open) };
-    let (h, lease) = t.open_leased(&holder, state::READ | state::HANDLE).await.unwrap();
+    let (h, lease) = t.open_leased(&holder, state::READ | state::HANDLE, on_break).await.unwrap();
     assert_eq!(lease.state(), state::READ | state::HANDLE);
     (h, lease)
 }
@@ -195,7 +199,7 @@ async fn a_rename_over_a_holder_that_shares_no_delete_breaks_nothing_either() {
     let smb = Samba::start(&[]);
     let (a, b) = (tree(&smb).await, tree(&smb).await);
     put(&a, "x.bin", b"first").await;
-    let (_h, mut lease) = leased_sharing_no_delete(&a, "x.bin").await;
+    let (_h, mut lease) = leased_sharing_no_delete(&a, "x.bin", OnBreak::Acknowledge).await;
     put(&b, "x.tmp", b"second").await;
     let tmp = b.open(&req("x.tmp", access::DELETE | access::FILE_READ_ATTRIBUTES, Disposition::Open)).await.unwrap();
     tokio::time::timeout(BREAK_WAIT, b.rename(tmp.id(), "x.bin", true)).await.expect("the rename waited").unwrap();
@@ -213,7 +217,7 @@ async fn an_open_for_delete_breaks_the_handle_lease_of_a_holder_that_shares_no_d
     let smb = Samba::start(&[]);
     let (a, b) = (tree(&smb).await, tree(&smb).await);
     put(&a, "y.bin", b"first").await;
-    let (h, mut lease) = leased_sharing_no_delete(&a, "y.bin").await;
+    let (h, mut lease) = leased_sharing_no_delete(&a, "y.bin", OnBreak::Acknowledge).await;
     let for_delete = req("y.bin", access::DELETE | access::FILE_READ_ATTRIBUTES, Disposition::Open);
     let t0 = Instant::now();
     let kept = tokio::time::timeout(BREAK_WAIT, b.open(&for_delete)).await.expect("the open waited out the break");
@@ -222,4 +226,24 @@ async fn an_open_for_delete_breaks_the_handle_lease_of_a_holder_that_shares_no_d
     eprintln!("open for delete beside a holder: answered after {:?}", t0.elapsed());
     h.close().await.unwrap();
     b.open(&for_delete).await.expect("once the holder closed, the open for delete goes on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_closes_first_lets_the_open_for_delete_go_on() {
+    // What a cache needs: on a Handle break the connection closes the
+    // handle before it acknowledges, so the writer's open succeeds.
+    let smb = Samba::start(&[]);
+    let (a, b) = (tree(&smb).await, tree(&smb).await);
+    put(&a, "z.bin", b"first").await;
+    let (h, mut lease) = leased_sharing_no_delete(&a, "z.bin", OnBreak::CloseFirst).await;
+    let for_delete = req("z.bin", access::DELETE | access::FILE_READ_ATTRIBUTES, Disposition::Open);
+    let t0 = Instant::now();
+    let opened = tokio::time::timeout(BREAK_WAIT, b.open(&for_delete)).await.expect("the open waited out the break");
+    let took = t0.elapsed();
+    opened.expect("the holder closed before it acknowledged, so the open for delete goes on");
+    assert_eq!(lease.changed().await & state::HANDLE, 0);
+    assert!(!h.is_open(), "the holder's handle knows it was closed");
+    let again = h.close().await.expect_err("closed already");
+    assert_eq!(again.status(), Some(NtStatus::STATUS_FILE_CLOSED));
+    eprintln!("open for delete beside a closing holder: answered after {took:?}");
 }

@@ -37,15 +37,28 @@ impl Inner {
         };
         let Some(ack) = self.oplocks.on_break(b) else { return };
         tracing::debug!(file_id = ?b.file_id, level = b.oplock_level, "oplock broken; acknowledging");
-        self.acknowledge(ack.body, ack.tree_id, ack.encrypt);
+        self.acknowledge(None, ack.body, ack.tree_id, ack.encrypt);
     }
 
-    /// Sends a break's acknowledgment `body` on `tree_id` from a task of
-    /// its own: the reader must not wait for the answer it would read.
-    fn acknowledge(&self, body: impl smb_proto::Request + 'static, tree_id: u32, encrypt: bool) {
+    /// Sends a break's acknowledgment `body` on `tree_id`, after a CLOSE
+    /// of `close_first` if given, from a task of its own: the reader must
+    /// not wait for the answers it would read.
+    fn acknowledge(
+        &self,
+        close_first: Option<smb_proto::create::FileId>,
+        body: impl smb_proto::Request + 'static,
+        tree_id: u32,
+        encrypt: bool,
+    ) {
         let (Some(inner), Ok(rt)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else { return };
         rt.spawn(async move {
             let conn = Connection::unguarded(inner);
+            if let Some(file_id) = close_first {
+                let close = smb_proto::create::CloseRequest { file_id, post_query: false };
+                if let Err(e) = conn.call(Op { body: &close, tree_id }, encrypt).await {
+                    tracing::debug!(error = %e, "closing a handle whose lease was broken failed");
+                }
+            }
             if let Err(e) = conn.call(Op { body: &body, tree_id }, encrypt).await {
                 tracing::debug!(error = %e, "break acknowledgment failed");
             }
@@ -65,8 +78,13 @@ impl Inner {
             }
         };
         let Some(ack) = self.leases.on_break(&b) else { return };
-        tracing::debug!(from = b.current, to = b.new, "lease broken; acknowledging");
-        self.acknowledge(ack.body, ack.tree_id, ack.encrypt);
+        tracing::debug!(
+            from = b.current,
+            to = b.new,
+            closing = ack.close_first.is_some(),
+            "lease broken; acknowledging"
+        );
+        self.acknowledge(ack.close_first, ack.body, ack.tree_id, ack.encrypt);
     }
 
     /// Handles one decoded (and verified) message; `encrypted` says whether
