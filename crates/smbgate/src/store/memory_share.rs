@@ -217,7 +217,7 @@ impl ShareOps for MemoryShare {
 
     async fn create_lock(&self, path: &str) -> Result<Option<MemHandle>> {
         // As Samba does it: the file first, then its open, then a look at
-        // the name (see `share::create_lock`).
+        // how many names the file has (see `share::create_lock`).
         self.gate.step("create_lock").await;
         let node = {
             let mut s = self.state.lock().unwrap();
@@ -246,7 +246,7 @@ impl ShareOps for MemoryShare {
         };
         let held = self.handle(open);
         self.gate.step("create_lock_look").await;
-        let named = self.state.lock().unwrap().names.get(path) == Some(&node);
+        let named = self.state.lock().unwrap().names.values().any(|n| *n == node);
         Ok(named.then_some(held))
     }
 

@@ -4,11 +4,11 @@
 use super::Result;
 use smb_client::{Error, Handle, Tree};
 use smb_proto::create::{access, options, share, CreateRequest, Disposition, FileId};
-use smb_proto::info::SetFileInfo;
+use smb_proto::info::{class, info_type, SetFileInfo, StandardInfo};
 use smb_proto::io::{WriteRequest, WriteResponse};
+use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::NtStatus;
 
-use super::lookup::stat_created;
 use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QFID};
 
 /// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
@@ -22,49 +22,50 @@ use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QF
 /// Samba makes the file before it records the open, so a taker that finds
 /// the file unheld in between takes it for a crash's leftover and deletes
 /// it; this open then holds a file without a name while the next creator
-/// makes a new one, and two would hold the lock. So the lock is held only
-/// if, once the open is recorded (no one can delete the file after that),
-/// the name still leads to this file: same on-disk id and CreationTime.
+/// makes a new one, and two would hold the lock. So the same compound asks,
+/// once the open is recorded (no one can delete the file after that), how
+/// many names the file has (FileStandardInformation): none means the lock
+/// is not held. The handle is asked, not the name: a new file at the name
+/// could carry the old one's inode number and, on a coarse clock, its
+/// CreationTime.
 ///
 /// Errors: any other failing status.
 pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
-    let req = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
+    let create = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
         .sharing(0)
         .options(options::DELETE_ON_CLOSE)
-        .contexts(&QFID)
         .build();
-    let lock = match tree.open(&req).await {
-        Ok(h) => h,
-        Err(e)
-            if matches!(
-                e.status(),
-                Some(
-                    NtStatus::STATUS_OBJECT_NAME_COLLISION
-                        | NtStatus::STATUS_DELETE_PENDING
-                        | NtStatus::STATUS_SHARING_VIOLATION
-                )
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(e.into()),
+    let standard = QueryInfoRequest {
+        info_type: info_type::FILE,
+        class: class::FILE_STANDARD_INFORMATION,
+        output_buffer_length: 24,
+        ea_names: &[],
+        additional_information: 0,
+        file_id: FileId::RELATED,
     };
-    let named = match stat_created(tree, path).await {
-        Ok(now) => now.on_disk_id() == lock.info().on_disk_id() && now.times.creation == lock.info().times.creation,
-        Err(e) if e.failure().is_not_found() => false,
-        Err(e) => {
-            let _ = lock.close().await;
-            return Err(e);
-        }
-    };
-    if !named {
-        tracing::debug!(lock = path, "a creation lock lost its name while it was made; trying again");
-        // Closing deletes nothing: the server unlinks on close only if the
-        // name still leads to the file.
-        let _ = lock.close().await;
+    let [created, linked] = take(tree.compound(&[&create, &standard]).await?)?;
+    if matches!(
+        created.status(),
+        NtStatus::STATUS_OBJECT_NAME_COLLISION | NtStatus::STATUS_DELETE_PENDING | NtStatus::STATUS_SHARING_VIOLATION
+    ) {
         return Ok(None);
     }
-    Ok(Some(lock))
+    let lock = Handle::from_response(tree, created)?;
+    let links = linked.ok_or_status(&[]).and_then(|r| r.body(|m| StandardInfo::decode(&OutputBuffer::decode(m)?.0)));
+    match links {
+        Ok(info) if info.number_of_links > 0 => Ok(Some(lock)),
+        Ok(_) => {
+            tracing::debug!(lock = path, "a creation lock lost its name while it was made; trying again");
+            // Closing deletes nothing: the server unlinks on close only a
+            // name that still leads to the file.
+            let _ = lock.close().await;
+            Ok(None)
+        }
+        Err(e) => {
+            let _ = lock.close().await;
+            Err(e.into())
+        }
+    }
 }
 
 /// Opens an existing file for writing data only: another lane of a body
