@@ -30,6 +30,10 @@ pub struct Handle {
     /// flag it shares with the connection, which may close it on a break:
     /// whoever turns the flag off sends the one CLOSE.
     lease: Option<([u8; 16], Arc<AtomicBool>)>,
+    /// True once [`Handle::close`] took the right to send the CLOSE: if
+    /// that future is dropped before the answer, `Drop` hands the CLOSE to
+    /// the reaper.
+    closing: bool,
 }
 
 impl std::fmt::Debug for Handle {
@@ -45,7 +49,7 @@ impl Handle {
     /// NTSTATUS) or its answer does not decode.
     pub fn from_response(tree: &Tree, r: Response) -> Result<Handle> {
         let create = r.into_create()?;
-        Ok(Handle { tree: tree.clone(), create, open: true, reopen: None, lease: None })
+        Ok(Handle { tree: tree.clone(), create, open: true, reopen: None, lease: None, closing: false })
     }
 
     /// A handle that [`Tree::reopen`] can open again on another connection.
@@ -111,6 +115,8 @@ impl Handle {
                 status: smb_proto::NtStatus::STATUS_FILE_CLOSED,
             });
         }
+        self.closing = true;
+        self.release_lease();
         let r = self.tree.close(self.create.file_id).await;
         self.open = false;
         if r.is_ok() {
@@ -133,6 +139,11 @@ impl Handle {
         if self.reopen.is_some() {
             self.tree.conn().inner.oplocks.release(self.create.file_id);
         }
+        self.release_lease();
+    }
+
+    /// Forgets the lease a leased open recorded on its connection.
+    fn release_lease(&self) {
         if let Some((key, _)) = &self.lease {
             self.tree.conn().inner.leases.release(key);
         }
@@ -147,7 +158,7 @@ impl Drop for Handle {
             if !self.tree.conn().is_poisoned() {
                 self.release_oplock();
             }
-            if self.take_close() {
+            if self.closing || self.take_close() {
                 self.tree.conn().close_later(self.tree.tree_id(), self.create.file_id, self.tree.is_encrypted());
             }
         }

@@ -18,7 +18,11 @@
 //! caching: the server re-checks the open that caused the break when the
 //! holder answers, and a handle still open then is a sharing violation for
 //! that open. With [`OnBreak::CloseFirst`] the connection closes the handle
-//! before it acknowledges (the [`Handle`] then knows it is closed).
+//! before it acknowledges (the [`Handle`] then knows it is closed). That
+//! CLOSE can overtake requests still in flight on the handle, which then
+//! fail as on any closed handle; and a handle closed by a compound of its
+//! own (`Handle::closed_elsewhere`) does not stop a break's CLOSE, so a
+//! close-first handle is best closed with [`Handle::close`].
 //!
 //! The key is registered before the CREATE goes out: a break can follow
 //! the grant so closely that the reader meets it before the opener has
@@ -47,6 +51,23 @@ struct Held {
     /// With [`OnBreak::CloseFirst`]: the handle to close when Handle
     /// caching is broken, and its open flag (shared with the [`Handle`]).
     close: Option<(FileId, Arc<AtomicBool>)>,
+    on_break: OnBreak,
+    /// False until the opener has seen the CREATE's answer.
+    granted: bool,
+    /// A close-first lease's acknowledgment held back because its break
+    /// came before the grant: the opener closes, then sends it.
+    parked: Option<LeaseBreakAck>,
+}
+
+/// What [`Leases::granted`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Grant {
+    /// The lease stands (or was never asked to close first).
+    Kept,
+    /// A break took Handle caching from a close-first lease before the
+    /// grant: the opener closes the handle, then sends this
+    /// acknowledgment, if the server waits for one.
+    BrokenFirst(Option<LeaseBreakAck>),
 }
 
 /// What the connection does when a lease loses Handle caching.
@@ -73,30 +94,34 @@ pub(crate) struct LeaseAck {
     pub(crate) body: LeaseBreakAck,
     /// A handle to close before the acknowledgment goes.
     pub(crate) close_first: Option<FileId>,
+    /// False if the server does not wait for an acknowledgment (only the
+    /// CLOSE goes).
+    pub(crate) ack: bool,
 }
 
 impl Leases {
     /// Registers `key`, about to be asked for on `tree_id`, with no state
     /// granted yet; returns what its [`Lease`] watches.
-    fn register(&self, key: [u8; 16], tree_id: u32, encrypt: bool) -> watch::Receiver<u32> {
+    fn register(&self, key: [u8; 16], tree_id: u32, encrypt: bool, on_break: OnBreak) -> watch::Receiver<u32> {
         let (state, rx) = watch::channel(0);
-        self.held.lock().unwrap().insert(key, Held { tree_id, encrypt, ceiling: u32::MAX, state, close: None });
+        let held =
+            Held { tree_id, encrypt, ceiling: u32::MAX, state, close: None, on_break, granted: false, parked: None };
+        self.held.lock().unwrap().insert(key, held);
         rx
     }
 
     /// Records that `key` was granted `state` bits (less whatever a break
     /// already took), and the handle to close on a Handle break, if any.
-    /// Returns false if a break already took Handle caching from a handle
-    /// to be closed: the caller closes it now.
-    fn granted(&self, key: &[u8; 16], state: u32, close: Option<(FileId, Arc<AtomicBool>)>) -> bool {
+    fn granted(&self, key: &[u8; 16], state: u32, close: Option<(FileId, Arc<AtomicBool>)>) -> Grant {
         let mut held = self.held.lock().unwrap();
-        let Some(h) = held.get_mut(key) else { return true };
+        let Some(h) = held.get_mut(key) else { return Grant::Kept };
+        h.granted = true;
         h.state.send_replace(state & h.ceiling);
-        if close.is_some() && h.ceiling & smb_proto::lease::state::HANDLE == 0 {
-            return false;
+        if h.on_break == OnBreak::CloseFirst && h.ceiling & smb_proto::lease::state::HANDLE == 0 {
+            return Grant::BrokenFirst(h.parked.take());
         }
         h.close = close;
-        true
+        Grant::Kept
     }
 
     /// Forgets `key` (its open was refused or closed).
@@ -112,11 +137,18 @@ impl Leases {
         let h = held.get_mut(&b.key)?;
         h.ceiling &= b.new;
         h.state.send_modify(|s| *s &= b.new);
+        let handle_lost = b.new & smb_proto::lease::state::HANDLE == 0;
+        if !h.granted && h.on_break == OnBreak::CloseFirst && handle_lost {
+            // The opener has not seen its handle yet; it closes it and then
+            // acknowledges (`Leases::granted`).
+            if b.ack_required() {
+                h.parked = Some(LeaseBreakAck { key: b.key, state: b.new });
+            }
+            return None;
+        }
         // Whoever turns the open flag off sends the one CLOSE.
         let close_first = match &h.close {
-            Some((id, open)) if b.new & smb_proto::lease::state::HANDLE == 0 => {
-                open.swap(false, Ordering::AcqRel).then_some(*id)
-            }
+            Some((id, open)) if handle_lost => open.swap(false, Ordering::AcqRel).then_some(*id),
             _ => None,
         };
         (b.ack_required() || close_first.is_some()).then_some(LeaseAck {
@@ -124,6 +156,7 @@ impl Leases {
             encrypt: h.encrypt,
             body: LeaseBreakAck { key: b.key, state: b.new },
             close_first,
+            ack: b.ack_required(),
         })
     }
 }
@@ -157,6 +190,28 @@ impl Lease {
     }
 }
 
+/// A registered key that `Tree::open_leased` has not handed to its handle
+/// yet: released if that future is dropped.
+struct Registered<'a> {
+    leases: &'a Leases,
+    key: Option<[u8; 16]>,
+}
+
+impl Registered<'_> {
+    /// The handle owns the key now (and forgets it when it closes).
+    fn handed_over(mut self) {
+        self.key = None;
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            self.leases.release(key);
+        }
+    }
+}
+
 impl Tree {
     /// CREATE `req` asking for a lease of the `wanted`
     /// [`smb_proto::lease::state`] bits under a fresh LeaseKey (MS-SMB2
@@ -176,17 +231,14 @@ impl Tree {
     ) -> Result<(Handle, Lease)> {
         let key: [u8; 16] = rand::random();
         let leases = &self.conn().inner.leases;
-        let state = leases.register(key, self.tree_id(), self.is_encrypted());
+        let state = leases.register(key, self.tree_id(), self.is_encrypted(), on_break);
+        // Forgets the key if this future is dropped before the handle
+        // owns it.
+        let registered = Registered { leases, key: Some(key) };
         let mut contexts: Vec<CreateContext<'_>> = req.contexts.to_vec();
         contexts.push(CreateContext::LeaseV2 { key, wanted });
         let req = CreateRequest { oplock_level: oplock::LEASE, contexts: &contexts, ..req.clone() };
-        let h = match self.open(&req).await {
-            Ok(h) => h,
-            Err(e) => {
-                leases.release(&key);
-                return Err(e);
-            }
-        };
+        let h = self.open(&req).await?;
         let granted = match (h.info().oplock_level, h.info().lease()) {
             (oplock::LEASE, Some(g)) if g.key == key => g.state,
             _ => 0,
@@ -195,8 +247,14 @@ impl Tree {
         let close = (on_break == OnBreak::CloseFirst && granted & smb_proto::lease::state::HANDLE != 0)
             .then(|| (h.id(), open.clone()));
         let h = h.with_lease(key, open);
-        if !leases.granted(&key, granted, close) {
+        registered.handed_over();
+        if let Grant::BrokenFirst(ack) = leases.granted(&key, granted, close) {
             let _ = h.close().await;
+            if let Some(ack) = ack {
+                if let Err(e) = self.call(&ack).await {
+                    tracing::debug!(error = %e, "lease break acknowledgment failed");
+                }
+            }
             return Err(crate::Error::Status {
                 command: smb_proto::Command::Create,
                 status: smb_proto::NtStatus::STATUS_SHARING_VIOLATION,
@@ -223,8 +281,8 @@ mod tests {
     #[test]
     fn a_break_lowers_the_state_and_is_acknowledged_when_the_server_waits() {
         let l = Leases::default();
-        let rx = l.register(K, 5, true);
-        l.granted(&K, state::READ | state::HANDLE, None);
+        let rx = l.register(K, 5, true, OnBreak::Acknowledge);
+        assert_eq!(l.granted(&K, state::READ | state::HANDLE, None), Grant::Kept);
         assert_eq!(*rx.borrow(), state::READ | state::HANDLE);
         let ack = l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).expect("ack");
         assert_eq!((ack.tree_id, ack.encrypt, ack.body.state), (5, true, state::READ));
@@ -236,9 +294,9 @@ mod tests {
     #[test]
     fn a_break_seen_before_the_grant_still_counts_and_unknown_keys_are_ignored() {
         let l = Leases::default();
-        let rx = l.register(K, 1, false);
+        let rx = l.register(K, 1, false, OnBreak::Acknowledge);
         assert!(l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).is_some());
-        l.granted(&K, state::READ | state::HANDLE, None);
+        assert_eq!(l.granted(&K, state::READ | state::HANDLE, None), Grant::Kept);
         assert_eq!(*rx.borrow(), state::READ, "the grant is cut to what the break left");
         l.release(&K);
         assert!(l.on_break(&brk(0, break_flags::ACK_REQUIRED)).is_none());
@@ -247,23 +305,27 @@ mod tests {
     #[test]
     fn a_handle_break_closes_a_close_first_handle_once_and_only_if_still_open() {
         let l = Leases::default();
-        let _rx = l.register(K, 1, false);
+        let _rx = l.register(K, 1, false, OnBreak::CloseFirst);
         let (id, open) = (FileId { persistent: 4, volatile: 2 }, Arc::new(AtomicBool::new(true)));
-        assert!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))));
+        assert_eq!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))), Grant::Kept);
         assert!(l.on_break(&brk(state::READ | state::HANDLE, 0)).is_none(), "Handle kept: nothing to do");
         let ack = l.on_break(&brk(state::READ, 0)).expect("a close even when no ack is required");
-        assert_eq!(ack.close_first, Some(id));
+        assert_eq!((ack.close_first, ack.ack), (Some(id), false));
         assert!(!open.load(Ordering::Acquire), "the handle knows it is closed");
         assert_eq!(l.on_break(&brk(0, break_flags::ACK_REQUIRED)).expect("ack").close_first, None, "closed once");
         // A handle its owner closed first is not closed again.
-        let _rx = l.register(K, 1, false);
+        let _rx = l.register(K, 1, false, OnBreak::CloseFirst);
         let open = Arc::new(AtomicBool::new(true));
-        assert!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))));
+        assert_eq!(l.granted(&K, state::READ | state::HANDLE, Some((id, open.clone()))), Grant::Kept);
         open.store(false, Ordering::Release);
         assert_eq!(l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).expect("ack").close_first, None);
-        // A Handle break seen before the grant: the opener closes it.
-        let _rx = l.register(K, 1, false);
-        l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED));
-        assert!(!l.granted(&K, state::READ | state::HANDLE, Some((id, Arc::new(AtomicBool::new(true))))));
+        // A Handle break seen before the grant: nothing goes yet; the
+        // opener closes its handle, then sends the parked acknowledgment.
+        let _rx = l.register(K, 1, false, OnBreak::CloseFirst);
+        assert!(l.on_break(&brk(state::READ, break_flags::ACK_REQUIRED)).is_none());
+        assert_eq!(
+            l.granted(&K, state::READ | state::HANDLE, Some((id, Arc::new(AtomicBool::new(true))))),
+            Grant::BrokenFirst(Some(LeaseBreakAck { key: K, state: state::READ }))
+        );
     }
 }

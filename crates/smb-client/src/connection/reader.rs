@@ -37,16 +37,16 @@ impl Inner {
         };
         let Some(ack) = self.oplocks.on_break(b) else { return };
         tracing::debug!(file_id = ?b.file_id, level = b.oplock_level, "oplock broken; acknowledging");
-        self.acknowledge(None, ack.body, ack.tree_id, ack.encrypt);
+        self.acknowledge(None, Some(ack.body), ack.tree_id, ack.encrypt);
     }
 
-    /// Sends a break's acknowledgment `body` on `tree_id`, after a CLOSE
-    /// of `close_first` if given, from a task of its own: the reader must
+    /// Sends a break's acknowledgment `body` (if the server waits for one)
+    /// on `tree_id`, after a CLOSE of `close_first` if given, from a task of its own: the reader must
     /// not wait for the answers it would read.
     fn acknowledge(
         &self,
         close_first: Option<smb_proto::create::FileId>,
-        body: impl smb_proto::Request + 'static,
+        body: Option<impl smb_proto::Request + 'static>,
         tree_id: u32,
         encrypt: bool,
     ) {
@@ -59,6 +59,7 @@ impl Inner {
                     tracing::debug!(error = %e, "closing a handle whose lease was broken failed");
                 }
             }
+            let Some(body) = body else { return };
             if let Err(e) = conn.call(Op { body: &body, tree_id }, encrypt).await {
                 tracing::debug!(error = %e, "break acknowledgment failed");
             }
@@ -84,7 +85,7 @@ impl Inner {
             closing = ack.close_first.is_some(),
             "lease broken; acknowledging"
         );
-        self.acknowledge(ack.close_first, ack.body, ack.tree_id, ack.encrypt);
+        self.acknowledge(ack.close_first, ack.ack.then_some(ack.body), ack.tree_id, ack.encrypt);
     }
 
     /// Handles one decoded (and verified) message; `encrypted` says whether
