@@ -279,6 +279,32 @@ pub struct ServeArgs {
     /// read the share again). 0 keeps none.
     #[arg(long, env = "SMBGATE_LISTING_CACHE_SIZE", default_value = "64MiB", value_parser = parse_bytes, help_heading = "Limits")]
     pub listing_cache_size: u64,
+    /// Answer HEAD, and GET of small objects, from memory while the SMB
+    /// server's lease on the file says nobody changed it (`on`), or always
+    /// from the share (`off`). With it on, every write also warns the
+    /// holders on other instances first (one more round trip per PUT), so
+    /// every instance serving a share must run with the same setting. A
+    /// rename made by a plain SMB user, or a change made on the server
+    /// itself, breaks no lease: such changes are seen within
+    /// `--cache-max-age`. See docs/leases.md.
+    #[arg(long, env = "SMBGATE_CACHE", default_value = "on", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "Data path")]
+    pub cache: bool,
+    /// Most objects the cache holds per SMB identity and share root, each
+    /// one open file on the server.
+    #[arg(long, env = "SMBGATE_CACHE_ENTRIES", default_value_t = 4096, help_heading = "Data path")]
+    pub cache_entries: usize,
+    /// Bytes the cache may hold per SMB identity and share root (object
+    /// bodies plus about 512 bytes per entry).
+    #[arg(long, env = "SMBGATE_CACHE_SIZE", default_value = "64MiB", value_parser = parse_bytes, help_heading = "Data path")]
+    pub cache_size: u64,
+    /// Largest object whose bytes the cache keeps (larger ones keep only
+    /// what a HEAD answers). At most 1MiB.
+    #[arg(long, env = "SMBGATE_CACHE_OBJECT_MAX", default_value = "64KiB", value_parser = parse_cache_object_max, help_heading = "Data path")]
+    pub cache_object_max: u64,
+    /// Longest an entry is used, however its lease stands.
+    #[arg(long, env = "SMBGATE_CACHE_MAX_AGE", default_value = "60s", value_parser = parse_duration, help_heading = "Data path")]
+    pub cache_max_age: std::time::Duration,
     /// Writes one JSON line per request to this file (appended; `-` for
     /// standard output): request ID, identity, operation, bucket, key,
     /// status, bytes in and out, duration. Off unless given.
@@ -314,6 +340,14 @@ impl std::fmt::Debug for ServeArgs {
 pub fn parse_bytes(v: &str) -> Result<u64, String> {
     parse_size::parse_size(v.trim())
         .map_err(|e| format!("{v:?} is not a size ({e}); write e.g. 8388608, 8MiB or 512KiB"))
+}
+
+/// `--cache-object-max`: a size of at most 1 MiB (one READ).
+fn parse_cache_object_max(v: &str) -> Result<u64, String> {
+    match parse_bytes(v)? {
+        n if n <= 1 << 20 => Ok(n),
+        n => Err(format!("{n} bytes is over 1MiB, the most one READ brings")),
+    }
 }
 
 /// A duration as humantime reads it: `7d`, `12h`, `30m`, `2s`, `1h 30m`;

@@ -189,6 +189,12 @@ struct ConnLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    /// `hit` or `miss`.
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     pool: String,
 }
@@ -216,6 +222,13 @@ impl Collector for SmbGauges {
         }
         let help = "SMB errors that reached an S3 request, by NTSTATUS name";
         errors.encode(encoder.encode_descriptor("smb_errors", help, None, errors.metric_type())?)?;
+        let (hits, misses) = crate::store::object_cache::lookups();
+        let lookups = Family::<ResultLabels, Counter>::default();
+        lookups.get_or_create(&ResultLabels { result: "hit" }).inc_by(hits);
+        lookups.get_or_create(&ResultLabels { result: "miss" }).inc_by(misses);
+        let help = "HEAD and GET lookups in the object cache, by result (every store)";
+        lookups.encode(encoder.encode_descriptor("object_cache_lookups", help, None, lookups.metric_type())?)?;
+        let (entries, cached_bytes) = self.store.object_cache_usage();
         let (ra, wb) = (self.store.read_ahead(), self.store.write_behind());
         let gauges = [
             (
@@ -223,6 +236,8 @@ impl Collector for SmbGauges {
                 "Bytes one transfer may keep in flight (halved after connection losses under load)",
                 self.store.pool().in_flight_budget() as u64,
             ),
+            ("object_cache_entries", "Objects the gateway's own store holds under leases", entries as u64),
+            ("object_cache_bytes", "Bytes those entries count (bodies and overhead)", cached_bytes as u64),
             ("read_ahead_budget_bytes", "GET read-ahead budget", ra.capacity()),
             ("read_ahead_in_use_bytes", "GET read-ahead held by running GETs", ra.in_use()),
             ("write_behind_budget_bytes", "PUT write-behind budget", wb.capacity()),

@@ -190,6 +190,18 @@ pub(crate) static CREATION_LOCK: Policy = Policy {
     give_up: GiveUp::After(Duration::from_secs(10)),
 };
 
+/// Another writer's warning to the object cache's holders on the same
+/// file (`coherence`): writers of one key take turns, each for a rename,
+/// so the wait matches [`CREATION_LOCK`]'s. Past it the writer publishes
+/// without warning rather than fail.
+pub(crate) static WARNING: Policy = Policy {
+    name: "another writer's warning",
+    first: ms(2),
+    growth: 2,
+    cap: ms(50),
+    give_up: GiveUp::After(Duration::from_secs(10)),
+};
+
 /// An object to be moved beside its new directory (`beside`) while a
 /// writer holds it without sharing delete, or while a new version lands
 /// at its name: 5 ms to 500 ms, twelve pauses (about 3 s), then 503.

@@ -279,7 +279,7 @@ impl super::handles::Uploads<'_> {
     ///
     /// Errors: NoSuchBucket; SMB errors.
     pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<String>> {
-        match self.0.objects().head_object(bucket, key).await {
+        match self.0.objects().head_uncached(bucket, key).await {
             Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.etag)),
             Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
             Err(e) => Err(e),

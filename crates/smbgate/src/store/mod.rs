@@ -22,6 +22,7 @@ mod bucket_cors;
 pub mod budget;
 mod case;
 pub mod checksum;
+mod coherence;
 pub mod complete;
 pub mod conditions;
 pub mod copy;
@@ -39,6 +40,7 @@ pub mod listing_cache;
 mod memory_share;
 pub mod meta;
 pub mod multipart;
+pub mod object_cache;
 mod open;
 mod opening;
 pub mod part_checksums;
@@ -116,6 +118,8 @@ pub struct StoreOptions {
     /// directory is listed in windows of this many entries, each one full
     /// read of it on the share (see [`dir_window`]).
     pub list_window: usize,
+    /// The object cache for HEAD and small GETs (see [`object_cache`]).
+    pub cache: object_cache::CacheOptions,
 }
 
 impl Default for StoreOptions {
@@ -135,6 +139,7 @@ impl Default for StoreOptions {
             listing_cache: listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
             list_window: 100_000,
+            cache: object_cache::CacheOptions::default(),
         }
     }
 }
@@ -167,6 +172,8 @@ struct Inner {
     read_ahead: Budget,
     /// PUT write-behind, all bodies together.
     write_behind: Budget,
+    /// Objects held under leases for HEAD and small GETs.
+    objects: object_cache::ObjectCache,
 }
 
 /// Directory under the root holding gateway state.
@@ -252,14 +259,16 @@ impl Store {
         self.internal("tmp").join(&format!("{:032x}", rand::random::<u128>()))
     }
 
-    /// Forgets cached listings of the directories `key` lives in (after a
-    /// write or delete through this instance).
+    /// Forgets cached listings of the directories `key` lives in, and the
+    /// object cache's entry of `key` (after a write or delete through this
+    /// instance).
     pub fn forget_listing(&self, bucket: &str, key: &keys::MappedKey) {
         let bucket_dir = self.bucket_path(bucket);
         self.inner.dir_cache.forget(&bucket_dir);
         for dir in bucket_dir.ancestors_of(key) {
             self.inner.dir_cache.forget(&dir);
         }
+        self.inner.objects.forget(self.object_path(bucket, key).as_str());
     }
 
     /// Fails with NoSuchBucket unless `bucket` is an existing directory.

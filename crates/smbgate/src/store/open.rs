@@ -299,11 +299,25 @@ impl super::handles::Objects<'_> {
         Ok((Opened { handle, meta }, info, data))
     }
 
-    /// HEAD: the object's info with CREATE + metadata + CLOSE in one round
-    /// trip (two for an object kept beside its directory).
+    /// HEAD: the object's info, from the object cache while its lease
+    /// stands, else as [`Objects::head_uncached`] finds it (and the cache
+    /// is then filled in the background).
     ///
     /// Errors: as [`Objects::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
+        if let Some(hit) = self.0.cached(bucket, key) {
+            return Ok(hit.info);
+        }
+        let info = self.head_uncached(bucket, key).await?;
+        self.0.fill_later(bucket, key, &info);
+        Ok(info)
+    }
+
+    /// HEAD on the share: the object's info with CREATE + metadata + CLOSE
+    /// in one round trip (two for an object kept beside its directory).
+    ///
+    /// Errors: as [`Objects::open_object`].
+    pub(crate) async fn head_uncached(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
         let tree = self.0.tree().await?;
         let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.0.case_insensitive();

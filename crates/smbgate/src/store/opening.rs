@@ -9,7 +9,8 @@ use std::sync::Arc;
 use super::path::SharePath;
 use super::share::{self, Failure, Pool};
 use super::{
-    case, listing_cache, records, sweep, Budget, Inner, Store, StoreError, StoreOptions, StoreResult, INTERNAL,
+    case, listing_cache, object_cache, records, sweep, Budget, Inner, Store, StoreError, StoreOptions, StoreResult,
+    INTERNAL,
 };
 
 impl Store {
@@ -75,6 +76,7 @@ impl Store {
         tracing::debug!(case_insensitive, records = records.describe(), "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let dir_cache = listing_cache::DirCache::new(opts.listing_cache_ttl, opts.listing_cache.clone());
+        let opts_cache = opts.cache.clone();
         let store = Store {
             inner: Arc::new(Inner {
                 pool,
@@ -86,6 +88,7 @@ impl Store {
                 single_bucket,
                 read_ahead,
                 write_behind,
+                objects: object_cache::ObjectCache::new(opts_cache),
             }),
         };
         tokio::spawn(sweep::sweep_loop(store.clone()));
@@ -112,6 +115,7 @@ impl Store {
                 single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
                 write_behind: i.write_behind.clone(),
+                objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             }),
         }
     }

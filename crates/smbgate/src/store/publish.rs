@@ -27,6 +27,11 @@ use super::types::ObjectInfo;
 use super::types::Target;
 use super::{retry_busy, Store, StoreError, StoreResult};
 
+/// How often a replacing rename warns the object cache's holders while
+/// the key comes and goes between the warning and the rename (then it
+/// replaces unwarned).
+const WARN_TRIES: usize = 4;
+
 /// How often [`Store::make_dir`] tries while the name comes and goes.
 const MAKE_DIR_TRIES: usize = 8;
 
@@ -296,6 +301,35 @@ impl Store {
     /// the target open, through a new handle on `source` from each other
     /// pooled connection.
     async fn rename_over(&self, file: &Handle, source: &str, target: &str, replace: bool) -> Result<(), ShareError> {
+        let tree = share::connection_of(file);
+        if !replace {
+            return self.rename_over_warned(file, source, target, false).await;
+        }
+        // Holders of the file being replaced (object cache, any instance)
+        // give it up before the rename, and none comes back until it is
+        // done. Where nothing was there to warn about, the rename may not
+        // replace; if a file came meanwhile, it is warned about in turn.
+        for _ in 0..WARN_TRIES {
+            let warning = self.warn_holders(tree, target).await;
+            let absent = !warning.may_replace(true);
+            let renamed = self.rename_over_warned(file, source, target, !absent).await;
+            self.warned(warning).await;
+            match renamed {
+                Err(e) if absent && e.failure() == Failure::Collision => continue,
+                r => return r,
+            }
+        }
+        self.rename_over_warned(file, source, target, true).await
+    }
+
+    /// [`Store::rename_over`] once holders are warned.
+    async fn rename_over_warned(
+        &self,
+        file: &Handle,
+        source: &str,
+        target: &str,
+        replace: bool,
+    ) -> Result<(), ShareError> {
         let tree = share::connection_of(file);
         retry_busy(|| async {
             let refused = match share::rename(file, target, replace).await {

@@ -117,7 +117,12 @@ impl Store {
         let replace = true;
         let old = self.key_before_replace(tree, &target_path).await;
         let new_id = temp.handle().info().on_disk_id();
-        match share::publish_and_close(temp, &target_path, replace).await {
+        let warning = self.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await;
+        // A failed compound (a file came where none was warned about, a
+        // missing parent) publishes the slow way, which warns again.
+        let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace)).await;
+        self.warned(warning).await;
+        match published {
             Ok(()) => {
                 self.forget_replaced(tree, old, new_id);
                 Ok(result)

@@ -78,8 +78,9 @@ impl ReadRequest {
 
 /// An object opened for a GET, and what to send of it.
 pub struct Read {
-    /// The open file and its record.
-    pub opened: Opened,
+    /// The open file and its record; `None` when `first` holds every byte
+    /// of the plan (an object served from the object cache).
+    pub opened: Option<Opened>,
     /// What a client sees of the object.
     pub info: ObjectInfo,
     /// The bytes to send.
@@ -141,12 +142,20 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
     pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
+        if let Some(hit) = self.0.cached(bucket, key) {
+            if let Some(body) = hit.body {
+                let plan = ReadPlan::decide(&hit.info, req)?;
+                let first = Some(body.slice(plan.range.start as usize..plan.range.end as usize));
+                return Ok(Read { opened: None, info: hit.info, plan, first });
+            }
+        }
         let read = req.first_read();
         let (opened, info, data) = self.open_object(bucket, key, read).await?;
+        self.0.fill_later(bucket, key, &info);
         // On an early return the handle closes itself.
         let plan = ReadPlan::decide(&info, req)?;
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        Ok(Read { opened, info, plan, first })
+        Ok(Read { opened: Some(opened), info, plan, first })
     }
 
     /// HEAD: the object's info and what a GET of it would send.

@@ -43,12 +43,13 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
 }
 
 /// Starts streaming `range` of the opened object; see the module docs.
-/// `head`, if given, holds bytes already read from `range.start`. Every
-/// handle the stream opens or is given closes when the stream ends or is
-/// dropped.
+/// `head`, if given, holds bytes already read from `range.start`; with no
+/// `opened` it must hold the whole range (the body ends with an error
+/// where it does not). Every handle the stream opens or is given closes
+/// when the stream ends or is dropped.
 pub fn object_stream(
     store: Store,
-    opened: Opened,
+    opened: Option<Opened>,
     info: ObjectInfo,
     mut range: Range<u64>,
     head: Option<Bytes>,
@@ -64,6 +65,13 @@ pub fn object_stream(
         range.start += h.len() as u64;
         let _ = tx.try_send(Ok(h.clone()));
     }
+    let Some(opened) = opened else {
+        if range.start < range.end {
+            let missing = io_err(format!("{} bytes of the object were not in memory", range.end - range.start));
+            let _ = tx.try_send(Err(missing));
+        }
+        return BodyStream { rx };
+    };
     tokio::spawn(async move {
         if range.start >= range.end {
             drop(tx); // end the body now; the CLOSE need not delay it

@@ -46,7 +46,9 @@ impl super::handles::Objects<'_> {
         }
         record.tags = tags;
         let written = share::rewrite_records(&handle, self.0.records(), path.as_str(), &[record.to_ea()]).await;
+        let tree = share::connection_of(&handle).clone();
         let _ = handle.close().await;
+        self.0.warn_holders_after(&tree, path.as_str()).await;
         written.map_err(|e| record_write_error(e, record.record_len()))
     }
 }

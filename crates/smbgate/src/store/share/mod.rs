@@ -18,6 +18,7 @@ mod dirs;
 mod failure;
 mod handles;
 pub mod lane;
+mod leased;
 mod lookup;
 mod names;
 mod own_files;
@@ -44,6 +45,7 @@ pub use failure::{
     Result, ShareError,
 };
 pub use handles::{is_going, not_a_file, query_times};
+pub use leased::{hold, read_held, warn_holders, warn_holders_after, Held};
 pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
     stat_with_meta_and_name,

@@ -1,0 +1,224 @@
+//! The object cache: HEAD, and GET of small objects, answered from memory
+//! while the server's lease says the file has not changed.
+//!
+//! An entry is an object's info (and, up to a size, its bytes) together
+//! with the open that proves them current: the file held with a
+//! Read+Handle lease, sharing only READ (`share::hold`). The entry is used
+//! only while that lease still allows Read+Handle, its handle is open and
+//! its connection up, and for at most `max_age`:
+//! - anyone who writes the file breaks Read (Samba breaks it on the first
+//!   write or truncating open);
+//! - every gateway writer opens the current file for DELETE before it
+//!   renames over it or deletes it, and after it rewrites a record
+//!   (`share::warn_holders`), which breaks Handle; the holder's connection
+//!   closes the handle before it acknowledges, so the writer goes on;
+//! - a person on the share who renames another file over the object, or a
+//!   program on the server itself, breaks nothing: for them the entry is
+//!   as fresh as `max_age`. `docs/leases.md` has the measurements.
+//!
+//! Entries and bytes are bounded; the least recently used entry goes
+//! first, and its handle closes when it is dropped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::share::Held;
+use super::types::ObjectInfo;
+
+/// What the cache may hold (`--cache`, `--cache-entries`, `--cache-size`,
+/// `--cache-object-max`, `--cache-max-age`).
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// False: nothing is cached, and writers do not warn holders.
+    pub enabled: bool,
+    /// Most objects held at once, per store (one open file on the server
+    /// each).
+    pub entries: usize,
+    /// Most bytes entries may hold together, per store: their bodies plus
+    /// [`ENTRY_OVERHEAD`] each.
+    pub bytes: usize,
+    /// Largest object whose bytes are kept (bytes; larger ones keep only
+    /// their info).
+    pub object_max: u32,
+    /// Longest an entry is used, however its lease stands: the bound on
+    /// staleness for changes that break no lease.
+    pub max_age: Duration,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            enabled: true,
+            entries: 4096,
+            bytes: 64 << 20,
+            object_max: 64 << 10,
+            max_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Lookups answered from an entry, and lookups that found none current,
+/// over every store of the process.
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// `(hits, misses)` of every object cache of the process so far.
+pub fn lookups() -> (u64, u64) {
+    (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed))
+}
+
+/// Bytes an entry counts besides its body (its info, key and handle).
+pub const ENTRY_OVERHEAD: usize = 512;
+
+/// What the cache answers for an object.
+#[derive(Clone)]
+pub struct Cached {
+    /// The object's info, as a HEAD would find it.
+    pub info: ObjectInfo,
+    /// All its bytes, if it is small enough to keep.
+    pub body: Option<Bytes>,
+}
+
+struct Entry {
+    cached: Cached,
+    held: Held,
+    since: Instant,
+    used: u64,
+    cost: usize,
+}
+
+#[derive(Default)]
+struct State {
+    map: HashMap<String, Entry>,
+    /// Use tick → path, least recently used first.
+    order: BTreeMap<u64, String>,
+    tick: u64,
+    bytes: usize,
+}
+
+impl State {
+    fn remove(&mut self, path: &str) -> Option<Entry> {
+        let e = self.map.remove(path)?;
+        self.order.remove(&e.used);
+        self.bytes -= e.cost;
+        Some(e)
+    }
+}
+
+/// Fills (hold, look, read) in flight at once per store, beyond which a
+/// miss is simply not cached.
+const MAX_FILLS: usize = 16;
+
+/// The cache of one store (one share root as one SMB identity).
+pub struct ObjectCache {
+    opts: CacheOptions,
+    state: Mutex<State>,
+    /// Paths being filled now, each by one fill.
+    filling: Arc<Mutex<HashSet<String>>>,
+}
+
+/// A fill of one path in flight ([`ObjectCache::start_fill`]); the path
+/// may be filled again once this is dropped.
+pub struct Filling {
+    path: String,
+    filling: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Drop for Filling {
+    fn drop(&mut self) {
+        self.filling.lock().unwrap().remove(&self.path);
+    }
+}
+
+impl ObjectCache {
+    /// An empty cache under `opts`.
+    pub fn new(opts: CacheOptions) -> ObjectCache {
+        ObjectCache { opts, state: Mutex::new(State::default()), filling: Default::default() }
+    }
+
+    /// Claims the fill of `path`: `None` if it is being filled already or
+    /// [`MAX_FILLS`] fills are in flight.
+    pub fn start_fill(&self, path: &str) -> Option<Filling> {
+        let mut f = self.filling.lock().unwrap();
+        if f.len() >= MAX_FILLS || !f.insert(path.to_string()) {
+            return None;
+        }
+        Some(Filling { path: path.to_string(), filling: self.filling.clone() })
+    }
+
+    /// True if objects are cached (and writers warn holders).
+    pub fn enabled(&self) -> bool {
+        self.opts.enabled && self.opts.entries > 0
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> &CacheOptions {
+        &self.opts
+    }
+
+    /// The object at share path `path`, if an entry holds it and is still
+    /// current; a stale entry is dropped (its handle closes).
+    pub fn get(&self, path: &str) -> Option<Cached> {
+        let mut s = self.state.lock().unwrap();
+        let current = s.map.get(path).map(|e| e.held.holds() && e.since.elapsed() <= self.opts.max_age);
+        if current != Some(true) {
+            MISSES.fetch_add(1, Ordering::Relaxed);
+            let gone = s.remove(path);
+            drop(s);
+            drop(gone);
+            return None;
+        }
+        HITS.fetch_add(1, Ordering::Relaxed);
+        s.tick += 1;
+        let tick = s.tick;
+        let e = s.map.get_mut(path).expect("present");
+        let old = std::mem::replace(&mut e.used, tick);
+        let cached = e.cached.clone();
+        s.order.remove(&old);
+        s.order.insert(tick, path.to_string());
+        Some(cached)
+    }
+
+    /// Keeps `cached` for `path`, proved current by `held`, replacing any
+    /// entry of that path and dropping the least recently used entries
+    /// beyond the bounds. An entry larger than the byte bound is not kept.
+    pub fn insert(&self, path: &str, cached: Cached, held: Held) {
+        let cost = ENTRY_OVERHEAD + path.len() + cached.body.as_ref().map_or(0, Bytes::len);
+        if !self.enabled() || cost > self.opts.bytes {
+            return;
+        }
+        let mut dropped = Vec::new();
+        let mut s = self.state.lock().unwrap();
+        dropped.extend(s.remove(path));
+        while s.map.len() >= self.opts.entries || s.bytes + cost > self.opts.bytes {
+            let Some((_, oldest)) = s.order.pop_first() else { break };
+            if let Some(e) = s.map.remove(&oldest) {
+                s.bytes -= e.cost;
+                dropped.push(e);
+            }
+        }
+        s.tick += 1;
+        let used = s.tick;
+        s.order.insert(used, path.to_string());
+        s.bytes += cost;
+        s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost });
+        drop(s);
+        drop(dropped);
+    }
+
+    /// Drops the entry of `path` (this instance is about to change it).
+    pub fn forget(&self, path: &str) {
+        let gone = self.state.lock().unwrap().remove(path);
+        drop(gone);
+    }
+
+    /// Entries held now, and the bytes they count.
+    pub fn usage(&self) -> (usize, usize) {
+        let s = self.state.lock().unwrap();
+        (s.map.len(), s.bytes)
+    }
+}
