@@ -232,3 +232,23 @@ def test_a_change_on_the_servers_own_disk_is_seen_within_the_max_age(own_samba):
         assert s3.get_object(Bucket="local", Key="disk.txt")["Body"].read() == b"after, and longer"
     finally:
         g.stop()
+
+
+def test_the_entries_are_bounded_and_the_oldest_goes_first(own_samba):
+    g = Gateway(own_samba, "--cache-entries", "2")
+    try:
+        s3 = g.client()
+        s3.create_bucket(Bucket="bound")
+        for i in range(5):
+            s3.put_object(Bucket="bound", Key=f"b{i}", Body=b"x" * 100)
+        for i in range(5):
+            deadline = time.monotonic() + 10
+            while not leased(own_samba, f"bound/b{i}"):
+                assert time.monotonic() < deadline, f"b{i} never held"
+                s3.head_object(Bucket="bound", Key=f"b{i}")
+                time.sleep(0.05)
+        time.sleep(0.3)  # the evicted entries' CLOSEs
+        held = sorted(f"b{i}" for i in range(5) if leased(own_samba, f"bound/b{i}"))
+        assert held == ["b3", "b4"]
+    finally:
+        g.stop()
