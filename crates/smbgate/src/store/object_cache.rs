@@ -56,7 +56,7 @@ impl Default for CacheOptions {
             entries: 4096,
             bytes: 64 << 20,
             object_max: 64 << 10,
-            max_age: Duration::from_secs(60),
+            max_age: Duration::from_secs(10),
         }
     }
 }
