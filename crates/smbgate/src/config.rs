@@ -303,7 +303,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_CACHE_OBJECT_MAX", default_value = "64KiB", value_parser = parse_cache_object_max, help_heading = "Data path")]
     pub cache_object_max: u64,
     /// Longest an entry is used, however its lease stands.
-    #[arg(long, env = "SMBGATE_CACHE_MAX_AGE", default_value = "10s", value_parser = parse_duration, help_heading = "Data path")]
+    #[arg(long, env = "SMBGATE_CACHE_MAX_AGE", default_value = "30s", value_parser = parse_duration, help_heading = "Data path")]
     pub cache_max_age: std::time::Duration,
     /// Writes one JSON line per request to this file (appended; `-` for
     /// standard output): request ID, identity, operation, bucket, key,

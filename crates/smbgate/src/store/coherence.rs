@@ -60,10 +60,15 @@ impl Store {
     }
 
     /// The cached info (and small body) of `key`, if an entry holds it and
-    /// its lease still stands.
+    /// its lease still stands. An entry past half its age is filled again
+    /// in the background.
     pub(crate) fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
         let path = self.cache_path(bucket, key)?;
-        self.inner.objects.get(path.as_str())
+        let (hit, aging) = self.inner.objects.get(path.as_str())?;
+        if aging {
+            self.fill_later(bucket, key, &hit.info);
+        }
+        Some(hit)
     }
 
     /// After an uncached HEAD or GET found `info` for `key`: fills the

@@ -56,7 +56,7 @@ impl Default for CacheOptions {
             entries: 4096,
             bytes: 64 << 20,
             object_max: 64 << 10,
-            max_age: Duration::from_secs(10),
+            max_age: Duration::from_secs(30),
         }
     }
 }
@@ -110,8 +110,9 @@ impl State {
 }
 
 /// Fills (hold, look, read) in flight at once per store, beyond which a
-/// miss is simply not cached.
-const MAX_FILLS: usize = 16;
+/// miss is simply not cached. Enough that 16 clients missing at once on a
+/// cold set fill it in one pass.
+const MAX_FILLS: usize = 64;
 
 /// The cache of one store (one share root as one SMB identity).
 pub struct ObjectCache {
@@ -161,8 +162,10 @@ impl ObjectCache {
     }
 
     /// The object at share path `path`, if an entry holds it and is still
-    /// current; a stale entry is dropped (its handle closes).
-    pub fn get(&self, path: &str) -> Option<Cached> {
+    /// current, and whether the entry is past half its `max_age` (then it
+    /// is worth filling again, so that a hot object never expires); a
+    /// stale entry is dropped (its handle closes).
+    pub fn get(&self, path: &str) -> Option<(Cached, bool)> {
         let mut s = self.state.lock().unwrap();
         let current = s.map.get(path).map(|e| e.held.holds() && e.since.elapsed() <= self.opts.max_age);
         if current != Some(true) {
@@ -178,9 +181,10 @@ impl ObjectCache {
         let e = s.map.get_mut(path).expect("present");
         let old = std::mem::replace(&mut e.used, tick);
         let cached = e.cached.clone();
+        let aging = e.since.elapsed() > self.opts.max_age / 2;
         s.order.remove(&old);
         s.order.insert(tick, path.to_string());
-        Some(cached)
+        Some((cached, aging))
     }
 
     /// Keeps `cached` for `path`, proved current by `held`, replacing any
