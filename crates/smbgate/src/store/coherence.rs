@@ -17,7 +17,7 @@ use super::Store;
 pub(crate) enum Warning {
     /// Every holder of the file at the path has closed, and none comes back
     /// while this open lasts.
-    Held(Handle),
+    Held(Box<Handle>),
     /// Nothing is at the path: publish without replacing (a file that
     /// appears meanwhile was not warned about), and warn again if one did.
     Absent,
@@ -66,27 +66,39 @@ impl Store {
         let path = self.cache_path(bucket, key)?;
         let (hit, aging) = self.inner.objects.get(path.as_str())?;
         if aging {
-            self.fill_later(bucket, key, &hit.info);
+            self.fill(bucket, key, &hit.info, true);
         }
         Some(hit)
     }
 
     /// After an uncached HEAD or GET found `info` for `key`: fills the
-    /// cache's entry in the background, so that this request waits for
-    /// nothing. Skipped for an object kept elsewhere than its own path,
-    /// while the pool has fewer than two healthy connections (a writer's
-    /// warning must come from another connection than its rename), and
-    /// while too many fills are in flight.
+    /// cache's entry in the background if the object was missed before
+    /// (see [`super::object_cache::ObjectCache::missed_again`]), so that
+    /// this request waits for nothing.
     pub(crate) fn fill_later(&self, bucket: &str, key: &str, info: &ObjectInfo) {
+        self.fill(bucket, key, info, false);
+    }
+
+    /// Starts a fill of `key` (found as `info`) in the background: at once
+    /// with `now` (an entry in use is renewed), else on its second miss.
+    /// Skipped for an object kept elsewhere than its own path, while the
+    /// pool has fewer than two healthy connections (a writer's warning must
+    /// come from another connection than its rename), and while too many
+    /// fills are in flight.
+    fn fill(&self, bucket: &str, key: &str, info: &ObjectInfo, now: bool) {
         let Some(path) = self.cache_path(bucket, key) else { return };
         if info.path != path.as_str() || info.meta.marker || self.pool().healthy() < 2 {
             return;
         }
+        // Claimed first, so that a miss with no fill free keeps its mark.
         let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
+        if !now && !self.inner.objects.missed_again(path.as_str()) {
+            return;
+        }
         let (store, bucket, key) = (self.clone(), bucket.to_string(), key.to_string());
         tokio::spawn(async move {
             let _filling = filling;
-            store.fill(&bucket, &key, &path).await;
+            store.hold_and_fill(&bucket, &key, &path).await;
         });
     }
 
@@ -94,7 +106,7 @@ impl Store {
     /// reads it if it is small; keeps the result if the look found the held
     /// file and the lease still stands. Anything that fails leaves the
     /// entry out (the holder's handle closes when dropped).
-    async fn fill(&self, bucket: &str, key: &str, path: &SharePath) {
+    async fn hold_and_fill(&self, bucket: &str, key: &str, path: &SharePath) {
         let Ok(tree) = self.tree().await else { return };
         let held = match share::hold(&tree, path.as_str()).await {
             Ok(Some(held)) => held,
@@ -142,7 +154,7 @@ impl Store {
         match backoff::retry(&backoff::WARNING, sharing, || share::warn_holders(&other, path)).await {
             Ok(h) => {
                 tracing::debug!(path, "object cache: holders warned");
-                Warning::Held(h)
+                Warning::Held(Box::new(h))
             }
             Err(e) if is_not_found(&e) => Warning::Absent,
             Err(e) => {

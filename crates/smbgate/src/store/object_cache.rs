@@ -110,9 +110,10 @@ impl State {
 }
 
 /// Fills (hold, look, read) in flight at once per store, beyond which a
-/// miss is simply not cached. Enough that 16 clients missing at once on a
-/// cold set fill it in one pass.
-const MAX_FILLS: usize = 64;
+/// miss is not filled: each costs the server about three misses' work, so
+/// more at once slows the requests it is meant to speed up (measured with
+/// scripts/bench-small-ab on 2 cores).
+const MAX_FILLS: usize = 16;
 
 /// The cache of one store (one share root as one SMB identity).
 pub struct ObjectCache {
@@ -120,6 +121,11 @@ pub struct ObjectCache {
     state: Mutex<State>,
     /// Paths being filled now, each by one fill.
     filling: Arc<Mutex<HashSet<String>>>,
+    /// Paths missed once lately: a fill costs the server three round trips,
+    /// so only an object asked for twice is filled, and a workload that
+    /// reads each object once pays nothing. Cleared once it holds twice as
+    /// many paths as the cache may hold entries.
+    missed: Mutex<HashSet<String>>,
 }
 
 /// A fill of one path in flight ([`ObjectCache::start_fill`]); the path
@@ -138,7 +144,26 @@ impl Drop for Filling {
 impl ObjectCache {
     /// An empty cache under `opts`.
     pub fn new(opts: CacheOptions) -> ObjectCache {
-        ObjectCache { opts, state: Mutex::new(State::default()), filling: Default::default() }
+        ObjectCache {
+            opts,
+            state: Mutex::new(State::default()),
+            filling: Default::default(),
+            missed: Default::default(),
+        }
+    }
+
+    /// Records a miss of `path`; true if it was missed before (since the
+    /// record was last cleared), so that filling it is worth its cost.
+    pub fn missed_again(&self, path: &str) -> bool {
+        let mut m = self.missed.lock().unwrap();
+        if m.remove(path) {
+            return true;
+        }
+        if m.len() >= self.opts.entries.saturating_mul(2) {
+            m.clear();
+        }
+        m.insert(path.to_string());
+        false
     }
 
     /// Claims the fill of `path`: `None` if it is being filled already or
