@@ -60,39 +60,52 @@ impl Store {
     }
 
     /// The cached info (and small body) of `key`, if an entry holds it and
-    /// its lease still stands. An entry past half its age is filled again
-    /// in the background.
+    /// its lease still stands. An entry past half its age is renewed in the
+    /// background.
     pub(crate) fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
         let path = self.cache_path(bucket, key)?;
         let (hit, aging) = self.inner.objects.get(path.as_str())?;
         if aging {
-            self.fill(bucket, key, &hit.info, true);
+            self.renew_later(path);
         }
         Some(hit)
+    }
+
+    /// Renews the entry of `path` in the background: one look at the path
+    /// (CREATE + CLOSE) shows whether it still names the held file
+    /// ([`super::object_cache::ObjectCache::renew`]); a third of a fill's
+    /// cost, and no new lease.
+    fn renew_later(&self, path: SharePath) {
+        let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
+        let store = self.clone();
+        tokio::spawn(async move {
+            let _filling = filling;
+            let Ok(tree) = store.tree().await else { return };
+            let asked = std::time::Instant::now();
+            match share::stat_created(&tree, path.as_str()).await {
+                Ok(now) => {
+                    store.inner.objects.renew(path.as_str(), &now, asked);
+                }
+                Err(_) => store.inner.objects.forget(path.as_str()),
+            }
+        });
     }
 
     /// After an uncached HEAD or GET found `info` for `key`: fills the
     /// cache's entry in the background if the object was missed before
     /// (see [`super::object_cache::ObjectCache::missed_again`]), so that
-    /// this request waits for nothing.
+    /// this request waits for nothing. Skipped for an object kept elsewhere
+    /// than its own path, while the pool has fewer than two healthy
+    /// connections (a writer's warning must come from another connection
+    /// than its rename), and while too many fills are in flight.
     pub(crate) fn fill_later(&self, bucket: &str, key: &str, info: &ObjectInfo) {
-        self.fill(bucket, key, info, false);
-    }
-
-    /// Starts a fill of `key` (found as `info`) in the background: at once
-    /// with `now` (an entry in use is renewed), else on its second miss.
-    /// Skipped for an object kept elsewhere than its own path, while the
-    /// pool has fewer than two healthy connections (a writer's warning must
-    /// come from another connection than its rename), and while too many
-    /// fills are in flight.
-    fn fill(&self, bucket: &str, key: &str, info: &ObjectInfo, now: bool) {
         let Some(path) = self.cache_path(bucket, key) else { return };
         if info.path != path.as_str() || info.meta.marker || self.pool().healthy() < 2 {
             return;
         }
         // Claimed first, so that a miss with no fill free keeps its mark.
         let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
-        if !now && !self.inner.objects.missed_again(path.as_str()) {
+        if !self.inner.objects.missed_again(path.as_str()) {
             return;
         }
         let (store, bucket, key) = (self.clone(), bucket.to_string(), key.to_string());

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::share::Held;
+use super::share::{CreateResponse, Held};
 use super::types::ObjectInfo;
 
 /// What the cache may hold (`--cache`, `--cache-entries`, `--cache-size`,
@@ -188,8 +188,8 @@ impl ObjectCache {
 
     /// The object at share path `path`, if an entry holds it and is still
     /// current, and whether the entry is past half its `max_age` (then it
-    /// is worth filling again, so that a hot object never expires); a
-    /// stale entry is dropped (its handle closes).
+    /// is worth renewing, [`ObjectCache::renew`], so that an object in use
+    /// never expires); a stale entry is dropped (its handle closes).
     pub fn get(&self, path: &str) -> Option<(Cached, bool)> {
         let mut s = self.state.lock().unwrap();
         let current = s.map.get(path).map(|e| e.held.holds() && e.since.elapsed() <= self.opts.max_age);
@@ -237,6 +237,28 @@ impl ObjectCache {
         s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost });
         drop(s);
         drop(dropped);
+    }
+
+    /// Starts the age of `path`'s entry again from `asked` if it still
+    /// holds the file that `now` (a look at `path` sent at `asked`) found:
+    /// the same on-disk id, size, LastWriteTime and ChangeTime, so neither
+    /// a rename over it nor a change on the server's own disk has happened.
+    /// Otherwise drops the entry. Returns true if renewed.
+    pub fn renew(&self, path: &str, now: &CreateResponse, asked: Instant) -> bool {
+        let mut s = self.state.lock().unwrap();
+        let Some(e) = s.map.get_mut(path) else { return false };
+        let (held, t) = (e.held.created(), &now.times);
+        let same = held.on_disk_id() == now.on_disk_id()
+            && (held.times.end_of_file, held.times.last_write, held.times.change)
+                == (t.end_of_file, t.last_write, t.change);
+        if same && e.held.holds() {
+            e.since = e.since.max(asked);
+            return true;
+        }
+        let gone = s.remove(path);
+        drop(s);
+        drop(gone);
+        false
     }
 
     /// Drops the entry of `path` (this instance is about to change it).

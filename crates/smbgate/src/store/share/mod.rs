@@ -46,6 +46,7 @@ pub use failure::{
 };
 pub use handles::{is_going, not_a_file, query_times};
 pub use leased::{hold, read_held, warn_holders, warn_holders_after, Held};
+pub(crate) use lookup::stat_created;
 pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
     stat_with_meta_and_name,
