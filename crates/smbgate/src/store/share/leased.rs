@@ -14,10 +14,10 @@
 use bytes::Bytes;
 use smb_client::lease::{Lease, OnBreak};
 use smb_client::{Handle, Tree};
-use smb_proto::create::{access, options, share, CreateResponse, Disposition};
+use smb_proto::create::{access, options, share, CreateResponse};
 use smb_proto::lease::state;
 
-use super::requests::{take, Create, CLOSE_RELATED, QFID};
+use super::requests::{delete_req, Create, CLOSE_RELATED, QFID};
 use super::Result;
 
 /// What a cache holder needs of its lease: Read (no one writes the file)
@@ -102,11 +102,7 @@ pub async fn read_held(held: &Held, len: u32) -> Result<Bytes> {
 /// STATUS_SHARING_VIOLATION while another writer warns or holds the file
 /// for DELETE, STATUS_FILE_IS_A_DIRECTORY.
 pub async fn warn_holders(tree: &Tree, path: &str) -> Result<Handle> {
-    let req = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES)
-        .disposition(Disposition::Open)
-        .sharing(share::READ | share::WRITE)
-        .build();
-    Ok(tree.open(&req).await?)
+    Ok(tree.open(&delete_req(path, share::READ | share::WRITE)).await?)
 }
 
 /// A warning like [`warn_holders`] for a change already made in place (a
@@ -115,11 +111,5 @@ pub async fn warn_holders(tree: &Tree, path: &str) -> Result<Handle> {
 /// this returns. Best effort: a file that is gone or held for DELETE has
 /// no holders to warn.
 pub async fn warn_holders_after(tree: &Tree, path: &str) {
-    let req = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES)
-        .disposition(Disposition::Open)
-        .sharing(share::ALL)
-        .build();
-    if let Ok(rs) = tree.compound(&[&req, &CLOSE_RELATED]).await {
-        let _ = take::<2>(rs);
-    }
+    let _ = tree.compound(&[&delete_req(path, share::ALL), &CLOSE_RELATED]).await;
 }
