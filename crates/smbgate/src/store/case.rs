@@ -22,19 +22,35 @@ pub(crate) async fn probe_case_insensitive(tree: &Tree, dir: &SharePath) -> Stor
     Ok(insensitive)
 }
 
+/// Whether an open of `key` must compare the on-disk name with the key's:
+/// on a case-insensitive share, where another spelling opens the same
+/// file, and for a key with a component shaped like an 8.3 short name
+/// (`PROGRA~1`), which a server that makes such aliases may resolve to a
+/// long-named file whatever its case rule (Windows with 8.3 names on;
+/// Samba resolves them only on case-insensitive shares).
+pub fn needs_exact_names(case_insensitive: bool, key: &MappedKey) -> bool {
+    case_insensitive || key.components.iter().any(|c| keys::looks_like_short_name(c))
+}
+
 impl Store {
-    /// Refuses a key whose path differs only in case from names already on
-    /// a case-insensitive share (they would silently merge).
+    /// [`needs_exact_names`] on this store's share.
+    pub fn exact_names_for(&self, key: &MappedKey) -> bool {
+        needs_exact_names(self.case_insensitive(), key)
+    }
+
+    /// Refuses a key whose path names, under another spelling, a file
+    /// already on the share: a case variant on a case-insensitive share
+    /// (the two would silently merge), or an 8.3 alias of a long name.
     ///
     /// Errors: Conflict naming both spellings.
     pub async fn check_case(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<()> {
-        if !self.case_insensitive() {
+        if !self.exact_names_for(key) {
             return Ok(());
         }
         match self.case_mismatch(tree, bucket, key).await? {
             None => Ok(()),
             Some((want, other)) => Err(StoreError::Conflict(format!(
-                "the share is case-insensitive and {:?} already exists as {:?}; keys differing only in case cannot both be stored",
+                "{:?} already exists on the share as {:?} (the server matches names case-insensitively or by 8.3 alias); such keys cannot both be stored",
                 keys::decode_component(&want),
                 keys::decode_component(&other)
             ))),
@@ -72,5 +88,22 @@ impl Store {
             return Ok(None);
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::keys::map_key;
+
+    #[test]
+    fn short_shaped_keys_are_checked_on_case_sensitive_shares_too() {
+        let checked = |key: &str| needs_exact_names(false, &map_key(key).unwrap());
+        assert!(checked("PROGRA~1/readme.txt"));
+        assert!(checked("docs/LONGFI~1.TXT"));
+        assert!(checked("SMBGAT~1/x"));
+        assert!(!checked("Program Files/readme.txt"));
+        assert!(!checked("a~b/c"), "lower case is no short name");
+        assert!(needs_exact_names(true, &map_key("Program Files/readme.txt").unwrap()));
     }
 }

@@ -35,15 +35,17 @@ impl Store {
         conditions: &Conditions,
         path: &SharePath,
     ) -> Result<StoreResult<bool>, ShareError> {
-        let checked = !conditions.is_empty() || self.case_insensitive() || self.records().in_sidecars();
+        let exact = self.exact_names_for(mapped);
+        let checked = !conditions.is_empty() || exact || self.records().in_sidecars();
         if !checked {
             return share::delete(tree, path, false).await.map(|_| Ok(true));
         }
         // Open first to read the record: on a case-insensitive share
-        // `mixed` would otherwise delete `Mixed`, and If-Match needs the
+        // `mixed` would otherwise delete `Mixed` (and `PROGRA~1` the long
+        // name it aliases), and If-Match needs the
         // ETag of exactly the file being deleted.
         let (handle, meta, on_disk) =
-            share::open_delete_with_meta(tree, self.records(), path, self.case_insensitive(), !conditions.is_empty())
+            share::open_delete_with_meta(tree, self.records(), path, exact, !conditions.is_empty())
                 .await?;
         let meta = match check_record_key(meta, key) {
             Ok(m) => m,

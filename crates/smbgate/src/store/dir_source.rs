@@ -271,12 +271,12 @@ impl super::handles::Listings<'_> {
         let Some(dirs) = start_dir(&req.prefix) else {
             return Ok(ListResult::default());
         };
-        if self.0.case_insensitive() && !dirs.is_empty() {
+        let dir_key = keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
+        if self.0.exact_names_for(&dir_key) && !dirs.is_empty() {
             // The walk starts in the directory the prefix names; on a
-            // case-insensitive share `dir/` would open `Dir` and list keys
-            // that do not exist. The names must match exactly.
-            let dir_key =
-                keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
+            // case-insensitive share `dir/` would open `Dir` (and an 8.3
+            // alias its long name) and list keys that do not exist. The
+            // names must match exactly.
             if self.0.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
                 return Ok(ListResult::default());
             }

@@ -55,7 +55,7 @@ impl Store {
     ) -> StoreResult<(share::Handle, Option<ObjectMeta>, ObjectInfo, SharePath)> {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.case_insensitive();
+        let exact = self.exact_names_for(&mapped);
         let records = self.records();
         let ((handle, meta, on_disk), path, found) = self
             .open_stored(
@@ -77,7 +77,7 @@ impl Store {
 
     /// What an open of `key` (`mapped`) found at `at` = (path, beside),
     /// checked: the record names this key ([`check_record_key`]), the
-    /// on-disk name matches on a case-insensitive share
+    /// on-disk name matches where the server may match another spelling
     /// ([`Store::check_exact_name`]), and it is the kind of thing the key
     /// names ([`check_kind`]). Returns the record and the object's info.
     ///
@@ -215,8 +215,10 @@ impl Store {
         }
     }
 
-    /// NoSuchKey if, on a case-insensitive share, the file that opened is
-    /// named in another case than `mapped` (S3 keys are case-sensitive).
+    /// NoSuchKey if the file that opened is named otherwise than `mapped`:
+    /// in another case on a case-insensitive share (S3 keys are
+    /// case-sensitive), or a long name `mapped` is an 8.3 alias of
+    /// ([`Store::exact_names_for`]).
     /// A record naming its key has already been compared
     /// ([`check_record_key`]); a file without one (put there by someone
     /// else) is judged by `on_disk`, its path as the open's compound read
@@ -231,7 +233,7 @@ impl Store {
         meta: &Option<ObjectMeta>,
         on_disk: Option<&str>,
     ) -> StoreResult<()> {
-        if !self.case_insensitive() || meta.as_ref().is_some_and(|m| m.key.is_some()) {
+        if !self.exact_names_for(mapped) || meta.as_ref().is_some_and(|m| m.key.is_some()) {
             return Ok(());
         }
         let differs = match on_disk {
@@ -277,7 +279,7 @@ impl super::handles::Objects<'_> {
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
         let tree = self.0.tree().await?;
         let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.0.case_insensitive();
+        let exact = self.0.exact_names_for(&mapped);
         let records = self.0.records();
         let ((handle, meta, data, on_disk), path, found) = self
             .0
@@ -320,7 +322,7 @@ impl super::handles::Objects<'_> {
     pub(crate) async fn head_uncached(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
         let tree = self.0.tree().await?;
         let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.0.case_insensitive();
+        let exact = self.0.exact_names_for(&mapped);
         let records = self.0.records();
         let ((create, meta, on_disk), path, found) = self
             .0
