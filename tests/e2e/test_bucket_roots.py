@@ -83,6 +83,35 @@ def test_multipart_and_copies_within_a_configured_bucket(gw, far):
     assert (far.share_path / "far-dir" / "mp-copy.bin").read_bytes() == b"".join(parts)
 
 
+def test_an_alias_of_the_state_directory_reaches_nothing(gw, far):
+    """Issue 23, 6.9: in a bucket that is a share's directory, the
+    gateway's state (`.smbgate`) sits beside the objects. Samba's default
+    share resolves its 8.3 alias (`SMBGAT~X`), and no key under that alias
+    lists, reads, deletes or writes anything there."""
+    import re
+    s3 = gw.client()
+    up = s3.create_multipart_upload(Bucket="far", Key="pending.bin")["UploadId"]
+    s3.upload_part(Bucket="far", Key="pending.bin", UploadId=up, PartNumber=1, Body=b"part")
+    state = far.share_path / "far-dir" / ".smbgate"
+    inside = sorted(str(p.relative_to(state)) for p in state.rglob("*") if p.is_file())
+    assert inside, "the upload keeps its state there"
+    alias = re.search(r"altname:\s*(\S+)", far.smbclient('allinfo "far-dir/.smbgate"')).group(1)
+    assert alias.upper() == alias and "~" in alias, alias
+    assert s3.list_objects_v2(Bucket="far", Prefix=f"{alias}/").get("Contents") is None
+    assert not [o for o in s3.list_objects_v2(Bucket="far").get("Contents", []) if o["Key"].startswith(alias)]
+    for name in inside:
+        key = f"{alias}/" + name.replace(os.sep, "/")
+        expect_error(404, "NoSuchKey", s3.get_object, Bucket="far", Key=key)
+        s3.delete_object(Bucket="far", Key=key)
+    try:
+        s3.put_object(Bucket="far", Key=f"{alias}/planted", Body=b"x")
+    except Exception as e:  # noqa: BLE001 (the S3 error is checked)
+        assert e.response["Error"]["Code"] == "KeyConflict", e.response
+    assert not (state / "planted").exists()
+    assert sorted(str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()) == inside
+    s3.abort_multipart_upload(Bucket="far", Key="pending.bin", UploadId=up)
+
+
 def test_what_cannot_cross_shares_is_refused(gw, far, own_samba):
     s3 = gw.client()
     s3.create_bucket(Bucket="local2")
