@@ -247,3 +247,87 @@ async fn a_holder_that_closes_first_lets_the_open_for_delete_go_on() {
     assert_eq!(again.status(), Some(NtStatus::STATUS_FILE_CLOSED));
     eprintln!("open for delete beside a closing holder: answered after {took:?}");
 }
+
+/// A TCP proxy to `upstream` that drops every OPLOCK_BREAK message the
+/// client sends (lease and oplock break acknowledgments) and passes the
+/// rest: a server that never hears, or never answers, an acknowledgment,
+/// which Samba itself cannot be made to be. Returns its address and the
+/// number of messages dropped so far.
+async fn proxy_dropping_acks(upstream: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const OPLOCK_BREAK: u16 = 0x12;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let dropped = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = dropped.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let _ = (client.set_nodelay(true), server.set_nodelay(true));
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+            let count = count.clone();
+            tokio::spawn(async move {
+                // One transport frame (MS-SMB2 2.1) at a time: a 4-byte
+                // length, then the message, its Command at byte 12.
+                let mut head = [0u8; 4];
+                while cr.read_exact(&mut head).await.is_ok() {
+                    let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
+                    let mut msg = vec![0u8; len];
+                    if cr.read_exact(&mut msg).await.is_err() {
+                        break;
+                    }
+                    if len >= 14 && msg[..4] == *b"\xfeSMB" && u16::from_le_bytes([msg[12], msg[13]]) == OPLOCK_BREAK {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                    msg.splice(0..0, head);
+                    if sw.write_all(&msg).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, dropped)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_break_acknowledgment_does_not_wedge_the_connection() {
+    // The holder closes first, so the writer does not wait for the lost
+    // acknowledgment; and the holder's connection, which never hears an
+    // answer to it, keeps serving past its request timeout.
+    use std::sync::atomic::Ordering;
+    let smb = Samba::start(&[]);
+    let (via, dropped) = proxy_dropping_acks(smb.addr()).await;
+    let mut cfg = smb.config();
+    cfg.addr = via;
+    cfg.connection.request_timeout = Duration::from_secs(2);
+    let a = Session::connect(&cfg).await.expect("connect via the proxy").tree_connect("share").await.unwrap();
+    let b = tree(&smb).await;
+    put(&a, "lost.bin", b"first").await;
+    let (h, mut lease) = leased_sharing_no_delete(&a, "lost.bin", OnBreak::CloseFirst).await;
+    let for_delete = req("lost.bin", access::DELETE | access::FILE_READ_ATTRIBUTES, Disposition::Open);
+    let t0 = Instant::now();
+    let opened = tokio::time::timeout(BREAK_WAIT, b.open(&for_delete)).await.expect("the writer waited out the break");
+    opened.expect("the holder closed, so the open for delete goes on");
+    eprintln!("open for delete beside a holder whose acknowledgment is lost: answered after {:?}", t0.elapsed());
+    assert_eq!(lease.changed().await & state::HANDLE, 0);
+    assert!(!h.is_open());
+    for _ in 0..50 {
+        if dropped.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "the acknowledgment went out and was lost");
+    // Past the request timeout of the acknowledgment nobody answers.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    put(&a, "after.bin", b"still serving").await;
+    let again =
+        a.open(&req("after.bin", access::GENERIC_READ, Disposition::Open)).await.expect("the connection serves");
+    assert_eq!(a.read(again.id(), 0, 64).await.unwrap().as_ref(), b"still serving");
+    again.close().await.unwrap();
+}

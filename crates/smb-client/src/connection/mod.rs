@@ -259,6 +259,23 @@ impl Connection {
         self.wait(rx.pop().expect("one receiver")).await
     }
 
+    /// Sends one message whose answer nothing needs (a break's
+    /// acknowledgment, MS-SMB2 3.2.4.23) and waits up to the request
+    /// timeout for it. `Ok(None)` if none came: unlike [`Connection::call`]
+    /// this does not poison the connection, since every other answer still
+    /// arrives (answers are matched by MessageId). A server that never
+    /// answers leaves one pending entry and one credit behind.
+    ///
+    /// Errors: as [`Connection::call`], but for the timeout.
+    pub(crate) async fn call_unawaited(&self, op: Op<'_>, encrypt: bool) -> Result<Option<Response>> {
+        let rx = self.send_batch(&[&[op]], encrypt).await?.pop().expect("one receiver");
+        match tokio::time::timeout(self.inner.opts.request_timeout, rx.rx).await {
+            Ok(Ok(r)) => r.map(Some),
+            Ok(Err(_)) => Err(self.inner.poison_error()),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// Sends one unsigned, unencrypted message and returns its exact bytes
     /// too, for the SMB 3.1.1 preauth hash.
     pub(crate) async fn call_captured(&self, op: Op<'_>) -> Result<(Response, Bytes)> {

@@ -60,8 +60,12 @@ impl Inner {
                 }
             }
             let Some(body) = body else { return };
-            if let Err(e) = conn.call(Op { body: &body, tree_id }, encrypt).await {
-                tracing::debug!(error = %e, "break acknowledgment failed");
+            // Nothing waits on its answer: a server that never sends one
+            // must not cost the connection (conn.call would poison it).
+            match conn.call_unawaited(Op { body: &body, tree_id }, encrypt).await {
+                Ok(Some(_)) => {}
+                Ok(None) => tracing::warn!("a break acknowledgment got no answer; the connection goes on"),
+                Err(e) => tracing::debug!(error = %e, "break acknowledgment failed"),
             }
         });
     }

@@ -45,8 +45,7 @@ impl Store {
         // name it aliases), and If-Match needs the
         // ETag of exactly the file being deleted.
         let (handle, meta, on_disk) =
-            share::open_delete_with_meta(tree, self.records(), path, exact, !conditions.is_empty())
-                .await?;
+            share::open_delete_with_meta(tree, self.records(), path, exact, !conditions.is_empty()).await?;
         let meta = match check_record_key(meta, key) {
             Ok(m) => m,
             Err(_) => return Ok(Ok(false)), // only a case-variant exists

@@ -271,7 +271,8 @@ impl super::handles::Listings<'_> {
         let Some(dirs) = start_dir(&req.prefix) else {
             return Ok(ListResult::default());
         };
-        let dir_key = keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
+        let dir_key =
+            keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
         if self.0.exact_names_for(&dir_key) && !dirs.is_empty() {
             // The walk starts in the directory the prefix names; on a
             // case-insensitive share `dir/` would open `Dir` (and an 8.3
