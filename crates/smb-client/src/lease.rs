@@ -212,33 +212,39 @@ impl Drop for Registered<'_> {
     }
 }
 
-impl Tree {
-    /// CREATE `req` asking for a lease of the `wanted`
-    /// [`smb_proto::lease::state`] bits under a fresh LeaseKey (MS-SMB2
-    /// 2.2.13.2.10, version 2; `req`'s own contexts are sent too and its
-    /// oplock level is replaced). Returns the handle and its [`Lease`],
-    /// whose state is what the server granted (0 if it granted none);
-    /// `on_break` says what a break of Handle caching does to the handle.
+/// A CREATE asking for a lease, to send alone ([`Tree::open_leased`]) or
+/// first in a compound whose other requests act on the handle it opens
+/// ([`Tree::lease_request`]). Its key is registered on the connection from
+/// the start, so a break that overtakes the CREATE's answer still counts;
+/// dropped unused, it forgets the key.
+pub struct LeasedCreate<'a> {
+    tree: &'a Tree,
+    req: CreateRequest<'a>,
+    contexts: Vec<CreateContext<'a>>,
+    key: [u8; 16],
+    on_break: OnBreak,
+    state: watch::Receiver<u32>,
+    registered: Registered<'a>,
+}
+
+impl<'a> LeasedCreate<'a> {
+    /// The CREATE to send: `req` with a version 2 lease context for this
+    /// key (MS-SMB2 2.2.13.2.10) after its own contexts, and its oplock
+    /// level set to LEASE.
+    pub fn request(&self) -> CreateRequest<'_> {
+        CreateRequest { oplock_level: oplock::LEASE, contexts: &self.contexts, ..self.req.clone() }
+    }
+
+    /// Takes the handle the CREATE of [`LeasedCreate::request`] opened.
+    /// Returns it with its [`Lease`], whose state is what the server
+    /// granted (0 if it granted none).
     ///
-    /// Errors: as [`Tree::open`]; with [`OnBreak::CloseFirst`],
-    /// STATUS_SHARING_VIOLATION if Handle caching was broken before the
-    /// open's answer was seen (the handle is closed then).
-    pub async fn open_leased(
-        &self,
-        req: &CreateRequest<'_>,
-        wanted: u32,
-        on_break: OnBreak,
-    ) -> Result<(Handle, Lease)> {
-        let key: [u8; 16] = rand::random();
-        let leases = &self.conn().inner.leases;
-        let state = leases.register(key, self.tree_id(), self.is_encrypted(), on_break);
-        // Forgets the key if this future is dropped before the handle
-        // owns it.
-        let registered = Registered { leases, key: Some(key) };
-        let mut contexts: Vec<CreateContext<'_>> = req.contexts.to_vec();
-        contexts.push(CreateContext::LeaseV2 { key, wanted });
-        let req = CreateRequest { oplock_level: oplock::LEASE, contexts: &contexts, ..req.clone() };
-        let h = self.open(&req).await?;
+    /// Errors: with [`OnBreak::CloseFirst`], STATUS_SHARING_VIOLATION if
+    /// Handle caching was broken before this was called (the handle is
+    /// closed then).
+    pub async fn opened(self, h: Handle) -> Result<(Handle, Lease)> {
+        let LeasedCreate { tree, key, on_break, mut state, registered, .. } = self;
+        let leases = &tree.conn().inner.leases;
         let granted = match (h.info().oplock_level, h.info().lease()) {
             (oplock::LEASE, Some(g)) if g.key == key => g.state,
             _ => 0,
@@ -251,7 +257,7 @@ impl Tree {
         if let Grant::BrokenFirst(ack) = leases.granted(&key, granted, close) {
             let _ = h.close().await;
             if let Some(ack) = ack {
-                if let Err(e) = self.call(&ack).await {
+                if let Err(e) = tree.call(&ack).await {
                     tracing::debug!(error = %e, "lease break acknowledgment failed");
                 }
             }
@@ -260,10 +266,49 @@ impl Tree {
                 status: smb_proto::NtStatus::STATUS_SHARING_VIOLATION,
             });
         }
-        let mut state = state;
         // The grant is the starting point: `changed` waits for breaks.
         state.borrow_and_update();
         Ok((h, Lease { key, state }))
+    }
+}
+
+impl Tree {
+    /// A CREATE of `req` asking for a lease of the `wanted`
+    /// [`smb_proto::lease::state`] bits under a fresh LeaseKey, to send
+    /// first in a compound ([`LeasedCreate::request`]) and to finish with
+    /// the handle it opened ([`LeasedCreate::opened`]). `on_break` says
+    /// what a break of Handle caching does to the handle.
+    pub fn lease_request<'a>(&'a self, req: &CreateRequest<'a>, wanted: u32, on_break: OnBreak) -> LeasedCreate<'a> {
+        let key: [u8; 16] = rand::random();
+        let leases = &self.conn().inner.leases;
+        let state = leases.register(key, self.tree_id(), self.is_encrypted(), on_break);
+        let mut contexts: Vec<CreateContext<'a>> = req.contexts.to_vec();
+        contexts.push(CreateContext::LeaseV2 { key, wanted });
+        LeasedCreate {
+            tree: self,
+            req: req.clone(),
+            contexts,
+            key,
+            on_break,
+            state,
+            registered: Registered { leases, key: Some(key) },
+        }
+    }
+
+    /// CREATE `req` alone, asking for a lease ([`Tree::lease_request`];
+    /// `req`'s own contexts are sent too and its oplock level is
+    /// replaced). Returns the handle and its [`Lease`].
+    ///
+    /// Errors: as [`Tree::open`] and [`LeasedCreate::opened`].
+    pub async fn open_leased(
+        &self,
+        req: &CreateRequest<'_>,
+        wanted: u32,
+        on_break: OnBreak,
+    ) -> Result<(Handle, Lease)> {
+        let leased = self.lease_request(req, wanted, on_break);
+        let h = self.open(&leased.request()).await?;
+        leased.opened(h).await
     }
 }
 
