@@ -252,3 +252,27 @@ def test_the_entries_are_bounded_and_the_oldest_goes_first(own_samba):
         assert held == ["b3", "b4"]
     finally:
         g.stop()
+
+
+def test_one_head_holds_the_object_and_the_next_get_is_answered_from_memory(two, own_samba):
+    """A HEAD's own open holds the file (no second round trip, no wait for a
+    second miss): right after the first HEAD the server shows the lease, and
+    the GET that follows comes from memory with the same bytes; an object
+    larger than what a HEAD reads is held for its info only."""
+    a, _ = two
+    s3 = a.client()
+    s3.create_bucket(Bucket="onehead")
+    body = os.urandom(3000)
+    etag = s3.put_object(Bucket="onehead", Key="small.bin", Body=body)["ETag"]
+    s3.put_object(Bucket="onehead", Key="larger.bin", Body=os.urandom(40000))
+    assert s3.head_object(Bucket="onehead", Key="small.bin")["ETag"] == etag
+    assert [l for l in leased(own_samba, "small.bin") if "LEASE(RH)" in l], open_handles(own_samba, "small.bin")
+    before = hits(a)
+    got = s3.get_object(Bucket="onehead", Key="small.bin")
+    assert (got["Body"].read(), got["ETag"]) == (body, etag)
+    assert hits(a) == before + 1
+    s3.head_object(Bucket="onehead", Key="larger.bin")
+    assert leased(own_samba, "larger.bin"), open_handles(own_samba, "larger.bin")
+    before = hits(a)
+    assert s3.head_object(Bucket="onehead", Key="larger.bin")["ContentLength"] == 40000
+    assert hits(a) == before + 1

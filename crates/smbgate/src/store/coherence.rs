@@ -6,12 +6,50 @@
 //! rename is done.
 
 use super::backoff;
-use super::keys::map_key;
+use super::folders::Found;
+use super::keys::{map_key, MappedKey};
+use super::meta::ObjectMeta;
 use super::object_cache::Cached;
 use super::path::SharePath;
-use super::share::{self, is_not_found, CreateResponse, Failure, Handle, Tree};
+use super::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
 use super::types::ObjectInfo;
-use super::Store;
+use super::{Store, StoreResult};
+
+/// Most bytes a HEAD that holds a file reads with it (fewer if
+/// `--cache-object-max` is smaller), so that a GET that follows is served
+/// from memory: enough for small objects, little waste on large ones.
+const HEAD_READ: u32 = 16 << 10;
+
+/// What a HEAD's open found: a file it now holds for the cache, or, where
+/// it could not hold one (another open's sharing refused it, no right to
+/// read its data, not the key's own path), what a plain look found.
+enum Look {
+    Held(Box<HeldLook>),
+    Plain(Box<(CreateResponse, Option<ObjectMeta>, Option<String>)>),
+}
+
+impl Look {
+    fn created(&self) -> &CreateResponse {
+        match self {
+            Look::Held(l) => l.held.created(),
+            Look::Plain(p) => &p.0,
+        }
+    }
+
+    fn meta(&self) -> &Option<ObjectMeta> {
+        match self {
+            Look::Held(l) => &l.meta,
+            Look::Plain(p) => &p.1,
+        }
+    }
+
+    fn on_disk(&self) -> Option<&str> {
+        match self {
+            Look::Held(l) => l.on_disk.as_deref(),
+            Look::Plain(p) => p.2.as_deref(),
+        }
+    }
+}
 
 /// What [`Store::warn_holders`] did before a rename over an object.
 pub(crate) enum Warning {
@@ -91,6 +129,75 @@ impl Store {
         });
     }
 
+    /// The path `key` is cached under if a HEAD or fill may hold it now:
+    /// as [`Store::cache_path`], while the pool has two healthy connections
+    /// (a writer's warning must come from another connection than its
+    /// rename).
+    pub(crate) fn may_hold(&self, bucket: &str, key: &str) -> Option<SharePath> {
+        self.cache_path(bucket, key).filter(|_| self.pool().healthy() >= 2)
+    }
+
+    /// HEAD of `key`, whose cache path is `path` ([`Store::may_hold`]), as
+    /// [`super::handles::Objects::head_uncached`] finds it, but the open of
+    /// the key's own path is a holder's ([`share::hold_with_meta`], with
+    /// the first [`HEAD_READ`] bytes): a plain object found there is then
+    /// cached at no extra round trip. Where the file cannot be held
+    /// (another open's sharing refuses it, no right to read its data) the
+    /// look falls back to a plain one.
+    ///
+    /// Errors: as `head_uncached`.
+    pub(crate) async fn head_and_hold(&self, bucket: &str, key: &str, path: SharePath) -> StoreResult<ObjectInfo> {
+        let tree = self.tree().await?;
+        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
+        let exact = self.exact_names_for(&mapped);
+        let records = self.records();
+        let read = HEAD_READ.min(self.inner.objects.options().object_max);
+        let (look, at, found) = self
+            .open_stored(
+                &tree,
+                bucket,
+                &mapped,
+                |p, file_only| {
+                    let (tree, own) = (&tree, &path);
+                    async move {
+                        if file_only && p == *own {
+                            match share::hold_with_meta(tree, p.as_str(), read, exact).await {
+                                Ok(Some(l)) => return Ok(Look::Held(Box::new(l))),
+                                Ok(None) => {}
+                                Err(e) if not_holdable(&e) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await.map(|p| Look::Plain(Box::new(p)))
+                    }
+                },
+                |l| (l.created().times, l.meta().as_ref().is_some_and(|m| m.marker)),
+            )
+            .await?;
+        let (_, info) = self
+            .checked(&tree, bucket, (&mapped, key), look.created(), look.meta().clone(), look.on_disk(), (&at, found))
+            .await?;
+        if let (Look::Held(l), Found::Own) = (look, found) {
+            self.keep_held(&path, &info, *l);
+        }
+        Ok(info)
+    }
+
+    /// Keeps what a holder found of the object at `path` (`info`, checked
+    /// as a read checks it) if it is a plain object, with its body if that
+    /// was read whole and is small enough.
+    fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook) {
+        if info.meta.marker || info.path != path.as_str() || !same_file(look.held.created(), info) {
+            return;
+        }
+        let small = info.size <= u64::from(self.inner.objects.options().object_max);
+        let body = look.data.filter(|b| small && b.len() as u64 == info.size);
+        if look.held.holds() {
+            tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
+            self.inner.objects.insert(path.as_str(), Cached { info: info.clone(), body }, look.held);
+        }
+    }
+
     /// After an uncached HEAD or GET found `info` for `key`: fills the
     /// cache's entry in the background if the object was missed before
     /// (see [`super::object_cache::ObjectCache::missed_again`]), so that
@@ -99,8 +206,8 @@ impl Store {
     /// connections (a writer's warning must come from another connection
     /// than its rename), and while too many fills are in flight.
     pub(crate) fn fill_later(&self, bucket: &str, key: &str, info: &ObjectInfo) {
-        let Some(path) = self.cache_path(bucket, key) else { return };
-        if info.path != path.as_str() || info.meta.marker || self.pool().healthy() < 2 {
+        let Some(path) = self.may_hold(bucket, key) else { return };
+        if info.path != path.as_str() || info.meta.marker {
             return;
         }
         // Claimed first, so that a miss with no fill free keeps its mark.
@@ -115,35 +222,44 @@ impl Store {
         });
     }
 
-    /// Holds the file at `path`, then looks it up as a HEAD does, then
-    /// reads it if it is small; keeps the result if the look found the held
-    /// file and the lease still stands. Anything that fails leaves the
-    /// entry out (the holder's handle closes when dropped).
+    /// Holds the file at `path` and, in the same compound, reads its
+    /// record, its bytes up to `--cache-object-max` and (where names must
+    /// match exactly) its on-disk name ([`share::hold_with_meta`]); keeps
+    /// the result if it passes a read's checks and the lease still stands.
+    /// Anything that fails leaves the entry out (the holder's handle closes
+    /// when dropped).
     async fn hold_and_fill(&self, bucket: &str, key: &str, path: &SharePath) {
         let Ok(tree) = self.tree().await else { return };
-        let held = match share::hold(&tree, path.as_str()).await {
-            Ok(Some(held)) => held,
+        let Ok(mapped) = map_key(key) else { return };
+        let read = self.inner.objects.options().object_max;
+        let look = match share::hold_with_meta(&tree, path.as_str(), read, self.exact_names_for(&mapped)).await {
+            Ok(Some(look)) => look,
             Ok(None) => return,
             Err(e) => {
                 tracing::debug!(error = %e, path = path.as_str(), "object cache: not held");
                 return;
             }
         };
-        let Ok(info) = self.objects().head_uncached(bucket, key).await else { return };
-        if info.path != path.as_str() || !same_file(held.created(), &info) {
-            return;
+        let checked = self.checked_held(&tree, bucket, (&mapped, key), path, &look).await;
+        if let Ok(info) = checked {
+            self.keep_held(path, &info, look);
         }
-        let body = match info.size <= u64::from(self.inner.objects.options().object_max) {
-            true => match share::read_held(&held, info.size as u32).await {
-                Ok(b) if b.len() as u64 == info.size => Some(b),
-                _ => return,
-            },
-            false => None,
-        };
-        if held.holds() {
-            tracing::debug!(path = path.as_str(), etag = info.etag, "object cache: filled");
-            self.inner.objects.insert(path.as_str(), Cached { info, body }, held);
-        }
+    }
+
+    /// What a holder of `key`'s own path found, checked as a read checks
+    /// it ([`Store::checked`]).
+    ///
+    /// Errors: NoSuchKey where a read would answer it.
+    async fn checked_held(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        key: (&MappedKey, &str),
+        path: &SharePath,
+        look: &HeldLook,
+    ) -> StoreResult<ObjectInfo> {
+        let (created, meta, on_disk) = (look.held.created(), look.meta.clone(), look.on_disk.as_deref());
+        Ok(self.checked(tree, bucket, key, created, meta, on_disk, (path, Found::Own)).await?.1)
     }
 
     /// Before this instance renames over `path` on `renaming`'s connection:
@@ -194,4 +310,11 @@ impl Store {
         self.inner.objects.forget(path);
         share::warn_holders_after(tree, path).await;
     }
+}
+
+/// True for the errors on which a HEAD looks without holding: another
+/// open's sharing refuses the holder's (a writer's open that shares no
+/// reading, or a warning), or no right to read the file's data.
+fn not_holdable(e: &ShareError) -> bool {
+    matches!(e.failure(), Failure::SharingViolation | Failure::AccessDenied)
 }

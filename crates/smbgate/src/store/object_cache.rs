@@ -3,7 +3,7 @@
 //!
 //! An entry is an object's info (and, up to a size, its bytes) together
 //! with the open that proves them current: the file held with a
-//! Read+Handle lease, sharing only READ (`share::hold`). The entry is used
+//! Read+Handle lease, sharing only READ (`share::hold_with_meta`). The entry is used
 //! only while that lease still allows Read+Handle, its handle is open and
 //! its connection up, and for at most `max_age`:
 //! - anyone who writes the file breaks Read (Samba breaks it on the first

@@ -83,7 +83,7 @@ impl Store {
     ///
     /// Errors: NoSuchKey; SMB failures of the name lookup.
     #[allow(clippy::too_many_arguments)]
-    async fn checked(
+    pub(super) async fn checked(
         &self,
         tree: &share::Tree,
         bucket: &str,
@@ -123,7 +123,7 @@ impl Store {
     /// a 404.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
-    async fn open_stored<T, F, Fut>(
+    pub(super) async fn open_stored<T, F, Fut>(
         &self,
         tree: &share::Tree,
         bucket: &str,
@@ -251,7 +251,7 @@ impl Store {
     /// have (a component too long for the share, `a//b`, `..`) is simply
     /// not there: NoSuchKey (or NoSuchBucket), where a PUT of it is a 400.
     /// An empty key or one over 1024 bytes stays the S3 error it is.
-    async fn map_key_to_read(&self, tree: &share::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
+    pub(super) async fn map_key_to_read(&self, tree: &share::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
         match map_key(key) {
             Ok(m) => Ok(m),
             Err(e @ (KeyError::Empty | KeyError::TooLong)) => Err(StoreError::InvalidKey(e)),
@@ -302,17 +302,19 @@ impl super::handles::Objects<'_> {
     }
 
     /// HEAD: the object's info, from the object cache while its lease
-    /// stands, else as [`Objects::head_uncached`] finds it (and the cache
-    /// is then filled in the background).
+    /// stands; else found as [`Objects::head_uncached`] finds it, by an
+    /// open that holds the file for the cache when it may be cached
+    /// ([`Store::head_and_hold`], the same round trips).
     ///
     /// Errors: as [`Objects::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
         if let Some(hit) = self.0.cached(bucket, key) {
             return Ok(hit.info);
         }
-        let info = self.head_uncached(bucket, key).await?;
-        self.0.fill_later(bucket, key, &info);
-        Ok(info)
+        match self.0.may_hold(bucket, key) {
+            Some(path) => self.0.head_and_hold(bucket, key, path).await,
+            None => self.head_uncached(bucket, key).await,
+        }
     }
 
     /// HEAD on the share: the object's info with CREATE + metadata + CLOSE

@@ -14,11 +14,15 @@
 use bytes::Bytes;
 use smb_client::lease::{Lease, OnBreak};
 use smb_client::{Handle, Tree};
-use smb_proto::create::{access, options, share, CreateResponse};
-use smb_proto::lease::state;
+use smb_proto::create::{access, options, share, CreateRequest, CreateResponse, FileId};
+use smb_proto::io::{ReadRequest, ReadResponse};
+use smb_proto::{NtStatus, Request};
 
-use super::requests::{delete_req, Create, CLOSE_RELATED, QFID};
+use super::lookup::{decode_meta, decode_name};
+use super::requests::{delete_req, meta_query, Create, CLOSE_RELATED, NAME_QUERY, QFID};
 use super::Result;
+use crate::store::meta::{ObjectMeta, META_EA};
+use smb_proto::lease::state;
 
 /// What a cache holder needs of its lease: Read (no one writes the file)
 /// and Handle (no one renames it, deletes it or opens it for writing
@@ -47,40 +51,87 @@ impl Held {
     }
 }
 
-/// Opens the file at `path` to hold it: read data, attributes and EAs,
-/// sharing only READ, not a directory, with a Read+Handle lease whose
-/// Handle break closes the handle before it is acknowledged. Returns
-/// `None` (the handle closed) if the server granted less than
-/// Read+Handle.
-///
-/// Errors: the CREATE's NTSTATUS (not-found statuses,
-/// STATUS_SHARING_VIOLATION while a writer holds the file for DELETE or
-/// writing, STATUS_FILE_IS_A_DIRECTORY).
-pub async fn hold(tree: &Tree, path: &str) -> Result<Option<Held>> {
-    let req = Create::open(path, access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA)
+/// The CREATE of a holder of `path`: read data, attributes and EAs,
+/// sharing only READ, not a directory, with the on-disk id.
+fn hold_req(path: &str) -> CreateRequest<'_> {
+    Create::open(path, access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA)
         .sharing(share::READ)
         .options(options::NON_DIRECTORY_FILE)
         .contexts(&QFID)
-        .build();
-    let (handle, lease) = tree.open_leased(&req, HOLD, OnBreak::CloseFirst).await?;
-    if lease.state() & HOLD != HOLD {
-        let _ = handle.close().await;
-        return Ok(None);
-    }
-    Ok(Some(Held { handle, lease }))
+        .build()
 }
 
-/// Reads the first `len` bytes of a held file in one READ (`len` at most
-/// the connection's largest READ). Returns them, fewer if the file is
-/// shorter.
-///
-/// Errors: the READ's NTSTATUS (the handle was closed by a break).
-pub async fn read_held(held: &Held, len: u32) -> Result<Bytes> {
-    if len == 0 {
-        return Ok(Bytes::new());
+/// A holder from an open that asked for [`HOLD`]; `None` (the handle
+/// closed) if the server granted less.
+async fn held(handle: Handle, lease: Lease) -> Option<Held> {
+    if lease.state() & HOLD != HOLD {
+        let _ = handle.close().await;
+        return None;
     }
-    let tree = held.handle.tree();
-    Ok(tree.read(held.handle.id(), 0, len.min(tree.max_read())).await?)
+    Some(Held { handle, lease })
+}
+
+/// What [`hold_with_meta`] found of the file it holds.
+pub struct HeldLook {
+    /// The holder (its CREATE answer is what the file was when held).
+    pub held: Held,
+    /// Our record (EA), if it is there and written for this file.
+    pub meta: Option<ObjectMeta>,
+    /// The file's first bytes, up to the length asked (fewer if it is
+    /// shorter); `None` if the READ failed.
+    pub data: Option<Bytes>,
+    /// The on-disk path, if asked and the server gave it.
+    pub on_disk: Option<String>,
+}
+
+/// Holds the file at `path` ([`hold_req`]) with a Read+Handle lease whose
+/// Handle break closes the handle before it is acknowledged and, in the
+/// same compound on the held handle, reads our record (an EA), its first `read` bytes (none
+/// if 0; at most the connection's largest READ) and, with `name`, its
+/// on-disk path: one round trip. What the compound read is what the file
+/// is while the lease holds, since the lease was granted before any of it
+/// was read. Only for records kept in EAs. Returns `None` (closed) if the
+/// server granted less than Read+Handle.
+///
+/// Errors: the CREATE's NTSTATUS (not-found statuses,
+/// STATUS_SHARING_VIOLATION while a writer holds the file for DELETE or
+/// writing, STATUS_FILE_IS_A_DIRECTORY); an answer that does not decode.
+pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> Result<Option<HeldLook>> {
+    let req = hold_req(path);
+    let leased = tree.lease_request(&req, HOLD, OnBreak::CloseFirst);
+    let names = [META_EA];
+    let q = meta_query(&names);
+    let r = ReadRequest { file_id: FileId::RELATED, length: read.min(tree.max_read()), offset: 0, minimum_count: 0 };
+    let answers = {
+        let create = leased.request();
+        let mut chain: Vec<&dyn Request> = vec![&create, &q];
+        if read > 0 {
+            chain.push(&r);
+        }
+        if name {
+            chain.push(&NAME_QUERY);
+        }
+        tree.compound(&chain).await?
+    };
+    let mut rs = answers.into_iter();
+    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+    let (handle, lease) = leased.opened(handle).await?;
+    let Some(held) = held(handle, lease).await else { return Ok(None) };
+    let meta = rs.next().and_then(|a| decode_meta(&a, held.created()));
+    let data = match (read > 0).then(|| rs.next()).flatten() {
+        Some(a) if a.status() == NtStatus::STATUS_SUCCESS => {
+            let data = a.body(ReadResponse::decode)?.data;
+            smb_client::tree::check_read_len(data.len(), r.length)?;
+            Some(data)
+        }
+        Some(a) if a.status() == NtStatus::STATUS_END_OF_FILE => Some(Bytes::new()),
+        _ => None,
+    };
+    let on_disk = match rs.next() {
+        Some(a) if name => decode_name(&a)?,
+        _ => None,
+    };
+    Ok(Some(HeldLook { held, meta, data, on_disk }))
 }
 
 /// Warns every holder of the file at `path` (on any connection, of any

@@ -45,7 +45,7 @@ pub use failure::{
     Result, ShareError,
 };
 pub use handles::{is_going, not_a_file, query_times};
-pub use leased::{hold, read_held, warn_holders, warn_holders_after, Held};
+pub use leased::{hold_with_meta, warn_holders, warn_holders_after, Held, HeldLook};
 pub(crate) use lookup::stat_created;
 pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,
