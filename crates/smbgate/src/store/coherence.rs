@@ -1,6 +1,7 @@
 //! How the store keeps the object cache ([`super::object_cache`]) true to
-//! the share: an entry is filled by holding the file first and looking at
-//! it second, so nothing can change between the look and the hold unseen;
+//! the share: an entry is filled by holding the file and looking at it in
+//! one compound, the hold first, so nothing can change between the look and
+//! the hold unseen (a HEAD's own open does both);
 //! and before this instance renames over an object it warns every holder
 //! (on any instance) from another connection, keeping that open until the
 //! rename is done.
@@ -198,8 +199,8 @@ impl Store {
         }
     }
 
-    /// After an uncached HEAD or GET found `info` for `key`: fills the
-    /// cache's entry in the background if the object was missed before
+    /// After an uncached GET found `info` for `key`: fills the cache's
+    /// entry in the background (one compound) if the object was missed before
     /// (see [`super::object_cache::ObjectCache::missed_again`]), so that
     /// this request waits for nothing. Skipped for an object kept elsewhere
     /// than its own path, while the pool has fewer than two healthy

@@ -3,8 +3,8 @@
 //!
 //! An entry is an object's info (and, up to a size, its bytes) together
 //! with the open that proves them current: the file held with a
-//! Read+Handle lease, sharing only READ (`share::hold_with_meta`). The entry is used
-//! only while that lease still allows Read+Handle, its handle is open and
+//! Read+Handle lease, sharing only READ (`share::hold_with_meta`). The
+//! entry is used only while that lease still allows Read+Handle, its handle is open and
 //! its connection up, and for at most `max_age`:
 //! - anyone who writes the file breaks Read (Samba breaks it on the first
 //!   write or truncating open);
@@ -121,9 +121,10 @@ pub struct ObjectCache {
     state: Mutex<State>,
     /// Paths being filled now, each by one fill.
     filling: Arc<Mutex<HashSet<String>>>,
-    /// Paths missed once lately: a fill costs the server three round trips,
-    /// so only an object asked for twice is filled, and a workload that
-    /// reads each object once pays nothing. Cleared once it holds twice as
+    /// Paths a GET missed once lately: a GET's fill is a round trip of its
+    /// own beside the GET's, so only an object asked for twice is filled,
+    /// and a workload that reads each object once pays nothing (a HEAD's
+    /// own open holds the file, at no extra cost). Cleared once it holds twice as
     /// many paths as the cache may hold entries.
     missed: Mutex<HashSet<String>>,
 }
