@@ -1,11 +1,14 @@
 """A TCP proxy between smbgate and smbd that can reset every connection it
 carries (RST to both sides, smbd stays up) and refuse new ones for a while:
 the faults of a flaky network or a failing-over load balancer, which Samba
-itself cannot produce."""
+itself cannot produce. It can also hold back every answer that begins with
+an SMB2 CREATE (`create_delay`, seconds), to widen the gap between a
+request's look at a name and what it does next."""
 
 import socket
 import struct
 import threading
+import time
 
 
 def _rst_close(s):
@@ -36,6 +39,7 @@ class ResetProxy:
         self.refusing = False
         self.resets = 0          # reset_all calls
         self.cut = 0             # connections cut by them
+        self.create_delay = 0.0  # seconds added to each CREATE answer
         self.stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -62,7 +66,7 @@ class ResetProxy:
             with self.lock:
                 self.pairs.append(pair)
             threading.Thread(target=self._pump, args=(c, u, pair), daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c, pair), daemon=True).start()
+            threading.Thread(target=self._answers, args=(u, c, pair), daemon=True).start()
 
     def _pump(self, src, dst, pair):
         try:
@@ -71,6 +75,29 @@ class ResetProxy:
                 if not b:
                     break
                 dst.sendall(b)
+        except OSError:
+            pass
+        self._drop(pair, rst=False)
+
+    def _answers(self, src, dst, pair):
+        """Server to client, one transport frame (MS-SMB2 2.1: a 4-byte
+        length, then the message) at a time, so that a CREATE answer can be
+        held back whole."""
+        def exactly(n):
+            b = b""
+            while len(b) < n:
+                more = src.recv(n - len(b))
+                if not more:
+                    raise OSError("closed")
+                b += more
+            return b
+        try:
+            while True:
+                head = exactly(4)
+                msg = exactly(int.from_bytes(head[1:], "big"))
+                if self.create_delay and msg[:4] == b"\xfeSMB" and int.from_bytes(msg[12:14], "little") == 5:
+                    time.sleep(self.create_delay)
+                dst.sendall(head + msg)
         except OSError:
             pass
         self._drop(pair, rst=False)

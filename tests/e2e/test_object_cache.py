@@ -276,3 +276,43 @@ def test_one_head_holds_the_object_and_the_next_get_is_answered_from_memory(two,
     before = hits(a)
     assert s3.head_object(Bucket="onehead", Key="larger.bin")["ContentLength"] == 40000
     assert hits(a) == before + 1
+
+
+
+def test_a_file_that_appears_after_a_put_saw_its_key_absent_is_warned_about(own_samba):
+    """A small PUT whose case check found its key absent warns no holder and
+    publishes with a rename that may not replace. Here B's CREATE answers
+    are held back 0.5 s by a proxy, so that after B's check another PUT
+    (through A) makes the key and A holds it; B's rename then meets the
+    file, warns A's holder and replaces it. A answers B's bytes at once
+    (with an unwarned replacing rename, A kept answering its own)."""
+    from resetproxy import ResetProxy
+    proxy = ResetProxy(own_samba.port)
+    share = f"smb://127.0.0.1:{proxy.port}/{own_samba.env['SMB_SHARE']}"
+    a, b = Gateway(own_samba), Gateway(own_samba, env={"SMBGATE_SHARE": share})
+    try:
+        a.client().create_bucket(Bucket="appears")
+        b_body, a_body = os.urandom(3000), os.urandom(2000)
+        proxy.create_delay = 0.5
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            b.client().put_object(Bucket="appears", Key="k", Body=b_body)["ETag"]))
+        t.start()
+        # B's bucket check answers at 0.5 s, its case check looks then and
+        # answers at 1 s, its temp file's CREATE answers at 1.5 s.
+        time.sleep(0.75)
+        a.client().put_object(Bucket="appears", Key="k", Body=a_body)
+        a.client().head_object(Bucket="appears", Key="k")
+        assert [l for l in leased(own_samba, "k") if "LEASE(RH)" in l], open_handles(own_samba, "k")
+        assert not done, "B's PUT ended before A's write: the proxy's delay did not hold it"
+        t.join()
+        etag = f'"{hashlib.md5(b_body).hexdigest()}"'
+        assert done == [etag]
+        assert (own_samba.share_path / "appears" / "k").read_bytes() == b_body
+        assert a.client().head_object(Bucket="appears", Key="k")["ETag"] == etag
+        assert a.client().get_object(Bucket="appears", Key="k")["Body"].read() == b_body
+    finally:
+        proxy.create_delay = 0.0
+        a.stop()
+        b.stop()
+        proxy.stop()

@@ -32,6 +32,20 @@ pub fn needs_exact_names(case_insensitive: bool, key: &MappedKey) -> bool {
     case_insensitive || key.components.iter().any(|c| keys::looks_like_short_name(c))
 }
 
+/// Ours and theirs of the first component that differs, if any.
+type Mismatch = Option<(String, String)>;
+
+/// What [`Store::check_case_seen`] found at the key's own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Nothing was looked up (names need no exact match on this share).
+    Unchecked,
+    /// Nothing was there.
+    Absent,
+    /// A file or directory was there.
+    Present,
+}
+
 impl Store {
     /// [`needs_exact_names`] on this store's share.
     pub fn exact_names_for(&self, key: &MappedKey) -> bool {
@@ -44,12 +58,20 @@ impl Store {
     ///
     /// Errors: Conflict naming both spellings.
     pub async fn check_case(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<()> {
-        if !self.exact_names_for(key) {
-            return Ok(());
+        self.check_case_seen(tree, bucket, key).await.map(|_| ())
+    }
+
+    /// [`Store::check_case`], and whether its lookup found the key's own
+    /// path (a writer of a key seen absent need not warn cache holders).
+    ///
+    /// Errors: as [`Store::check_case`].
+    pub(crate) async fn check_case_seen(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<Seen> {
+        if !self.exact_names_for(key) || key.components.is_empty() {
+            return Ok(Seen::Unchecked);
         }
-        match self.case_mismatch(tree, bucket, key).await? {
-            None => Ok(()),
-            Some((want, other)) => Err(StoreError::Conflict(format!(
+        match self.case_lookup(tree, bucket, key).await? {
+            (None, own) => Ok(if own { Seen::Present } else { Seen::Absent }),
+            (Some((want, other)), _) => Err(StoreError::Conflict(format!(
                 "{:?} already exists on the share as {:?} (the server matches names case-insensitively or by 8.3 alias); such keys cannot both be stored",
                 keys::decode_component(&want),
                 keys::decode_component(&other)
@@ -71,23 +93,32 @@ impl Store {
         if key.components.is_empty() {
             return Ok(None);
         }
+        Ok(self.case_lookup(tree, bucket, key).await?.0)
+    }
+
+    /// [`Store::case_mismatch`] of a key with components, and whether its
+    /// own path opened (under any spelling).
+    ///
+    /// Errors: SMB failures.
+    async fn case_lookup(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<(Mismatch, bool)> {
         let paths: Vec<String> =
             self.bucket_path(bucket).ancestors_of(key).into_iter().map(|p| p.to_string()).collect();
         let names = share::normalized_names(tree, &paths).await?;
+        let own = names.last().is_some_and(Option::is_some);
         // The deepest prefix that exists tells everything above it too.
         for (on_disk, path) in names.iter().zip(&paths).rev() {
             let Some(on_disk) = on_disk else { continue };
             if on_disk == path {
-                return Ok(None);
+                return Ok((None, own));
             }
             for (a, b) in path.split('\\').zip(on_disk.split('\\')) {
                 if a != b {
-                    return Ok(Some((a.to_string(), b.to_string())));
+                    return Ok((Some((a.to_string(), b.to_string())), own));
                 }
             }
-            return Ok(None);
+            return Ok((None, own));
         }
-        Ok(None)
+        Ok((None, own))
     }
 }
 

@@ -169,7 +169,9 @@ impl Store {
                                 Err(e) => return Err(e),
                             }
                         }
-                        share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await.map(|p| Look::Plain(Box::new(p)))
+                        share::stat_with_meta_and_name(tree, records, &p, exact, file_only)
+                            .await
+                            .map(|p| Look::Plain(Box::new(p)))
                     }
                 },
                 |l| (l.created().times, l.meta().as_ref().is_some_and(|m| m.marker)),
@@ -292,6 +294,17 @@ impl Store {
                 Warning::Unwarned
             }
         }
+    }
+
+    /// The warning of a write to `path` where a lookup just found nothing:
+    /// [`Warning::Absent`] (this instance's own entry dropped) with the
+    /// cache on, else [`Warning::Unwarned`] as [`Store::warn_holders`].
+    pub(crate) fn absent_for_cache(&self, path: &str) -> Warning {
+        if !self.inner.opts.cache.enabled {
+            return Warning::Unwarned;
+        }
+        self.inner.objects.forget(path);
+        Warning::Absent
     }
 
     /// Ends a warning from [`Store::warn_holders`].

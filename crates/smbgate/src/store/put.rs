@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 
 use super::beside::nothing_beside;
 use super::body_pace::BodyPace;
+use super::case::Seen;
 use super::checksum::{Algorithm, Checksums};
 use super::keys::{map_key, MappedKey};
 use super::meta::record_write_error;
@@ -84,14 +85,14 @@ impl Store {
         let (md5, sums) = hash_now(&data, &req.algorithms())?;
         let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
         meta.key = target.key();
-        let target_path = match target {
+        let (target_path, seen) = match target {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
-                self.check_case(tree, bucket, key).await?;
+                let seen = self.check_case_seen(tree, bucket, key).await?;
                 self.forget_listing(bucket, key);
-                self.write_path(bucket, key).to_string()
+                (self.write_path(bucket, key).to_string(), seen)
             }
-            Target::Part(p) => p.clone(),
+            Target::Part(p) => (p.clone(), Seen::Unchecked),
         };
         let temp_path = self.temp_path();
         let (temp, written) =
@@ -117,7 +118,15 @@ impl Store {
         let replace = true;
         let old = self.key_before_replace(tree, &target_path).await;
         let new_id = temp.handle().info().on_disk_id();
-        let warning = self.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await;
+        let warning = match seen {
+            // The case check just found nothing there: no holder to warn
+            // (a look of a missing name is a directory scan on a
+            // case-insensitive Samba share), and the rename may not
+            // replace, so a file that came meanwhile is warned about on
+            // the slow path.
+            Seen::Absent => self.absent_for_cache(&target_path),
+            _ => self.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await,
+        };
         // A failed compound (a file came where none was warned about, a
         // missing parent) publishes the slow way, which warns again.
         let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace)).await;
