@@ -73,14 +73,6 @@ impl Warning {
     }
 }
 
-/// True if the file a holder opened (`held`) is the one `info` describes:
-/// the same on-disk id where the server gives one, size and LastWriteTime.
-fn same_file(held: &CreateResponse, info: &ObjectInfo) -> bool {
-    held.on_disk_id() == info.disk_id
-        && held.times.end_of_file == info.size
-        && held.times.last_write == info.last_modified
-}
-
 impl Store {
     /// Objects the cache holds now, and the bytes they count.
     pub fn object_cache_usage(&self) -> (usize, usize) {
@@ -186,11 +178,12 @@ impl Store {
         Ok(info)
     }
 
-    /// Keeps what a holder found of the object at `path` (`info`, checked
-    /// as a read checks it) if it is a plain object, with its body if that
-    /// was read whole and is small enough.
+    /// Keeps what a holder found of the object at `path` (`info`, made from
+    /// the holder's own CREATE answer and checked as a read checks it) if
+    /// it is a plain object, with its body if that was read whole and is
+    /// small enough.
     fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook) {
-        if info.meta.marker || info.path != path.as_str() || !same_file(look.held.created(), info) {
+        if info.meta.marker || info.path != path.as_str() {
             return;
         }
         let small = info.size <= u64::from(self.inner.objects.options().object_max);
