@@ -234,6 +234,37 @@ def test_a_change_on_the_servers_own_disk_is_seen_within_the_max_age(own_samba):
         g.stop()
 
 
+def test_an_entry_past_its_max_age_is_renewed_by_one_look_and_a_disk_change_still_shows(own_samba):
+    """An object read again after a pause longer than --cache-max-age is
+    answered from its entry once one look at its path finds the held file
+    unchanged (the lookup counts as a hit, the same open stays), not filled
+    again; a change made on the server's disk during such a pause is still
+    seen by the first request after it."""
+    port = _free_port()
+    g = Gateway(own_samba, "--cache-max-age", "1s",
+                env={"SMBGATE_METRICS_LISTEN": f"127.0.0.1:{port}", "SMBGATE_METRICS_TOKEN": "t"})
+    g.admin = f"http://127.0.0.1:{port}"
+    try:
+        s3 = g.client()
+        s3.create_bucket(Bucket="pause")
+        body = os.urandom(1000)
+        etag = s3.put_object(Bucket="pause", Key="p.bin", Body=body)["ETag"]
+        s3.head_object(Bucket="pause", Key="p.bin")
+        held = leased(own_samba, "p.bin")
+        assert held, open_handles(own_samba, "p.bin")
+        time.sleep(2.5)
+        before = hits(g)
+        got = s3.get_object(Bucket="pause", Key="p.bin")
+        assert (got["Body"].read(), got["ETag"]) == (body, etag)
+        assert hits(g) == before + 1, "an unchanged entry past its max age is renewed, not missed"
+        assert leased(own_samba, "p.bin") == held, "the same open holds it"
+        time.sleep(2.5)
+        (own_samba.share_path / "pause" / "p.bin").write_bytes(b"changed on the server")
+        assert s3.get_object(Bucket="pause", Key="p.bin")["Body"].read() == b"changed on the server"
+    finally:
+        g.stop()
+
+
 def test_the_entries_are_bounded_and_the_oldest_goes_first(own_samba):
     g = Gateway(own_samba, "--cache-entries", "2")
     try:

@@ -10,7 +10,7 @@ use super::backoff;
 use super::folders::Found;
 use super::keys::{map_key, MappedKey};
 use super::meta::ObjectMeta;
-use super::object_cache::Cached;
+use super::object_cache::{Age, Cached};
 use super::path::SharePath;
 use super::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
 use super::types::ObjectInfo;
@@ -92,14 +92,35 @@ impl Store {
 
     /// The cached info (and small body) of `key`, if an entry holds it and
     /// its lease still stands. An entry past half its age is renewed in the
-    /// background.
-    pub(crate) fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
+    /// background; one past `--cache-max-age` is used only once a look at
+    /// its path (CREATE + CLOSE, one round trip) renews it, so a change no
+    /// lease reports is never served from an entry older than that, and an
+    /// object read again after a long pause costs a look, not a fill.
+    pub(crate) async fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
         let path = self.cache_path(bucket, key)?;
-        let (hit, aging) = self.inner.objects.get(path.as_str())?;
-        if aging {
-            self.renew_later(path);
+        let (hit, age) = self.inner.objects.get(path.as_str())?;
+        match age {
+            Age::Fresh => Some(hit),
+            Age::Aging => {
+                self.renew_later(path);
+                Some(hit)
+            }
+            Age::Expired => {
+                let asked = std::time::Instant::now();
+                let renewed = match self.tree().await {
+                    Ok(tree) => match share::stat_created(&tree, path.as_str()).await {
+                        Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked),
+                        Err(_) => false,
+                    },
+                    Err(_) => false,
+                };
+                if !renewed {
+                    self.inner.objects.forget(path.as_str());
+                }
+                self.inner.objects.counted(renewed);
+                renewed.then_some(hit)
+            }
         }
-        Some(hit)
     }
 
     /// Renews the entry of `path` in the background: one look at the path

@@ -115,6 +115,18 @@ impl State {
 /// scripts/bench-small-ab on 2 cores).
 const MAX_FILLS: usize = 16;
 
+/// How old an entry is, against `max_age`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    /// Younger than half `max_age`: used as it is.
+    Fresh,
+    /// Past half `max_age`: used, and worth renewing
+    /// ([`ObjectCache::renew`]) so that an object in use never expires.
+    Aging,
+    /// Past `max_age`: used only once a look at its path renews it.
+    Expired,
+}
+
 /// The cache of one store (one share root as one SMB identity).
 pub struct ObjectCache {
     opts: CacheOptions,
@@ -187,30 +199,48 @@ impl ObjectCache {
         &self.opts
     }
 
-    /// The object at share path `path`, if an entry holds it and is still
-    /// current, and whether the entry is past half its `max_age` (then it
-    /// is worth renewing, [`ObjectCache::renew`], so that an object in use
-    /// never expires); a stale entry is dropped (its handle closes).
-    pub fn get(&self, path: &str) -> Option<(Cached, bool)> {
+    /// The object at share path `path`, if an entry holds it and its lease
+    /// still stands, with the entry's [`Age`]; an entry whose lease broke
+    /// is dropped (its handle closes). A [`Age::Fresh`] or [`Age::Aging`]
+    /// entry counts as a hit here; an [`Age::Expired`] one is counted by
+    /// [`ObjectCache::counted`] once its look has decided.
+    pub fn get(&self, path: &str) -> Option<(Cached, Age)> {
         let mut s = self.state.lock().unwrap();
-        let current = s.map.get(path).map(|e| e.held.holds() && e.since.elapsed() <= self.opts.max_age);
-        if current != Some(true) {
-            MISSES.fetch_add(1, Ordering::Relaxed);
-            let gone = s.remove(path);
-            drop(s);
-            drop(gone);
-            return None;
+        let age = match s.map.get(path) {
+            Some(e) if e.held.holds() => e.since.elapsed(),
+            _ => {
+                MISSES.fetch_add(1, Ordering::Relaxed);
+                let gone = s.remove(path);
+                drop(s);
+                drop(gone);
+                return None;
+            }
+        };
+        let age = match age {
+            a if a > self.opts.max_age => Age::Expired,
+            a if a > self.opts.max_age / 2 => Age::Aging,
+            _ => Age::Fresh,
+        };
+        if age != Age::Expired {
+            HITS.fetch_add(1, Ordering::Relaxed);
         }
-        HITS.fetch_add(1, Ordering::Relaxed);
         s.tick += 1;
         let tick = s.tick;
         let e = s.map.get_mut(path).expect("present");
         let old = std::mem::replace(&mut e.used, tick);
         let cached = e.cached.clone();
-        let aging = e.since.elapsed() > self.opts.max_age / 2;
         s.order.remove(&old);
         s.order.insert(tick, path.to_string());
-        Some((cached, aging))
+        Some((cached, age))
+    }
+
+    /// Counts the lookup of an [`Age::Expired`] entry: a hit if its look
+    /// renewed it.
+    pub fn counted(&self, renewed: bool) {
+        match renewed {
+            true => HITS.fetch_add(1, Ordering::Relaxed),
+            false => MISSES.fetch_add(1, Ordering::Relaxed),
+        };
     }
 
     /// Keeps `cached` for `path`, proved current by `held`, replacing any

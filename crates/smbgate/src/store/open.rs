@@ -308,7 +308,7 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: as [`Objects::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        if let Some(hit) = self.0.cached(bucket, key) {
+        if let Some(hit) = self.0.cached(bucket, key).await {
             return Ok(hit.info);
         }
         match self.0.may_hold(bucket, key) {

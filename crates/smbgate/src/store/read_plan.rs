@@ -142,7 +142,7 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
     pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
-        if let Some(hit) = self.0.cached(bucket, key) {
+        if let Some(hit) = self.0.cached(bucket, key).await {
             if let Some(body) = hit.body {
                 let plan = ReadPlan::decide(&hit.info, req)?;
                 let first = Some(body.slice(plan.range.start as usize..plan.range.end as usize));
