@@ -257,7 +257,10 @@ impl<'a> LeasedCreate<'a> {
         if let Grant::BrokenFirst(ack) = leases.granted(&key, granted, close) {
             let _ = h.close().await;
             if let Some(ack) = ack {
-                if let Err(e) = tree.call(&ack).await {
+                // As the reader's acknowledgments: an answer that never
+                // comes must not poison the connection.
+                let op = crate::connection::Op { body: &ack, tree_id: tree.tree_id() };
+                if let Err(e) = tree.conn().call_unawaited(op, tree.is_encrypted()).await {
                     tracing::debug!(error = %e, "lease break acknowledgment failed");
                 }
             }

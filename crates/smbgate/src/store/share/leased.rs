@@ -16,13 +16,13 @@ use smb_client::lease::{Lease, OnBreak};
 use smb_client::{Handle, Tree};
 use smb_proto::create::{access, options, share, CreateRequest, CreateResponse, FileId};
 use smb_proto::io::{ReadRequest, ReadResponse};
+use smb_proto::lease::state;
 use smb_proto::{NtStatus, Request};
 
 use super::lookup::{decode_meta, decode_name};
 use super::requests::{delete_req, meta_query, Create, CLOSE_RELATED, NAME_QUERY, QFID};
 use super::Result;
 use crate::store::meta::{ObjectMeta, META_EA};
-use smb_proto::lease::state;
 
 /// What a cache holder needs of its lease: Read (no one writes the file)
 /// and Handle (no one renames it, deletes it or opens it for writing
@@ -86,9 +86,9 @@ pub struct HeldLook {
 
 /// Holds the file at `path` ([`hold_req`]) with a Read+Handle lease whose
 /// Handle break closes the handle before it is acknowledged and, in the
-/// same compound on the held handle, reads our record (an EA), its first `read` bytes (none
-/// if 0; at most the connection's largest READ) and, with `name`, its
-/// on-disk path: one round trip. What the compound read is what the file
+/// same compound on the held handle, reads our record (an EA), its first
+/// `read` bytes (none if 0; at most the connection's largest READ) and,
+/// with `name`, its on-disk path: one round trip. What the compound read is what the file
 /// is while the lease holds, since the lease was granted before any of it
 /// was read. Only for records kept in EAs. Returns `None` (closed) if the
 /// server granted less than Read+Handle.
