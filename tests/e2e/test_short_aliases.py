@@ -85,3 +85,19 @@ def test_real_names_shaped_like_aliases_round_trip(agw):
         assert s3.head_object(Bucket="shaped", Key=k)["ContentLength"] == len(k)
         assert status(s3.delete_object(Bucket="shaped", Key=k)) == 204
     assert s3.list_objects_v2(Bucket="shaped").get("Contents") is None
+
+
+def test_deleting_a_folder_marker_under_another_spelling_leaves_it(agw):
+    """A key ending in `/` is a directory with a marker record: DELETE of
+    its 8.3 alias, or (on a case-insensitive share) of another case, must
+    not remove the marker or its directory."""
+    s3, samba = agw.client(), agw.samba
+    s3.create_bucket(Bucket="aliasdir")
+    s3.put_object(Bucket="aliasdir", Key="Long Folder Name/", Body=b"")
+    alias = alias_of(samba, "aliasdir", "Long Folder Name")
+    for other in [f"{alias}/", "long folder name/"]:
+        assert status(s3.delete_object(Bucket="aliasdir", Key=other)) == 204
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket="aliasdir")["Contents"]] == ["Long Folder Name/"], other
+        assert s3.head_object(Bucket="aliasdir", Key="Long Folder Name/")["ContentLength"] == 0
+    assert status(s3.delete_object(Bucket="aliasdir", Key="Long Folder Name/")) == 204
+    assert s3.list_objects_v2(Bucket="aliasdir").get("Contents") is None

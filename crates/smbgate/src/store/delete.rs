@@ -178,6 +178,13 @@ impl super::handles::Objects<'_> {
                 })?;
                 conditions.check_write(current.as_ref().map(ObjectInfo::current))?;
             }
+            // Where the server matches another spelling (case, an 8.3
+            // alias), `name/` must not reach the directory of `Name/`:
+            // nothing of this key is there, and a DELETE of a missing key
+            // succeeds.
+            if self.0.exact_names_for(&mapped) && self.0.case_mismatch(&tree, bucket, &mapped).await?.is_some() {
+                return Ok(());
+            }
             // The body kept beside the directory and the directory's record
             // go under the key's creation lock, as they are written (see
             // `put`); then the directory goes if it is empty, as any prefix.
