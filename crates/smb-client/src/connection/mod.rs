@@ -264,7 +264,9 @@ impl Connection {
     /// timeout for it. `Ok(None)` if none came: unlike [`Connection::call`]
     /// this does not poison the connection, since every other answer still
     /// arrives (answers are matched by MessageId). A server that never
-    /// answers leaves one pending entry and one credit behind.
+    /// answers leaves one pending entry, one credit and one request counted
+    /// in flight behind (the pool's idle keepalive then skips this
+    /// connection).
     ///
     /// Errors: as [`Connection::call`], but for the timeout.
     pub(crate) async fn call_unawaited(&self, op: Op<'_>, encrypt: bool) -> Result<Option<Response>> {

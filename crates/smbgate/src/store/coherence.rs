@@ -98,24 +98,24 @@ impl Store {
     /// object read again after a long pause costs a look, not a fill.
     pub(crate) async fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
         let path = self.cache_path(bucket, key)?;
-        let (hit, age) = self.inner.objects.get(path.as_str())?;
+        let (hit, age, generation) = self.inner.objects.get(path.as_str())?;
         match age {
             Age::Fresh => Some(hit),
             Age::Aging => {
-                self.renew_later(path);
+                self.renew_later(path, generation);
                 Some(hit)
             }
             Age::Expired => {
                 let asked = std::time::Instant::now();
                 let renewed = match self.tree().await {
                     Ok(tree) => match share::stat_created(&tree, path.as_str()).await {
-                        Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked),
+                        Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked, generation),
                         Err(_) => false,
                     },
                     Err(_) => false,
                 };
                 if !renewed {
-                    self.inner.objects.forget(path.as_str());
+                    self.inner.objects.forget_generation(path.as_str(), generation);
                 }
                 self.inner.objects.counted(renewed);
                 renewed.then_some(hit)
@@ -127,7 +127,7 @@ impl Store {
     /// (CREATE + CLOSE) shows whether it still names the held file
     /// ([`super::object_cache::ObjectCache::renew`]); a third of a fill's
     /// cost, and no new lease.
-    fn renew_later(&self, path: SharePath) {
+    fn renew_later(&self, path: SharePath, generation: u64) {
         let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
         let store = self.clone();
         tokio::spawn(async move {
@@ -136,9 +136,9 @@ impl Store {
             let asked = std::time::Instant::now();
             match share::stat_created(&tree, path.as_str()).await {
                 Ok(now) => {
-                    store.inner.objects.renew(path.as_str(), &now, asked);
+                    store.inner.objects.renew(path.as_str(), &now, asked, generation);
                 }
-                Err(_) => store.inner.objects.forget(path.as_str()),
+                Err(_) => store.inner.objects.forget_generation(path.as_str(), generation),
             }
         });
     }

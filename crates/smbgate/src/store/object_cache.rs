@@ -89,6 +89,8 @@ struct Entry {
     since: Instant,
     used: u64,
     cost: usize,
+    /// Which entry of its path this is (the tick it was kept at).
+    generation: u64,
 }
 
 #[derive(Default)]
@@ -203,8 +205,9 @@ impl ObjectCache {
     /// still stands, with the entry's [`Age`]; an entry whose lease broke
     /// is dropped (its handle closes). A [`Age::Fresh`] or [`Age::Aging`]
     /// entry counts as a hit here; an [`Age::Expired`] one is counted by
-    /// [`ObjectCache::counted`] once its look has decided.
-    pub fn get(&self, path: &str) -> Option<(Cached, Age)> {
+    /// [`ObjectCache::counted`] once its look has decided. Also returns the
+    /// entry's generation, for [`ObjectCache::renew`].
+    pub fn get(&self, path: &str) -> Option<(Cached, Age, u64)> {
         let mut s = self.state.lock().unwrap();
         let age = match s.map.get(path) {
             Some(e) if e.held.holds() => e.since.elapsed(),
@@ -228,10 +231,10 @@ impl ObjectCache {
         let tick = s.tick;
         let e = s.map.get_mut(path).expect("present");
         let old = std::mem::replace(&mut e.used, tick);
-        let cached = e.cached.clone();
+        let (cached, generation) = (e.cached.clone(), e.generation);
         s.order.remove(&old);
         s.order.insert(tick, path.to_string());
-        Some((cached, age))
+        Some((cached, age, generation))
     }
 
     /// Counts the lookup of an [`Age::Expired`] entry: a hit if its look
@@ -265,7 +268,7 @@ impl ObjectCache {
         let used = s.tick;
         s.order.insert(used, path.to_string());
         s.bytes += cost;
-        s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost });
+        s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost, generation: used });
         drop(s);
         drop(dropped);
     }
@@ -274,10 +277,13 @@ impl ObjectCache {
     /// holds the file that `now` (a look at `path` sent at `asked`) found:
     /// the same on-disk id, size, LastWriteTime and ChangeTime, so neither
     /// a rename over it nor a change on the server's own disk has happened.
-    /// Otherwise drops the entry. Returns true if renewed.
-    pub fn renew(&self, path: &str, now: &CreateResponse, asked: Instant) -> bool {
+    /// Otherwise drops the entry. Only the entry of `generation` (as
+    /// [`ObjectCache::get`] returned it) is renewed: another entry of the
+    /// path, kept meanwhile, is not what the caller looked at. Returns true
+    /// if renewed.
+    pub fn renew(&self, path: &str, now: &CreateResponse, asked: Instant, generation: u64) -> bool {
         let mut s = self.state.lock().unwrap();
-        let Some(e) = s.map.get_mut(path) else { return false };
+        let Some(e) = s.map.get_mut(path).filter(|e| e.generation == generation) else { return false };
         let (held, t) = (e.held.created(), &now.times);
         let same = held.on_disk_id() == now.on_disk_id()
             && (held.times.end_of_file, held.times.last_write, held.times.change)
@@ -296,6 +302,17 @@ impl ObjectCache {
     pub fn forget(&self, path: &str) {
         let gone = self.state.lock().unwrap().remove(path);
         drop(gone);
+    }
+
+    /// Drops the entry of `path` if it is still the one of `generation`
+    /// (a look found it stale; a newer entry stays).
+    pub fn forget_generation(&self, path: &str, generation: u64) {
+        let mut s = self.state.lock().unwrap();
+        if s.map.get(path).is_some_and(|e| e.generation == generation) {
+            let gone = s.remove(path);
+            drop(s);
+            drop(gone);
+        }
     }
 
     /// Entries held now, and the bytes they count.
