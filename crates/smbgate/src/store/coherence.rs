@@ -146,9 +146,11 @@ impl Store {
     /// The path `key` is cached under if a HEAD or fill may hold it now:
     /// as [`Store::cache_path`], while the pool has two healthy connections
     /// (a writer's warning must come from another connection than its
-    /// rename).
+    /// rename), and unless a holder of it lost its lease within
+    /// [`super::object_cache::QUIET_BEFORE_HOLD`] (a file that changes
+    /// often would make every writer wait for a break).
     pub(crate) fn may_hold(&self, bucket: &str, key: &str) -> Option<SharePath> {
-        self.cache_path(bucket, key).filter(|_| self.pool().healthy() >= 2)
+        self.cache_path(bucket, key).filter(|p| self.pool().healthy() >= 2 && self.inner.objects.quiet(p.as_str()))
     }
 
     /// HEAD of `key`, whose cache path is `path` ([`Store::may_hold`]), as
@@ -161,6 +163,13 @@ impl Store {
     ///
     /// Errors: as `head_uncached`.
     pub(crate) async fn head_and_hold(&self, bucket: &str, key: &str, path: SharePath) -> StoreResult<ObjectInfo> {
+        // One holder per object at a time: concurrent misses of one key
+        // (and misses beyond the fills allowed at once) look without
+        // holding. Every extra lease on a file is one more break a writer
+        // waits for.
+        let Some(_filling) = self.inner.objects.start_fill(path.as_str()) else {
+            return self.objects().head_uncached(bucket, key).await;
+        };
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.exact_names_for(&mapped);

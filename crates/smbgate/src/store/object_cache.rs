@@ -141,7 +141,16 @@ pub struct ObjectCache {
     /// own open holds the file, at no extra cost). Cleared once it holds twice as
     /// many paths as the cache may hold entries.
     missed: Mutex<HashSet<String>>,
+    /// When each path's holder last lost its lease to someone else's
+    /// change: a file that changes often is not held again for
+    /// [`QUIET_BEFORE_HOLD`] (each hold would only be one more break its
+    /// next writer waits for). Cleared like `missed`.
+    broken: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long after a holder of a path lost its lease the path is looked at
+/// without holding it.
+pub const QUIET_BEFORE_HOLD: Duration = Duration::from_secs(1);
 
 /// A fill of one path in flight ([`ObjectCache::start_fill`]); the path
 /// may be filled again once this is dropped.
@@ -164,6 +173,7 @@ impl ObjectCache {
             state: Mutex::new(State::default()),
             filling: Default::default(),
             missed: Default::default(),
+            broken: Default::default(),
         }
     }
 
@@ -211,7 +221,10 @@ impl ObjectCache {
         let mut s = self.state.lock().unwrap();
         let age = match s.map.get(path) {
             Some(e) if e.held.holds() => e.since.elapsed(),
-            _ => {
+            found => {
+                if found.is_some() {
+                    self.note_broken(path);
+                }
                 MISSES.fetch_add(1, Ordering::Relaxed);
                 let gone = s.remove(path);
                 drop(s);
@@ -235,6 +248,30 @@ impl ObjectCache {
         s.order.remove(&old);
         s.order.insert(tick, path.to_string());
         Some((cached, age, generation))
+    }
+
+    /// Records that the holder of `path` lost its lease (someone changed
+    /// the file).
+    fn note_broken(&self, path: &str) {
+        let mut b = self.broken.lock().unwrap();
+        if b.len() >= self.opts.entries.saturating_mul(2) {
+            b.clear();
+        }
+        b.insert(path.to_string(), Instant::now());
+    }
+
+    /// True unless a holder of `path` lost its lease within
+    /// [`QUIET_BEFORE_HOLD`]: whether holding it now is worth a lease.
+    pub fn quiet(&self, path: &str) -> bool {
+        let mut b = self.broken.lock().unwrap();
+        match b.get(path) {
+            Some(at) if at.elapsed() < QUIET_BEFORE_HOLD => false,
+            Some(_) => {
+                b.remove(path);
+                true
+            }
+            None => true,
+        }
     }
 
     /// Counts the lookup of an [`Age::Expired`] entry: a hit if its look
