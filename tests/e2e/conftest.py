@@ -50,6 +50,18 @@ def write_secret(path, text):
     return path
 
 
+def gateway_on_share_option(option):
+    """Yields a gateway on a Samba server of its own whose share has
+    `option` (an smb.conf line) set, or the test server's defaults for
+    "default"; stops both after. For module fixtures parametrized by share
+    options."""
+    samba = Samba(*([] if option == "default" else ["--share-option", option]))
+    gw = Gateway(samba)
+    yield gw
+    gw.stop()
+    samba.stop()
+
+
 def put_on_share(samba, bucket, name, data):
     """Writes `bucket`/`name` straight onto the share, owned by the share's
     user as if written over SMB (so a PUT through a gateway may replace it).

@@ -6,19 +6,14 @@ the test server's defaults and with each `mangled names` setting."""
 
 import pytest
 
-from conftest import Gateway, Samba
+from conftest import gateway_on_share_option
 
 KEYS = ["CON.txt", "com1", "nul.tar.gz", "Lpt9.log", "aux.", "dir/PRN/x", "prn/CON", "CONSOLE.txt"]
 
 
 @pytest.fixture(scope="module", params=["default", "mangled names = yes", "mangled names = no"])
 def dgw(request):
-    args = [] if request.param == "default" else ["--share-option", request.param]
-    samba = Samba(*args)
-    gw = Gateway(samba)
-    yield gw
-    gw.stop()
-    samba.stop()
+    yield from gateway_on_share_option(request.param)
 
 
 def test_device_names_round_trip_in_listings_and_reads(dgw):

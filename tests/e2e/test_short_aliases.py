@@ -12,18 +12,13 @@ import re
 
 import pytest
 
-from conftest import Gateway, Samba, put_on_share
+from conftest import gateway_on_share_option, put_on_share
 from s3util import expect_error, status
 
 
 @pytest.fixture(scope="module", params=["default", "case sensitive = yes"])
 def agw(request):
-    args = [] if request.param == "default" else ["--share-option", request.param]
-    samba = Samba(*args)
-    gw = Gateway(samba)
-    yield gw
-    gw.stop()
-    samba.stop()
+    yield from gateway_on_share_option(request.param)
 
 
 def alias_of(samba, bucket, name):

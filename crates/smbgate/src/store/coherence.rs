@@ -8,7 +8,7 @@
 
 use super::backoff;
 use super::folders::Found;
-use super::keys::{map_key, MappedKey};
+use super::keys::map_key;
 use super::meta::ObjectMeta;
 use super::object_cache::{Age, Cached};
 use super::path::SharePath;
@@ -41,6 +41,15 @@ impl Look {
         match self {
             Look::Held(l) => &l.meta,
             Look::Plain(p) => &p.1,
+        }
+    }
+
+    /// The record, moved out (the checks take it; nothing after them
+    /// needs it here).
+    fn take_meta(&mut self) -> Option<ObjectMeta> {
+        match self {
+            Look::Held(l) => l.meta.take(),
+            Look::Plain(p) => p.1.take(),
         }
     }
 
@@ -106,40 +115,43 @@ impl Store {
                 Some(hit)
             }
             Age::Expired => {
-                let asked = std::time::Instant::now();
                 let renewed = match self.tree().await {
-                    Ok(tree) => match share::stat_created(&tree, path.as_str()).await {
-                        Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked, generation),
-                        Err(_) => false,
-                    },
-                    Err(_) => false,
+                    Ok(tree) => self.renew(&tree, &path, generation).await,
+                    Err(_) => {
+                        self.inner.objects.forget_generation(path.as_str(), generation);
+                        false
+                    }
                 };
-                if !renewed {
-                    self.inner.objects.forget_generation(path.as_str(), generation);
-                }
                 self.inner.objects.counted(renewed);
                 renewed.then_some(hit)
             }
         }
     }
 
-    /// Renews the entry of `path` in the background: one look at the path
-    /// (CREATE + CLOSE) shows whether it still names the held file
-    /// ([`super::object_cache::ObjectCache::renew`]); a third of a fill's
-    /// cost, and no new lease.
+    /// Looks at `path` once (CREATE + CLOSE) and renews its entry of
+    /// `generation` if the path still names the held file
+    /// ([`super::object_cache::ObjectCache::renew`], which drops it
+    /// otherwise); a look that fails drops it too. True if renewed.
+    async fn renew(&self, tree: &Tree, path: &SharePath, generation: u64) -> bool {
+        let asked = std::time::Instant::now();
+        match share::stat_created(tree, path.as_str()).await {
+            Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked, generation),
+            Err(_) => {
+                self.inner.objects.forget_generation(path.as_str(), generation);
+                false
+            }
+        }
+    }
+
+    /// Renews the entry of `path` in the background ([`Store::renew`]); a
+    /// third of a fill's cost, and no new lease.
     fn renew_later(&self, path: SharePath, generation: u64) {
         let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
         let store = self.clone();
         tokio::spawn(async move {
             let _filling = filling;
             let Ok(tree) = store.tree().await else { return };
-            let asked = std::time::Instant::now();
-            match share::stat_created(&tree, path.as_str()).await {
-                Ok(now) => {
-                    store.inner.objects.renew(path.as_str(), &now, asked, generation);
-                }
-                Err(_) => store.inner.objects.forget_generation(path.as_str(), generation),
-            }
+            store.renew(&tree, &path, generation).await;
         });
     }
 
@@ -175,7 +187,7 @@ impl Store {
         let exact = self.exact_names_for(&mapped);
         let records = self.records();
         let read = HEAD_READ.min(self.inner.objects.options().object_max);
-        let (look, at, found) = self
+        let (mut look, at, found) = self
             .open_stored(
                 &tree,
                 bucket,
@@ -199,9 +211,9 @@ impl Store {
                 |l| (l.created().times, l.meta().as_ref().is_some_and(|m| m.marker)),
             )
             .await?;
-        let (_, info) = self
-            .checked(&tree, bucket, (&mapped, key), look.created(), look.meta().clone(), look.on_disk(), (&at, found))
-            .await?;
+        let meta = look.take_meta();
+        let (_, info) =
+            self.checked(&tree, bucket, (&mapped, key), look.created(), meta, look.on_disk(), (&at, found)).await?;
         if let (Look::Held(l), Found::Own) = (look, found) {
             self.keep_held(&path, &info, *l);
         }
@@ -258,7 +270,7 @@ impl Store {
         let Ok(tree) = self.tree().await else { return };
         let Ok(mapped) = map_key(key) else { return };
         let read = self.inner.objects.options().object_max;
-        let look = match share::hold_with_meta(&tree, path.as_str(), read, self.exact_names_for(&mapped)).await {
+        let mut look = match share::hold_with_meta(&tree, path.as_str(), read, self.exact_names_for(&mapped)).await {
             Ok(Some(look)) => look,
             Ok(None) => return,
             Err(e) => {
@@ -266,26 +278,12 @@ impl Store {
                 return;
             }
         };
-        let checked = self.checked_held(&tree, bucket, (&mapped, key), path, &look).await;
-        if let Ok(info) = checked {
+        let meta = look.meta.take();
+        let (created, on_disk) = (look.held.created(), look.on_disk.as_deref());
+        let checked = self.checked(&tree, bucket, (&mapped, key), created, meta, on_disk, (path, Found::Own)).await;
+        if let Ok((_, info)) = checked {
             self.keep_held(path, &info, look);
         }
-    }
-
-    /// What a holder of `key`'s own path found, checked as a read checks
-    /// it ([`Store::checked`]).
-    ///
-    /// Errors: NoSuchKey where a read would answer it.
-    async fn checked_held(
-        &self,
-        tree: &Tree,
-        bucket: &str,
-        key: (&MappedKey, &str),
-        path: &SharePath,
-        look: &HeldLook,
-    ) -> StoreResult<ObjectInfo> {
-        let (created, meta, on_disk) = (look.held.created(), look.meta.clone(), look.on_disk.as_deref());
-        Ok(self.checked(tree, bucket, key, created, meta, on_disk, (path, Found::Own)).await?.1)
     }
 
     /// Before this instance renames over `path` on `renaming`'s connection:
@@ -294,10 +292,9 @@ impl Store {
     /// writers' warnings. [`Store::warned`] ends the warning once the
     /// rename is done. Nothing with the cache off.
     pub(crate) async fn warn_holders(&self, renaming: &Tree, path: &str) -> Warning {
-        if !self.inner.opts.cache.enabled {
+        if !self.forget_own(path) {
             return Warning::Unwarned;
         }
-        self.inner.objects.forget(path);
         let Some(other) = share::other_connections(self.pool(), usize::MAX, &[renaming]).into_iter().next() else {
             // One connection: warn and close at once (a holder could come
             // back before the rename, and then holds the old file until
@@ -323,11 +320,19 @@ impl Store {
     /// [`Warning::Absent`] (this instance's own entry dropped) with the
     /// cache on, else [`Warning::Unwarned`] as [`Store::warn_holders`].
     pub(crate) fn absent_for_cache(&self, path: &str) -> Warning {
-        if !self.inner.opts.cache.enabled {
-            return Warning::Unwarned;
+        match self.forget_own(path) {
+            true => Warning::Absent,
+            false => Warning::Unwarned,
         }
-        self.inner.objects.forget(path);
-        Warning::Absent
+    }
+
+    /// Before this instance changes `path`: drops its own entry. False if
+    /// the cache is off (writers then warn nobody).
+    fn forget_own(&self, path: &str) -> bool {
+        if self.inner.opts.cache.enabled {
+            self.inner.objects.forget(path);
+        }
+        self.inner.opts.cache.enabled
     }
 
     /// Ends a warning from [`Store::warn_holders`].
@@ -341,11 +346,9 @@ impl Store {
     /// own entry and breaks every holder's lease. Nothing with the cache
     /// off.
     pub(crate) async fn warn_holders_after(&self, tree: &Tree, path: &str) {
-        if !self.inner.opts.cache.enabled {
-            return;
+        if self.forget_own(path) {
+            share::warn_holders_after(tree, path).await;
         }
-        self.inner.objects.forget(path);
-        share::warn_holders_after(tree, path).await;
     }
 }
 
