@@ -87,13 +87,14 @@ impl Tree {
 
     /// A streaming writer at `offset`: bytes given to
     /// [`PipelinedWriter::write`] are copied once, straight into WRITE
-    /// frames of MaxWriteSize (at most `max_in_flight`), which go out as
+    /// frames of MaxWriteSize (at most a quarter of `max_in_flight`), which go out as
     /// soon as they fill while earlier ones are still in flight.
     pub fn writer(&self, file_id: FileId, offset: u64, max_in_flight: usize) -> PipelinedWriter {
         let window = (self.conn().credit_window() as usize * 65536).max(65536);
-        // WRITEs no larger than the budget, so a small budget means small
-        // frames, not one large WRITE over budget.
-        let io = (self.max_write() as usize).min(window).min(max_in_flight.max(65536));
+        // WRITEs of at most a quarter of the budget, so that several are in
+        // flight (a WRITE as large as the budget would go stop-and-wait) and
+        // a small budget means small frames, not one large WRITE over it.
+        let io = (self.max_write() as usize).min(window).min((max_in_flight / 4).max(65536));
         PipelinedWriter {
             tree: self.clone(),
             file_id,
