@@ -3,7 +3,9 @@ carries (RST to both sides, smbd stays up) and refuse new ones for a while:
 the faults of a flaky network or a failing-over load balancer, which Samba
 itself cannot produce. It can also hold back every answer that begins with
 an SMB2 CREATE (`create_delay`, seconds), to widen the gap between a
-request's look at a name and what it does next."""
+request's look at a name and what it does next. With `rate` (bytes per
+second) it caps what each connection carries from client to server, like a
+NAS that serves each connection from one slow process."""
 
 import socket
 import struct
@@ -40,6 +42,7 @@ class ResetProxy:
         self.resets = 0          # reset_all calls
         self.cut = 0             # connections cut by them
         self.create_delay = 0.0  # seconds added to each CREATE answer
+        self.rate = 0            # bytes/s each connection carries to the server (0: no cap)
         self.stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -69,11 +72,15 @@ class ResetProxy:
             threading.Thread(target=self._answers, args=(u, c, pair), daemon=True).start()
 
     def _pump(self, src, dst, pair):
+        due = time.monotonic()  # when the bytes sent so far may have left, at `rate`
         try:
             while True:
-                b = src.recv(1 << 20)
+                b = src.recv(64 << 10 if self.rate else 1 << 20)
                 if not b:
                     break
+                if self.rate:
+                    due = max(due, time.monotonic()) + len(b) / self.rate
+                    time.sleep(max(0.0, due - time.monotonic()))
                 dst.sendall(b)
         except OSError:
             pass

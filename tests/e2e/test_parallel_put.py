@@ -3,7 +3,10 @@ segments at their offsets over several pooled SMB connections. These tests run
 a gateway with 1 MiB segments over 3 connections, so modest bodies cross many
 segment and lane boundaries, and check the bytes on the share, the ETag, that
 the body really was spread (smbd reports the temp file open by 3 processes),
-and that an aborted spread PUT leaves nothing behind."""
+and that an aborted spread PUT leaves nothing behind. The last tests leave
+the count to `auto`: it grows where each connection is capped (a test proxy
+carries 8 MiB/s per connection) and stays at one where the client sets the
+pace."""
 
 import hashlib
 import random
@@ -11,6 +14,7 @@ import re
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 
@@ -18,6 +22,7 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 
 from conftest import Gateway
+from resetproxy import ResetProxy
 from test_faults import _raw_put_start, tmp_entries, wait_for, status_of, log_text
 
 MIB = 1 << 20
@@ -186,3 +191,75 @@ def test_large_put_into_a_missing_bucket_fails_before_the_body_is_written(pgw, p
     assert resp.startswith("HTTP/1.1 404"), resp
     assert "<Code>NoSuchBucket</Code>" in resp
     assert tmp_entries(psamba) == []
+
+
+def put_watching_lanes(gw, s3, samba, bucket, key, body, chunk=256 << 10, pause=0.0):
+    """PUTs `body` on a raw socket from a thread, `chunk` bytes at a time with
+    `pause` seconds between them, while counting the smbd processes that hold
+    its temp file open. Returns (the most seen at once, the answer's head)."""
+    sock = _raw_put_start(gw, s3, bucket, key, len(body))
+    answer = {}
+
+    def send():
+        for i in range(0, len(body), chunk):
+            sock.sendall(body[i:i + chunk])
+            if pause:
+                time.sleep(pause)
+        answer["head"] = sock.recv(4096).decode(errors="replace")
+
+    t = threading.Thread(target=send)
+    t.start()
+    most = 0
+    try:
+        while t.is_alive():
+            temps = tmp_entries(samba)
+            if temps:
+                most = max(most, len(smbd_pids_holding(samba, temps[0])))
+            time.sleep(0.05)
+        t.join()
+    finally:
+        sock.close()
+    return most, answer.get("head", "")
+
+
+def auto_lanes_gateway(samba, share=None):
+    # 1 MiB segments and 4 MiB in flight: at most 4 lanes of 1 MiB each.
+    env = {"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_WRITE_BEHIND_BUDGET": str(4 * MIB),
+           "SMBGATE_PUT_PARALLEL": "auto"}
+    if share:
+        env["SMBGATE_SHARE"] = share
+    return Gateway(samba, env=env)
+
+
+def test_auto_lanes_grow_where_each_connection_is_capped(psamba):
+    proxy = ResetProxy(psamba.port)
+    proxy.rate = 8 * MIB
+    gw = auto_lanes_gateway(psamba, f"smb://127.0.0.1:{proxy.port}/{psamba.env['SMB_SHARE']}")
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="capped")
+        body = random.Random(32).randbytes(32 * MIB)
+        most, head = put_watching_lanes(gw, s3, psamba, "capped", "capped.bin", body)
+        assert head.startswith("HTTP/1.1 200"), head
+        assert most == 4, f"temp file open by at most {most} smbd processes, expected 4 lanes"
+        assert (psamba.share_path / "capped" / "capped.bin").read_bytes() == body
+        assert s3.head_object(Bucket="capped", Key="capped.bin")["ETag"] == f'"{hashlib.md5(body).hexdigest()}"'
+        assert tmp_entries(psamba) == []
+    finally:
+        gw.stop()
+        proxy.stop()
+
+
+def test_auto_lanes_stay_at_one_when_the_client_sets_the_pace(psamba):
+    gw = auto_lanes_gateway(psamba)
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="paced")
+        body = random.Random(12).randbytes(12 * MIB)
+        # About 8 MiB/s, far under what one connection to smbd carries.
+        most, head = put_watching_lanes(gw, s3, psamba, "paced", "paced.bin", body, pause=0.03)
+        assert head.startswith("HTTP/1.1 200"), head
+        assert most == 1, f"temp file open by {most} smbd processes, expected one lane"
+        assert (psamba.share_path / "paced" / "paced.bin").read_bytes() == body
+    finally:
+        gw.stop()

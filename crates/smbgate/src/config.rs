@@ -185,9 +185,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_PREFETCH", default_value = "auto", help_heading = "Data path")]
     pub prefetch: crate::store::prefetch_window::Prefetch,
     /// Connections one large PUT or UploadPart body is written over, a
-    /// segment at a time (1 = a single connection).
-    #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64), help_heading = "Data path")]
-    pub put_parallel: usize,
+    /// segment at a time: a number from 1 to 64 (1 = a single connection),
+    /// or `auto`, which starts on one and doubles them (up to 8) while the
+    /// body waits on its connections and the doubled count raises its rate
+    /// by a fifth (a NAS that caps each connection).
+    #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value = "auto", help_heading = "Data path")]
+    pub put_parallel: crate::store::put_lanes::PutParallel,
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight and segments fetched ahead). When it is spent, GETs read with
     /// at most one READ ahead and fetch no segments early.

@@ -47,6 +47,7 @@ pub mod part_checksums;
 pub mod path;
 pub mod prefetch_window;
 mod publish;
+pub mod put_lanes;
 mod put;
 pub mod read_plan;
 pub use share::records;
@@ -82,9 +83,9 @@ pub struct StoreOptions {
     pub segment_size: u64,
     /// Segments fetched ahead for large GETs (1 = no split streaming).
     pub prefetch: prefetch_window::Prefetch,
-    /// Connections one large PUT or UploadPart body is spread over (1 = one
-    /// connection).
-    pub put_parallel: usize,
+    /// Connections one large PUT or UploadPart body is spread over: fixed
+    /// (1 = one connection) or chosen per body; see [`put_lanes`].
+    pub put_parallel: put_lanes::PutParallel,
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight plus segments fetched ahead); see [`stream`].
     pub read_ahead_budget: u64,
@@ -128,7 +129,7 @@ impl Default for StoreOptions {
             in_flight: 64 << 20,
             segment_size: 8 << 20,
             prefetch: prefetch_window::Prefetch::Auto,
-            put_parallel: 4,
+            put_parallel: put_lanes::PutParallel::Auto,
             read_ahead_budget: 512 << 20,
             write_behind_budget: 512 << 20,
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),
@@ -172,6 +173,9 @@ struct Inner {
     read_ahead: Budget,
     /// PUT write-behind, all bodies together.
     write_behind: Budget,
+    /// The lanes the last adaptive PUT body kept, where the next starts
+    /// from (shared by every identity's pool: one server).
+    put_lanes: put_lanes::LastKept,
     /// Objects held under leases for HEAD and small GETs.
     objects: object_cache::ObjectCache,
 }
@@ -209,6 +213,11 @@ impl Store {
     /// The PUT write-behind budget (see `store::spread`).
     pub fn write_behind(&self) -> &Budget {
         &self.inner.write_behind
+    }
+
+    /// The lanes the last adaptive PUT body kept; see [`put_lanes`].
+    pub(crate) fn put_lanes_kept(&self) -> &put_lanes::LastKept {
+        &self.inner.put_lanes
     }
 
     /// Bytes one stream may keep in flight, in bytes: the configured

@@ -88,6 +88,7 @@ impl Store {
                 single_bucket,
                 read_ahead,
                 write_behind,
+                put_lanes: Default::default(),
                 objects: object_cache::ObjectCache::new(opts_cache),
             }),
         };
@@ -115,6 +116,7 @@ impl Store {
                 single_bucket: i.single_bucket.clone(),
                 read_ahead: i.read_ahead.clone(),
                 write_behind: i.write_behind.clone(),
+                put_lanes: i.put_lanes.clone(),
                 objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             }),
         }

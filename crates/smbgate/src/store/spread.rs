@@ -7,15 +7,23 @@
 //! from the process-wide write-behind budget, so memory stays bounded
 //! whatever the body size and however many bodies arrive at once.
 //!
+//! How many lanes pays is chosen per body (`--put-parallel auto`, see
+//! [`super::put_lanes`]): the writer times each segment and how long it
+//! waited on a lane, and gives segments to the first `count` lanes in turn,
+//! the ones just added first.
+//!
 //! A lane whose connection is lost goes on: its file is reopened on
 //! another pooled connection (its durable handle reclaimed, or the same
 //! file by name) and the WRITEs the server had not acknowledged are sent
 //! again, so a PUT survives connection resets. Each lane recovers on its
 //! own, from up to [`share::lane::MAX_REOPENS`] losses (see `share::lane`).
 
+use std::time::{Duration, Instant};
+
 use super::share::Handle;
 
 use super::budget::Held;
+use super::put_lanes::{LaneCount, PutParallel};
 use super::share::lane::Lane;
 use super::{share, Store, StoreResult};
 
@@ -26,11 +34,21 @@ pub(crate) struct SpreadWriter {
     path: String,
     base: u64,
     segment: u64,
-    want_lanes: usize,
+    /// Lanes to write over now.
+    count: LaneCount,
     lane_budget: usize,
+    /// Lanes opened so far (more than `count` allows after a try that did
+    /// not pay: they stay open, unused, until the body ends).
     lanes: Vec<Lane>,
     /// Body bytes accepted so far.
     accepted: u64,
+    /// The lane the current segment goes to, and the one the next goes to.
+    lane: usize,
+    next_lane: usize,
+    /// When the current segment began, and how long the body has waited
+    /// on a lane in it.
+    segment_began: Instant,
+    segment_waited: Duration,
 
     /// This body's share of the write-behind budget.
     _held: Option<Held>,
@@ -49,18 +67,32 @@ impl SpreadWriter {
         let segment = opts.segment_size.max(1 << 20);
         let (granted, held) = store.write_behind().take_up_to(store.in_flight() as u64);
         let in_flight = granted.max(MIN_WRITE_BEHIND);
-        let want_lanes = opts.put_parallel.clamp(1, (in_flight / segment).max(1) as usize);
-        let lane_budget = (in_flight as usize / want_lanes).max(MIN_WRITE_BEHIND as usize);
+        let max_lanes = opts.put_parallel.max().clamp(1, (in_flight / segment).max(1) as usize);
+        let lane_budget = (in_flight as usize / max_lanes).max(MIN_WRITE_BEHIND as usize);
+        let count = match opts.put_parallel {
+            PutParallel::Fixed(_) => LaneCount::fixed(max_lanes),
+            // A new lane accepts its window at memory speed: its rate shows
+            // only after that many bytes.
+            PutParallel::Auto => LaneCount::adaptive(
+                max_lanes,
+                (lane_budget as u64).div_ceil(segment) as u32,
+                store.put_lanes_kept().start(),
+            ),
+        };
         let first = Lane::on(file, base, lane_budget);
         SpreadWriter {
             store: store.clone(),
             path: path.to_string(),
             base,
             segment,
-            want_lanes,
+            count,
             lane_budget,
             lanes: vec![first],
             accepted: 0,
+            lane: 0,
+            next_lane: 0,
+            segment_began: Instant::now(),
+            segment_waited: Duration::ZERO,
             _held: held,
         }
     }
@@ -74,11 +106,31 @@ impl SpreadWriter {
             let seg = self.accepted / self.segment;
             let room = (self.segment - self.accepted % self.segment) as usize;
             let n = room.min(data.len());
-            let idx = self.lane_for(seg).await;
+            if room as u64 == self.segment {
+                self.lane = self.lane_for(self.next_lane).await;
+                self.next_lane = (self.lane + 1) % self.count.current();
+            }
+            let idx = self.lane;
             let at = self.base + self.accepted;
+            let began = Instant::now();
             let (took, sent) = self.lanes[idx].write_at(at, &data[..n]).await;
+            self.segment_waited += began.elapsed();
             self.accepted += took as u64;
             data = &data[took..];
+            if took > 0 && self.accepted % self.segment == 0 {
+                let now = Instant::now();
+                let waited = std::mem::take(&mut self.segment_waited);
+                let before = self.count.current();
+                self.count.segment_done(self.segment, now - self.segment_began, waited);
+                let now_lanes = self.count.current();
+                if now_lanes != before {
+                    // Lanes just added take the next segments; after going
+                    // back, the lanes given up take none.
+                    self.next_lane = if now_lanes > before { before } else { 0 };
+                    tracing::debug!(path = %self.path, segment = seg, before, now = now_lanes, "PUT lanes changed");
+                }
+                self.segment_began = now;
+            }
             if let Err(e) = sent {
                 self.lanes[idx].recover(self.store.pool(), &self.path, idx, e).await?;
             }
@@ -86,27 +138,24 @@ impl SpreadWriter {
         Ok(())
     }
 
-    /// The lane for segment `seg`, opening another connection's handle the
-    /// first time a lane is needed. A lane that cannot be opened (pool
+    /// Lane `idx` (below the count), opening another connection's handle
+    /// the first time it is needed. A lane that cannot be opened (pool
     /// busy or broken) just means fewer lanes.
-    async fn lane_for(&mut self, seg: u64) -> usize {
-        let idx = (seg % self.want_lanes as u64) as usize;
+    async fn lane_for(&mut self, idx: usize) -> usize {
         if idx < self.lanes.len() {
             return idx;
         }
-        if idx == self.lanes.len() {
-            if let Some(lane) = self.open_lane().await {
-                self.lanes.push(lane);
-                return idx;
-            }
-            self.want_lanes = self.lanes.len();
+        if let Some(lane) = self.open_lane().await {
+            self.lanes.push(lane);
+            return self.lanes.len() - 1;
         }
-        (seg % self.lanes.len() as u64) as usize
+        self.count.cap(self.lanes.len());
+        0
     }
 
     async fn open_lane(&self) -> Option<Lane> {
         let holding: Vec<_> = self.lanes.iter().map(|l| l.connection()).collect();
-        let tree = share::other_connections(self.store.pool(), self.want_lanes, &holding).into_iter().next()?;
+        let tree = share::other_connections(self.store.pool(), self.count.current(), &holding).into_iter().next()?;
         match Lane::open(tree, &self.path, self.lane_budget).await {
             Ok(lane) => Some(lane),
             Err(e) => {
@@ -123,6 +172,9 @@ impl SpreadWriter {
     ///
     /// Errors: the first failing WRITE; the extra handles are closed either way.
     pub(crate) async fn finish(mut self) -> StoreResult<(u64, Option<Handle>)> {
+        if let Some(kept) = self.count.kept() {
+            self.store.put_lanes_kept().set(kept);
+        }
         let mut first_err = None;
         for (idx, lane) in self.lanes.iter_mut().enumerate() {
             while let Err(e) = lane.drain().await {

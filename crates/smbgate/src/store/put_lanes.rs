@@ -1,0 +1,358 @@
+//! How many connections (lanes) one large PUT or UploadPart body is
+//! written over, fixed or chosen from what pays (issue 24, part 2).
+//!
+//! More lanes pay only when the lanes set the body's pace and each one
+//! brings bandwidth of its own: a NAS that caps each connection, or serves
+//! each from one slow process. Where the gateway's or the server's CPU is
+//! the limit (two cores, say), more lanes split the same rate and only add
+//! handles. So an adaptive body starts on one lane and, while it waited on
+//! its lanes for at least [`WAITED`] of the time, doubles them: it keeps
+//! the doubled count if the body's rate rose by at least [`GAIN`], and
+//! otherwise goes back and tries again only after [`FIRST_HOLD`] segments,
+//! twice as long after each try that did not pay. Doubling reaches a NAS's
+//! best count within a few segments of a body, where adding one lane at a
+//! time would spend most of a 256 MiB body getting there. The next body
+//! starts at half of what the last one that judged a try kept
+//! ([`LastKept`]) and so tries the same count again after a few segments:
+//! a server where more lanes stopped paying brings the start down by half
+//! each body. A rate is
+//! measured over [`MEASURE`] segments, after the segments that newly added
+//! lanes take into their empty windows (which they accept at memory
+//! speed). Sans-I/O: the caller reports each segment's size, its time and
+//! how long the body waited on a lane in it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most lanes an adaptive body uses; fewer when the write-behind budget
+/// fills fewer segments or the pool has no other connection.
+pub const ADAPTIVE_MAX: usize = 8;
+
+/// Share of a segment's time the body must have waited on its lanes for
+/// another lane to be worth a try.
+pub const WAITED: f64 = 0.5;
+
+/// How much more of the body's rate the doubled lanes must bring to be
+/// kept (a fifth: well above the noise of two segments' timing).
+pub const GAIN: f64 = 0.2;
+
+/// Segments one rate is measured over.
+pub const MEASURE: u32 = 2;
+
+/// Segments between a try that did not pay and the next one, at first.
+pub const FIRST_HOLD: u32 = 16;
+
+/// `--put-parallel`: a fixed number of lanes, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutParallel {
+    /// Always this many lanes (1: one connection).
+    Fixed(usize),
+    /// Chosen per body between 1 and [`ADAPTIVE_MAX`].
+    Auto,
+}
+
+impl std::str::FromStr for PutParallel {
+    type Err = String;
+
+    /// `auto`, or a number of connections from 1 to 64.
+    fn from_str(s: &str) -> Result<PutParallel, String> {
+        match s.trim() {
+            "auto" => Ok(PutParallel::Auto),
+            n => match n.parse::<usize>() {
+                Ok(p @ 1..=64) => Ok(PutParallel::Fixed(p)),
+                _ => Err(format!("{s:?}: want auto or a number of connections from 1 to 64")),
+            },
+        }
+    }
+}
+
+impl PutParallel {
+    /// The most lanes a body may use.
+    pub fn max(self) -> usize {
+        match self {
+            PutParallel::Fixed(n) => n.max(1),
+            PutParallel::Auto => ADAPTIVE_MAX,
+        }
+    }
+}
+
+/// The lanes the last adaptive body kept (1 before any), shared by the
+/// store's bodies: a hint, so concurrent bodies may overwrite each other.
+#[derive(Debug, Clone, Default)]
+pub struct LastKept(Arc<AtomicUsize>);
+
+impl LastKept {
+    /// Lanes a new adaptive body starts on: half of the last kept, at least 1.
+    pub fn start(&self) -> usize {
+        (self.0.load(Ordering::Relaxed) / 2).max(1)
+    }
+
+    /// A body ended having kept `lanes`.
+    pub fn set(&self, lanes: usize) {
+        self.0.store(lanes, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Segments left before measuring (a new lane filling its window).
+    Settling(u32),
+    /// Measuring: bytes, seconds and seconds waited so far, segments seen.
+    Measuring { bytes: u64, secs: f64, waited: f64, seen: u32 },
+}
+
+/// The lanes one body writes over now; see the module docs.
+#[derive(Debug, Clone)]
+pub struct LaneCount {
+    n: usize,
+    max: usize,
+    adaptive: bool,
+    /// Segments a newly added lane takes before its rate shows.
+    settle: u32,
+    phase: Phase,
+    /// While a try runs: the rate (bytes per second) and the lanes before it.
+    before: Option<(f64, usize)>,
+    /// Segments before the next try may start.
+    hold: u32,
+    /// The hold after the next try that does not pay.
+    next_hold: u32,
+    /// A try was measured and kept or given back.
+    judged: bool,
+}
+
+const MEASURING: Phase = Phase::Measuring { bytes: 0, secs: 0.0, waited: 0.0, seen: 0 };
+
+impl LaneCount {
+    /// Always `n` lanes (at least 1).
+    pub fn fixed(n: usize) -> LaneCount {
+        let n = n.max(1);
+        LaneCount {
+            n,
+            max: n,
+            adaptive: false,
+            settle: 0,
+            phase: MEASURING,
+            before: None,
+            hold: 0,
+            next_hold: FIRST_HOLD,
+            judged: false,
+        }
+    }
+
+    /// Starts on `start` lanes and adapts between 1 and `max`; `settle`:
+    /// segments each new lane accepts into its empty window before its
+    /// rate shows (its bytes in flight over the segment size, rounded up).
+    /// The caller gives the segments after a change to the lanes it added,
+    /// first.
+    pub fn adaptive(max: usize, settle: u32, start: usize) -> LaneCount {
+        let max = max.max(1);
+        let n = start.clamp(1, max);
+        // The first lanes' windows fill at memory speed too.
+        let first = settle * n as u32;
+        let phase = if first > 0 { Phase::Settling(first) } else { MEASURING };
+        LaneCount { n, max, adaptive: true, settle, phase, ..LaneCount::fixed(1) }
+    }
+
+    /// The lanes this body has shown to pay, once it has judged a try:
+    /// the current count, or the one before a try still being measured.
+    pub fn kept(&self) -> Option<usize> {
+        self.judged.then(|| self.before.map_or(self.n, |(_, had)| had))
+    }
+
+    /// Lanes to write over now.
+    pub fn current(&self) -> usize {
+        self.n
+    }
+
+    /// No more than `n` lanes can be had (no other connection to open one
+    /// on): the count stays at most `n` from now on.
+    pub fn cap(&mut self, n: usize) {
+        self.max = self.max.min(n.max(1));
+        if self.n > self.max {
+            self.n = self.max;
+            self.before = None;
+            self.phase = MEASURING;
+        }
+    }
+
+    /// The body's segment of `bytes` was accepted in `took`, of which it
+    /// waited `waited` on a lane with its window full.
+    pub fn segment_done(&mut self, bytes: u64, took: Duration, waited: Duration) {
+        if !self.adaptive || bytes == 0 {
+            return;
+        }
+        self.hold = self.hold.saturating_sub(1);
+        let (sum_bytes, secs, waited_secs) = match &mut self.phase {
+            Phase::Settling(left) => {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    self.phase = MEASURING;
+                }
+                return;
+            }
+            Phase::Measuring { bytes: b, secs, waited: w, seen } => {
+                *b += bytes;
+                *secs += took.as_secs_f64();
+                *w += waited.as_secs_f64();
+                *seen += 1;
+                if *seen < MEASURE {
+                    return;
+                }
+                (*b, *secs, *w)
+            }
+        };
+        self.phase = MEASURING;
+        if secs <= 0.0 {
+            return;
+        }
+        let rate = sum_bytes as f64 / secs;
+        if let Some((before, had)) = self.before.take() {
+            self.judged = true;
+            if rate < before * (1.0 + GAIN) {
+                // The added lanes did not pay: go back, and wait to try again.
+                self.n = had;
+                self.hold = self.next_hold;
+                self.next_hold = self.next_hold.saturating_mul(2);
+                return;
+            }
+        }
+        if waited_secs >= WAITED * secs && self.n < self.max && self.hold == 0 {
+            self.before = Some((rate, self.n));
+            let grown = (self.n * 2).min(self.max);
+            let settle = self.settle * (grown - self.n) as u32;
+            self.n = grown;
+            self.phase = if settle > 0 { Phase::Settling(settle) } else { MEASURING };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// One 8 MiB segment at `mib_s` MiB/s in all, the body waiting on its
+    /// lanes for `waited` of the time.
+    fn seg(c: &mut LaneCount, mib_s: f64, waited: f64) {
+        let took = 8.0 / mib_s;
+        c.segment_done(8 * MIB, Duration::from_secs_f64(took), Duration::from_secs_f64(took * waited));
+    }
+
+    #[test]
+    fn capped_connections_grow_the_lanes_to_the_maximum() {
+        // Each connection carries 100 MiB/s however many run.
+        let mut c = LaneCount::adaptive(8, 1, 1);
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let total = 100.0 * c.current() as f64;
+            seg(&mut c, total, 0.9);
+            seen.push(c.current());
+        }
+        // One segment settling and two measured on one lane; one and two on
+        // two lanes; two and two on four; then eight.
+        assert_eq!(seen[..15], [1, 1, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8], "{seen:?}");
+        assert!(seen[15..].iter().all(|&n| n == 8), "{seen:?}");
+    }
+
+    #[test]
+    fn a_shared_bottleneck_stays_on_one_lane_nearly_always() {
+        // 900 MiB/s in all however many lanes run (a few percent better on two).
+        let mut c = LaneCount::adaptive(8, 1, 1);
+        let mut on = [0usize; 9];
+        for _ in 0..400 {
+            let total = if c.current() == 1 { 900.0 } else { 950.0 };
+            seg(&mut c, total, 0.9);
+            on[c.current()] += 1;
+        }
+        assert!(on[3..].iter().all(|&n| n == 0), "{on:?}");
+        assert!(on[1] > 380, "{on:?}");
+    }
+
+    #[test]
+    fn a_client_slower_than_the_lanes_keeps_one_lane() {
+        let mut c = LaneCount::adaptive(8, 3, 1);
+        for _ in 0..100 {
+            seg(&mut c, 50.0, 0.1);
+        }
+        assert_eq!(c.current(), 1);
+    }
+
+    #[test]
+    fn lanes_that_stop_paying_are_given_back() {
+        // Up to four lanes add their own 100 MiB/s; more add nothing.
+        let mut c = LaneCount::adaptive(8, 1, 1);
+        for _ in 0..60 {
+            let total = 100.0 * c.current().min(4) as f64;
+            seg(&mut c, total, 0.9);
+        }
+        assert_eq!(c.current(), 4);
+    }
+
+    #[test]
+    fn no_lane_beyond_the_cap() {
+        let mut c = LaneCount::adaptive(8, 0, 1);
+        for _ in 0..6 {
+            let total = 100.0 * c.current() as f64;
+            seg(&mut c, total, 0.9);
+        }
+        assert!(c.current() >= 4);
+        c.cap(3);
+        assert_eq!(c.current(), 3);
+        for _ in 0..40 {
+            let total = 100.0 * c.current() as f64;
+            seg(&mut c, total, 0.9);
+        }
+        assert_eq!(c.current(), 3);
+    }
+
+    #[test]
+    fn a_body_starts_at_half_of_what_the_last_kept_and_tries_it_again() {
+        let last = LastKept::default();
+        assert_eq!(last.start(), 1);
+        last.set(8);
+        let mut c = LaneCount::adaptive(8, 1, last.start());
+        assert_eq!(c.current(), 4);
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let total = 100.0 * c.current() as f64;
+            seg(&mut c, total, 0.9);
+            seen.push(c.current());
+        }
+        // Four segments settling and two measured on four lanes, then eight.
+        assert_eq!(seen, [4, 4, 4, 4, 4, 8, 8, 8]);
+        assert_eq!(c.kept(), None, "eight not yet measured");
+        // Two more of the four new lanes' settling segments, then two measured.
+        for _ in 0..4 {
+            seg(&mut c, 800.0, 0.9);
+        }
+        assert_eq!(c.kept(), Some(8));
+
+        // Where more lanes stopped paying, each body starts lower.
+        let mut starts = Vec::new();
+        for _ in 0..4 {
+            let mut c = LaneCount::adaptive(8, 1, last.start());
+            starts.push(c.current());
+            for _ in 0..40 {
+                seg(&mut c, 300.0, 0.9);
+            }
+            last.set(c.kept().unwrap());
+        }
+        assert_eq!(starts, [4, 2, 1, 1]);
+    }
+
+    #[test]
+    fn the_setting_parses_and_a_fixed_count_stays() {
+        assert_eq!("auto".parse(), Ok(PutParallel::Auto));
+        assert_eq!("3".parse(), Ok(PutParallel::Fixed(3)));
+        assert!("0".parse::<PutParallel>().is_err() && "65".parse::<PutParallel>().is_err());
+        assert!("x".parse::<PutParallel>().is_err());
+        let mut c = LaneCount::fixed(4);
+        for _ in 0..10 {
+            seg(&mut c, 10.0, 1.0);
+        }
+        assert_eq!(c.current(), 4);
+        assert_eq!(LaneCount::fixed(0).current(), 1);
+    }
+}
