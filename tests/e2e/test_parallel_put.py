@@ -223,9 +223,10 @@ def put_watching_lanes(gw, s3, samba, bucket, key, body, chunk=256 << 10, pause=
 
 
 def auto_lanes_gateway(samba, share=None):
-    # 1 MiB segments and 4 MiB in flight: at most 4 lanes of 1 MiB each.
+    # 1 MiB segments and 4 MiB in flight: at most 4 lanes. Each change of the
+    # count is logged.
     env = {"SMBGATE_SEGMENT_SIZE": str(MIB), "SMBGATE_WRITE_BEHIND_BUDGET": str(4 * MIB),
-           "SMBGATE_PUT_PARALLEL": "auto"}
+           "SMBGATE_PUT_PARALLEL": "auto", "SMBGATE_LOG": "warn,smbgate::store::spread=debug"}
     if share:
         env["SMBGATE_SHARE"] = share
     return Gateway(samba, env=env)
@@ -242,6 +243,11 @@ def test_auto_lanes_grow_where_each_connection_is_capped(psamba):
         most, head = put_watching_lanes(gw, s3, psamba, "capped", "capped.bin", body)
         assert head.startswith("HTTP/1.1 200"), head
         assert most == 4, f"temp file open by at most {most} smbd processes, expected 4 lanes"
+        # ... and kept them: the last change of the count went to 4.
+        gw.log.flush()
+        log = open(gw.log.name, errors="replace").read()
+        changes = re.findall(r"PUT lanes changed.*? before=(\d+) now=(\d+)", log)
+        assert changes and changes[-1] == ("2", "4"), changes
         assert (psamba.share_path / "capped" / "capped.bin").read_bytes() == body
         assert s3.head_object(Bucket="capped", Key="capped.bin")["ETag"] == f'"{hashlib.md5(body).hexdigest()}"'
         assert tmp_entries(psamba) == []

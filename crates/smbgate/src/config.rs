@@ -186,9 +186,10 @@ pub struct ServeArgs {
     pub prefetch: crate::store::prefetch_window::Prefetch,
     /// Connections one large PUT or UploadPart body is written over, a
     /// segment at a time: a number from 1 to 64 (1 = a single connection),
-    /// or `auto`, which starts on one and doubles them (up to 8) while the
-    /// body waits on its connections and the doubled count raises its rate
-    /// by a fifth (a NAS that caps each connection).
+    /// or `auto`, which starts on half of what the last body kept (one at
+    /// first) and doubles them (up to 8) while the body waits on its
+    /// connections and the doubled count raises its rate by a fifth (a NAS
+    /// that caps each connection).
     #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value = "auto", help_heading = "Data path")]
     pub put_parallel: crate::store::put_lanes::PutParallel,
     /// Bytes all GETs together may read ahead of their clients (READs in

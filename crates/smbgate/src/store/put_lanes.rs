@@ -5,21 +5,23 @@
 //! brings bandwidth of its own: a NAS that caps each connection, or serves
 //! each from one slow process. Where the gateway's or the server's CPU is
 //! the limit (two cores, say), more lanes split the same rate and only add
-//! handles. So an adaptive body starts on one lane and, while it waited on
-//! its lanes for at least [`WAITED`] of the time, doubles them: it keeps
-//! the doubled count if the body's rate rose by at least [`GAIN`], and
-//! otherwise goes back and tries again only after [`FIRST_HOLD`] segments,
-//! twice as long after each try that did not pay. Doubling reaches a NAS's
-//! best count within a few segments of a body, where adding one lane at a
-//! time would spend most of a 256 MiB body getting there. The next body
-//! starts at half of what the last one that judged a try kept
-//! ([`LastKept`]) and so tries the same count again after a few segments:
-//! a server where more lanes stopped paying brings the start down by half
-//! each body. A rate is
-//! measured over [`MEASURE`] segments, after the segments that newly added
-//! lanes take into their empty windows (which they accept at memory
-//! speed). Sans-I/O: the caller reports each segment's size, its time and
-//! how long the body waited on a lane in it.
+//! handles.
+//!
+//! An adaptive body starts at half of the count the last body kept
+//! ([`LastKept`]; one for the first) and, while it waited on its lanes for
+//! at least [`WAITED`] of the time, doubles them: it keeps the doubled
+//! count if the body's rate rose by at least [`GAIN`], and otherwise goes
+//! back and tries again only after [`FIRST_HOLD`] segments, twice as long
+//! after each try that did not pay. Doubling reaches a NAS's best count
+//! within a few segments of a body, where adding one lane at a time would
+//! spend most of a 256 MiB body getting there; starting at half of the
+//! last count tries that count again early, and brings the start down by
+//! half each body on a server where it stopped paying. A rate is measured
+//! over [`MEASURE`] segments or a round of the lanes, whichever is more,
+//! after the segments that new lanes accept into their empty windows at
+//! memory speed. Sans-I/O: the caller reports each segment's size, its
+//! time and how long the body spent handing it to its lane (copying, signing,
+//! waiting for room in the lane's window).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,7 +39,8 @@ pub const WAITED: f64 = 0.5;
 /// kept (a fifth: well above the noise of two segments' timing).
 pub const GAIN: f64 = 0.2;
 
-/// Segments one rate is measured over.
+/// Segments one rate is measured over, at least (and at least one per
+/// lane in use).
 pub const MEASURE: u32 = 2;
 
 /// Segments between a try that did not pay and the next one, at first.
@@ -88,7 +91,7 @@ impl LastKept {
         (self.0.load(Ordering::Relaxed) / 2).max(1)
     }
 
-    /// A body ended having kept `lanes`.
+    /// A body ended having kept `lanes` ([`LaneCount::kept`]).
     pub fn set(&self, lanes: usize) {
         self.0.store(lanes, Ordering::Relaxed);
     }
@@ -108,8 +111,8 @@ pub struct LaneCount {
     n: usize,
     max: usize,
     adaptive: bool,
-    /// Segments a newly added lane takes before its rate shows.
-    settle: u32,
+    /// Segments one lane's window holds.
+    window: u32,
     phase: Phase,
     /// While a try runs: the rate (bytes per second) and the lanes before it.
     before: Option<(f64, usize)>,
@@ -117,8 +120,8 @@ pub struct LaneCount {
     hold: u32,
     /// The hold after the next try that does not pay.
     next_hold: u32,
-    /// A try was measured and kept or given back.
-    judged: bool,
+    /// A rate was measured.
+    measured: bool,
 }
 
 const MEASURING: Phase = Phase::Measuring { bytes: 0, secs: 0.0, waited: 0.0, seen: 0 };
@@ -131,33 +134,33 @@ impl LaneCount {
             n,
             max: n,
             adaptive: false,
-            settle: 0,
+            window: 0,
             phase: MEASURING,
             before: None,
             hold: 0,
             next_hold: FIRST_HOLD,
-            judged: false,
+            measured: false,
         }
     }
 
-    /// Starts on `start` lanes and adapts between 1 and `max`; `settle`:
-    /// segments each new lane accepts into its empty window before its
-    /// rate shows (its bytes in flight over the segment size, rounded up).
-    /// The caller gives the segments after a change to the lanes it added,
-    /// first.
-    pub fn adaptive(max: usize, settle: u32, start: usize) -> LaneCount {
+    /// Starts on `start` lanes and adapts between 1 and `max`; `window`:
+    /// the segments one lane's bytes in flight hold (its bytes in flight
+    /// over the segment size, rounded up), which a new lane accepts at
+    /// memory speed before its rate shows. The caller gives segments to
+    /// the lanes in use in turn, to the ones just added first.
+    pub fn adaptive(max: usize, start: usize, window: u32) -> LaneCount {
         let max = max.max(1);
         let n = start.clamp(1, max);
-        // The first lanes' windows fill at memory speed too.
-        let first = settle * n as u32;
+        let first = window * n as u32;
         let phase = if first > 0 { Phase::Settling(first) } else { MEASURING };
-        LaneCount { n, max, adaptive: true, settle, phase, ..LaneCount::fixed(1) }
+        LaneCount { n, max, adaptive: true, window, phase, ..LaneCount::fixed(1) }
     }
 
-    /// The lanes this body has shown to pay, once it has judged a try:
-    /// the current count, or the one before a try still being measured.
+    /// The lanes this body has shown to be enough, once it has measured a
+    /// rate: the current count, or the one before a try still being
+    /// measured.
     pub fn kept(&self) -> Option<usize> {
-        self.judged.then(|| self.before.map_or(self.n, |(_, had)| had))
+        self.measured.then(|| self.before.map_or(self.n, |(_, had)| had))
     }
 
     /// Lanes to write over now.
@@ -169,15 +172,12 @@ impl LaneCount {
     /// on): the count stays at most `n` from now on.
     pub fn cap(&mut self, n: usize) {
         self.max = self.max.min(n.max(1));
-        if self.n > self.max {
-            self.n = self.max;
-            self.before = None;
-            self.phase = MEASURING;
-        }
+        // A try still running goes on with fewer lanes, and is judged.
+        self.n = self.n.min(self.max);
     }
 
     /// The body's segment of `bytes` was accepted in `took`, of which it
-    /// waited `waited` on a lane with its window full.
+    /// spent `waited` handing it to its lane.
     pub fn segment_done(&mut self, bytes: u64, took: Duration, waited: Duration) {
         if !self.adaptive || bytes == 0 {
             return;
@@ -196,7 +196,10 @@ impl LaneCount {
                 *secs += took.as_secs_f64();
                 *w += waited.as_secs_f64();
                 *seen += 1;
-                if *seen < MEASURE {
+                // A whole round of the lanes at least: a lane's segment takes
+                // as long as its window needs to drain, which depends on
+                // where in the round the measurement starts.
+                if *seen < MEASURE.max(self.n as u32) {
                     return;
                 }
                 (*b, *secs, *w)
@@ -206,9 +209,9 @@ impl LaneCount {
         if secs <= 0.0 {
             return;
         }
+        self.measured = true;
         let rate = sum_bytes as f64 / secs;
         if let Some((before, had)) = self.before.take() {
-            self.judged = true;
             if rate < before * (1.0 + GAIN) {
                 // The added lanes did not pay: go back, and wait to try again.
                 self.n = had;
@@ -220,9 +223,11 @@ impl LaneCount {
         if waited_secs >= WAITED * secs && self.n < self.max && self.hold == 0 {
             self.before = Some((rate, self.n));
             let grown = (self.n * 2).min(self.max);
-            let settle = self.settle * (grown - self.n) as u32;
-            self.n = grown;
+            // The new lanes take one segment each, then one a round of all
+            // lanes, until their windows are full.
+            let settle = (grown - self.n) as u32 + self.window.saturating_sub(1) * grown as u32;
             self.phase = if settle > 0 { Phase::Settling(settle) } else { MEASURING };
+            self.n = grown;
         }
     }
 }
@@ -251,9 +256,23 @@ mod tests {
             seen.push(c.current());
         }
         // One segment settling and two measured on one lane; one and two on
-        // two lanes; two and two on four; then eight.
-        assert_eq!(seen[..15], [1, 1, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8], "{seen:?}");
-        assert!(seen[15..].iter().all(|&n| n == 8), "{seen:?}");
+        // two lanes; two and four on four; then eight.
+        assert_eq!(seen[..12], [1, 1, 2, 2, 2, 4, 4, 4, 4, 4, 4, 8], "{seen:?}");
+        assert!(seen[12..].iter().all(|&n| n == 8), "{seen:?}");
+    }
+
+    #[test]
+    fn lanes_with_windows_of_two_segments_settle_for_a_round_more() {
+        let mut c = LaneCount::adaptive(8, 1, 2);
+        let mut seen = Vec::new();
+        for _ in 0..16 {
+            let total = 100.0 * c.current() as f64;
+            seg(&mut c, total, 0.9);
+            seen.push(c.current());
+        }
+        // Two segments fill the first window; two measured; then the new
+        // lane's first segment and a round of both; two measured; ...
+        assert_eq!(seen, [1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4]);
     }
 
     #[test]
@@ -272,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_client_slower_than_the_lanes_keeps_one_lane() {
-        let mut c = LaneCount::adaptive(8, 3, 1);
+        let mut c = LaneCount::adaptive(8, 1, 3);
         for _ in 0..100 {
             seg(&mut c, 50.0, 0.1);
         }
@@ -292,7 +311,7 @@ mod tests {
 
     #[test]
     fn no_lane_beyond_the_cap() {
-        let mut c = LaneCount::adaptive(8, 0, 1);
+        let mut c = LaneCount::adaptive(8, 1, 0);
         for _ in 0..6 {
             let total = 100.0 * c.current() as f64;
             seg(&mut c, total, 0.9);
@@ -312,7 +331,7 @@ mod tests {
         let last = LastKept::default();
         assert_eq!(last.start(), 1);
         last.set(8);
-        let mut c = LaneCount::adaptive(8, 1, last.start());
+        let mut c = LaneCount::adaptive(8, last.start(), 1);
         assert_eq!(c.current(), 4);
         let mut seen = Vec::new();
         for _ in 0..8 {
@@ -320,11 +339,12 @@ mod tests {
             seg(&mut c, total, 0.9);
             seen.push(c.current());
         }
-        // Four segments settling and two measured on four lanes, then eight.
-        assert_eq!(seen, [4, 4, 4, 4, 4, 8, 8, 8]);
-        assert_eq!(c.kept(), None, "eight not yet measured");
-        // Two more of the four new lanes' settling segments, then two measured.
-        for _ in 0..4 {
+        // One segment into each of the four lanes' windows, a round of four
+        // measured, then eight.
+        assert_eq!(seen, [4, 4, 4, 4, 4, 4, 4, 8]);
+        assert_eq!(c.kept(), Some(4), "eight not yet measured");
+        // The four new lanes' settling segments, then a round of eight.
+        for _ in 0..12 {
             seg(&mut c, 800.0, 0.9);
         }
         assert_eq!(c.kept(), Some(8));
@@ -332,7 +352,7 @@ mod tests {
         // Where more lanes stopped paying, each body starts lower.
         let mut starts = Vec::new();
         for _ in 0..4 {
-            let mut c = LaneCount::adaptive(8, 1, last.start());
+            let mut c = LaneCount::adaptive(8, last.start(), 1);
             starts.push(c.current());
             for _ in 0..40 {
                 seg(&mut c, 300.0, 0.9);
@@ -340,6 +360,18 @@ mod tests {
             last.set(c.kept().unwrap());
         }
         assert_eq!(starts, [4, 2, 1, 1]);
+
+        // A body whose client sets the pace tries nothing, and the next
+        // starts lower still; one too short to measure changes nothing.
+        last.set(8);
+        let mut c = LaneCount::adaptive(8, last.start(), 1);
+        let mut short = c.clone();
+        for _ in 0..10 {
+            seg(&mut c, 50.0, 0.1);
+        }
+        assert_eq!((c.current(), c.kept()), (4, Some(4)));
+        seg(&mut short, 50.0, 0.1);
+        assert_eq!(short.kept(), None);
     }
 
     #[test]

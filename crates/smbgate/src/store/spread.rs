@@ -1,16 +1,21 @@
 //! Parallel PUT: a streamed body is cut into segments that are written at
-//! their offsets over several pooled connections, so several smbd
-//! processes (or NAS threads) absorb one upload. Segment i goes to lane
-//! i mod W; lane 0 is the caller's handle, the others open the same file
-//! on other connections once the body grows past the first segment. Each
-//! lane keeps at most its share of the body's bytes in flight, which come
-//! from the process-wide write-behind budget, so memory stays bounded
-//! whatever the body size and however many bodies arrive at once.
+//! their offsets over several pooled connections (lanes), so several smbd
+//! processes (or NAS threads) absorb one upload. Lane 0 is the caller's
+//! handle; the others open the same file on other connections when first
+//! given a segment. The lanes in use take segments in turn. Each lane
+//! keeps at most an equal share (for the most lanes the body may use) of
+//! the body's bytes in flight, which come from the process-wide
+//! write-behind budget, so memory stays bounded whatever the body size and
+//! however many bodies arrive at once. A share is not moved between lanes
+//! as their number changes: bytes queued on one lane (in a NAS's or a
+//! proxy's buffers) cannot be moved to another, and a lane with a deep
+//! queue would hide for a long while what more lanes bring.
 //!
-//! How many lanes pays is chosen per body (`--put-parallel auto`, see
-//! [`super::put_lanes`]): the writer times each segment and how long it
-//! waited on a lane, and gives segments to the first `count` lanes in turn,
-//! the ones just added first.
+//! How many lanes is fixed (`--put-parallel N`: segment i goes to lane
+//! i mod N) or chosen per body (`auto`, see [`super::put_lanes`]): the
+//! writer times each segment and how long it spent handing it to its lane,
+//! and gives the next segments to the lanes just added first. Lanes given
+//! back stay open, unused, until the body ends.
 //!
 //! A lane whose connection is lost goes on: its file is reopened on
 //! another pooled connection (its durable handle reclaimed, or the same
@@ -36,13 +41,14 @@ pub(crate) struct SpreadWriter {
     segment: u64,
     /// Lanes to write over now.
     count: LaneCount,
+    /// Each lane's bytes in flight.
     lane_budget: usize,
-    /// Lanes opened so far (more than `count` allows after a try that did
-    /// not pay: they stay open, unused, until the body ends).
+    /// Lanes opened so far (more than `count` after a try that did not pay).
     lanes: Vec<Lane>,
     /// Body bytes accepted so far.
     accepted: u64,
-    /// The lane the current segment goes to, and the one the next goes to.
+    /// The segment whose lane is chosen, that lane, and the next segment's.
+    chosen_for: Option<u64>,
     lane: usize,
     next_lane: usize,
     /// When the current segment began, and how long the body has waited
@@ -59,9 +65,9 @@ const MIN_WRITE_BEHIND: u64 = 1 << 20;
 
 impl SpreadWriter {
     /// A writer of body bytes to `path` (already open as `file`) starting at
-    /// file offset `base`. Its bytes in flight come from
-    /// the store's write-behind budget (at least [`MIN_WRITE_BEHIND`]), and
-    /// it uses no more lanes than that budget fills with segments.
+    /// file offset `base`. Its bytes in flight come from the store's
+    /// write-behind budget (at least [`MIN_WRITE_BEHIND`]), and it uses no
+    /// more lanes than that budget fills with segments.
     pub(crate) fn new(store: &Store, file: &Handle, path: &str, base: u64) -> SpreadWriter {
         let opts = store.options();
         let segment = opts.segment_size.max(1 << 20);
@@ -71,12 +77,10 @@ impl SpreadWriter {
         let lane_budget = (in_flight as usize / max_lanes).max(MIN_WRITE_BEHIND as usize);
         let count = match opts.put_parallel {
             PutParallel::Fixed(_) => LaneCount::fixed(max_lanes),
-            // A new lane accepts its window at memory speed: its rate shows
-            // only after that many bytes.
             PutParallel::Auto => LaneCount::adaptive(
                 max_lanes,
-                (lane_budget as u64).div_ceil(segment) as u32,
                 store.put_lanes_kept().start(),
+                (lane_budget as u64).div_ceil(segment) as u32,
             ),
         };
         let first = Lane::on(file, base, lane_budget);
@@ -89,6 +93,7 @@ impl SpreadWriter {
             lane_budget,
             lanes: vec![first],
             accepted: 0,
+            chosen_for: None,
             lane: 0,
             next_lane: 0,
             segment_began: Instant::now(),
@@ -106,36 +111,44 @@ impl SpreadWriter {
             let seg = self.accepted / self.segment;
             let room = (self.segment - self.accepted % self.segment) as usize;
             let n = room.min(data.len());
-            if room as u64 == self.segment {
+            if self.chosen_for != Some(seg) {
                 self.lane = self.lane_for(self.next_lane).await;
                 self.next_lane = (self.lane + 1) % self.count.current();
+                self.chosen_for = Some(seg);
             }
             let idx = self.lane;
             let at = self.base + self.accepted;
             let began = Instant::now();
             let (took, sent) = self.lanes[idx].write_at(at, &data[..n]).await;
-            self.segment_waited += began.elapsed();
             self.accepted += took as u64;
             data = &data[took..];
-            if took > 0 && self.accepted % self.segment == 0 {
-                let now = Instant::now();
-                let waited = std::mem::take(&mut self.segment_waited);
-                let before = self.count.current();
-                self.count.segment_done(self.segment, now - self.segment_began, waited);
-                let now_lanes = self.count.current();
-                if now_lanes != before {
-                    // Lanes just added take the next segments; after going
-                    // back, the lanes given up take none.
-                    self.next_lane = if now_lanes > before { before } else { 0 };
-                    tracing::debug!(path = %self.path, segment = seg, before, now = now_lanes, "PUT lanes changed");
-                }
-                self.segment_began = now;
-            }
             if let Err(e) = sent {
                 self.lanes[idx].recover(self.store.pool(), &self.path, idx, e).await?;
             }
+            self.segment_waited += began.elapsed();
+            if took > 0 && self.accepted % self.segment == 0 {
+                self.segment_done(seg);
+            }
         }
         Ok(())
+    }
+
+    /// Segment `seg` is accepted: reports it to the count, and points the
+    /// next segment at the lanes just added, if any.
+    fn segment_done(&mut self, seg: u64) {
+        let now = Instant::now();
+        let waited = std::mem::take(&mut self.segment_waited);
+        let before = self.count.current();
+        self.count.segment_done(self.segment, now - self.segment_began, waited);
+        self.segment_began = now;
+        let lanes = self.count.current();
+        if lanes == before {
+            return;
+        }
+        // Lanes just added take the next segments; after going back, the
+        // lanes given up take none.
+        self.next_lane = if lanes > before { before } else { 0 };
+        tracing::debug!(path = %self.path, segment = seg, before, now = lanes, "PUT lanes changed");
     }
 
     /// Lane `idx` (below the count), opening another connection's handle
@@ -172,9 +185,6 @@ impl SpreadWriter {
     ///
     /// Errors: the first failing WRITE; the extra handles are closed either way.
     pub(crate) async fn finish(mut self) -> StoreResult<(u64, Option<Handle>)> {
-        if let Some(kept) = self.count.kept() {
-            self.store.put_lanes_kept().set(kept);
-        }
         let mut first_err = None;
         for (idx, lane) in self.lanes.iter_mut().enumerate() {
             while let Err(e) = lane.drain().await {
@@ -199,7 +209,12 @@ impl SpreadWriter {
         }
         match first_err {
             Some(e) => Err(e.into()),
-            None => Ok((total, replacement)),
+            None => {
+                if let (PutParallel::Auto, Some(kept)) = (self.store.options().put_parallel, self.count.kept()) {
+                    self.store.put_lanes_kept().set(kept);
+                }
+                Ok((total, replacement))
+            }
         }
     }
 }
