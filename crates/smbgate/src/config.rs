@@ -183,7 +183,7 @@ pub struct ServeArgs {
     /// bandwidth (a NAS that caps each connection), shrinking when the
     /// segments slow each other down.
     #[arg(long, env = "SMBGATE_PREFETCH", default_value = "auto", help_heading = "Data path")]
-    pub prefetch: crate::store::prefetch_window::Prefetch,
+    pub prefetch: crate::store::fan_out::FanOut,
     /// Connections one large PUT or UploadPart body is written over, a
     /// segment at a time: a number from 1 to 64 (1 = a single connection),
     /// or `auto`, which starts on half of what the last body kept (one at
@@ -191,7 +191,7 @@ pub struct ServeArgs {
     /// connections and the doubled count raises its rate by a fifth (a NAS
     /// that caps each connection).
     #[arg(long, env = "SMBGATE_PUT_PARALLEL", default_value = "auto", help_heading = "Data path")]
-    pub put_parallel: crate::store::put_lanes::PutParallel,
+    pub put_parallel: crate::store::fan_out::FanOut,
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight and segments fetched ahead). When it is spent, GETs read with
     /// at most one READ ahead and fetch no segments early.

@@ -32,6 +32,7 @@ mod dir_reads;
 pub mod dir_source;
 pub mod dir_window;
 pub mod error;
+pub mod fan_out;
 mod folders;
 pub mod handles;
 pub mod keys;
@@ -47,8 +48,8 @@ pub mod part_checksums;
 pub mod path;
 pub mod prefetch_window;
 mod publish;
-pub mod put_lanes;
 mod put;
+pub mod put_lanes;
 pub mod read_plan;
 pub use share::records;
 pub mod share;
@@ -82,10 +83,10 @@ pub struct StoreOptions {
     /// Split-streaming segment size in bytes.
     pub segment_size: u64,
     /// Segments fetched ahead for large GETs (1 = no split streaming).
-    pub prefetch: prefetch_window::Prefetch,
+    pub prefetch: fan_out::FanOut,
     /// Connections one large PUT or UploadPart body is spread over: fixed
     /// (1 = one connection) or chosen per body; see [`put_lanes`].
-    pub put_parallel: put_lanes::PutParallel,
+    pub put_parallel: fan_out::FanOut,
     /// Bytes all GETs together may read ahead of their clients (READs in
     /// flight plus segments fetched ahead); see [`stream`].
     pub read_ahead_budget: u64,
@@ -128,8 +129,8 @@ impl Default for StoreOptions {
         StoreOptions {
             in_flight: 64 << 20,
             segment_size: 8 << 20,
-            prefetch: prefetch_window::Prefetch::Auto,
-            put_parallel: put_lanes::PutParallel::Auto,
+            prefetch: fan_out::FanOut::Auto,
+            put_parallel: fan_out::FanOut::Auto,
             read_ahead_budget: 512 << 20,
             write_behind_budget: 512 << 20,
             multipart_expiry: Duration::from_secs(7 * 24 * 3600),

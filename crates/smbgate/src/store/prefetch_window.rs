@@ -16,6 +16,8 @@
 
 use std::time::Duration;
 
+use super::fan_out::FanOut;
+
 /// A segment slower than this share of the best recent rate says that the
 /// segments in flight share one bottleneck.
 pub const HOLD: f64 = 0.8;
@@ -30,40 +32,6 @@ const START: usize = 2;
 /// has no idle connection or the read-ahead budget is short.
 pub const ADAPTIVE_MAX: usize = 16;
 
-/// `--prefetch`: a fixed window, or `auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefetch {
-    /// Always this many segments at once (1: one stream, no fetching ahead).
-    Fixed(usize),
-    /// Adapted per GET between 2 and [`ADAPTIVE_MAX`].
-    Auto,
-}
-
-impl std::str::FromStr for Prefetch {
-    type Err = String;
-
-    /// `auto`, or a number of segments from 1 to 64.
-    fn from_str(s: &str) -> Result<Prefetch, String> {
-        match s.trim() {
-            "auto" => Ok(Prefetch::Auto),
-            n => match n.parse::<usize>() {
-                Ok(w @ 1..=64) => Ok(Prefetch::Fixed(w)),
-                _ => Err(format!("{s:?}: want auto or a number of segments from 1 to 64")),
-            },
-        }
-    }
-}
-
-impl Prefetch {
-    /// The window a new GET starts with.
-    pub fn window(self) -> PrefetchWindow {
-        match self {
-            Prefetch::Fixed(w) => PrefetchWindow::fixed(w),
-            Prefetch::Auto => PrefetchWindow::adaptive(ADAPTIVE_MAX),
-        }
-    }
-}
-
 /// The segments one GET keeps in flight (the head one included).
 #[derive(Debug, Clone)]
 pub struct PrefetchWindow {
@@ -77,6 +45,15 @@ pub struct PrefetchWindow {
 }
 
 impl PrefetchWindow {
+    /// The window a new GET starts with under `--prefetch`: fixed, or
+    /// adapted between 2 and [`ADAPTIVE_MAX`].
+    pub fn for_setting(prefetch: FanOut) -> PrefetchWindow {
+        match prefetch {
+            FanOut::Fixed(w) => PrefetchWindow::fixed(w),
+            FanOut::Auto => PrefetchWindow::adaptive(ADAPTIVE_MAX),
+        }
+    }
+
     /// Always `w` (at least 1).
     pub fn fixed(w: usize) -> PrefetchWindow {
         let w = w.max(1);
@@ -175,14 +152,6 @@ mod tests {
             seg(&mut w, 100.0, false);
         }
         assert_eq!(w.current(), 2);
-    }
-
-    #[test]
-    fn the_setting_parses() {
-        assert_eq!("auto".parse(), Ok(Prefetch::Auto));
-        assert_eq!("4".parse(), Ok(Prefetch::Fixed(4)));
-        assert!("0".parse::<Prefetch>().is_err() && "65".parse::<Prefetch>().is_err());
-        assert!("x".parse::<Prefetch>().is_err());
     }
 
     #[test]

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::fan_out::FanOut;
+
 /// Most lanes an adaptive body uses; fewer when the write-behind budget
 /// fills fewer segments or the pool has no other connection.
 pub const ADAPTIVE_MAX: usize = 8;
@@ -46,37 +48,12 @@ pub const MEASURE: u32 = 2;
 /// Segments between a try that did not pay and the next one, at first.
 pub const FIRST_HOLD: u32 = 16;
 
-/// `--put-parallel`: a fixed number of lanes, or `auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PutParallel {
-    /// Always this many lanes (1: one connection).
-    Fixed(usize),
-    /// Chosen per body between 1 and [`ADAPTIVE_MAX`].
-    Auto,
-}
-
-impl std::str::FromStr for PutParallel {
-    type Err = String;
-
-    /// `auto`, or a number of connections from 1 to 64.
-    fn from_str(s: &str) -> Result<PutParallel, String> {
-        match s.trim() {
-            "auto" => Ok(PutParallel::Auto),
-            n => match n.parse::<usize>() {
-                Ok(p @ 1..=64) => Ok(PutParallel::Fixed(p)),
-                _ => Err(format!("{s:?}: want auto or a number of connections from 1 to 64")),
-            },
-        }
-    }
-}
-
-impl PutParallel {
-    /// The most lanes a body may use.
-    pub fn max(self) -> usize {
-        match self {
-            PutParallel::Fixed(n) => n.max(1),
-            PutParallel::Auto => ADAPTIVE_MAX,
-        }
+/// The most lanes a body may use under `--put-parallel`: the fixed
+/// count, or [`ADAPTIVE_MAX`] for `auto`.
+pub fn max_lanes(put_parallel: FanOut) -> usize {
+    match put_parallel {
+        FanOut::Fixed(n) => n.max(1),
+        FanOut::Auto => ADAPTIVE_MAX,
     }
 }
 
@@ -375,11 +352,8 @@ mod tests {
     }
 
     #[test]
-    fn the_setting_parses_and_a_fixed_count_stays() {
-        assert_eq!("auto".parse(), Ok(PutParallel::Auto));
-        assert_eq!("3".parse(), Ok(PutParallel::Fixed(3)));
-        assert!("0".parse::<PutParallel>().is_err() && "65".parse::<PutParallel>().is_err());
-        assert!("x".parse::<PutParallel>().is_err());
+    fn a_fixed_count_stays() {
+        assert_eq!((max_lanes(FanOut::Fixed(3)), max_lanes(FanOut::Auto)), (3, ADAPTIVE_MAX));
         let mut c = LaneCount::fixed(4);
         for _ in 0..10 {
             seg(&mut c, 10.0, 1.0);

@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use super::share::Handle;
 
 use super::budget::Held;
-use super::put_lanes::{LaneCount, PutParallel};
+use super::fan_out::FanOut;
+use super::put_lanes::{self, LaneCount};
 use super::share::lane::Lane;
 use super::{share, Store, StoreResult};
 
@@ -73,11 +74,11 @@ impl SpreadWriter {
         let segment = opts.segment_size.max(1 << 20);
         let (granted, held) = store.write_behind().take_up_to(store.in_flight() as u64);
         let in_flight = granted.max(MIN_WRITE_BEHIND);
-        let max_lanes = opts.put_parallel.max().clamp(1, (in_flight / segment).max(1) as usize);
+        let max_lanes = put_lanes::max_lanes(opts.put_parallel).clamp(1, (in_flight / segment).max(1) as usize);
         let lane_budget = (in_flight as usize / max_lanes).max(MIN_WRITE_BEHIND as usize);
         let count = match opts.put_parallel {
-            PutParallel::Fixed(_) => LaneCount::fixed(max_lanes),
-            PutParallel::Auto => LaneCount::adaptive(
+            FanOut::Fixed(_) => LaneCount::fixed(max_lanes),
+            FanOut::Auto => LaneCount::adaptive(
                 max_lanes,
                 store.put_lanes_kept().start(),
                 (lane_budget as u64).div_ceil(segment) as u32,
@@ -126,7 +127,7 @@ impl SpreadWriter {
                 self.lanes[idx].recover(self.store.pool(), &self.path, idx, e).await?;
             }
             self.segment_waited += began.elapsed();
-            if took > 0 && self.accepted % self.segment == 0 {
+            if took > 0 && self.accepted.is_multiple_of(self.segment) {
                 self.segment_done(seg);
             }
         }
@@ -210,7 +211,7 @@ impl SpreadWriter {
         match first_err {
             Some(e) => Err(e.into()),
             None => {
-                if let (PutParallel::Auto, Some(kept)) = (self.store.options().put_parallel, self.count.kept()) {
+                if let (FanOut::Auto, Some(kept)) = (self.store.options().put_parallel, self.count.kept()) {
                     self.store.put_lanes_kept().set(kept);
                 }
                 Ok((total, replacement))
