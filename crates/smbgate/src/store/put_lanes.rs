@@ -33,12 +33,12 @@ use super::fan_out::FanOut;
 /// fills fewer segments or the pool has no other connection.
 pub const ADAPTIVE_MAX: usize = 8;
 
-/// Share of a segment's time the body must have waited on its lanes for
-/// another lane to be worth a try.
+/// Share of a measurement's time the body must have spent on its lanes
+/// (handing segments over) for doubling them to be worth a try.
 pub const WAITED: f64 = 0.5;
 
 /// How much more of the body's rate the doubled lanes must bring to be
-/// kept (a fifth: well above the noise of two segments' timing).
+/// kept (a fifth: well above the noise of one measurement's timing).
 pub const GAIN: f64 = 0.2;
 
 /// Segments one rate is measured over, at least (and at least one per
