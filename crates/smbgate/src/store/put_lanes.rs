@@ -135,7 +135,7 @@ impl LaneCount {
 
     /// The lanes this body has shown to be enough, once it has measured a
     /// rate: the current count, or the one before a try still being
-    /// measured.
+    /// measured. Always `None` for a fixed count, which measures nothing.
     pub fn kept(&self) -> Option<usize> {
         self.measured.then(|| self.before.map_or(self.n, |(_, had)| had))
     }
@@ -222,16 +222,23 @@ mod tests {
         c.segment_done(8 * MIB, Duration::from_secs_f64(took), Duration::from_secs_f64(took * waited));
     }
 
+    /// `segments` segments where each of up to `paying` lanes brings its own
+    /// 100 MiB/s (more add nothing) and the body waits on its lanes; the
+    /// count after each.
+    fn capped(c: &mut LaneCount, segments: usize, paying: usize) -> Vec<usize> {
+        (0..segments)
+            .map(|_| {
+                let total = 100.0 * c.current().min(paying) as f64;
+                seg(c, total, 0.9);
+                c.current()
+            })
+            .collect()
+    }
+
     #[test]
     fn capped_connections_grow_the_lanes_to_the_maximum() {
         // Each connection carries 100 MiB/s however many run.
-        let mut c = LaneCount::adaptive(8, 1, 1);
-        let mut seen = Vec::new();
-        for _ in 0..20 {
-            let total = 100.0 * c.current() as f64;
-            seg(&mut c, total, 0.9);
-            seen.push(c.current());
-        }
+        let seen = capped(&mut LaneCount::adaptive(8, 1, 1), 20, 8);
         // One segment settling and two measured on one lane; one and two on
         // two lanes; two and four on four; then eight.
         assert_eq!(seen[..12], [1, 1, 2, 2, 2, 4, 4, 4, 4, 4, 4, 8], "{seen:?}");
@@ -240,13 +247,7 @@ mod tests {
 
     #[test]
     fn lanes_with_windows_of_two_segments_settle_for_a_round_more() {
-        let mut c = LaneCount::adaptive(8, 1, 2);
-        let mut seen = Vec::new();
-        for _ in 0..16 {
-            let total = 100.0 * c.current() as f64;
-            seg(&mut c, total, 0.9);
-            seen.push(c.current());
-        }
+        let seen = capped(&mut LaneCount::adaptive(8, 1, 2), 16, 8);
         // Two segments fill the first window; two measured; then the new
         // lane's first segment and a round of both; two measured; ...
         assert_eq!(seen, [1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4]);
@@ -279,27 +280,18 @@ mod tests {
     fn lanes_that_stop_paying_are_given_back() {
         // Up to four lanes add their own 100 MiB/s; more add nothing.
         let mut c = LaneCount::adaptive(8, 1, 1);
-        for _ in 0..60 {
-            let total = 100.0 * c.current().min(4) as f64;
-            seg(&mut c, total, 0.9);
-        }
+        capped(&mut c, 60, 4);
         assert_eq!(c.current(), 4);
     }
 
     #[test]
     fn no_lane_beyond_the_cap() {
         let mut c = LaneCount::adaptive(8, 1, 0);
-        for _ in 0..6 {
-            let total = 100.0 * c.current() as f64;
-            seg(&mut c, total, 0.9);
-        }
+        capped(&mut c, 6, 8);
         assert!(c.current() >= 4);
         c.cap(3);
         assert_eq!(c.current(), 3);
-        for _ in 0..40 {
-            let total = 100.0 * c.current() as f64;
-            seg(&mut c, total, 0.9);
-        }
+        capped(&mut c, 40, 8);
         assert_eq!(c.current(), 3);
     }
 
@@ -310,12 +302,7 @@ mod tests {
         last.set(8);
         let mut c = LaneCount::adaptive(8, last.start(), 1);
         assert_eq!(c.current(), 4);
-        let mut seen = Vec::new();
-        for _ in 0..8 {
-            let total = 100.0 * c.current() as f64;
-            seg(&mut c, total, 0.9);
-            seen.push(c.current());
-        }
+        let seen = capped(&mut c, 8, 8);
         // One segment into each of the four lanes' windows, a round of four
         // measured, then eight.
         assert_eq!(seen, [4, 4, 4, 4, 4, 4, 4, 8]);

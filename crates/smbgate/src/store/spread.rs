@@ -48,10 +48,8 @@ pub(crate) struct SpreadWriter {
     lanes: Vec<Lane>,
     /// Body bytes accepted so far.
     accepted: u64,
-    /// The segment whose lane is chosen, that lane, and the next segment's.
-    chosen_for: Option<u64>,
+    /// The lane the current segment goes to (opened when first written).
     lane: usize,
-    next_lane: usize,
     /// When the current segment began, and how long the body has waited
     /// on a lane in it.
     segment_began: Instant,
@@ -94,9 +92,7 @@ impl SpreadWriter {
             lane_budget,
             lanes: vec![first],
             accepted: 0,
-            chosen_for: None,
             lane: 0,
-            next_lane: 0,
             segment_began: Instant::now(),
             segment_waited: Duration::ZERO,
             _held: held,
@@ -112,11 +108,7 @@ impl SpreadWriter {
             let seg = self.accepted / self.segment;
             let room = (self.segment - self.accepted % self.segment) as usize;
             let n = room.min(data.len());
-            if self.chosen_for != Some(seg) {
-                self.lane = self.lane_for(self.next_lane).await;
-                self.next_lane = (self.lane + 1) % self.count.current();
-                self.chosen_for = Some(seg);
-            }
+            self.lane = self.lane_for(self.lane).await;
             let idx = self.lane;
             let at = self.base + self.accepted;
             let began = Instant::now();
@@ -134,8 +126,9 @@ impl SpreadWriter {
         Ok(())
     }
 
-    /// Segment `seg` is accepted: reports it to the count, and points the
-    /// next segment at the lanes just added, if any.
+    /// Segment `seg` is accepted: reports it to the count and picks the
+    /// next segment's lane: the next in turn, or the first of the lanes
+    /// just added, or lane 0 after going back.
     fn segment_done(&mut self, seg: u64) {
         let now = Instant::now();
         let waited = std::mem::take(&mut self.segment_waited);
@@ -144,17 +137,16 @@ impl SpreadWriter {
         self.segment_began = now;
         let lanes = self.count.current();
         if lanes == before {
+            self.lane = (self.lane + 1) % lanes;
             return;
         }
-        // Lanes just added take the next segments; after going back, the
-        // lanes given up take none.
-        self.next_lane = if lanes > before { before } else { 0 };
+        self.lane = if lanes > before { before } else { 0 };
         tracing::debug!(path = %self.path, segment = seg, before, now = lanes, "PUT lanes changed");
     }
 
     /// Lane `idx` (below the count), opening another connection's handle
     /// the first time it is needed. A lane that cannot be opened (pool
-    /// busy or broken) just means fewer lanes.
+    /// busy or broken) just means fewer lanes: lane 0 takes its segment.
     async fn lane_for(&mut self, idx: usize) -> usize {
         if idx < self.lanes.len() {
             return idx;
@@ -211,7 +203,7 @@ impl SpreadWriter {
         match first_err {
             Some(e) => Err(e.into()),
             None => {
-                if let (FanOut::Auto, Some(kept)) = (self.store.options().put_parallel, self.count.kept()) {
+                if let Some(kept) = self.count.kept() {
                     self.store.put_lanes_kept().set(kept);
                 }
                 Ok((total, replacement))
