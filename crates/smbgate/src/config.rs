@@ -146,6 +146,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ANONYMOUS_WRITE", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub anonymous_write: bool,
+    /// The share's storage is encrypted at rest (BitLocker, ZFS or LUKS
+    /// encryption on the NAS): PUTs asking for SSE-S3
+    /// (`x-amz-server-side-encryption: AES256`) are accepted. Off: they
+    /// are refused with 501, since the gateway itself encrypts nothing.
+    #[arg(long, env = "SMBGATE_ENCRYPTED_AT_REST", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
+    pub encrypted_at_rest: bool,
     /// SMB connections in the pool (and in each S3 user's own pool).
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8, help_heading = "SMB")]
     pub pool_size: usize,

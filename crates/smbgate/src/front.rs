@@ -53,6 +53,8 @@ pub struct Access {
     pub anonymous: crate::users::Anonymous,
     /// The users in force.
     pub users: crate::users::Directory,
+    /// What the gateway refuses to promise (see `crate::promises`).
+    pub promises: crate::promises::Promises,
 }
 
 /// The bucket of an `x-amz-copy-source` header (`/bucket/key` or
@@ -87,7 +89,7 @@ impl S3Access for Access {
             Some(k) => self.users.get(k),
             None => self.anonymous.user(),
         };
-        let verdict = match (&access_key, &user) {
+        let mut verdict = match (&access_key, &user) {
             (None, None) if self.anonymous.allowed() => Ok(()),
             (None, None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
             // Signed with a key the table no longer holds (a reload between
@@ -98,6 +100,12 @@ impl S3Access for Access {
                 u.authorize(name, bucket.iter().chain(source.iter()).map(String::as_str))
             }
         };
+        if verdict.is_ok() {
+            let headers = cx.headers();
+            if let Some(refused) = self.promises.refusal(name, |n| headers.get(n).and_then(|v| v.to_str().ok())) {
+                verdict = Err(refused);
+            }
+        }
         let identity = user.as_ref().map(|u| u.name.clone());
         let smb_identity = user.as_ref().and_then(|u| u.smb.as_ref()).map(|s| s.to_string());
         if let Some(slot) = cx.extensions_mut().get::<OperationSlot>() {

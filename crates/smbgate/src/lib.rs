@@ -9,6 +9,8 @@
 //! - [`access_log`]: the `--access-log` file, reopened on SIGHUP.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints.
+//! - [`promises`]: requests that ask for a guarantee the gateway does not
+//!   give (Object Lock, SSE-C, SSE-KMS, ...), refused rather than ignored.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
 //!   rules s3s leaves to us; [`ignored_range`]: GET and HEAD with a Range
 //!   that does not parse, answered whole.
@@ -42,6 +44,7 @@ pub mod kerberos;
 pub mod metrics;
 pub mod post_object;
 pub mod precheck;
+pub mod promises;
 pub mod proxy_protocol;
 pub mod request_ids;
 pub mod s3;

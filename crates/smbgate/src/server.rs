@@ -193,7 +193,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see
     // ignored_range).
-    let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, anonymous.clone()).build();
+    let promises = crate::promises::Promises { encrypted_at_rest: args.encrypted_at_rest };
+    let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, anonymous.clone(), promises).build();
     let post = crate::post_object::PostObject::new(
         gateway.clone(),
         directory.clone(),
@@ -201,8 +202,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         &args.region,
         args.sigv2,
         domain.clone(),
+        promises,
     );
-    let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous);
+    let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous, promises);
     builder.set_route(crate::ignored_range::IgnoredRange::new(inner));
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -249,12 +251,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
 
 /// An s3s service builder over `gateway` with smbgate's config, the
 /// virtual-host `domain` if set, and `users` as its auth and access check,
-/// serving unsigned requests as `anonymous` says.
+/// serving unsigned requests as `anonymous` says and refusing what
+/// `promises` says the gateway does not give.
 fn s3_builder(
     gateway: Gateway,
     domain: Option<&crate::vhost::Domain>,
     users: &crate::users::Directory,
     anonymous: crate::users::Anonymous,
+    promises: crate::promises::Promises,
 ) -> s3s::service::S3ServiceBuilder {
     let mut builder = s3s::service::S3ServiceBuilder::new(gateway);
     // XML bodies (CompleteMultipartUpload, DeleteObjects) are read whole:
@@ -273,7 +277,7 @@ fn s3_builder(
     // is then an unknown key (403 InvalidAccessKeyId, as AWS answers one)
     // rather than 501.
     builder.set_auth(users.clone());
-    builder.set_access(crate::front::Access { anonymous, users: users.clone() });
+    builder.set_access(crate::front::Access { anonymous, users: users.clone(), promises });
     builder
 }
 

@@ -47,6 +47,8 @@ pub struct PostObject {
     region: Arc<str>,
     sigv2: bool,
     domain: Option<crate::vhost::Domain>,
+    /// What the gateway refuses to promise (see `crate::promises`).
+    promises: crate::promises::Promises,
 }
 
 /// What a form upload resolved, for metrics and the access log.
@@ -66,7 +68,9 @@ pub struct Posted {
 impl PostObject {
     /// Form uploads on `gateway` for `users` (reloaded with them), in
     /// `region`, with SigV2 forms if `sigv2`, unsigned forms if
-    /// `anonymous`, buckets named by Host under `domain` if set.
+    /// `anonymous`, buckets named by Host under `domain` if set, refusing
+    /// the fields `promises` refuses as headers.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gateway: Gateway,
         users: Directory,
@@ -74,8 +78,9 @@ impl PostObject {
         region: &str,
         sigv2: bool,
         domain: Option<crate::vhost::Domain>,
+        promises: crate::promises::Promises,
     ) -> PostObject {
-        PostObject { gateway, users, anonymous, region: region.into(), sigv2, domain }
+        PostObject { gateway, users, anonymous, region: region.into(), sigv2, domain, promises }
     }
 
     /// Answers the form upload `req` (see `precheck::is_form`); the answer is an S3
@@ -172,6 +177,9 @@ impl PostObject {
             Some(u) => u.authorize(OPERATION, [bucket.as_str()])?,
         }
         posted.user = user.clone();
+        if let Some(refused) = self.promises.refusal(OPERATION, |n| fields.get(n)) {
+            return Err(refused);
+        }
 
         let (file, cut) = body::Bounded::new(file, min, max);
         let mut input = put_input(&fields, &bucket, &key)?;

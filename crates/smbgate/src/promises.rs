@@ -1,0 +1,196 @@
+//! Requests that ask for a guarantee the gateway does not give are
+//! refused, never accepted and ignored (failure class 34, in
+//! docs/failure-classes.md): a backup tool
+//! told 200 to `x-amz-object-lock-mode: COMPLIANCE` believes its backup
+//! is immutable, and a client told 200 to an SSE-C key believes its data
+//! is encrypted, while the share holds plain, deletable files.
+//!
+//! Refused, as AWS refuses them where the feature is missing:
+//! - Object Lock on a write (retention mode, retain-until date, legal
+//!   hold): 400 InvalidRequest "Bucket is missing Object Lock
+//!   Configuration"; CreateBucket with `x-amz-bucket-object-lock-enabled:
+//!   true`: 501 NotImplemented.
+//! - SSE-C (`x-amz-server-side-encryption-customer-*`): 501 NotImplemented
+//!   on a write that creates an object; on anything else (GET, HEAD, a
+//!   part, a copy's source) 400 InvalidRequest, since no object here is
+//!   encrypted with a customer's key.
+//! - SSE-KMS (`aws:kms`, `aws:kms:dsse`, a KMS key ID, an encryption
+//!   context, a bucket key): 501 NotImplemented.
+//! - SSE-S3 (`x-amz-server-side-encryption: AES256`): 501 NotImplemented
+//!   unless the operator declares the share encrypted at rest
+//!   (`--encrypted-at-rest`), since the gateway itself encrypts nothing.
+//! - `x-amz-website-redirect-location` (website hosting) and
+//!   `x-amz-write-offset-bytes` (appends): 501 NotImplemented.
+//!
+//! Accepted, as AWS treats them as no-ops here or the gateway keeps them:
+//! ACL headers (documented as accepted without effect), storage classes,
+//! `x-amz-request-payer`, `x-amz-expected-bucket-owner` (one owner per
+//! gateway), `x-amz-mfa` and `x-amz-bypass-governance-retention` (they
+//! only matter to versioned or locked buckets, and there are none).
+//!
+//! The check runs once the request is authenticated and authorised (an
+//! unknown key still gets 403 first, as from AWS), on the request's
+//! headers, or on a form upload's fields, which carry the same names.
+
+use s3s::{S3Error, S3ErrorCode};
+
+/// What the operator declared about the share (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Promises {
+    /// The share's storage is encrypted at rest (`--encrypted-at-rest`):
+    /// SSE-S3 requests are accepted.
+    pub encrypted_at_rest: bool,
+}
+
+/// The Object Lock headers of a write.
+const LOCK: [&str; 3] =
+    ["x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"];
+
+/// The SSE-C headers of the object written or read.
+const SSE_C: [&str; 3] = [
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-customer-key",
+    "x-amz-server-side-encryption-customer-key-md5",
+];
+
+/// The SSE-C headers of a copy's source.
+const SSE_C_SOURCE: [&str; 3] = [
+    "x-amz-copy-source-server-side-encryption-customer-algorithm",
+    "x-amz-copy-source-server-side-encryption-customer-key",
+    "x-amz-copy-source-server-side-encryption-customer-key-md5",
+];
+
+/// SSE-KMS headers besides the algorithm.
+const SSE_KMS: [&str; 3] = [
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-server-side-encryption-context",
+    "x-amz-server-side-encryption-bucket-key-enabled",
+];
+
+/// The operations that create an object from what they are sent.
+fn creates_object(operation: &str) -> bool {
+    matches!(operation, "PutObject" | "CopyObject" | "CreateMultipartUpload" | "PostObject")
+}
+
+fn not_implemented(what: &str) -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::NotImplemented,
+        format!("A header you provided implies functionality that is not implemented: {what}."),
+    )
+}
+
+impl Promises {
+    /// The refusal of `operation` (an S3 operation name, or `PostObject`)
+    /// whose headers (or form fields) `get` looks up by lower-case name;
+    /// `None` if it asks for nothing the gateway does not give.
+    ///
+    /// Errors returned: 400 InvalidRequest or InvalidArgument, 501
+    /// NotImplemented; see the module docs.
+    pub fn refusal<'a>(&self, operation: &str, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
+        let has = |names: &[&str]| names.iter().any(|n| get(n).is_some());
+        if operation == "CreateBucket" {
+            let lock = get("x-amz-bucket-object-lock-enabled").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+            return lock.then(|| not_implemented("Object Lock (x-amz-bucket-object-lock-enabled)"));
+        }
+        if creates_object(operation) {
+            if has(&LOCK) {
+                return Some(S3Error::with_message(
+                    S3ErrorCode::InvalidRequest,
+                    "Bucket is missing Object Lock Configuration",
+                ));
+            }
+            if has(&SSE_C) {
+                return Some(not_implemented("server-side encryption with customer-provided keys (SSE-C)"));
+            }
+            if let Some(e) = self.server_side_encryption(&get) {
+                return Some(e);
+            }
+            if get("x-amz-website-redirect-location").is_some() {
+                return Some(not_implemented("website redirects (x-amz-website-redirect-location)"));
+            }
+            if get("x-amz-write-offset-bytes").is_some() {
+                return Some(not_implemented("appends (x-amz-write-offset-bytes)"));
+            }
+        } else if has(&SSE_C) {
+            return Some(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "The encryption parameters are not applicable to this object.",
+            ));
+        }
+        if has(&SSE_C_SOURCE) {
+            return Some(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "The encryption parameters are not applicable to this object.",
+            ));
+        }
+        None
+    }
+
+    /// The refusal of an `x-amz-server-side-encryption` request on a
+    /// write, if any.
+    fn server_side_encryption<'a>(&self, get: &impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
+        if SSE_KMS.iter().any(|n| get(n).is_some()) {
+            return Some(not_implemented("server-side encryption with KMS keys (SSE-KMS)"));
+        }
+        match get("x-amz-server-side-encryption").map(str::trim) {
+            None => None,
+            Some("AES256") if self.encrypted_at_rest => None,
+            Some("AES256") => Some(not_implemented(
+                "server-side encryption (SSE-S3); the operator has not declared this share encrypted at rest",
+            )),
+            Some("aws:kms" | "aws:kms:dsse") => Some(not_implemented("server-side encryption with KMS keys (SSE-KMS)")),
+            Some(_) => Some(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "The encryption method specified is not supported",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(p: Promises, op: &str, headers: &[(&str, &str)]) -> Option<(u16, String)> {
+        let e = p.refusal(op, |n| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))?;
+        Some((e.status_code().map_or(0, |s| s.as_u16()), e.code().as_str().to_string()))
+    }
+
+    #[test]
+    fn lock_headers_on_writes_are_refused() {
+        let p = Promises::default();
+        for op in ["PutObject", "CopyObject", "CreateMultipartUpload", "PostObject"] {
+            for h in LOCK {
+                assert_eq!(refusal(p, op, &[(h, "x")]), Some((400, "InvalidRequest".into())), "{op} {h}");
+            }
+        }
+        let lock = [("x-amz-bucket-object-lock-enabled", "True")];
+        assert_eq!(refusal(p, "CreateBucket", &lock), Some((501, "NotImplemented".into())));
+        assert_eq!(refusal(p, "CreateBucket", &[("x-amz-bucket-object-lock-enabled", "false")]), None);
+        assert_eq!(refusal(p, "PutObject", &[("x-amz-acl", "private"), ("x-amz-storage-class", "STANDARD")]), None);
+    }
+
+    #[test]
+    fn encryption_is_refused_unless_declared() {
+        let p = Promises::default();
+        let sse_c = [("x-amz-server-side-encryption-customer-algorithm", "AES256")];
+        assert_eq!(refusal(p, "PutObject", &sse_c), Some((501, "NotImplemented".into())));
+        for op in ["GetObject", "HeadObject", "UploadPart", "UploadPartCopy"] {
+            assert_eq!(refusal(p, op, &sse_c), Some((400, "InvalidRequest".into())), "{op}");
+        }
+        let source = [("x-amz-copy-source-server-side-encryption-customer-key", "k")];
+        assert_eq!(refusal(p, "CopyObject", &source), Some((400, "InvalidRequest".into())));
+        let kms = [("x-amz-server-side-encryption", "aws:kms")];
+        assert_eq!(refusal(p, "CreateMultipartUpload", &kms), Some((501, "NotImplemented".into())));
+        let key_id = [("x-amz-server-side-encryption-aws-kms-key-id", "k")];
+        assert_eq!(refusal(p, "PutObject", &key_id), Some((501, "NotImplemented".into())));
+        let s3 = [("x-amz-server-side-encryption", "AES256")];
+        assert_eq!(refusal(p, "PutObject", &s3), Some((501, "NotImplemented".into())));
+        assert_eq!(refusal(Promises { encrypted_at_rest: true }, "PutObject", &s3), None);
+        let bad = [("x-amz-server-side-encryption", "rot13")];
+        assert_eq!(refusal(p, "PutObject", &bad), Some((400, "InvalidArgument".into())));
+        let redirect = [("x-amz-website-redirect-location", "/x")];
+        assert_eq!(refusal(p, "PutObject", &redirect), Some((501, "NotImplemented".into())));
+        assert_eq!(refusal(p, "GetObject", &[]), None);
+    }
+}
