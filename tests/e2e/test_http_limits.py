@@ -430,3 +430,67 @@ def test_xml_bodies_share_one_budget_across_connections(gw):
     assert s3.delete_objects(Bucket="budget", Delete=delete).get("Errors", []) == []
     assert s3.list_objects_v2(Bucket="budget")["KeyCount"] == 0
     s3.delete_bucket(Bucket="budget")
+
+
+# Issue 43, item 1: a form's data before its file part is read before
+# anything is authenticated, so it is bounded in bytes and in time. 512 MiB
+# of zeros sent as a form whose boundary never comes once raised the
+# gateway's RSS by 509 MiB.
+def test_a_form_whose_boundary_never_comes_is_refused_without_holding_it(samba):
+    import threading
+    from s3util import peak_rss_mib
+    g = Gateway(samba)
+    try:
+        gw_rss = lambda: peak_rss_mib(g.proc.pid)  # noqa: E731
+        open(f"/proc/{g.proc.pid}/clear_refs", "w").write("5")
+        before = gw_rss()
+        s = connect(g)
+        s.sendall(b"POST /no-such-bucket HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: multipart/form-data; boundary=never\r\nContent-Length: 536870912\r\n\r\n")
+        sent = [0]
+
+        def send():
+            zeros = b"\0" * (1 << 20)
+            try:
+                while sent[0] < 512 << 20:
+                    s.sendall(zeros)
+                    sent[0] += len(zeros)
+            except OSError:
+                pass  # cut: what it is meant to be
+        t = threading.Thread(target=send, daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        got = answered_within(s, 30)
+        took = time.monotonic() - t0
+        assert got is not None and got.startswith(b"HTTP/1.1 400"), got
+        while b"</Error>" not in got:
+            more = answered_within(s, 5)
+            if not more:
+                break
+            got += more
+        assert b"<Code>MaxPostPreDataLengthExceededError</Code>" in got, got
+        assert took < 5, f"answered after {took:.1f} s"
+        s.close()
+        t.join(10)
+        grew = gw_rss() - before
+        assert grew < 16, f"the gateway's peak RSS grew by {grew:.0f} MiB ({sent[0] >> 20} MiB sent)"
+        # The gateway still serves.
+        got = head_from("127.0.0.3", g.port, 2)
+        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+    finally:
+        g.stop()
+
+
+@pytest.mark.parametrize("gw", [{"SMBGATE_HEADER_READ_TIMEOUT": "2"}], indirect=True)
+def test_a_form_whose_fields_stop_coming_gets_request_timeout(gw):
+    s = connect(gw)
+    s.sendall(b"POST /anything HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 100000\r\n\r\n"
+              b"--xyz\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nk")  # and then nothing
+    t0 = time.monotonic()
+    got = answered_within(s, 15)
+    took = time.monotonic() - t0
+    assert got is not None and got.startswith(b"HTTP/1.1 400"), got
+    assert b"<Code>RequestTimeout</Code>" in got, got
+    assert 1.5 < took < 2 + 2, f"answered after {took:.1f} s"
+    s.close()

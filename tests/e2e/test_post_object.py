@@ -273,3 +273,37 @@ def test_a_browser_form_on_another_origin_uploads_and_is_redirected(s3, v4, gate
         "bucket": [bucket], "key": ["browser/photo.txt"], "etag": ['"%s"' % hashlib.md5(body).hexdigest()]}
     got = s3.get_object(Bucket=bucket, Key="browser/photo.txt")
     assert (got["Body"].read(), got["ContentType"], got["Metadata"]) == (body, "text/plain", {"camera": "none"})
+
+
+def test_a_field_given_twice_is_refused(v4, gateway, s3, bucket):
+    """Issue 43, item 5: a second `key` could stand beside the one the
+    policy's `eq` checked; which one counts would depend on the parser."""
+    p = v4.generate_presigned_post(bucket, "twice", Conditions=[{"key": "twice"}], ExpiresIn=300)
+    fields = list(p["fields"].items()) + [("Key", "other")]
+    r = requests.post(f"{gateway.endpoint}/{bucket}", data=fields, files={"file": ("f", b"x")},
+                      allow_redirects=False, timeout=60)
+    assert code(r) == (400, "InvalidArgument"), r.text
+    for k in ("twice", "other"):
+        with pytest.raises(Exception):
+            s3.head_object(Bucket=bucket, Key=k)
+
+
+def test_an_unsigned_form_redirects_only_where_allowed(samba, gateway, bucket):
+    """Issue 43, item 5: anybody may post an unsigned form, so its
+    redirect would make the gateway an open redirector; allowed only with
+    --anonymous-form-redirect."""
+    fields = {"key": "anon-redirect", "success_action_redirect": "https://example.com/done"}
+    for allow, expected in (("off", 403), ("on", 303)):
+        anon = Gateway(samba, "--anonymous", "--anonymous-bucket", bucket, "--anonymous-write",
+                       "--anonymous-form-redirect", allow)
+        try:
+            r = post(anon, bucket, fields)
+            assert r.status_code == expected, r.text
+            if allow == "off":
+                assert code(r) == (403, "AccessDenied")
+                with pytest.raises(Exception):
+                    gateway.client().head_object(Bucket=bucket, Key="anon-redirect")
+            else:
+                assert r.headers["Location"].startswith("https://example.com/done?")
+        finally:
+            anon.stop()

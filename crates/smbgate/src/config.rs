@@ -146,6 +146,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ANONYMOUS_WRITE", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub anonymous_write: bool,
+    /// An unsigned form upload (POST Object under `--anonymous-write`) may
+    /// redirect its browser with `success_action_redirect` (`on`); off,
+    /// such a form is refused, so that the gateway cannot be used by
+    /// anyone as a redirector to any address.
+    #[arg(long, env = "SMBGATE_ANONYMOUS_FORM_REDIRECT", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
+    pub anonymous_form_redirect: bool,
     /// The share's storage is encrypted at rest (BitLocker, ZFS or LUKS
     /// encryption on the NAS): PUTs asking for SSE-S3
     /// (`x-amz-server-side-encryption: AES256`) are accepted. Off: they

@@ -203,6 +203,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.sigv2,
         domain.clone(),
         promises,
+        args.header_read_timeout,
+        args.anonymous_form_redirect,
     );
     let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous, promises);
     builder.set_route(crate::ignored_range::IgnoredRange::new(inner));

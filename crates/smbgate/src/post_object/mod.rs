@@ -36,6 +36,10 @@ pub const OPERATION: &str = "PostObject";
 /// bytes (AWS's limit for POST, 5 GB).
 const MAX_FILE: u64 = 5 * 1024 * 1024 * 1024;
 
+/// Most bytes of a form besides its file: the data before the file part
+/// (see `form`) and the fields after it, which are ignored.
+const MAX_AROUND_FILE: u64 = 1 << 20;
+
 /// What serves form uploads: the gateway the S3 handlers run on, the users,
 /// and the rules of the endpoint.
 #[derive(Clone)]
@@ -49,6 +53,10 @@ pub struct PostObject {
     domain: Option<crate::vhost::Domain>,
     /// What the gateway refuses to promise (see `crate::promises`).
     promises: crate::promises::Promises,
+    /// How long a form may take to reach its file part.
+    fields_timeout: std::time::Duration,
+    /// Unsigned forms may redirect (`--anonymous-form-redirect`).
+    anonymous_redirect: bool,
 }
 
 /// What a form upload resolved, for metrics and the access log.
@@ -69,7 +77,10 @@ impl PostObject {
     /// Form uploads on `gateway` for `users` (reloaded with them), in
     /// `region`, with SigV2 forms if `sigv2`, unsigned forms if
     /// `anonymous`, buckets named by Host under `domain` if set, refusing
-    /// the fields `promises` refuses as headers.
+    /// the fields `promises` refuses as headers, and reading no longer
+    /// than `fields_timeout` up to the file part (`--header-read-timeout`:
+    /// nothing before it is authenticated); unsigned forms may redirect if
+    /// `anonymous_redirect`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gateway: Gateway,
@@ -79,8 +90,20 @@ impl PostObject {
         sigv2: bool,
         domain: Option<crate::vhost::Domain>,
         promises: crate::promises::Promises,
+        fields_timeout: std::time::Duration,
+        anonymous_redirect: bool,
     ) -> PostObject {
-        PostObject { gateway, users, anonymous, region: region.into(), sigv2, domain, promises }
+        PostObject {
+            gateway,
+            users,
+            anonymous,
+            region: region.into(),
+            sigv2,
+            domain,
+            promises,
+            fields_timeout,
+            anonymous_redirect,
+        }
     }
 
     /// Answers the form upload `req` (see `precheck::is_form`); the answer is an S3
@@ -120,13 +143,20 @@ impl PostObject {
     }
 
     async fn upload(&self, req: http::Request<hyper::body::Incoming>, posted: &mut Posted) -> S3Result<HttpResponse> {
+        let deadline = tokio::time::Instant::now() + self.fields_timeout;
         let (bucket, by_host) = self.bucket_of(&req)?;
+        if crate::precheck::content_length(req.headers()) > MAX_FILE + MAX_AROUND_FILE {
+            return Err(S3Error::with_message(
+                S3ErrorCode::EntityTooLarge,
+                "Your proposed upload exceeds the maximum allowed size",
+            ));
+        }
         posted.bucket = Some(bucket.clone());
         let location_base = location_base(&req, &bucket, by_host);
         let (parts, body) = req.into_parts();
         let content_type = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let body = http_body_util::BodyStream::new(body).try_filter_map(|f| async move { Ok(f.into_data().ok()) });
-        let form::Form { mut fields, filename, file } = form::read(content_type, body).await?;
+        let form::Form { mut fields, filename, file } = form::read(content_type, body, deadline).await?;
 
         // `${filename}` in the key is the file part's name.
         let key = fields.get("key").ok_or_else(|| {
@@ -167,6 +197,7 @@ impl PostObject {
             }
             None => (0, MAX_FILE),
         };
+        let signed = user.is_some();
         // Unsigned: under the anonymous grant, if one limits it.
         let user = user.or_else(|| self.anonymous.user());
         match &user {
@@ -179,6 +210,13 @@ impl PostObject {
         posted.user = user.clone();
         if let Some(refused) = self.promises.refusal(OPERATION, |n| fields.get(n)) {
             return Err(refused);
+        }
+        let redirects = fields.get("success_action_redirect").or_else(|| fields.get("redirect")).is_some();
+        if !signed && redirects && !self.anonymous_redirect {
+            return Err(S3Error::with_message(
+                S3ErrorCode::AccessDenied,
+                "An unsigned form may not redirect on this gateway (see --anonymous-form-redirect).",
+            ));
         }
 
         let (file, cut) = body::Bounded::new(file, min, max);
