@@ -396,23 +396,27 @@ def test_a_get_whose_client_stops_reading_is_cut_and_its_handle_closed(own_samba
         g.stop()
 
 
-@pytest.mark.parametrize("gw", [{"SMBGATE_XML_BODY_BUDGET": "8MiB"}], indirect=True)
+@pytest.mark.parametrize("gw", [{"SMBGATE_XML_BODY_BUDGET": "8MiB", "SMBGATE_BODY_READ_TIMEOUT": "30s"}],
+                         indirect=True)
 def test_xml_bodies_share_one_budget_across_connections(gw):
     # Issue 23, point 4: each XML body may be 4 MiB, and was bounded per
     # request only, so many connections (or the streams of one HTTP/2
     # connection) could each hold that much. Six connections each declare a
-    # 4 MiB DeleteObjects body and stall in it: the first two take the
-    # whole 8 MiB budget. Another DeleteObjects then waits 5 s for its share
-    # and gets 503 SlowDown; once the stalled connections close, it goes
-    # through.
+    # 4 MiB DeleteObjects body, signed (presigned URLs: since issue 43 an
+    # unsigned one is refused before its body is read), and stall in it:
+    # the first two take the whole 8 MiB budget. Another DeleteObjects then
+    # waits 5 s for its share and gets 503 SlowDown; once the stalled
+    # connections close, it goes through.
+    import urllib.parse
     s3 = gw.client()
     s3.create_bucket(Bucket="budget")
     s3.put_object(Bucket="budget", Key="k", Body=b"x")
+    url = urllib.parse.urlsplit(presign(gw, "POST", "/budget?delete"))
     stalled = []
     for _ in range(6):
         s = connect(gw)
-        s.sendall(b"POST /budget?delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4194304\r\n\r\n"
-                  + b"<Delete>" + b" " * 1024)
+        s.sendall(f"POST {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                  "Content-Length: 4194304\r\n\r\n".encode() + b"<Delete>" + b" " * 1024)
         stalled.append(s)
     time.sleep(0.5)
     delete = {"Objects": [{"Key": "k"}], "Quiet": True}
@@ -430,6 +434,80 @@ def test_xml_bodies_share_one_budget_across_connections(gw):
     assert s3.delete_objects(Bucket="budget", Delete=delete).get("Errors", []) == []
     assert s3.list_objects_v2(Bucket="budget")["KeyCount"] == 0
     s3.delete_bucket(Bucket="budget")
+
+
+def presign(gw, method, path_and_query):
+    """A SigV4 presigned URL for `method` on `path_and_query`, signed by
+    botocore with the test key (valid 10 minutes)."""
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from conftest import ACCESS_KEY, REGION, SECRET_KEY
+    req = AWSRequest(method=method, url=gw.endpoint + path_and_query)
+    S3SigV4QueryAuth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION, expires=600).add_auth(req)
+    return req.url
+
+
+def test_stalled_unsigned_delete_objects_bodies_hold_nothing(gateway, s3, bucket):
+    # Issue 43, item 2: DeleteObjects bodies were read before any signature
+    # was checked. Sixteen connections that sent the headers of an unsigned
+    # 4 MiB DeleteObjects and then nothing held the whole 64 MiB XML body
+    # budget: every CompleteMultipartUpload beside them waited 5 s for 503
+    # SlowDown, and the connections were still held a minute later.
+    up = s3.create_multipart_upload(Bucket=bucket, Key="beside")["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key="beside", UploadId=up, PartNumber=1, Body=b"p" * 1024)["ETag"]
+    port = int(gateway.endpoint.rsplit(":", 1)[1])
+    stalled = []
+    for _ in range(16):
+        s = connect_from("127.0.0.4", port, f"POST /{bucket}?delete HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Content-Length: 4194304\r\n\r\n<Delete>".encode())
+        stalled.append(s)
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        r = s3.complete_multipart_upload(Bucket=bucket, Key="beside", UploadId=up,
+                                         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+        took = time.monotonic() - t0
+        assert r["ETag"].endswith('-1"'), r
+        assert took < 2, f"CompleteMultipartUpload took {took:.1f} s beside the stalled bodies"
+        # Each was answered 403 at once, and its connection is closed once
+        # the rest of its body has not come within the drain's 5 s.
+        for s in stalled:
+            got = answered_within(s, 2)
+            assert got is not None and got.startswith(b"HTTP/1.1 403"), got
+        still_open = still_open_after(stalled, 5 + 3)
+        assert still_open == [], f"{len(still_open)} stalled connections still open"
+    finally:
+        for s in stalled:
+            s.close()
+
+
+@pytest.mark.parametrize("gw", [{"SMBGATE_BODY_READ_TIMEOUT": "2s"}], indirect=True)
+def test_a_signed_xml_body_that_stalls_gets_request_timeout(gw):
+    # Issue 43, item 2: an XML body read whole holds its share of the budget
+    # until it ends, so it must keep coming like an object body.
+    import urllib.parse
+    s3 = gw.client()
+    s3.create_bucket(Bucket="stall-xml")
+    up = s3.create_multipart_upload(Bucket="stall-xml", Key="k")["UploadId"]
+    url = urllib.parse.urlsplit(gw.client(signature_version="s3v4").generate_presigned_url(
+        "complete_multipart_upload", Params={"Bucket": "stall-xml", "Key": "k", "UploadId": up}, ExpiresIn=600))
+    s = connect(gw)
+    s.sendall(f"POST {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+              "Content-Length: 1000\r\n\r\n<CompleteMultipartUpload>".encode())
+    t0 = time.monotonic()
+    got = answered_within(s, 15)
+    took = time.monotonic() - t0
+    assert got is not None and got.startswith(b"HTTP/1.1 400"), got
+    while b"</Error>" not in got:
+        more = answered_within(s, 5)
+        if not more:
+            break
+        got += more
+    assert b"<Code>RequestTimeout</Code>" in got, got
+    assert took < 2 + 2, f"answered after {took:.1f} s"
+    s.close()
+    assert s3.list_multipart_uploads(Bucket="stall-xml")["Uploads"][0]["UploadId"] == up
 
 
 # Issue 43, item 1: a form's data before its file part is read before

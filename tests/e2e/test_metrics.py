@@ -137,11 +137,17 @@ def test_health_follows_the_smb_side(mgw, own_samba):
 
 def test_the_xml_body_budget_shows_what_stalled_bodies_hold(mgw):
     """Issue 23, point 4: what the XML body budget holds is visible, so a
-    503 SlowDown from it can be told from one of the server."""
+    503 SlowDown from it can be told from one of the server. (The stalled
+    body is signed: since issue 43 an unsigned one is answered before it
+    is read.)"""
     import socket
+    import urllib.parse
+    from test_http_limits import presign
+    url = urllib.parse.urlsplit(presign(mgw, "POST", "/any-bucket?delete"))
     s = socket.create_connection(("127.0.0.1", mgw.port), timeout=10)
     try:
-        s.sendall(b"POST /any-bucket?delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3000000\r\n\r\n<Delete>")
+        s.sendall(f"POST {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                  "Content-Length: 3000000\r\n\r\n<Delete>".encode())
         deadline = time.monotonic() + 5
         while value(scrape(mgw), "smbgate_xml_body_in_use_bytes") != 3000000 and time.monotonic() < deadline:
             time.sleep(0.1)

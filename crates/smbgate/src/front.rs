@@ -48,6 +48,7 @@ pub const ACCESS_TARGET: &str = "smbgate::access";
 /// anonymous access was switched on, and holds a signed request to its
 /// user's buckets and read-only flag. The user goes into the request's
 /// extensions, where the S3 handlers find the SMB identity it acts as.
+#[derive(Clone)]
 pub struct Access {
     /// What unsigned requests may do.
     pub anonymous: crate::users::Anonymous,
@@ -66,6 +67,37 @@ fn copy_source_bucket(headers: &http::HeaderMap) -> Option<String> {
     (!bucket.is_empty()).then(|| bucket.to_string())
 }
 
+impl Access {
+    /// Who may run `operation` on `buckets` (its bucket, and a copy's
+    /// source) signed with `access_key` (`None`: unsigned): the verdict, and
+    /// the user the request then runs as (`None`: the gateway's own
+    /// account, for anonymous access without a grant).
+    ///
+    /// Errors: 403 AccessDenied (unsigned without `--anonymous`, a key the
+    /// table no longer holds, a bucket or write the user is not granted).
+    pub fn decide<'a>(
+        &self,
+        operation: &str,
+        buckets: impl IntoIterator<Item = &'a str>,
+        access_key: Option<&str>,
+    ) -> (S3Result<()>, Option<Arc<crate::users::User>>) {
+        // Unsigned: under the anonymous grant, if one limits it.
+        let user = match access_key {
+            Some(k) => self.users.get(k),
+            None => self.anonymous.user(),
+        };
+        let verdict = match (access_key, &user) {
+            (None, None) if self.anonymous.allowed() => Ok(()),
+            (None, None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
+            // Signed with a key the table no longer holds (a reload between
+            // the signature check and here).
+            (Some(_), None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")),
+            (_, Some(u)) => u.authorize(operation, buckets),
+        };
+        (verdict, user)
+    }
+}
+
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
@@ -77,29 +109,16 @@ impl S3Access for Access {
             s3s::path::S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
         let bucket_name = bucket.clone();
-        // A request the ignored-Range route passed on carries the access key
-        // whose signature the outer service verified (see ignored_range).
-        let vouched = cx.extensions_mut().get::<crate::ignored_range::Vouched>().cloned();
+        // A request one of the custom routes passed on carries the access
+        // key whose signature the outer service verified (see routes).
+        let vouched = cx.extensions_mut().get::<crate::routes::Vouched>().cloned();
         let access_key = match vouched {
             Some(v) => v.access_key,
             None => cx.credentials().map(|c| c.access_key.clone()),
         };
-        // Unsigned: under the anonymous grant, if one limits it.
-        let user = match access_key.as_deref() {
-            Some(k) => self.users.get(k),
-            None => self.anonymous.user(),
-        };
-        let mut verdict = match (&access_key, &user) {
-            (None, None) if self.anonymous.allowed() => Ok(()),
-            (None, None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required")),
-            // Signed with a key the table no longer holds (a reload between
-            // the signature check and here).
-            (Some(_), None) => Err(S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")),
-            (_, Some(u)) => {
-                let source = copy_source_bucket(cx.headers());
-                u.authorize(name, bucket.iter().chain(source.iter()).map(String::as_str))
-            }
-        };
+        let source = copy_source_bucket(cx.headers());
+        let (mut verdict, user) =
+            self.decide(name, bucket.iter().chain(source.iter()).map(String::as_str), access_key.as_deref());
         if verdict.is_ok() {
             let headers = cx.headers();
             if let Some(refused) = self.promises.refusal(name, |n| headers.get(n).and_then(|v| v.to_str().ok())) {
@@ -135,6 +154,8 @@ pub struct Front {
     cors: Arc<CorsFront>,
     auth_log: Arc<crate::auth_log::AuthLog>,
     post: Arc<crate::post_object::PostObject>,
+    /// How fast a body read whole must come.
+    pace: crate::paced_body::Pace,
 }
 
 /// What the front needs for CORS: the buckets' rules, and the domain of
@@ -163,7 +184,8 @@ impl Front {
     /// signature, `users` check SigV2 signatures in constant time before
     /// s3s does, `bodies` bounds the XML bodies held at once, `cors`
     /// answers preflights and decorates requests with an Origin, `domain`
-    /// is `--domain`, `post` answers form uploads.
+    /// is `--domain`, `post` answers form uploads, `pace` holds the bodies
+    /// read whole to a pace.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         s3: S3Service,
@@ -175,11 +197,12 @@ impl Front {
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
         post: crate::post_object::PostObject,
+        pace: crate::paced_body::Pace,
     ) -> Front {
         let sigv2 = Arc::new(crate::sigv2::Verifier::new(users, domain.clone()));
         let cors = Arc::new(CorsFront { cache: cors, domain });
         let post = Arc::new(post);
-        Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, bodies, cors, auth_log: Arc::default(), post }
+        Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, bodies, cors, auth_log: Arc::default(), post, pace }
     }
 }
 
@@ -208,41 +231,6 @@ async fn preflight(cors: &CorsFront, req: &http::Request<Incoming>) -> HttpRespo
         resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
     }
     resp
-}
-
-/// True for DeleteObjects: a POST with the `delete` subresource.
-fn is_delete_objects<B>(req: &http::Request<B>) -> bool {
-    req.method() == http::Method::POST
-        && req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "delete" || p.starts_with("delete=")))
-}
-
-/// A DeleteObjects request whose key list has been read (at most
-/// [`precheck::MAX_XML_BODY`] bytes) and checked against its Content-MD5 or
-/// `x-amz-checksum-*` header: s3s leaves those unchecked, and a key list
-/// damaged on the way must delete nothing (AWS answers 400 BadDigest). A
-/// body framed as aws-chunked (its checksum in a trailer) goes on as read.
-///
-/// Errors: BadDigest, InvalidDigest; Body if the body cannot be read whole.
-async fn checked_delete_objects(
-    req: http::Request<Incoming>,
-) -> Result<http::Request<s3s::Body>, crate::store::StoreError> {
-    use crate::store::checksum::Algorithm;
-    use http_body_util::BodyExt;
-    let (parts, body) = req.into_parts();
-    let limited = http_body_util::Limited::new(body, precheck::MAX_XML_BODY);
-    let bytes = limited.collect().await.map_err(|e| crate::store::StoreError::Body(e.to_string()))?.to_bytes();
-    let h = &parts.headers;
-    let framed = h.contains_key("x-amz-trailer")
-        || h.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes().starts_with(b"STREAMING-"));
-    if !framed {
-        let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
-        let sums = Algorithm::ALL
-            .into_iter()
-            .filter_map(|a| Some((a, text(&format!("x-amz-checksum-{}", a.name().to_lowercase()))?.to_string())))
-            .collect();
-        crate::store::verify::verify_body(&bytes, text("content-md5"), &sums)?;
-    }
-    Ok(http::Request::from_parts(parts, s3s::Body::from(bytes)))
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for Front {
@@ -308,6 +296,7 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
         let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let post = self.post.clone();
+        let pace = self.pace;
         let fut = async move {
             // A form upload names its access key in the form, not a header.
             let mut form_key = None;
@@ -348,14 +337,18 @@ impl hyper::service::Service<http::Request<Incoming>> for Front {
                     });
                     resp
                 }
-                None if is_delete_objects(&req) => match checked_delete_objects(req).await {
-                    Ok(req) => s3.call(req).await?,
-                    Err(e) => crate::s3::s3_error(e).to_http_response().unwrap_or_else(|_| {
-                        let mut r = http::Response::new(s3s::Body::empty());
-                        *r.status_mut() = http::StatusCode::BAD_REQUEST;
-                        r
-                    }),
-                },
+                // A body read whole holds its share of the budget: it must
+                // keep coming (see paced_body).
+                None if needs.is_some() => {
+                    let (parts, body) = req.into_parts();
+                    let (paced, cut) =
+                        crate::paced_body::PacedBody::new(crate::unread_body::DrainOnDrop::new(body), pace);
+                    let resp = s3.call(http::Request::from_parts(parts, s3s::Body::http_body_unsync(paced))).await?;
+                    match cut.happened() {
+                        true => precheck::Refusal::request_timeout().to_response(),
+                        false => resp,
+                    }
+                }
                 None => s3.call(req.map(crate::unread_body::DrainOnDrop::wrap)).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.

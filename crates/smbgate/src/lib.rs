@@ -12,8 +12,11 @@
 //! - [`promises`]: requests that ask for a guarantee the gateway does not
 //!   give (Object Lock, SSE-C, SSE-KMS, ...), refused rather than ignored.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
-//!   rules s3s leaves to us; [`ignored_range`]: GET and HEAD with a Range
-//!   that does not parse, answered whole.
+//!   rules s3s leaves to us; [`routes`]: requests s3s hands us once their
+//!   signature holds: [`ignored_range`] (GET and HEAD with a Range that
+//!   does not parse, answered whole) and [`delete_objects`] (a key list
+//!   checked against its digest); [`paced_body`]: bodies read whole must
+//!   keep coming.
 //! - [`server`]: listeners, the connection cap, drain and reload signals;
 //!   [`conn_limits`]: what one connection may hold (first-request deadline,
 //!   idle timeout, a share of the slots per client address);
@@ -37,16 +40,19 @@ pub mod config_file;
 pub mod conn_limits;
 mod connection;
 pub mod cors;
+pub mod delete_objects;
 pub mod front;
 pub mod identities;
 pub mod ignored_range;
 pub mod kerberos;
 pub mod metrics;
+pub mod paced_body;
 pub mod post_object;
 pub mod precheck;
 pub mod promises;
 pub mod proxy_protocol;
 pub mod request_ids;
+pub mod routes;
 pub mod s3;
 pub mod secret_files;
 pub mod server;

@@ -68,6 +68,16 @@ impl Refusal {
         Refusal::new(http::StatusCode::BAD_REQUEST, "MaxMessageLengthExceeded", "Your request was too big.")
     }
 
+    /// 400 RequestTimeout: a body stopped coming, or came too slowly.
+    pub fn request_timeout() -> Refusal {
+        Refusal::new(
+            http::StatusCode::BAD_REQUEST,
+            "RequestTimeout",
+            "Your socket connection to the server was not read from or written to within the timeout period. Idle \
+             connections will be closed.",
+        )
+    }
+
     /// 503 SlowDown: a shared budget is spent; SDKs retry with backoff.
     pub fn slow_down() -> Refusal {
         Refusal::new(http::StatusCode::SERVICE_UNAVAILABLE, "SlowDown", "Please reduce your request rate.")
@@ -286,7 +296,7 @@ impl Rules {
         // A query is read only if it may be a presigned URL's: most
         // requests carry the Authorization header, or no signature at all.
         let q = req.uri().query().unwrap_or("");
-        if !q.contains("X-Amz-") && !q.contains("Signature=") {
+        if !may_name_signature(q) {
             return Ok(());
         }
         let query: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes()).into_owned().collect();
@@ -382,11 +392,25 @@ impl Rules {
 /// True if the query string `q` carries a presigned signature: SigV4's
 /// `X-Amz-Algorithm` or `X-Amz-Signature`, or SigV2's `Signature`.
 fn is_presigned(q: &str) -> bool {
-    if !q.contains("X-Amz-") && !q.contains("Signature") {
+    if !may_name_signature(q) {
         return false;
     }
     form_urlencoded::parse(q.as_bytes())
         .any(|(k, _)| matches!(k.as_ref(), "X-Amz-Algorithm" | "X-Amz-Signature" | "Signature"))
+}
+
+/// False only if the query `q` surely names no signature parameter:
+/// most requests carry none, and are not parsed. A percent-encoded name
+/// (`Signatur%65`) is what s3s decodes and reads, so any `%` counts.
+fn may_name_signature(q: &str) -> bool {
+    q.contains("X-Amz-") || q.contains("Signature") || q.contains('%')
+}
+
+/// The decoded name of one `name=value` pair of a query string (what s3s
+/// and AWS read: `Signatur%65` is `Signature`).
+pub fn decoded_name(pair: &str) -> String {
+    let raw = pair.split_once('=').map_or(pair, |(n, _)| n);
+    form_urlencoded::parse(raw.as_bytes()).next().map(|(k, _)| k.into_owned()).unwrap_or_default()
 }
 
 fn malformed(detail: &str) -> Refusal {
@@ -550,6 +574,21 @@ mod tests {
         let presigned = "/b/k?AWSAccessKeyId=AK&Expires=1796119200&Signature=c2ln";
         assert!(rules().check(&mut get(presigned, &[]), now).is_ok());
         assert_eq!(off.check(&mut get(presigned, &[]), now).unwrap_err().code, "InvalidRequest");
+    }
+
+    #[test]
+    fn signature_names_are_read_decoded() {
+        // `Signatur%65` is `Signature` to s3s: it must not slip past
+        // `--sigv2 off`, nor past the presigned-plus-Authorization check.
+        let now = at("20261201T100000Z");
+        let off = Rules { sigv2: false, ..rules() };
+        let v2 = "/b/k?AWSAccessKeyId=AK&Expires=1796119200&Signatur%65=c2ln";
+        assert_eq!(off.check(&mut get(v2, &[]), now).unwrap_err().code, "InvalidRequest");
+        let v4 = "/b/k?X-Amz-Algorith%6D=AWS4-HMAC-SHA256&X-Amz-Signature=00";
+        let e = rules().check(&mut get(v4, &[("authorization", V4)]), now).unwrap_err();
+        assert_eq!(e.code, "InvalidArgument");
+        assert_eq!(decoded_name("Signatur%65=x"), "Signature");
+        assert_eq!(decoded_name("delete"), "delete");
     }
 
     #[test]

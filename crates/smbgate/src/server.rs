@@ -206,8 +206,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.header_read_timeout,
         args.anonymous_form_redirect,
     );
+    let anonymous_for_routes = anonymous.clone();
     let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous, promises);
-    builder.set_route(crate::ignored_range::IgnoredRange::new(inner));
+    let access = crate::front::Access { anonymous: anonymous_for_routes, users: directory.clone(), promises };
+    let delete = crate::delete_objects::DeleteObjects::new(access, domain.clone());
+    builder.set_route(crate::routes::Routes::new(inner, delete));
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let admin = match args.metrics_listen {
@@ -240,8 +243,19 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         proxy_protocol: args.proxy_protocol,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
-    let service =
-        crate::front::Front::new(builder.build(), pool, metrics, rules, directory.clone(), bodies, cors, domain, post);
+    let pace = crate::paced_body::Pace { per_chunk: args.body_read_timeout, min_rate: args.body_min_rate };
+    let service = crate::front::Front::new(
+        builder.build(),
+        pool,
+        metrics,
+        rules,
+        directory.clone(),
+        bodies,
+        cors,
+        domain,
+        post,
+        pace,
+    );
     let users = UsersReload { directory, args: args.clone() };
     let per_client = crate::conn_limits::PerClient::new(
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),

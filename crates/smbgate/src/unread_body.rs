@@ -47,9 +47,14 @@ pub struct DrainOnDrop {
 }
 
 impl DrainOnDrop {
+    /// `body`, drained when dropped unfinished.
+    pub fn new(body: Incoming) -> DrainOnDrop {
+        DrainOnDrop { inner: Some(body) }
+    }
+
     /// Wraps `body` as s3s's body type.
     pub fn wrap(body: Incoming) -> s3s::Body {
-        s3s::Body::http_body(DrainOnDrop { inner: Some(body) })
+        s3s::Body::http_body(DrainOnDrop::new(body))
     }
 }
 
