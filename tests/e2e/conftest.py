@@ -127,13 +127,15 @@ class Samba:
 
 
 class Gateway:
-    def __init__(self, samba, *extra, env=None):
+    def __init__(self, samba, *extra, env=None, listen_host="127.0.0.1"):
+        """`listen_host` is the address it listens on with its port (one
+        that also takes 127.0.0.1, such as `[::]`)."""
         self.samba = samba
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         e = dict(os.environ)
         e.update({
-            "SMBGATE_LISTEN": f"127.0.0.1:{self.port}",
+            "SMBGATE_LISTEN": f"{listen_host}:{self.port}",
             "SMBGATE_SHARE": f"smb://{samba.env.get('SMB_HOST', '127.0.0.1')}:{samba.port}/{samba.env['SMB_SHARE']}",
             "SMBGATE_SMB_USER": samba.env["SMB_USER"],
             "SMBGATE_SMB_PASSWORD": samba.env["SMB_PASSWORD"],

@@ -572,3 +572,65 @@ def test_a_form_whose_fields_stop_coming_gets_request_timeout(gw):
     assert b"<Code>RequestTimeout</Code>" in got, got
     assert 1.5 < took < 2 + 2, f"answered after {took:.1f} s"
     s.close()
+
+
+STALLED_FORM = (b"POST /some-bucket HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 100000\r\n\r\n"
+                b"--xyz\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nk")
+
+
+def test_stalled_form_posts_that_fill_every_slot_make_way_for_a_new_client(samba):
+    # Issue 43, item 2: a request in flight was never evicted, so form
+    # POSTs stalled in their fields (nothing authenticated yet) from a few
+    # addresses, each within its share, held every connection slot. A
+    # request whose body has brought nothing for a second now makes way
+    # like an idle connection. 1,000 from one address, and 16 (its share)
+    # from each of three more, fill all 64 slots.
+    g = Gateway(samba, env={"SMBGATE_MAX_CONNECTIONS": "64"})
+    try:
+        with flood(g.port, 1000, STALLED_FORM, source="127.0.0.2") as a, \
+                flood(g.port, 16, STALLED_FORM, source="127.0.0.3") as b, \
+                flood(g.port, 16, STALLED_FORM, source="127.0.0.4") as c, \
+                flood(g.port, 16, STALLED_FORM, source="127.0.0.5") as d:
+            time.sleep(1.5)  # every slot taken, each request stalled for over a second
+            t0 = time.monotonic()
+            got = head_from("127.0.0.6", g.port, 2)
+            assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+            assert time.monotonic() - t0 < 2
+            assert len(a) + len(b) + len(c) + len(d) == 1048
+    finally:
+        g.stop()
+
+
+def test_an_ipv6_client_takes_one_share_for_its_whole_slash_64(samba):
+    # Issue 43, item 2: the per-client share counted single addresses, and
+    # a host is commonly given a whole /64. Thirty connections from thirty
+    # addresses of one /64 (routed to loopback for the test) hold only
+    # that /64's share; the rest are closed at once.
+    import subprocess
+    prefix = "fd5b:9a7e:1:2"
+    route = ["ip", "-6", "route", "add", "local", f"{prefix}::/64", "dev", "lo", "table", "local"]
+    added = subprocess.run(route, capture_output=True, text=True)
+    if added.returncode != 0 and "File exists" not in added.stderr:
+        pytest.skip(f"no IPv6 on this machine: {added.stderr.strip()}")
+    g = Gateway(samba, env={"SMBGATE_MAX_CONNECTIONS": "40", "SMBGATE_HEADER_READ_TIMEOUT": "30"},
+                listen_host="[::]")
+    socks = []
+    try:
+        for n in range(1, 31):
+            s = socket.socket(socket.AF_INET6)
+            s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND: the /64 is routed, not assigned
+            s.bind((f"{prefix}::{n:x}", 0))
+            s.settimeout(10)
+            s.connect(("::1", g.port))
+            socks.append(s)
+        time.sleep(0.5)
+        open_ = still_open_after(socks, 1)
+        assert len(open_) == 10, f"{len(open_)} of 30 connections from one /64 kept (its share is 10)"
+        got = head_from("127.0.0.3", g.port, 2)
+        assert got is not None and got.startswith(b"HTTP/1.1 200"), got
+    finally:
+        for s in socks:
+            s.close()
+        g.stop()
+        subprocess.run(route[:3] + ["del"] + route[4:], capture_output=True)

@@ -8,10 +8,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::conn_limits::RequestBody;
 use crate::store::share::Pool;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
 
 use crate::metrics::Metrics;
 
@@ -35,7 +35,7 @@ impl Admin {
         Admin { metrics, pool, token: token.map(Arc::from) }
     }
 
-    fn answer(&self, req: &http::Request<Incoming>) -> http::Response<Full<Bytes>> {
+    fn answer(&self, req: &http::Request<RequestBody>) -> http::Response<Full<Bytes>> {
         let reply = |status: http::StatusCode, body: &'static str| {
             let mut r = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
             *r.status_mut() = status;
@@ -77,12 +77,12 @@ impl Admin {
     }
 }
 
-impl hyper::service::Service<http::Request<Incoming>> for Admin {
+impl hyper::service::Service<http::Request<RequestBody>> for Admin {
     type Response = http::Response<Full<Bytes>>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
-    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+    fn call(&self, req: http::Request<RequestBody>) -> Self::Future {
         let r = self.answer(&req);
         Box::pin(async move { Ok(r) })
     }

@@ -2,8 +2,10 @@
 //! listeners alike: a deadline for its first request, an idle timeout
 //! between requests (HTTP/1 and HTTP/2), a send timeout for a client that
 //! stops taking its response body, a share of the connection slots
-//! per client address, and, when every slot is taken, its slot given to a
-//! new connection if it has been idle longest.
+//! per client address (an IPv6 client's /64), and, when every slot is
+//! taken, its slot given to a new connection if it has made no progress
+//! longest: idle, or with every request waiting for body bytes its client
+//! does not send ([`RequestBody`]).
 //!
 //! hyper alone leaves gaps that idle connections fill: its header timeout
 //! starts only once the HTTP version has been sniffed, and an HTTP/2
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hyper::body::{Body, Frame, SizeHint};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
@@ -43,6 +45,11 @@ struct ActivityInner {
     /// (a write or flush pending), in nanoseconds after `accepted` plus
     /// one; 0 while it takes it. An atomic: every write notes itself.
     write_blocked: AtomicU64,
+    /// Request bodies waiting now for bytes the client has not sent.
+    bodies_waiting: AtomicUsize,
+    /// When a request last started or a body last brought bytes, in
+    /// nanoseconds after `accepted`.
+    last_progress: AtomicU64,
 }
 impl Activity {
     /// A connection accepted now, with no request yet.
@@ -56,6 +63,8 @@ impl Activity {
                 last_done: Mutex::new(now),
                 evict: tokio::sync::Notify::new(),
                 write_blocked: AtomicU64::new(0),
+                bodies_waiting: AtomicUsize::new(0),
+                last_progress: AtomicU64::new(0),
             }),
         }
     }
@@ -116,12 +125,19 @@ impl Activity {
         }
     }
 
-    /// Since when the connection has had no request in flight (its
-    /// acceptance, or the end of its last request); `None` while one is.
+    /// Since when the connection has made no progress: had no request in
+    /// flight (since its acceptance, or the end of its last request), or
+    /// had every request in flight waiting for body bytes its client does
+    /// not send (since the last start or bytes); `None` while a request is
+    /// being worked on or answered.
     fn idle_since(&self) -> Option<Instant> {
         let i = &self.inner;
-        if i.in_flight.load(Ordering::Acquire) > 0 {
-            return None;
+        let in_flight = i.in_flight.load(Ordering::Acquire);
+        if in_flight > 0 {
+            if i.bodies_waiting.load(Ordering::Acquire) < in_flight {
+                return None;
+            }
+            return Some(i.accepted + Duration::from_nanos(i.last_progress.load(Ordering::Acquire)));
         }
         Some(if i.started.load(Ordering::Acquire) {
             *i.last_done.lock().unwrap_or_else(|e| e.into_inner())
@@ -130,7 +146,15 @@ impl Activity {
         })
     }
 
+    /// Notes progress: a request started, or a body brought bytes.
+    fn note_progress(&self) {
+        let i = &self.inner;
+        let now = i.accepted.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        i.last_progress.fetch_max(now, Ordering::AcqRel);
+    }
+
     fn begin(&self) -> Done {
+        self.note_progress();
         self.inner.in_flight.fetch_add(1, Ordering::AcqRel);
         self.inner.started.store(true, Ordering::Release);
         Done(self.clone())
@@ -178,9 +202,9 @@ pub struct OverTls;
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub SocketAddr);
 
-impl<S, ReqBody, ResBody> hyper::service::Service<http::Request<ReqBody>> for Watched<S>
+impl<S, ResBody> hyper::service::Service<http::Request<Incoming>> for Watched<S>
 where
-    S: hyper::service::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S: hyper::service::Service<http::Request<RequestBody>, Response = http::Response<ResBody>>,
     S::Future: Send + 'static,
     S::Error: 'static,
     ResBody: 'static,
@@ -189,7 +213,9 @@ where
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
-    fn call(&self, mut req: http::Request<ReqBody>) -> Self::Future {
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        let activity = self.activity.clone();
+        let mut req = req.map(|inner| RequestBody { inner, activity: Some(activity), waiting: false });
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(ClientAddr(peer));
         }
@@ -202,6 +228,69 @@ where
             let resp = answer.await?;
             Ok(resp.map(|body| WatchedBody { body, _done: done }))
         })
+    }
+}
+
+/// A request body whose waits for the client are noted in its
+/// connection's [`Activity`]: a connection whose every request waits for
+/// body bytes that do not come is making no progress, and can make way
+/// for a new one like an idle connection (see [`Slots::admit`]). Frames,
+/// size hint and end pass through unchanged.
+pub struct RequestBody {
+    inner: Incoming,
+    activity: Option<Activity>,
+    /// Counted in `bodies_waiting` now.
+    waiting: bool,
+}
+
+impl RequestBody {
+    fn set_waiting(&mut self, waiting: bool) {
+        if self.waiting == waiting {
+            return;
+        }
+        self.waiting = waiting;
+        if let Some(a) = &self.activity {
+            match waiting {
+                true => a.inner.bodies_waiting.fetch_add(1, Ordering::AcqRel),
+                false => a.inner.bodies_waiting.fetch_sub(1, Ordering::AcqRel),
+            };
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<bytes::Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Pending => self.set_waiting(true),
+            Poll::Ready(frame) => {
+                self.set_waiting(false);
+                if let (Some(Ok(_)), Some(a)) = (frame, &self.activity) {
+                    a.note_progress();
+                }
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        self.set_waiting(false);
     }
 }
 
@@ -399,6 +488,7 @@ impl PerClient {
         if self.trusted.contains(&ip) {
             return Some(ClientSlot { ip, held: None });
         }
+        let ip = share_of(ip);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = held.entry(ip).or_insert(0);
         if *n >= self.per_client {
@@ -429,6 +519,16 @@ impl Drop for ClientSlot {
     }
 }
 
+/// The address whose share a client takes: its IPv4 address, or the /64
+/// its IPv6 address lies in (one host is commonly given a whole /64, so
+/// counting single addresses would give it millions of shares).
+fn share_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        v4 => v4,
+    }
+}
+
 /// An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`;
 /// it is the same client as `a.b.c.d`.
 fn canonical(ip: IpAddr) -> IpAddr {
@@ -452,6 +552,14 @@ mod tests {
         assert!(slots.take(a).is_none());
         assert!(slots.take("::ffff:10.0.0.1".parse().unwrap()).is_none(), "the same client over IPv6");
         assert!(slots.take("10.0.0.2".parse().unwrap()).is_some(), "another address has its own share");
+        // IPv6 clients are counted by their /64.
+        let v6: Vec<ClientSlot> = ["2001:db8:1:2::1", "2001:db8:1:2:ffff::9"]
+            .iter()
+            .map(|a| slots.take(a.parse().unwrap()).unwrap())
+            .collect();
+        assert!(slots.take("2001:db8:1:2:abcd::1".parse().unwrap()).is_none(), "the same /64");
+        assert!(slots.take("2001:db8:1:3::1".parse().unwrap()).is_some(), "another /64");
+        drop(v6);
         drop(s1);
         let s3 = slots.take(a).unwrap();
         let trusted: Vec<ClientSlot> = (0..10).map(|_| slots.take("10.0.0.9".parse().unwrap()).unwrap()).collect();
@@ -483,6 +591,33 @@ mod tests {
         let (slots, _new) = admit.await.unwrap();
         assert!(t0.elapsed() <= EVICT_IDLE_AFTER);
         assert_eq!(slots.held.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_a_body_that_does_not_come_makes_way() {
+        let slots = Slots::new(2);
+        let working = slots.admit().await;
+        let _working_request = working.activity().begin();
+        let stalled = slots.admit().await;
+        let _stalled_request = stalled.activity().begin();
+        // Its body is waiting for bytes (as RequestBody notes on Pending).
+        stalled.activity().inner.bodies_waiting.fetch_add(1, Ordering::AcqRel);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(stalled.activity().idle_since().is_some() && working.activity().idle_since().is_none());
+        let evicted = tokio::spawn({
+            let a = stalled.activity().clone();
+            async move { a.evicted().await }
+        });
+        let t0 = Instant::now();
+        let admit = tokio::spawn(async move {
+            let s = slots.admit().await;
+            (slots, s)
+        });
+        evicted.await.unwrap();
+        assert!(t0.elapsed() <= EVICT_IDLE_AFTER, "{:?}", t0.elapsed());
+        assert!(working.activity().inner.evict.notified().now_or_never().is_none(), "a request being worked on stays");
+        drop(stalled);
+        admit.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

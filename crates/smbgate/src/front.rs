@@ -10,8 +10,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
+use crate::conn_limits::RequestBody;
 use crate::store::share::Pool;
-use hyper::body::Incoming;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpResponse, S3Error, S3ErrorCode, S3Result};
@@ -208,7 +208,7 @@ impl Front {
 
 /// The answer to a CORS preflight (`OPTIONS`, never signed): the bucket's
 /// rules decide it (see `crate::cors`).
-async fn preflight(cors: &CorsFront, req: &http::Request<Incoming>) -> HttpResponse {
+async fn preflight(cors: &CorsFront, req: &http::Request<RequestBody>) -> HttpResponse {
     let ask = crate::cors::Preflight::of(req.headers());
     let config = match cors.bucket_of(req) {
         Some(b) => match cors.cache.get(&b).await {
@@ -233,12 +233,12 @@ async fn preflight(cors: &CorsFront, req: &http::Request<Incoming>) -> HttpRespo
     resp
 }
 
-impl hyper::service::Service<http::Request<Incoming>> for Front {
+impl hyper::service::Service<http::Request<RequestBody>> for Front {
     type Response = HttpResponse;
     type Error = HttpError;
     type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
 
-    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: http::Request<RequestBody>) -> Self::Future {
         if req.method() == http::Method::HEAD && req.uri().path() == "/" {
             // Health probe: 200 while an SMB connection is up, else 503.
             let status =

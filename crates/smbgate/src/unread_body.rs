@@ -14,8 +14,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::conn_limits::RequestBody;
 use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper::body::{Body, Frame, SizeHint};
 
 /// Most bytes of an unread body read and dropped.
@@ -24,7 +24,7 @@ pub const DRAIN_MAX: u64 = 8 << 20;
 pub const DRAIN_TIME: Duration = Duration::from_secs(5);
 
 /// Reads and drops `body`, up to [`DRAIN_MAX`] bytes or [`DRAIN_TIME`].
-pub async fn drain(mut body: Incoming) {
+pub async fn drain(mut body: RequestBody) {
     use http_body_util::BodyExt;
     let _ = tokio::time::timeout(DRAIN_TIME, async {
         let mut seen = 0u64;
@@ -43,17 +43,17 @@ pub async fn drain(mut body: Incoming) {
 /// through unchanged.
 pub struct DrainOnDrop {
     /// `None` once the body has ended (or failed): nothing left to drain.
-    inner: Option<Incoming>,
+    inner: Option<RequestBody>,
 }
 
 impl DrainOnDrop {
     /// `body`, drained when dropped unfinished.
-    pub fn new(body: Incoming) -> DrainOnDrop {
+    pub fn new(body: RequestBody) -> DrainOnDrop {
         DrainOnDrop { inner: Some(body) }
     }
 
     /// Wraps `body` as s3s's body type.
-    pub fn wrap(body: Incoming) -> s3s::Body {
+    pub fn wrap(body: RequestBody) -> s3s::Body {
         s3s::Body::http_body(DrainOnDrop::new(body))
     }
 }

@@ -108,7 +108,7 @@ impl PostObject {
 
     /// Answers the form upload `req` (see `precheck::is_form`); the answer is an S3
     /// error document on failure, and nothing is stored then.
-    pub async fn answer(&self, req: http::Request<hyper::body::Incoming>) -> (HttpResponse, Posted) {
+    pub async fn answer(&self, req: http::Request<crate::conn_limits::RequestBody>) -> (HttpResponse, Posted) {
         let mut posted = Posted::default();
         let resp = match self.upload(req, &mut posted).await {
             Ok(r) => r,
@@ -142,7 +142,11 @@ impl PostObject {
         Ok((to.bucket, to.by_host))
     }
 
-    async fn upload(&self, req: http::Request<hyper::body::Incoming>, posted: &mut Posted) -> S3Result<HttpResponse> {
+    async fn upload(
+        &self,
+        req: http::Request<crate::conn_limits::RequestBody>,
+        posted: &mut Posted,
+    ) -> S3Result<HttpResponse> {
         let deadline = tokio::time::Instant::now() + self.fields_timeout;
         let (bucket, by_host) = self.bucket_of(&req)?;
         if crate::precheck::content_length(req.headers()) > MAX_FILE + MAX_AROUND_FILE {
