@@ -272,10 +272,18 @@ pub struct ServeArgs {
     /// trickle cannot hold a handle and a temp file for hours.
     #[arg(long, env = "SMBGATE_BODY_MIN_RATE", default_value = "1KiB", value_parser = parse_bytes, help_heading = "Limits")]
     pub body_min_rate: u64,
-    /// Longest a GET's client may go without taking more of its body; a
-    /// client that stops reading is cut off and the object's handle closed.
+    /// Longest a client may hold up its responses (its socket full, or an
+    /// HTTP/2 stream given no room) while taking them slower than
+    /// `--send-min-rate`; such a client is cut off and the object's handle
+    /// closed.
     #[arg(long, env = "SMBGATE_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Limits")]
     pub send_timeout: std::time::Duration,
+    /// The least rate a client that holds up its responses must take them
+    /// at, in bytes a second, over each `--send-timeout` (`1KiB`; `0`: any
+    /// progress at all), so that a GET read a byte at a time cannot hold
+    /// its SMB handle and read-ahead for hours.
+    #[arg(long, env = "SMBGATE_SEND_MIN_RATE", default_value = "1KiB", value_parser = parse_bytes, help_heading = "Limits")]
+    pub send_min_rate: u64,
     /// Most directories one ListObjects page reads on the share, beyond
     /// those it must pass through; a page that reaches it ends early with
     /// IsTruncated and a continuation token, so that one request (a deep

@@ -14,9 +14,8 @@
 //! request start and each response end, and [`Activity::expired`]
 //! resolves when the connection has had no request in flight for too long.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +46,11 @@ struct ActivityInner {
     write_blocked: AtomicU64,
     /// Request bodies waiting now for bytes the client has not sent.
     bodies_waiting: AtomicUsize,
+    /// Response bodies whose last frame (or headers) the client has not
+    /// yet made room for: hyper has not asked them for more since.
+    bodies_owed: AtomicUsize,
+    /// Bytes the client's socket has taken, in all.
+    sent: AtomicU64,
     /// When a request last started or a body last brought bytes, in
     /// nanoseconds after `accepted`.
     last_progress: AtomicU64,
@@ -64,6 +68,8 @@ impl Activity {
                 evict: tokio::sync::Notify::new(),
                 write_blocked: AtomicU64::new(0),
                 bodies_waiting: AtomicUsize::new(0),
+                bodies_owed: AtomicUsize::new(0),
+                sent: AtomicU64::new(0),
                 last_progress: AtomicU64::new(0),
             }),
         }
@@ -73,13 +79,20 @@ impl Activity {
     /// `idle` (counted from the end of its last request), or, before its
     /// first request's headers were complete, `first` after it was
     /// accepted (which covers a TLS handshake and the HTTP version sniff),
-    /// or once its client has taken nothing of what is written to it for
-    /// `send` (its socket full). Otherwise never while a request is in
-    /// flight.
-    pub async fn expired(&self, first: Duration, idle: Duration, send: Duration) {
+    /// or once its client has held up its responses for a whole `send`
+    /// window (its socket full, or an HTTP/2 stream given no room) and its
+    /// socket took fewer than `send_min_rate` bytes a second in it (at
+    /// least one byte; 0: nothing at all). Otherwise never while a request
+    /// is in flight: a response whose bytes the share is slow to give is
+    /// not its client's doing.
+    pub async fn expired(&self, first: Duration, idle: Duration, send: Duration, send_min_rate: u64) {
         // Requests start and end meanwhile: looked at again at least this
         // often, so that no state is waited out with another's deadline.
         let every = (send.min(idle) / 4).max(CHECK_MIN);
+        let need = ((send_min_rate as f64 * send.as_secs_f64()) as u64).max(1);
+        // Since when the client has held up every look, and what its
+        // socket had taken then.
+        let mut held_up: Option<(Instant, u64)> = None;
         loop {
             let i = &self.inner;
             let now = Instant::now();
@@ -88,14 +101,34 @@ impl Activity {
             } else if i.in_flight.load(Ordering::Acquire) > 0 {
                 // A request whose body is still coming in has its own
                 // timeouts; one being sent, the client's reading.
-                match i.write_blocked.load(Ordering::Acquire) {
-                    0 => None,
-                    n => Some(i.accepted + Duration::from_nanos(n - 1) + send),
+                let waits_on_client =
+                    i.write_blocked.load(Ordering::Acquire) != 0 || i.bodies_owed.load(Ordering::Acquire) > 0;
+                let sent = i.sent.load(Ordering::Acquire);
+                match (waits_on_client, held_up) {
+                    (false, _) => {
+                        held_up = None;
+                        None
+                    }
+                    (true, None) => {
+                        held_up = Some((now, sent));
+                        Some(now + send)
+                    }
+                    (true, Some((since, at))) if now >= since + send => {
+                        if sent - at < need {
+                            return;
+                        }
+                        // It kept up this window: the next one is judged
+                        // on its own.
+                        held_up = Some((now, sent));
+                        Some(now + send)
+                    }
+                    (true, Some((since, _))) => Some(since + send),
                 }
             } else {
+                held_up = None;
                 Some(*i.last_done.lock().unwrap_or_else(|e| e.into_inner()) + idle)
             };
-            if due.is_some_and(|d| now >= d) {
+            if due.is_some_and(|d| now >= d) && i.in_flight.load(Ordering::Acquire) == 0 {
                 return;
             }
             let next = now + every;
@@ -103,10 +136,40 @@ impl Activity {
         }
     }
 
-    /// Resolves once [`Slots::admit`] gave this connection's slot to a
+    /// Resolves once [`crate::conn_slots::Slots::admit`] gave this connection's slot to a
     /// new one: the connection should close.
     pub async fn evicted(&self) {
         self.inner.evict.notified().await
+    }
+
+    /// Tells the connection to close to make room ([`Activity::evicted`]).
+    pub(crate) fn evict(&self) {
+        self.inner.evict.notify_one();
+    }
+
+    /// Counts one of its bodies as waiting for the client (`true`) or no
+    /// longer waiting (`false`).
+    pub(crate) fn note_body_waiting(&self, waiting: bool) {
+        match waiting {
+            true => self.inner.bodies_waiting.fetch_add(1, Ordering::AcqRel),
+            false => self.inner.bodies_waiting.fetch_sub(1, Ordering::AcqRel),
+        };
+    }
+
+    /// `Some` if the connection has been told to close (tests only).
+    #[cfg(test)]
+    pub(crate) fn told_to_close(&self) -> Option<()> {
+        use futures::FutureExt;
+        self.inner.evict.notified().now_or_never()
+    }
+
+    /// Notes a write to the client: how much its socket took, or that it
+    /// took nothing for now.
+    fn note_written(&self, r: &Poll<std::io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = r {
+            self.inner.sent.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        self.note_write(r.is_pending());
     }
 
     /// Notes a write to the client that was taken (`blocked` false) or
@@ -130,7 +193,7 @@ impl Activity {
     /// had every request in flight waiting for body bytes its client does
     /// not send (since the last start or bytes); `None` while a request is
     /// being worked on or answered.
-    fn idle_since(&self) -> Option<Instant> {
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
         let i = &self.inner;
         let in_flight = i.in_flight.load(Ordering::Acquire);
         if in_flight > 0 {
@@ -153,7 +216,8 @@ impl Activity {
         i.last_progress.fetch_max(now, Ordering::AcqRel);
     }
 
-    fn begin(&self) -> Done {
+    /// Starts one request; it ends when the returned value is dropped.
+    pub(crate) fn begin(&self) -> Done {
         self.note_progress();
         self.inner.in_flight.fetch_add(1, Ordering::AcqRel);
         self.inner.started.store(true, Ordering::Release);
@@ -168,7 +232,7 @@ impl Default for Activity {
 }
 
 /// Ends one request when dropped.
-struct Done(Activity);
+pub(crate) struct Done(Activity);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -226,7 +290,10 @@ where
         let answer = self.service.call(req);
         Box::pin(async move {
             let resp = answer.await?;
-            Ok(resp.map(|body| WatchedBody { body, _done: done }))
+            // Until hyper first asks for its body, the response waits on
+            // the client's room for its headers.
+            done.0.inner.bodies_owed.fetch_add(1, Ordering::AcqRel);
+            Ok(resp.map(|body| WatchedBody { body, owed: true, _done: done }))
         })
     }
 }
@@ -234,7 +301,7 @@ where
 /// A request body whose waits for the client are noted in its
 /// connection's [`Activity`]: a connection whose every request waits for
 /// body bytes that do not come is making no progress, and can make way
-/// for a new one like an idle connection (see [`Slots::admit`]). Frames,
+/// for a new one like an idle connection (see [`crate::conn_slots::Slots::admit`]). Frames,
 /// size hint and end pass through unchanged.
 pub struct RequestBody {
     inner: Incoming,
@@ -250,10 +317,7 @@ impl RequestBody {
         }
         self.waiting = waiting;
         if let Some(a) = &self.activity {
-            match waiting {
-                true => a.inner.bodies_waiting.fetch_add(1, Ordering::AcqRel),
-                false => a.inner.bodies_waiting.fetch_sub(1, Ordering::AcqRel),
-            };
+            a.note_body_waiting(waiting);
         }
     }
 }
@@ -295,10 +359,32 @@ impl Drop for RequestBody {
 }
 
 /// A response body that ends its request in the [`Activity`] when it is
-/// dropped (sent, or cut).
+/// dropped (sent, or cut), and notes there while it waits on its client:
+/// from each frame it gives until hyper asks for the next.
 pub struct WatchedBody<B> {
     body: B,
+    /// Counted in `bodies_owed` now.
+    owed: bool,
     _done: Done,
+}
+
+impl<B> WatchedBody<B> {
+    fn set_owed(&mut self, owed: bool) {
+        if self.owed != owed {
+            self.owed = owed;
+            let n = &self._done.0.inner.bodies_owed;
+            match owed {
+                true => n.fetch_add(1, Ordering::AcqRel),
+                false => n.fetch_sub(1, Ordering::AcqRel),
+            };
+        }
+    }
+}
+
+impl<B> Drop for WatchedBody<B> {
+    fn drop(&mut self) {
+        self.set_owed(false);
+    }
 }
 
 impl<B: Body + Unpin> Body for WatchedBody<B> {
@@ -306,7 +392,12 @@ impl<B: Body + Unpin> Body for WatchedBody<B> {
     type Error = B::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        self.set_owed(false);
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(&polled, Poll::Ready(Some(Ok(f))) if f.is_data()) {
+            self.set_owed(true);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -342,7 +433,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for WatchedIo<T> {
 impl<T: AsyncWrite + Unpin> AsyncWrite for WatchedIo<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.activity.note_write(r.is_pending());
+        self.activity.note_written(&r);
         r
     }
 
@@ -352,7 +443,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WatchedIo<T> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.activity.note_write(r.is_pending());
+        self.activity.note_written(&r);
         r
     }
 
@@ -374,251 +465,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WatchedIo<T> {
 /// The least time between two looks at a connection's state.
 const CHECK_MIN: Duration = Duration::from_millis(100);
 
-/// A connection idle for less than this is never closed to make room: a
-/// client that has just connected is about to send its request.
-const EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
-
-/// The connection slots of one listener (`--max-connections`), and the
-/// connections holding them.
-pub struct Slots {
-    free: Arc<tokio::sync::Semaphore>,
-    held: Arc<Mutex<HashMap<u64, Activity>>>,
-    next_id: AtomicU64,
-}
-
-impl Slots {
-    /// `n` slots (at least 1).
-    pub fn new(n: usize) -> Slots {
-        Slots {
-            free: Arc::new(tokio::sync::Semaphore::new(n.max(1))),
-            held: Arc::default(),
-            next_id: AtomicU64::new(0),
-        }
-    }
-
-    /// A slot for a connection just accepted, held until the returned
-    /// value is dropped. At once if one is free; else the connection idle
-    /// longest (at least [`EVICT_IDLE_AFTER`]) is told to close
-    /// ([`Activity::evicted`]) and its slot taken; else this waits for a
-    /// connection to end. So idle connections can delay a new client by at
-    /// most about a second, never keep it out.
-    pub async fn admit(&self) -> Slot {
-        let permit = match self.free.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                let mut pause = tokio::time::interval(EVICT_IDLE_AFTER / 4);
-                loop {
-                    tokio::select! {
-                        p = self.free.clone().acquire_owned() => break p.expect("never closed"),
-                        _ = pause.tick() => self.evict_idlest(),
-                    }
-                }
-            }
-        };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let activity = Activity::new();
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(id, activity.clone());
-        Slot { id, activity, held: self.held.clone(), _permit: permit }
-    }
-
-    /// Tells the connection idle longest, if any has been idle long
-    /// enough, to close.
-    fn evict_idlest(&self) {
-        let now = Instant::now();
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let idlest = held
-            .values()
-            .filter_map(|a| a.idle_since().map(|t| (t, a)))
-            .filter(|(t, _)| now.saturating_duration_since(*t) >= EVICT_IDLE_AFTER)
-            .min_by_key(|(t, _)| *t);
-        if let Some((_, a)) = idlest {
-            a.inner.evict.notify_one();
-        }
-    }
-}
-
-/// One connection's slot, and what it does ([`Slot::activity`]).
-pub struct Slot {
-    id: u64,
-    activity: Activity,
-    held: Arc<Mutex<HashMap<u64, Activity>>>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl Slot {
-    /// The requests of the connection in this slot.
-    pub fn activity(&self) -> &Activity {
-        &self.activity
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
-    }
-}
-
-/// Connection slots per client address: at most `per_client` connections
-/// from one address at once, except from the trusted addresses (a load
-/// balancer in front of several instances connects from one address and
-/// may use every slot).
-#[derive(Clone)]
-pub struct PerClient {
-    per_client: usize,
-    trusted: Vec<IpAddr>,
-    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl PerClient {
-    /// `per_client` connections per address (at least 1); `trusted`
-    /// addresses have no share of their own.
-    pub fn new(per_client: usize, trusted: Vec<IpAddr>) -> PerClient {
-        PerClient { per_client: per_client.max(1), trusted, held: Arc::default() }
-    }
-
-    /// Whether `ip` is a trusted proxy's address (no share of its own).
-    pub fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted.contains(&canonical(ip))
-    }
-
-    /// A slot for a connection from `ip`, held until the returned value is
-    /// dropped; `None` when `ip` already holds its share.
-    pub fn take(&self, ip: IpAddr) -> Option<ClientSlot> {
-        let ip = canonical(ip);
-        if self.trusted.contains(&ip) {
-            return Some(ClientSlot { ip, held: None });
-        }
-        let ip = share_of(ip);
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let n = held.entry(ip).or_insert(0);
-        if *n >= self.per_client {
-            return None;
-        }
-        *n += 1;
-        Some(ClientSlot { ip, held: Some(self.held.clone()) })
-    }
-}
-
-/// One connection's place in its address's share.
-pub struct ClientSlot {
-    ip: IpAddr,
-    held: Option<Arc<Mutex<HashMap<IpAddr, usize>>>>,
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        if let Some(held) = &self.held {
-            let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = held.get_mut(&self.ip) {
-                *n -= 1;
-                if *n == 0 {
-                    held.remove(&self.ip);
-                }
-            }
-        }
-    }
-}
-
-/// The address whose share a client takes: its IPv4 address, or the /64
-/// its IPv6 address lies in (one host is commonly given a whole /64, so
-/// counting single addresses would give it millions of shares).
-fn share_of(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
-        v4 => v4,
-    }
-}
-
-/// An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`;
-/// it is the same client as `a.b.c.d`.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use futures::FutureExt;
-
     use super::*;
-
-    #[test]
-    fn one_address_holds_at_most_its_share_and_gets_it_back() {
-        let slots = PerClient::new(2, vec!["10.0.0.9".parse().unwrap()]);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let (s1, s2) = (slots.take(a).unwrap(), slots.take(a).unwrap());
-        assert!(slots.take(a).is_none());
-        assert!(slots.take("::ffff:10.0.0.1".parse().unwrap()).is_none(), "the same client over IPv6");
-        assert!(slots.take("10.0.0.2".parse().unwrap()).is_some(), "another address has its own share");
-        // IPv6 clients are counted by their /64.
-        let v6: Vec<ClientSlot> = ["2001:db8:1:2::1", "2001:db8:1:2:ffff::9"]
-            .iter()
-            .map(|a| slots.take(a.parse().unwrap()).unwrap())
-            .collect();
-        assert!(slots.take("2001:db8:1:2:abcd::1".parse().unwrap()).is_none(), "the same /64");
-        assert!(slots.take("2001:db8:1:3::1".parse().unwrap()).is_some(), "another /64");
-        drop(v6);
-        drop(s1);
-        let s3 = slots.take(a).unwrap();
-        let trusted: Vec<ClientSlot> = (0..10).map(|_| slots.take("10.0.0.9".parse().unwrap()).unwrap()).collect();
-        assert_eq!(trusted.len(), 10);
-        drop((s2, s3));
-        assert!(slots.held.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_full_table_gives_the_longest_idle_slot_to_a_new_connection() {
-        let slots = Slots::new(2);
-        let busy = slots.admit().await;
-        let _request = busy.activity().begin();
-        let idle = slots.admit().await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        let evicted = tokio::spawn({
-            let a = idle.activity().clone();
-            async move { a.evicted().await }
-        });
-        let t0 = Instant::now();
-        let admit = tokio::spawn(async move {
-            let slots = slots;
-            let s = slots.admit().await;
-            (slots, s)
-        });
-        evicted.await.unwrap();
-        assert!(busy.activity().inner.evict.notified().now_or_never().is_none(), "a busy connection is kept");
-        drop(idle);
-        let (slots, _new) = admit.await.unwrap();
-        assert!(t0.elapsed() <= EVICT_IDLE_AFTER);
-        assert_eq!(slots.held.lock().unwrap().len(), 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_waiting_for_a_body_that_does_not_come_makes_way() {
-        let slots = Slots::new(2);
-        let working = slots.admit().await;
-        let _working_request = working.activity().begin();
-        let stalled = slots.admit().await;
-        let _stalled_request = stalled.activity().begin();
-        // Its body is waiting for bytes (as RequestBody notes on Pending).
-        stalled.activity().inner.bodies_waiting.fetch_add(1, Ordering::AcqRel);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(stalled.activity().idle_since().is_some() && working.activity().idle_since().is_none());
-        let evicted = tokio::spawn({
-            let a = stalled.activity().clone();
-            async move { a.evicted().await }
-        });
-        let t0 = Instant::now();
-        let admit = tokio::spawn(async move {
-            let s = slots.admit().await;
-            (slots, s)
-        });
-        evicted.await.unwrap();
-        assert!(t0.elapsed() <= EVICT_IDLE_AFTER, "{:?}", t0.elapsed());
-        assert!(working.activity().inner.evict.notified().now_or_never().is_none(), "a request being worked on stays");
-        drop(stalled);
-        admit.await.unwrap();
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_client_that_stops_taking_what_is_written_expires_a_slow_share_does_not() {
@@ -627,7 +476,7 @@ mod tests {
         // Watched from its acceptance: the first request comes after.
         let waiter = tokio::spawn({
             let a = a.clone();
-            async move { a.expired(hour, hour, send).await }
+            async move { a.expired(hour, hour, send, 0).await }
         });
         tokio::task::yield_now().await;
         let _request = a.begin();
@@ -643,18 +492,52 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_its_response_too_slowly_expires_one_at_the_rate_does_not() {
+        let (hour, send, rate) = (Duration::from_secs(3600), Duration::from_secs(4), 1024);
+        let trickle = |per_second: usize| {
+            let a = Activity::new();
+            let request = a.begin();
+            let waiter = tokio::spawn({
+                let a = a.clone();
+                async move { a.expired(hour, hour, send, rate).await }
+            });
+            let feeder = tokio::spawn({
+                let a = a.clone();
+                async move {
+                    // The socket is full; each second it takes a little.
+                    loop {
+                        a.note_written(&Poll::Ready(Ok(per_second)));
+                        a.note_written(&Poll::Pending);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            });
+            (waiter, feeder, request)
+        };
+        let (slow, f1, _r1) = trickle(100);
+        let (fast, f2, _r2) = trickle(2048);
+        let t0 = Instant::now();
+        slow.await.unwrap();
+        assert!(t0.elapsed() <= send * 2 + Duration::from_secs(1), "{:?}", t0.elapsed());
+        tokio::time::sleep(send * 10).await;
+        assert!(!fast.is_finished(), "2 KiB a second is above the rate");
+        f1.abort();
+        f2.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_connection_expires_without_a_request_and_when_idle_never_mid_request() {
         let (first, idle) = (Duration::from_secs(5), Duration::from_secs(20));
         let a = Activity::new();
         let t0 = Instant::now();
-        a.expired(first, idle, idle).await;
+        a.expired(first, idle, idle, 0).await;
         assert_eq!(t0.elapsed(), first, "no request: the first-request deadline");
 
         let a = Activity::new();
         let done = a.begin();
         let waiter = tokio::spawn({
             let a = a.clone();
-            async move { a.expired(first, idle, idle).await }
+            async move { a.expired(first, idle, idle, 0).await }
         });
         tokio::time::sleep(Duration::from_secs(100)).await;
         assert!(!waiter.is_finished(), "a request in flight keeps the connection");

@@ -11,7 +11,8 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use crate::conn_limits::{Slot, Slots, Watched, WatchedIo};
+use crate::conn_limits::{Watched, WatchedIo};
+use crate::conn_slots::{Slot, Slots};
 
 /// Limits on the HTTP side (see `ServeArgs`).
 #[derive(Debug, Clone, Copy)]
@@ -19,8 +20,12 @@ pub(crate) struct HttpLimits {
     pub(crate) max_connections: usize,
     /// The deadline for a connection's first request, and its idle timeout.
     pub(crate) header_read_timeout: Duration,
-    /// How long a client may take nothing of a response body it is sent.
+    /// The window over which a client that holds up its responses must
+    /// take at least `send_min_rate` bytes a second.
     pub(crate) send_timeout: Duration,
+    /// Least rate, in bytes a second, a client must take its responses at
+    /// while it holds them up (0: anything but nothing).
+    pub(crate) send_min_rate: u64,
     /// Connections from trusted proxies start with a PROXY header.
     pub(crate) proxy_protocol: bool,
 }
@@ -50,9 +55,9 @@ pub(crate) fn http_builder(limits: &HttpLimits) -> ConnBuilder<TokioExecutor> {
 /// Serves one accepted connection until it ends, until it has had no
 /// request in flight for the header-read timeout (counted from its
 /// acceptance until its first request's headers are in: TLS handshake,
-/// version sniff and headers together), until its client has taken
-/// nothing of a response for the send timeout, or until its slot goes to a
-/// new connection. Dropping the connection drops its requests, which
+/// version sniff and headers together), until its client has held up its
+/// responses for a send-timeout window while taking less than the least
+/// send rate, or until its slot goes to a new connection. Dropping the connection drops its requests, which
 /// closes their SMB handles.
 pub(crate) async fn serve_one(
     mut stream: TcpStream,
@@ -104,7 +109,7 @@ pub(crate) async fn serve_one(
     };
     tokio::select! {
         _ = serve => {}
-        _ = activity.expired(limits.header_read_timeout, limits.header_read_timeout, limits.send_timeout) => {
+        _ = activity.expired(limits.header_read_timeout, limits.header_read_timeout, limits.send_timeout, limits.send_min_rate) => {
             tracing::debug!(%peer, "connection closed: no request in flight, or a response the client stopped taking")
         }
         _ = activity.evicted() => tracing::debug!(%peer, "connection closed: idle longest while every slot was taken"),
@@ -117,7 +122,7 @@ pub(crate) async fn serve_one(
 pub(crate) struct Conn {
     pub(crate) peer: std::net::SocketAddr,
     pub(crate) tls: Option<TlsAcceptor>,
-    pub(crate) behind_proxy: Option<crate::conn_limits::PerClient>,
+    pub(crate) behind_proxy: Option<crate::conn_slots::PerClient>,
 }
 
 /// Serves the operations listener until the process exits (it is not
@@ -149,7 +154,7 @@ pub(crate) async fn serve_admin(
         tokio::spawn(async move {
             tokio::select! {
                 _ = conn => {}
-                _ = activity.expired(timeout, timeout, timeout) => {}
+                _ = activity.expired(timeout, timeout, timeout, 0) => {}
                 _ = activity.evicted() => {}
             }
             drop(slot);

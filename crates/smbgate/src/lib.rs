@@ -19,7 +19,9 @@
 //!   keep coming.
 //! - [`server`]: listeners, the connection cap, drain and reload signals;
 //!   [`conn_limits`]: what one connection may hold (first-request deadline,
-//!   idle timeout, a share of the slots per client address);
+//!   idle timeout, the least rate it must take its answers at);
+//!   [`conn_slots`]: the connection slots, a share per client address, and
+//!   the connection making no progress that makes way when all are taken;
 //!   [`smb_startup`]: the SMB share opened at startup, a refusal in one
 //!   line.
 //! - [`tls`]: certificates for the HTTPS listener.
@@ -38,6 +40,7 @@ pub mod body_budget;
 pub mod config;
 pub mod config_file;
 pub mod conn_limits;
+pub mod conn_slots;
 mod connection;
 pub mod cors;
 pub mod delete_objects;

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn_limits::Slots;
+use crate::conn_slots::Slots;
 use crate::connection::{http_builder, serve_admin, serve_one, Conn, HttpLimits};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
@@ -37,7 +37,7 @@ pub struct Prepared {
     service: crate::front::Front,
     limits: HttpLimits,
     /// The connection share of each client address.
-    per_client: crate::conn_limits::PerClient,
+    per_client: crate::conn_slots::PerClient,
     /// The S3 users, read again on SIGHUP.
     users: UsersReload,
     /// The access log file, reopened on SIGHUP.
@@ -240,6 +240,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
         send_timeout: args.send_timeout,
+        send_min_rate: args.send_min_rate,
         proxy_protocol: args.proxy_protocol,
     };
     let rules = crate::precheck::Rules { region: args.region.clone(), sigv2: args.sigv2 };
@@ -257,7 +258,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         pace,
     );
     let users = UsersReload { directory, args: args.clone() };
-    let per_client = crate::conn_limits::PerClient::new(
+    let per_client = crate::conn_slots::PerClient::new(
         args.max_connections_per_client.unwrap_or(args.max_connections / 4),
         args.trusted_proxies.clone(),
     );
