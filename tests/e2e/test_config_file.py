@@ -271,3 +271,55 @@ def test_config_check_shows_the_kerberos_settings(tmp_path):
     ]:
         assert want in lines, (want, r.stdout)
     assert "hunter2" not in r.stdout + r.stderr
+
+
+def config_check(cfg, **env):
+    return subprocess.run([smbgate_bin(), "config", "check", str(cfg)], env=clean_env(**env),
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_repeatable_settings_take_the_flags_name_and_a_toml_array(own_samba, tmp_path):
+    """Issue 43, item 6: `trusted_proxy` and `anonymous_bucket` (the flags'
+    own names) work in the file as well as the plural keys, and so does a
+    TOML array beside a comma-separated string."""
+    cfg = tmp_path / "smbgate.toml"
+    base = 'share = "smb://h/s"\naccess_key = "AK"\nsecret_key = "sk"\nanonymous = true\nsmb_realm = "R.EXAMPLE"\n'
+    for written in [
+        'trusted_proxy = ["127.0.0.9", "127.0.0.10"]\nanonymous_bucket = ["pub", "docs"]\nsmb-kdc = ["k1", "k2:88"]\n',
+        'trusted_proxies = "127.0.0.9,127.0.0.10"\nanonymous_buckets = "pub,docs"\nsmb_kdc = "k1,k2:88"\n',
+        'trusted-proxy = "127.0.0.9,127.0.0.10"\nanonymous-bucket = ["pub,docs"]\nsmb_kdc = ["k1,k2:88"]\n',
+    ]:
+        cfg.write_text(base + written)
+        r = config_check(cfg)
+        assert r.returncode == 0, (written, r.stderr)
+        for want in ['trusted_proxies = "127.0.0.9,127.0.0.10"  # file', 'anonymous_buckets = "pub,docs"  # file',
+                     'smb_kdc = "k1,k2:88"  # file']:
+            assert want in r.stdout.splitlines(), (written, want, r.stdout)
+    # One setting under two names is refused; an array where one value goes too.
+    cfg.write_text(base + 'trusted_proxy = "127.0.0.9"\ntrusted_proxies = "127.0.0.10"\n')
+    r = config_check(cfg)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"smbgate: config file {cfg}: trusted_proxies and trusted_proxy are the same setting; give one"]), r.stderr
+    cfg.write_text(base + 'trusted_proxy = [1.5, {}]\n')
+    r = config_check(cfg)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"smbgate: config file {cfg}: trusted_proxy must be a string or an array of strings"]), r.stderr
+    # serve believes the PROXY header of the proxies the array names.
+    port = _free_port()
+    cfg.write_text(file_settings(own_samba, port, trusted_proxy='["127.0.0.8", "127.0.0.9"]',
+                                 proxy_protocol="true"))
+    log = tmp_path / "log"
+    p = start(["--config", str(cfg)], clean_env(), log)
+    try:
+        wait_listening(p, port, log)
+        for proxy in ("127.0.0.8", "127.0.0.9"):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(proxy, 0))
+            s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 9000\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200"), proxy
+            s.close()
+        s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.7", 0))
+        s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 9000\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 400"), "a proxy the file does not name is not believed"
+        s.close()
+    finally:
+        stop(p)

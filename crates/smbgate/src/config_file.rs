@@ -243,70 +243,93 @@ impl ConfigFile {
         Ok(out)
     }
 
-    /// The file's settings as `(flag id, value)` pairs, values as a flag
-    /// would take them (booleans as `on`/`off`).
+    /// The file's settings, each matched to the `serve` flag it sets (a
+    /// subcommand of `cmd`) by the flag's id or its long name, `-` and `_`
+    /// alike (`trusted_proxy` or `trusted_proxies`); values as a flag takes
+    /// them: booleans as `on`/`off`, paths from the file's directory, and a
+    /// TOML array, for a flag that may be repeated, element by element.
     ///
-    /// Errors: a value that is an array or a table.
-    fn settings(&self) -> Result<Vec<(String, String)>, String> {
-        let mut out = Vec::new();
+    /// Errors: one line naming the file: a name that is no flag (or is
+    /// `config`), two names of one setting, a table other than the users'
+    /// and buckets', an array for a flag given once, or a value of another
+    /// kind.
+    fn settings(&self, cmd: &clap::Command) -> Result<Vec<FileSetting>, String> {
+        let serve = cmd.find_subcommand("serve").ok_or("no serve subcommand")?;
+        let file = self.path.display();
+        let mut out: Vec<FileSetting> = Vec::new();
         for (k, v) in &self.table {
             if k == "users" || k == "buckets" {
                 continue;
             }
-            let value = match v {
-                toml::Value::String(s) if PATH_SETTINGS.contains(&k.replace('-', "_").as_str()) => {
-                    let dir = self.path.parent().unwrap_or(Path::new("."));
-                    match s.as_str() {
-                        "-" => s.clone(),
-                        _ => dir.join(s).to_string_lossy().into_owned(),
-                    }
-                }
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
-                toml::Value::Table(_) => {
-                    return Err(format!(
-                        "config file {}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])",
-                        self.path.display()
-                    ))
-                }
-                _ => {
-                    return Err(format!("config file {}: {k} must be a string, number or boolean", self.path.display()))
-                }
+            if let toml::Value::Table(_) = v {
+                return Err(format!(
+                    "config file {file}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])"
+                ));
+            }
+            let name = k.replace('-', "_");
+            let arg = serve
+                .get_arguments()
+                .filter(|a| !matches!(a.get_id().as_str(), "config" | "help"))
+                .find(|a| a.get_long().is_some_and(|l| a.get_id() == name.as_str() || l.replace('-', "_") == name));
+            let Some(arg) = arg else {
+                return Err(format!(
+                    "config file {file}: unknown setting {name:?} (settings are the flags of `smbgate serve --help`, \
+                     e.g. pool_size = 8)"
+                ));
             };
-            out.push((k.replace('-', "_"), value));
+            let id = arg.get_id().to_string();
+            if let Some(first) = out.iter().find(|s| s.id == id) {
+                return Err(format!("config file {file}: {} and {k} are the same setting; give one", first.key));
+            }
+            let values = match v {
+                toml::Value::Array(items) if matches!(arg.get_action(), clap::ArgAction::Append) => items
+                    .iter()
+                    .map(scalar)
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| format!("config file {file}: {k} must be a string or an array of strings"))?,
+                toml::Value::String(s) if PATH_SETTINGS.contains(&id.as_str()) && s != "-" => {
+                    let dir = self.path.parent().unwrap_or(Path::new("."));
+                    vec![dir.join(s).to_string_lossy().into_owned()]
+                }
+                other => vec![scalar(other)
+                    .ok_or_else(|| format!("config file {file}: {k} must be a string, number or boolean"))?],
+            };
+            out.push(FileSetting { key: k.clone(), id, values });
         }
         Ok(out)
     }
 
-    /// `serve` (a subcommand of `cmd`) with the file's settings as its
-    /// flags' defaults.
+    /// `cmd` with the file's settings as its `serve` flags' defaults.
     ///
-    /// Errors: a name that is no `serve` flag (or is `config` itself), or a
-    /// value [`ConfigFile::settings`] refuses.
+    /// Errors: as [`ConfigFile::settings`].
     pub fn apply(&self, cmd: clap::Command) -> Result<clap::Command, String> {
-        let settings = self.settings()?;
-        let mut cmd = cmd;
-        let serve = cmd.find_subcommand("serve").ok_or("no serve subcommand")?;
-        for (id, _) in &settings {
-            let known = serve.get_arguments().any(|a| a.get_id() == id.as_str() && a.get_long().is_some());
-            if !known || id == "config" || id == "help" {
-                return Err(format!(
-                    "config file {}: unknown setting {id:?} (settings are the flags of `smbgate serve --help`, \
-                     e.g. pool_size = 8)",
-                    self.path.display()
-                ));
-            }
-        }
-        cmd = cmd.mut_subcommand("serve", |mut sc| {
-            for (id, value) in settings {
-                sc = sc.mut_arg(id, |a| a.default_value(value).required(false));
+        let settings = self.settings(&cmd)?;
+        Ok(cmd.mut_subcommand("serve", |mut sc| {
+            for s in settings {
+                sc = sc.mut_arg(s.id, |a| a.default_values(s.values).required(false));
             }
             sc
-        });
-        Ok(cmd)
+        }))
     }
+}
+
+/// One setting of a config file: the key as written, the id of the
+/// `serve` flag it sets, and its values (more than one only from an array).
+struct FileSetting {
+    key: String,
+    id: String,
+    values: Vec<String>,
+}
+
+/// A TOML value that is no array or table, as a flag would take it.
+fn scalar(v: &toml::Value) -> Option<String> {
+    Some(match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+        _ => return None,
+    })
 }
 
 /// [`ConfigFile::warn_if_secrets_exposed`] for the file `args` name, if
@@ -366,7 +389,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     // In the order `serve --help` lists them (applying defaults reorders).
     let order: Vec<clap::Arg> =
         cmd.find_subcommand("serve").map(|s| s.get_arguments().cloned().collect()).unwrap_or_default();
-    let from_file: std::collections::HashSet<String> = file.settings()?.into_iter().map(|(k, _)| k).collect();
+    let from_file: std::collections::HashSet<String> = file.settings(&cmd)?.into_iter().map(|s| s.id).collect();
     let cmd = file.apply(cmd)?;
     let matches = cmd
         .try_get_matches_from(["smbgate", "serve"])
