@@ -311,6 +311,95 @@ impl ConfigFile {
             sc
         }))
     }
+
+    /// The command line `argv` parsed by `plain` (the command as it is
+    /// without the file) with this file's settings under its flags and
+    /// environment, held to the rules clap holds flags to: a setting that
+    /// needs another (`tls_cert` without `tls_key`, or the reverse, which
+    /// would serve plain HTTP; `listen_plain` without TLS), or two that
+    /// conflict. The file's values are defaults to clap, which applies
+    /// these rules to flags and the environment alone (and so refused a
+    /// flag whose partner was in the file, and let a file's half of TLS
+    /// through): every value in force is given to `plain` again, as a flag,
+    /// and what it says goes.
+    ///
+    /// Errors: [`ParseError::File`], one line naming the file and the
+    /// setting at fault, when the file's settings break a rule;
+    /// [`ParseError::Clap`] for anything else clap refuses.
+    pub fn parse(&self, plain: &clap::Command, argv: Vec<OsString>) -> Result<clap::ArgMatches, ParseError> {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        let applied = self.apply(plain.clone()).map_err(ParseError::File)?;
+        let (matches, first) = match applied.clone().try_get_matches_from(&argv) {
+            Ok(m) => (m, None),
+            // Required arguments are checked last, so all else parsed: the
+            // file may hold what is missing, which the check below sees.
+            Err(e) if e.kind() == ErrorKind::MissingRequiredArgument => {
+                (applied.ignore_errors(true).try_get_matches_from(&argv).map_err(ParseError::Clap)?, Some(e))
+            }
+            Err(e) => return Err(ParseError::Clap(e)),
+        };
+        let Some(m) = matches.subcommand_matches("serve") else {
+            return first.map_or(Ok(matches), |e| Err(ParseError::Clap(e)));
+        };
+        let from_file = self.settings(plain).map_err(ParseError::File)?;
+        let as_flags = |skip: Option<&str>| flags_in_force(plain, m, &from_file, skip);
+        let Err(e) = plain.clone().try_get_matches_from(as_flags(None)) else { return Ok(matches) };
+        let culprit = from_file.iter().find(|s| plain.clone().try_get_matches_from(as_flags(Some(&s.id))).is_ok());
+        let Some(culprit) = culprit else { return Err(ParseError::Clap(first.unwrap_or(e))) };
+        let file = self.path.display();
+        let missing: Vec<String> = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::Strings(v)) if e.kind() == ErrorKind::MissingRequiredArgument => {
+                v.iter().map(|f| f.split(' ').next().unwrap_or(f).trim_start_matches('-').replace('-', "_")).collect()
+            }
+            _ => Vec::new(),
+        };
+        Err(ParseError::File(match missing.is_empty() {
+            false => format!(
+                "config file {file}: {} needs {} (give it in the file, the environment or as a flag)",
+                culprit.key,
+                missing.join(" and ")
+            ),
+            true => format!("config file {file}: {}: {}", culprit.key, clap_message(&e)),
+        }))
+    }
+}
+
+/// Why [`ConfigFile::parse`] refused a command line.
+#[derive(Debug)]
+pub enum ParseError {
+    /// The file's settings: one line naming the file.
+    File(String),
+    /// The command line or environment, as clap says it (to print with
+    /// its usage, or [`clap::Error::exit`]).
+    Clap(clap::Error),
+}
+
+/// Every `serve` value in force in `m` (from the command line, the
+/// environment, or the file's settings `from_file` but `skip`) as flags
+/// of `cmd`: `smbgate serve --listen=... --tls-cert=...`.
+fn flags_in_force(
+    cmd: &clap::Command,
+    m: &clap::ArgMatches,
+    from_file: &[FileSetting],
+    skip: Option<&str>,
+) -> Vec<OsString> {
+    use clap::parser::ValueSource as V;
+    let mut argv: Vec<OsString> = vec!["smbgate".into(), "serve".into()];
+    let Some(serve) = cmd.find_subcommand("serve") else { return argv };
+    for a in serve.get_arguments() {
+        let (id, Some(long)) = (a.get_id().as_str(), a.get_long()) else { continue };
+        let given = match m.value_source(id) {
+            Some(V::CommandLine | V::EnvVariable) => true,
+            Some(V::DefaultValue) => skip != Some(id) && from_file.iter().any(|s| s.id == id),
+            _ => false,
+        };
+        for v in m.get_raw(id).into_iter().flatten().filter(|_| given) {
+            let mut flag = OsString::from(format!("--{long}="));
+            flag.push(v);
+            argv.push(flag);
+        }
+    }
+    argv
 }
 
 /// One setting of a config file: the key as written, the id of the
@@ -390,10 +479,10 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     let order: Vec<clap::Arg> =
         cmd.find_subcommand("serve").map(|s| s.get_arguments().cloned().collect()).unwrap_or_default();
     let from_file: std::collections::HashSet<String> = file.settings(&cmd)?.into_iter().map(|s| s.id).collect();
-    let cmd = file.apply(cmd)?;
-    let matches = cmd
-        .try_get_matches_from(["smbgate", "serve"])
-        .map_err(|e| format!("config file {}: {}", path.display(), clap_message(&e)))?;
+    let matches = file.parse(&cmd, vec!["smbgate".into(), "serve".into()]).map_err(|e| match e {
+        ParseError::File(line) => line,
+        ParseError::Clap(e) => format!("config file {}: {}", path.display(), clap_message(&e)),
+    })?;
     let (_, m) = matches.subcommand().ok_or("no serve settings")?;
     let mut args =
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
