@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin, write_secret
@@ -233,7 +234,8 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
     r = check()
     assert r.returncode == 1 and f"--smb-password-file: cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
     write_secret(tmp_path / "yes.pw", "hunter2\n")
-    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\n')
+    # (With S3 credentials: serve refuses a file without, and so does check.)
+    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\naccess_key = "AK"\nsecret_key = "sk"\n')
     r = check()
     assert r.returncode == 0, r.stderr
     assert f'smb_password_file = "{tmp_path / "yes.pw"}"  # file' in r.stdout.splitlines()
@@ -366,3 +368,38 @@ def test_half_of_tls_in_the_file_is_refused_by_check_and_serve(own_samba, tmp_pa
                 assert s.recv(100).startswith(b"HTTP/1.1 200")
     finally:
         stop(p)
+
+
+REFUSED_BY_SERVE = {
+    "proxy protocol without trusted proxies": ('proxy_protocol = true\n',
+        "--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy"),
+    "no S3 credentials": ('access_key = ""\n', "no S3 credentials: set --access-key"),
+    "anonymous next to users without a grant": ('anonymous = true\n', "--anonymous next to S3 users: name"),
+    "a grant without anonymous": ('anonymous_bucket = ["pub"]\n', "--anonymous-bucket and --anonymous-write need"),
+    "a small XML body budget": ('xml_body_budget = "1MiB"\n', "--xml-body-budget must be at least 4 MiB"),
+    "a domain that is no DNS name": ('domain = "not a domain"\n', '--domain "not a domain" is not a DNS name'),
+    "KDCs without a realm": ('smb_kdc = ["dc1"]\n', "--smb-kdc needs --smb-realm"),
+    "a blank metrics token": ('metrics_listen = "127.0.0.1:1"\nmetrics_token = " "\n',
+        "--metrics-token is empty: /metrics would answer anyone"),
+    "a bucket of bad name": ('[buckets.Bad_Name]\npath = "x"\n', "[buckets.Bad_Name]: not a valid bucket name"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_BY_SERVE, ids=list(REFUSED_BY_SERVE))
+def test_config_check_refuses_every_file_serve_refuses_with_the_same_line(tmp_path, case):
+    """Issue 43, item 6: `config check` passed files that `serve` then
+    refused (proxy_protocol without trusted proxies, ...). Every check of
+    serve that needs no SMB server now runs in both, in one order."""
+    extra, says = REFUSED_BY_SERVE[case]
+    cfg = tmp_path / "smbgate.toml"
+    # An SMB server nobody listens at: serve must refuse before it.
+    base = 'share = "smb://127.0.0.1:1/s"\naccess_key = "AK"\nsecret_key = "sk"\n'
+    if extra.startswith("access_key"):
+        base = 'share = "smb://127.0.0.1:1/s"\n'
+        extra = ""
+    cfg.write_text(base + extra)
+    checked = config_check(cfg)
+    served = run_serve(cfg)
+    assert served.returncode == 1 and len(served.stderr.splitlines()) == 1, served.stderr
+    assert says in served.stderr, served.stderr
+    assert (checked.returncode, checked.stdout, checked.stderr) == (1, "", served.stderr), checked.stdout

@@ -488,12 +488,8 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
     args.config = Some(path.to_path_buf());
     let dropped = resolve_secret_pairs(m, &mut args)?;
-    let main_share = ShareUrl::parse(&args.share)?;
-    // Every secret file is read, as serve would.
-    crate::secret_files::secret("smb-password-file", &args.smb_password, &args.smb_password_file)?;
-    crate::config::metrics_token(&args)?;
-    let users = users_of(&args)?;
-    let buckets = file.buckets(&main_share)?;
+    // What serve checks before it connects, secret files read as it would.
+    let crate::settings_check::Settled { users, buckets, .. } = crate::settings_check::settle(&args)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
     if crate::secret_files::secret_files_unread() {
         out.push_str("# secret files were named, not read (--without-secrets)\n");

@@ -102,29 +102,43 @@ impl KerberosArgs {
         }
     }
 
-    /// Checks the settings and, with --smb-kdc, points the Kerberos library
-    /// at a configuration naming those KDCs for --smb-realm. The file is an
-    /// anonymous in-memory one (memfd), so nothing is left on disk; the
-    /// process keeps it open. Call once, before any logon.
+    /// Checks the settings without acting on them (`serve` and `config
+    /// check` alike).
     ///
-    /// Errors: one line: --smb-kdc without --smb-realm, a keytab that cannot
-    /// be read or that every user may read (as root), a KDC that is not a
-    /// host name, or no in-memory file.
-    pub fn prepare(&self) -> Result<(), String> {
+    /// Errors: one line: --smb-kdc without --smb-realm, a KDC that is not a
+    /// host name, or a keytab that cannot be read or that every user may
+    /// read (as root).
+    pub fn validate(&self) -> Result<(), String> {
         if let Some(keytab) = &self.smb_keytab {
             crate::secret_files::check_keytab("--smb-keytab", keytab)?;
         }
         if self.smb_kdc.is_empty() {
             return Ok(());
         }
-        let realm = self.smb_realm.as_deref().ok_or("--smb-kdc needs --smb-realm (the realm those KDCs serve)")?;
+        self.smb_realm.as_deref().ok_or("--smb-kdc needs --smb-realm (the realm those KDCs serve)")?;
+        match self
+            .smb_kdc
+            .iter()
+            .find(|k| k.is_empty() || k.contains(|c: char| c.is_whitespace() || c == '}' || c == '{'))
+        {
+            Some(kdc) => Err(format!("--smb-kdc {kdc:?} is not HOST or HOST:PORT")),
+            None => Ok(()),
+        }
+    }
+
+    /// With --smb-kdc, points the Kerberos library at a configuration
+    /// naming those KDCs for --smb-realm. The file is an anonymous
+    /// in-memory one (memfd), so nothing is left on disk; the process keeps
+    /// it open. Call once, after [`KerberosArgs::validate`], before any
+    /// logon.
+    ///
+    /// Errors: one line: no in-memory file.
+    pub fn prepare(&self) -> Result<(), String> {
+        let Some(realm) = self.smb_realm.as_deref().filter(|_| !self.smb_kdc.is_empty()) else { return Ok(()) };
         let mut conf = format!(
             "[libdefaults]\n\tdefault_realm = {realm}\n\tdns_lookup_kdc = false\n\trdns = false\n[realms]\n\t{realm} = {{\n"
         );
         for kdc in &self.smb_kdc {
-            if kdc.is_empty() || kdc.contains(|c: char| c.is_whitespace() || c == '}' || c == '{') {
-                return Err(format!("--smb-kdc {kdc:?} is not HOST or HOST:PORT"));
-            }
             conf.push_str(&format!("\t\tkdc = {kdc}\n"));
         }
         conf.push_str("\t}\n");

@@ -16,7 +16,6 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::{ServeArgs, ShareUrl};
 use crate::s3::Gateway;
-use crate::secret_files::secret;
 use crate::smb_startup;
 use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreOptions};
@@ -91,37 +90,21 @@ impl Prepared {
 /// Errors: a one-line reason (bad URL, missing keys, unreachable server,
 /// bad password, missing share or path, port in use).
 pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
-    let url = ShareUrl::parse(&args.share)?;
-    let smb_password = secret("smb-password-file", &args.smb_password, &args.smb_password_file)?.unwrap_or_default();
-    let users = crate::config_file::users_of(args)?;
-    if users.is_empty() && !args.anonymous {
-        return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
-                    list users in a --config file, or pass --anonymous to allow unsigned requests"
-            .into());
-    }
-    let anonymous = crate::users::Anonymous::from_settings(
-        args.anonymous,
-        &args.anonymous_buckets,
-        args.anonymous_write,
-        !users.is_empty(),
-    )?;
-    if args.proxy_protocol && args.trusted_proxies.is_empty() {
-        return Err("--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy".into());
-    }
-    // Before the SMB side, so that a bad file is the one line at startup.
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let certs = Certificates::load(cert, key)?;
+    let settled = crate::settings_check::settle(args)?;
+    let (url, users, anonymous, bodies, domain) =
+        (settled.url, settled.users, settled.anonymous, settled.bodies, settled.domain);
+    let tls = match settled.tls {
+        Some(certs) => {
             let acceptor = certs.acceptor()?;
             Some((certs, acceptor))
         }
-        _ => None,
+        None => None,
     };
     args.kerberos.prepare()?;
     let own = crate::users::SmbIdentity {
         user: args.smb_user.clone(),
         domain: args.smb_domain.clone(),
-        password: smb_password,
+        password: settled.smb_password,
         keytab: None,
     };
     // One client (and so one Kerberos credential) for the DFS question and
@@ -167,7 +150,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
-    let metrics_token = crate::config::metrics_token(args)?;
+    let metrics_token = settled.metrics_token;
     let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
     match store.buckets().unservable_folders().await {
         Ok(folders) => {
@@ -184,11 +167,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
     }
     let identities = crate::identities::Identities::new(store, template, roots);
-    let bodies = crate::body_budget::BodyBudget::new(args.xml_body_budget)?;
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
     let gateway = Gateway::new(identities.clone(), &args.region, cors.clone());
-    let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
     let directory = crate::users::Directory::new(users);
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see
