@@ -60,6 +60,7 @@ def pki(tmp_path_factory):
     # What smbgate reads; the tests replace these files.
     (d / "live.pem").write_bytes((d / "server.pem").read_bytes())
     (d / "live.key").write_bytes((d / "server.key").read_bytes())
+    (d / "live.key").chmod(0o600)  # a key every user may read is refused as root
     return d
 
 
@@ -176,6 +177,7 @@ def test_bad_tls_files_are_refused_at_startup_in_one_line(samba, pki, tmp_path, 
     if case == "garbage key":
         key = tmp_path / "bad.key"
         key.write_text("-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n")
+        key.chmod(0o600)
     elif case == "key of another certificate":
         key = pki / "renewed.key"
     else:
@@ -196,3 +198,39 @@ def test_bad_tls_files_are_refused_at_startup_in_one_line(samba, pki, tmp_path, 
             "key of another certificate": f"smbgate: TLS key {key} does not belong to the certificate in {cert}",
             "missing certificate": f"smbgate: TLS certificate {cert}"}[case]
     assert lines[0].startswith(want), lines[0]
+
+
+def test_a_tls_key_every_user_may_read_is_refused_as_the_other_secret_files(samba, pki, tmp_path):
+    """Issue 43, item 5: the TLS key is held to its mode like the other
+    secret files: refused (as root) at startup, by config check with the
+    same line, and on SIGHUP, where the pair in force stays."""
+    key = tmp_path / "loose.key"
+    key.write_bytes((pki / "server.key").read_bytes())
+    key.chmod(0o644)
+    line = (f"smbgate: TLS key {key}: refused, since every user may read or change it (mode 644) and the "
+            "gateway runs as root; chmod o-rwx it")
+    with pytest.raises(RuntimeError) as e:
+        Gateway(samba, env={"SMBGATE_TLS_CERT": str(pki / "server.pem"), "SMBGATE_TLS_KEY": str(key)})
+    assert str(e.value).removeprefix("smbgate exited: ").strip() == line, str(e.value)
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(f'share = "smb://127.0.0.1:1/s"\naccess_key = "AK"\nsecret_key_file = "sk"\n'
+                   f'tls_cert = "{pki / "server.pem"}"\ntls_key = "{key}"\n')
+    (tmp_path / "sk").write_text("secret\n")
+    (tmp_path / "sk").chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], env=env, capture_output=True, text=True)
+    assert (r.returncode, r.stderr.strip()) == (1, line), r.stderr
+    # On reload: refused, the certificate in force stays.
+    live = tmp_path / "live.key"
+    live.write_bytes((pki / "server.key").read_bytes())
+    live.chmod(0o600)
+    g = Gateway(samba, env={"SMBGATE_TLS_CERT": str(pki / "server.pem"), "SMBGATE_TLS_KEY": str(live),
+                            "SMBGATE_LOG": "info"})
+    try:
+        live.chmod(0o644)
+        g.proc.send_signal(signal.SIGHUP)
+        assert wait_for_log(g, "TLS certificate not reloaded")
+        assert "(mode 644)" in open(g.log.name).read()
+        assert served_cert(g.port, pki / "ca.pem")[0] == der_of(pki / "server.pem")
+    finally:
+        g.stop()

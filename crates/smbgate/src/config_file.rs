@@ -227,7 +227,7 @@ impl ConfigFile {
                 crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
             let keytab = e.smb_keytab.map(|k| dir.join(k));
             if let Some(k) = &keytab {
-                crate::secret_files::check_keytab("smb_keytab", k).map_err(fail)?;
+                crate::secret_files::check_secret_file("smb_keytab", k).map_err(fail)?;
             }
             let smb = match e.smb_user {
                 Some(user) if !user.is_empty() => {

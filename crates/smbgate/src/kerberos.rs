@@ -110,7 +110,7 @@ impl KerberosArgs {
     /// read (as root).
     pub fn validate(&self) -> Result<(), String> {
         if let Some(keytab) = &self.smb_keytab {
-            crate::secret_files::check_keytab("--smb-keytab", keytab)?;
+            crate::secret_files::check_secret_file("--smb-keytab", keytab)?;
         }
         if self.smb_kdc.is_empty() {
             return Ok(());

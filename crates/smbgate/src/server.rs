@@ -243,6 +243,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.trusted_proxies.clone(),
     );
     crate::config_file::warn_if_secrets_exposed(args);
+    if let Some((l, admin)) = &admin {
+        l.local_addr().map(|a| admin.warn_if_open(a)).ok();
+    }
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
