@@ -49,17 +49,26 @@ impl Prepared {
         self.access_log = Some(log);
     }
 
-    /// What SIGHUP reloads: the TLS certificate, the users, the access log.
-    /// The service manager hears of it (RELOADING=1, then READY=1).
+    /// What SIGHUP reloads: the TLS certificate, the users, the access log,
+    /// each logged; with none of them, a line says there was nothing to
+    /// reload, so a SIGHUP is never silent. The service manager hears of it
+    /// (RELOADING=1, then READY=1).
     fn reload(&self) {
         notify(&[sd_notify::NotifyState::Reloading]);
-        reload_certificates(&self.tls);
-        self.users.reload();
+        let mut said = reload_certificates(&self.tls);
+        said |= self.users.reload();
         if let Some(log) = &self.access_log {
+            said = true;
             match log.reopen() {
                 Ok(()) => tracing::info!("SIGHUP: access log reopened"),
                 Err(e) => tracing::error!(error = %e, "SIGHUP: access log not reopened; lines go to the file in use"),
             }
+        }
+        if !said {
+            tracing::info!(
+                "SIGHUP: nothing to reload (no TLS certificate, config file or access log file); \
+                 other settings take effect at restart"
+            );
         }
         notify(&[sd_notify::NotifyState::Ready]);
     }
@@ -353,9 +362,21 @@ impl UsersReload {
     /// Reads the users again. A file that does not load, or leaves no user
     /// where the gateway had some, is logged at ERROR and the users in
     /// force stay; requests in flight finish as the user they started as.
-    fn reload(&self) {
-        if self.args.config.is_none() || self.directory.is_empty() {
-            return;
+    /// A gateway that started with no user (unsigned requests only) reads
+    /// none, which is logged. Returns false without a config file (nothing
+    /// logged).
+    fn reload(&self) -> bool {
+        if self.args.config.is_none() {
+            return false;
+        }
+        if self.directory.is_empty() {
+            // Users would change what unsigned requests may do (see
+            // `Anonymous::from_settings`), which is decided at startup.
+            tracing::info!(
+                "SIGHUP: the config file's users not read again: the gateway started with none (unsigned \
+                 requests only), and adding some takes a restart"
+            );
+            return true;
         }
         match crate::config_file::users_of(&self.args) {
             Ok(t) if t.is_empty() => {
@@ -369,6 +390,7 @@ impl UsersReload {
             }
             Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
         }
+        true
     }
 }
 
@@ -460,14 +482,14 @@ async fn drain(p: Prepared, graceful: GracefulShutdown) {
 }
 
 /// SIGHUP: reads the TLS files again. A bad file is logged and the
-/// certificate in force stays.
-fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) {
-    if let Some((certs, _)) = tls {
-        match certs.reload() {
-            Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
-            Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
-        }
+/// certificate in force stays. Returns false without TLS (nothing logged).
+fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) -> bool {
+    let Some((certs, _)) = tls else { return false };
+    match certs.reload() {
+        Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+        Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
     }
+    true
 }
 
 /// SIGHUP as a stream of reload requests (never fires off Unix).
