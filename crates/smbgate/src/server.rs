@@ -119,12 +119,15 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // One client (and so one Kerberos credential) for the DFS question and
     // the pool.
     let asked = smb_startup::client_config(args, &url, &own);
-    let (url, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
+    let (target, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
+    let dfs_servers = smb_startup::dfs_servers(&url, &target, &dfs);
+    let url = target;
     let client = asked.on_server(&url.host);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         kerberos: args.kerberos.clone(),
         dfs: dfs.clone(),
+        dfs_servers,
         share: url.share.clone(),
         size: args.pool_size,
         max_pools: args.user_pools,
@@ -310,7 +313,7 @@ async fn open_bucket_roots(
         let id = b.smb.as_ref().unwrap_or(own);
         let user = id.user.as_str();
         let mut client = smb_startup::client_config(args, &b.url, id);
-        let mut dfs = None;
+        let (mut dfs, mut dfs_servers) = (None, None);
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
@@ -319,6 +322,7 @@ async fn open_bucket_roots(
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?;
                 client = client.on_server(&target.host);
+                dfs_servers = smb_startup::dfs_servers(&b.url, &target, &link);
                 b.url = target;
                 dfs = link;
                 smb_startup::connect(client.clone(), &b.url, user, args.pool_size, dfs.clone())
@@ -334,6 +338,7 @@ async fn open_bucket_roots(
             client,
             kerberos: args.kerberos.clone(),
             dfs,
+            dfs_servers,
             share: b.url.share.clone(),
             size: args.pool_size,
             max_pools: args.user_pools,
