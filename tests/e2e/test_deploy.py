@@ -90,6 +90,18 @@ def test_the_example_config_file_checks(tmp_path):
     assert "stand-in" not in r.stdout
 
 
+def test_the_example_config_file_listens_on_all_addresses_only_with_tls():
+    """Issue 43, item 6: deploy/smbgate.toml listened on 0.0.0.0 in plain
+    HTTP, so a copy of it served S3 unencrypted to the network. Plain HTTP
+    stays on loopback; every address only with TLS."""
+    import ipaddress
+    import tomllib
+    example = tomllib.loads((ROOT / "deploy" / "smbgate.toml").read_text())
+    host = example.get("listen", "127.0.0.1:9000").rsplit(":", 1)[0].strip("[]")
+    tls = "tls_cert" in example or "tls-cert" in example
+    assert ipaddress.ip_address(host).is_loopback or tls, example.get("listen")
+
+
 def test_the_example_config_file_checks_without_its_secrets():
     """`config check --without-secrets` checks the shipped file as it is, its
     secret files absent; without the flag the first missing one is named."""
