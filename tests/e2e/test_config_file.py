@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, _free_port, smbgate_bin, write_secret
@@ -233,7 +234,8 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
     r = check()
     assert r.returncode == 1 and f"--smb-password-file: cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
     write_secret(tmp_path / "yes.pw", "hunter2\n")
-    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\n')
+    # (With S3 credentials: serve refuses a file without, and so does check.)
+    cfg.write_text('share = "smb://h/s"\nsmb_password_file = "yes.pw"\naccess_key = "AK"\nsecret_key = "sk"\n')
     r = check()
     assert r.returncode == 0, r.stderr
     assert f'smb_password_file = "{tmp_path / "yes.pw"}"  # file' in r.stdout.splitlines()
@@ -271,3 +273,133 @@ def test_config_check_shows_the_kerberos_settings(tmp_path):
     ]:
         assert want in lines, (want, r.stdout)
     assert "hunter2" not in r.stdout + r.stderr
+
+
+def config_check(cfg, **env):
+    return subprocess.run([smbgate_bin(), "config", "check", str(cfg)], env=clean_env(**env),
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_repeatable_settings_take_the_flags_name_and_a_toml_array(own_samba, tmp_path):
+    """Issue 43, item 6: `trusted_proxy` and `anonymous_bucket` (the flags'
+    own names) work in the file as well as the plural keys, and so does a
+    TOML array beside a comma-separated string."""
+    cfg = tmp_path / "smbgate.toml"
+    base = 'share = "smb://h/s"\naccess_key = "AK"\nsecret_key = "sk"\nanonymous = true\nsmb_realm = "R.EXAMPLE"\n'
+    for written in [
+        'trusted_proxy = ["127.0.0.9", "127.0.0.10"]\nanonymous_bucket = ["pub", "docs"]\nsmb-kdc = ["k1", "k2:88"]\n',
+        'trusted_proxies = "127.0.0.9,127.0.0.10"\nanonymous_buckets = "pub,docs"\nsmb_kdc = "k1,k2:88"\n',
+        'trusted-proxy = "127.0.0.9,127.0.0.10"\nanonymous-bucket = ["pub,docs"]\nsmb_kdc = ["k1,k2:88"]\n',
+    ]:
+        cfg.write_text(base + written)
+        r = config_check(cfg)
+        assert r.returncode == 0, (written, r.stderr)
+        for want in ['trusted_proxies = "127.0.0.9,127.0.0.10"  # file', 'anonymous_buckets = "pub,docs"  # file',
+                     'smb_kdc = "k1,k2:88"  # file']:
+            assert want in r.stdout.splitlines(), (written, want, r.stdout)
+    # One setting under two names is refused; an array where one value goes too.
+    cfg.write_text(base + 'trusted_proxy = "127.0.0.9"\ntrusted_proxies = "127.0.0.10"\n')
+    r = config_check(cfg)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"smbgate: config file {cfg}: trusted_proxies and trusted_proxy are the same setting; give one"]), r.stderr
+    cfg.write_text(base + 'trusted_proxy = [1.5, {}]\n')
+    r = config_check(cfg)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"smbgate: config file {cfg}: trusted_proxy must be a string or an array of strings"]), r.stderr
+    # serve believes the PROXY header of the proxies the array names.
+    port = _free_port()
+    cfg.write_text(file_settings(own_samba, port, trusted_proxy='["127.0.0.8", "127.0.0.9"]',
+                                 proxy_protocol="true"))
+    log = tmp_path / "log"
+    p = start(["--config", str(cfg)], clean_env(), log)
+    try:
+        wait_listening(p, port, log)
+        for proxy in ("127.0.0.8", "127.0.0.9"):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(proxy, 0))
+            s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 9000\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200"), proxy
+            s.close()
+        s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.7", 0))
+        s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 9000\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 400"), "a proxy the file does not name is not believed"
+        s.close()
+    finally:
+        stop(p)
+
+
+def self_signed(d):
+    """A certificate for 127.0.0.1 and its key (mode 0600) in `d`."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out",
+                    "tls.pem", "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   cwd=d, check=True, capture_output=True)
+    (d / "tls.key").chmod(0o600)
+    return d / "tls.pem", d / "tls.key"
+
+
+def test_half_of_tls_in_the_file_is_refused_by_check_and_serve(own_samba, tmp_path):
+    """Issue 43, item 6: tls_cert without tls_key (or the reverse) in the
+    file served plain HTTP with no word; as flags clap refuses it. Now
+    `config check` and `serve` refuse it with one line naming the file, and
+    nothing listens."""
+    self_signed(tmp_path)
+    port = _free_port()
+    cfg = tmp_path / "smbgate.toml"
+    for half, needs in [('tls_cert = "tls.pem"', "tls_key"), ('tls-key = "tls.key"', "tls_cert"),
+                        (f'listen_plain = "127.0.0.1:{_free_port()}"', "tls_key and tls_cert")]:
+        cfg.write_text(file_settings(own_samba, port) + half + "\n")
+        key = half.split(" ")[0]
+        line = f"smbgate: config file {cfg}: {key} needs {needs} (give it in the file, the environment or as a flag)"
+        r = config_check(cfg)
+        assert (r.returncode, r.stdout, r.stderr.splitlines()) == (1, "", [line]), (half, r.stdout, r.stderr)
+        r = run_serve(cfg)
+        assert (r.returncode, r.stderr.splitlines()) == (1, [line]), (half, r.stderr)
+    # The other half from the environment or a flag completes it: HTTPS.
+    cfg.write_text(file_settings(own_samba, port) + 'tls_cert = "tls.pem"\n')
+    assert config_check(cfg, SMBGATE_TLS_KEY=str(tmp_path / "tls.key")).returncode == 0
+    log = tmp_path / "log"
+    p = start(["--config", str(cfg), "--tls-key", str(tmp_path / "tls.key")], clean_env(), log)
+    try:
+        wait_listening(p, port, log)
+        import ssl
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "tls.pem"))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        stop(p)
+
+
+REFUSED_BY_SERVE = {
+    "proxy protocol without trusted proxies": ('proxy_protocol = true\n',
+        "--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy"),
+    "no S3 credentials": ('access_key = ""\n', "no S3 credentials: set --access-key"),
+    "anonymous next to users without a grant": ('anonymous = true\n', "--anonymous next to S3 users: name"),
+    "a grant without anonymous": ('anonymous_bucket = ["pub"]\n', "--anonymous-bucket and --anonymous-write need"),
+    "a small XML body budget": ('xml_body_budget = "1MiB"\n', "--xml-body-budget must be at least 4 MiB"),
+    "a domain that is no DNS name": ('domain = "not a domain"\n', '--domain "not a domain" is not a DNS name'),
+    "KDCs without a realm": ('smb_kdc = ["dc1"]\n', "--smb-kdc needs --smb-realm"),
+    "a blank metrics token": ('metrics_listen = "127.0.0.1:1"\nmetrics_token = " "\n',
+        "--metrics-token is empty: /metrics would answer anyone"),
+    "a bucket of bad name": ('[buckets.Bad_Name]\npath = "x"\n', "[buckets.Bad_Name]: not a valid bucket name"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_BY_SERVE, ids=list(REFUSED_BY_SERVE))
+def test_config_check_refuses_every_file_serve_refuses_with_the_same_line(tmp_path, case):
+    """Issue 43, item 6: `config check` passed files that `serve` then
+    refused (proxy_protocol without trusted proxies, ...). Every check of
+    serve that needs no SMB server now runs in both, in one order."""
+    extra, says = REFUSED_BY_SERVE[case]
+    cfg = tmp_path / "smbgate.toml"
+    # An SMB server nobody listens at: serve must refuse before it.
+    base = 'share = "smb://127.0.0.1:1/s"\naccess_key = "AK"\nsecret_key = "sk"\n'
+    if extra.startswith("access_key"):
+        base = 'share = "smb://127.0.0.1:1/s"\n'
+        extra = ""
+    cfg.write_text(base + extra)
+    checked = config_check(cfg)
+    served = run_serve(cfg)
+    assert served.returncode == 1 and len(served.stderr.splitlines()) == 1, served.stderr
+    assert says in served.stderr, served.stderr
+    assert (checked.returncode, checked.stdout, checked.stderr) == (1, "", served.stderr), checked.stdout

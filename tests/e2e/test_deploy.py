@@ -6,8 +6,10 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
+from pathlib import Path
 
 from conftest import ROOT, smbgate_bin, write_secret
 
@@ -88,6 +90,18 @@ def test_the_example_config_file_checks(tmp_path):
     assert "stand-in" not in r.stdout
 
 
+def test_the_example_config_file_listens_on_all_addresses_only_with_tls():
+    """Issue 43, item 6: deploy/smbgate.toml listened on 0.0.0.0 in plain
+    HTTP, so a copy of it served S3 unencrypted to the network. Plain HTTP
+    stays on loopback; every address only with TLS."""
+    import ipaddress
+    import tomllib
+    example = tomllib.loads((ROOT / "deploy" / "smbgate.toml").read_text())
+    host = example.get("listen", "127.0.0.1:9000").rsplit(":", 1)[0].strip("[]")
+    tls = "tls_cert" in example or "tls-cert" in example
+    assert ipaddress.ip_address(host).is_loopback or tls, example.get("listen")
+
+
 def test_the_example_config_file_checks_without_its_secrets():
     """`config check --without-secrets` checks the shipped file as it is, its
     secret files absent; without the flag the first missing one is named."""
@@ -124,6 +138,91 @@ def test_the_container_healthcheck_follows_the_smb_side(gateway):
     from conftest import _free_port
     env = dict(os.environ, SMBGATE_LISTEN=f"127.0.0.1:{_free_port()}")  # nothing listens
     assert subprocess.run(cmd, env=env, timeout=10, stderr=subprocess.DEVNULL).returncode != 0
+
+
+def healthcheck_command():
+    import json
+    line = next(l for l in (ROOT / "deploy" / "Containerfile").read_text().splitlines()
+                if l.startswith("HEALTHCHECK"))
+    return json.loads(line.split(" CMD ", 1)[1])
+
+
+def test_the_container_healthcheck_works_when_tls_is_on(tmp_path):
+    """Issue 43, item 6: the HEALTHCHECK spoke plain HTTP to the S3 port,
+    so with TLS on every check failed and the container was never healthy.
+    Run by hand against a TLS instance, as the container would: healthy
+    while the SMB side is up (HEAD / 200), unhealthy once it is gone (503)."""
+    from conftest import Gateway, Samba
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out",
+                    "tls.pem", "-days", "2", "-subj", "/CN=smbgate.example", "-addext",
+                    "subjectAltName=DNS:smbgate.example"], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "tls.key").chmod(0o600)
+    samba = Samba()
+    g = Gateway(samba, env={"SMBGATE_TLS_CERT": str(tmp_path / "tls.pem"),
+                            "SMBGATE_TLS_KEY": str(tmp_path / "tls.key")})
+    try:
+        # The image sets SMBGATE_LISTEN=0.0.0.0:9000; TLS may come from the
+        # environment or from a config file the command cannot read.
+        env = dict(os.environ, SMBGATE_LISTEN=f"0.0.0.0:{g.port}")
+        env.pop("SMBGATE_TLS_CERT", None)
+        assert subprocess.run(healthcheck_command(), env=env, timeout=10).returncode == 0
+        samba.stop()
+        deadline = time.time() + 30
+        while subprocess.run(healthcheck_command(), env=env, timeout=10, stderr=subprocess.DEVNULL).returncode == 0:
+            assert time.time() < deadline, "healthy with the SMB server gone"
+            time.sleep(0.5)
+    finally:
+        g.stop()
+        samba.stop()
+
+
+def test_the_container_secret_file_recipe_lets_uid_10001_read_them_and_nobody_else(tmp_path):
+    """Issue 43, item 6: the recipe in docs/deployment.md for secrets
+    mounted into the container must leave every file under /etc/smbgate
+    (a tls/ folder included) readable by UID/GID 10001, the image's user,
+    through the folders too, and by nobody else. Run on a copy of such a
+    folder, made as an operator would (root's, 0700 and 0600), then
+    `smbgate config check` as 10001 reads every secret and the TLS key."""
+    import re
+    import tempfile
+    doc = (ROOT / "docs" / "deployment.md").read_text()
+    recipe = [b for b in re.findall(r"```sh\n(.*?)```", doc, re.S) if "10001" in b and "chmod" in b]
+    assert len(recipe) == 1, recipe
+    base = Path(tempfile.mkdtemp(prefix="smbgate-etc-"))
+    base.chmod(0o755)  # as /etc is
+    etc = base / "smbgate"
+    try:
+        (etc / "tls").mkdir(parents=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out",
+                        "fullchain.pem", "-days", "2", "-subj", "/CN=s3.example"], cwd=etc / "tls", check=True,
+                       capture_output=True)
+        for name, text in [("smb.password", "pw\n"), ("s3.secret", "sk\n"), ("alice.s3.secret", "ask\n")]:
+            (etc / name).write_text(text)
+        (etc / "smbgate.toml").write_text(
+            'share = "smb://nas.example.com/data"\nsmb_user = "svc"\nsmb_password_file = "smb.password"\n'
+            'access_key = "AK"\nsecret_key_file = "s3.secret"\ntls_cert = "tls/fullchain.pem"\n'
+            'tls_key = "tls/key.pem"\n[users.alice]\naccess_key = "AKALICE"\n'
+            'secret_key_file = "alice.s3.secret"\nbuckets = ["alice"]\n')
+        for p in [etc, etc / "tls"]:
+            p.chmod(0o700)
+        for p in etc.rglob("*"):
+            if p.is_file():
+                p.chmod(0o600)
+        r = subprocess.run(["sh", "-ec", recipe[0].replace("/etc/smbgate", str(etc))], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        as_user = lambda uid, *cmd: subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd],
+            capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+        r = as_user(10001, smbgate_bin(), "config", "check", str(etc / "smbgate.toml"))
+        assert r.returncode == 0, r.stderr
+        assert "# users: 2" in r.stdout, r.stdout
+        # Nobody else: another user and group read no file, nor list the folder.
+        for p in [etc / "smb.password", etc / "tls" / "key.pem", etc / "smbgate.toml"]:
+            assert as_user(10002, "cat", str(p)).returncode != 0, p
+            assert p.stat().st_mode & 0o007 == 0, p
+        assert as_user(10002, "ls", str(etc)).returncode != 0
+    finally:
+        shutil.rmtree(base)
 
 
 def test_the_license_file_is_the_license_cargo_names():

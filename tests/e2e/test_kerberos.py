@@ -159,21 +159,47 @@ def test_no_kdc_and_a_wrong_realm_are_named(dc):
     assert "Kerberos logon" in line and "ELSEWHERE.TEST" in line, line
 
 
-def test_negotiate_falls_back_to_ntlm_once_warned_where_no_ticket_can_be_had():
-    # A DC that still takes NTLM, and a service principal the realm lacks:
-    # every connection of the pool logs on with NTLM, and the log says so
-    # once, not once per connection.
-    dc2 = Samba("--ad")
+@pytest.fixture(scope="module")
+def ntlm_dc():
+    """A DC that still takes NTLM."""
+    s = Samba("--ad")
+    yield s
+    s.stop()
+
+
+def test_negotiate_falls_back_to_ntlm_once_warned_where_no_ticket_can_be_had(ntlm_dc):
+    # A DC that still takes NTLM, a service principal the realm lacks, and
+    # the fallback asked for (issue 43): every connection of the pool logs
+    # on with NTLM, and the log says so once, not once per connection.
+    env = kerberos_env(ntlm_dc, SMBGATE_SMB_AUTH="negotiate", SMBGATE_SMB_AUTH_FALLBACK="ntlm",
+                       SMBGATE_SMB_SPN="cifs/nosuchhost.smbgate.test", SMBGATE_SMB_DOMAIN="SMBGATE",
+                       SMBGATE_POOL_SIZE="4", SMBGATE_LOG="warn")
+    g = Gateway(ntlm_dc, env=env)
     try:
-        env = kerberos_env(dc2, SMBGATE_SMB_AUTH="negotiate", SMBGATE_SMB_SPN="cifs/nosuchhost.smbgate.test",
-                           SMBGATE_SMB_DOMAIN="SMBGATE", SMBGATE_POOL_SIZE="4", SMBGATE_LOG="warn")
-        g = Gateway(dc2, env=env)
-        try:
-            put_and_get(g.client(), "n", b"over NTLM")
-        finally:
-            g.stop()
-        log = open(g.log.name).read()
-        assert log.count("no Kerberos ticket; logging on with NTLM") == 1, log
-        assert "not found in Kerberos database" in log, log
+        put_and_get(g.client(), "n", b"over NTLM")
     finally:
-        dc2.stop()
+        g.stop()
+    log = open(g.log.name).read()
+    assert log.count("no Kerberos ticket; logging on with NTLM") == 1, log
+    assert "not found in Kerberos database" in log, log
+
+
+def test_negotiate_with_kerberos_settings_never_falls_back_to_ntlm_unasked(ntlm_dc):
+    """Issue 43, item 5: with a Kerberos setting given, negotiate fell back
+    to NTLM whenever no ticket could be had, so a mistyped principal (or a
+    KDC an attacker keeps unreachable) sent NTLM logons where the operator
+    set up Kerberos. Without --smb-auth-fallback ntlm it now fails as
+    --smb-auth kerberos does, naming Kerberos, with no NTLM try."""
+    env = kerberos_env(ntlm_dc, SMBGATE_SMB_AUTH="negotiate", SMBGATE_SMB_SPN="cifs/nosuchhost.smbgate.test",
+                       SMBGATE_SMB_DOMAIN="SMBGATE", SMBGATE_LOG="warn")
+    with pytest.raises(RuntimeError) as e:
+        Gateway(ntlm_dc, env=env)
+    out = str(e.value)
+    line = out.removeprefix("smbgate exited: ").strip().splitlines()[-1]
+    assert "Kerberos logon" in line and "not found in Kerberos database" in line, out
+    assert "logging on with NTLM" not in out, out
+    # The fallback belongs to negotiate: with kerberos it is refused.
+    env.update(SMBGATE_SMB_AUTH="kerberos", SMBGATE_SMB_AUTH_FALLBACK="ntlm")
+    with pytest.raises(RuntimeError) as e:
+        Gateway(ntlm_dc, env=env)
+    assert "--smb-auth-fallback ntlm needs --smb-auth negotiate" in str(e.value), str(e.value)

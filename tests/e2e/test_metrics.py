@@ -158,3 +158,21 @@ def test_the_xml_body_budget_shows_what_stalled_bodies_hold(mgw):
     while value(scrape(mgw), "smbgate_xml_body_in_use_bytes") != 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert value(scrape(mgw), "smbgate_xml_body_in_use_bytes") == 0
+
+
+def test_metrics_open_to_other_hosts_without_a_token_are_warned_about(samba):
+    """Issue 43, item 5: /metrics on an address other hosts can reach, with
+    no token, is a WARN at startup; on loopback, or with a token, it is not."""
+    for listen, token, warned in [("0.0.0.0", None, True), ("127.0.0.1", None, False), ("0.0.0.0", TOKEN, False)]:
+        port = _free_port()
+        env = {"SMBGATE_METRICS_LISTEN": f"{listen}:{port}", "SMBGATE_METRICS_TOKEN": token, "SMBGATE_LOG": "info"}
+        g = Gateway(samba, env=env)
+        try:
+            status, _, _ = get(f"http://127.0.0.1:{port}/metrics")
+            assert status == (401 if token else 200)
+        finally:
+            g.stop()
+        lines = [l for l in open(g.log.name).read().splitlines() if "without a token" in l]
+        assert len(lines) == (1 if warned else 0), (listen, token, lines)
+        if warned:
+            assert "WARN" in lines[0] and f"0.0.0.0:{port}" in lines[0], lines[0]

@@ -119,3 +119,35 @@ def test_each_client_behind_the_proxy_has_its_own_share(own_samba):
         for s in held:
             s.close()
         gw.stop()
+
+
+def test_a_trusted_proxy_without_a_header_is_a_warning_at_most_once_per_interval(own_samba):
+    """Issue 43, item 6: a trusted proxy's connection closed for want of a
+    PROXY header (HAProxy without send-proxy, say) was logged at DEBUG only,
+    so an operator saw every request fail and no reason. It is a WARN now,
+    one line per 10 s at most, the next one counting those left out."""
+    import time
+    gw = Gateway(own_samba, env={"SMBGATE_TRUSTED_PROXIES": PROXY, "SMBGATE_PROXY_PROTOCOL": "true",
+                                 "SMBGATE_LOG": "warn"})
+    warned = lambda: [l for l in open(gw.log.name).read().splitlines() if "must start with a PROXY header" in l]
+    try:
+        def headerless():
+            s = socket.create_connection(("127.0.0.1", gw.port), timeout=10, source_address=(PROXY, 0))
+            s.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert unanswered(s)
+        started = time.monotonic()
+        for _ in range(3):
+            headerless()
+        # A connection closed before a header's first 12 bytes came is no warning.
+        socket.create_connection(("127.0.0.1", gw.port), timeout=10, source_address=(PROXY, 0)).close()
+        time.sleep(0.5)
+        lines = warned()
+        assert len(lines) == 1, lines
+        assert "WARN" in lines[0] and f"peer={PROXY}:" in lines[0] and "not_logged_before=0" in lines[0], lines[0]
+        time.sleep(max(0.0, 10.5 - (time.monotonic() - started)))
+        headerless()
+        time.sleep(0.5)
+        lines = warned()
+        assert len(lines) == 2 and "not_logged_before=2" in lines[1], lines
+    finally:
+        gw.stop()

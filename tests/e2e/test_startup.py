@@ -349,3 +349,48 @@ def test_systemd_never_hears_ready_from_a_failed_start(samba, tmp_path):
     assert r.returncode != 0
     with pytest.raises(socket.timeout):
         sock.recv(4096)
+
+
+def _sighup_lines(g, count=1, timeout=10):
+    """The gateway's log lines that start with "SIGHUP", once `count` are in."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [l for l in open(g.log.name).read().splitlines() if "SIGHUP" in l]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def test_sighup_always_says_what_it_reloaded_or_that_there_was_nothing(samba, tmp_path):
+    """Issue 43, item 6: with no config file, TLS or access log file, a
+    SIGHUP said nothing at all, as if it had been missed; nor with a config
+    file whose users it does not read again. Each says so now."""
+    g = Gateway(samba, env={"SMBGATE_LOG": "info"})
+    try:
+        g.proc.send_signal(signal.SIGHUP)
+        lines = _sighup_lines(g)
+        assert len(lines) == 1 and "INFO" in lines[0], lines
+        assert "SIGHUP: nothing to reload" in lines[0], lines
+    finally:
+        g.stop()
+    # A config file without users (unsigned requests only): its users are
+    # not read again, and the line says why.
+    cfg = tmp_path / "anon.toml"
+    cfg.write_text("anonymous = true\n")
+    g = Gateway(samba, env={"SMBGATE_LOG": "info", "SMBGATE_CONFIG": str(cfg), "SMBGATE_ACCESS_KEY": None,
+                            "SMBGATE_SECRET_KEY": None})
+    try:
+        g.proc.send_signal(signal.SIGHUP)
+        lines = _sighup_lines(g)
+        assert len(lines) == 1 and "config file's users not read again" in lines[0], lines
+    finally:
+        g.stop()
+    # With an access log: what it reloaded, and nothing more.
+    g = Gateway(samba, env={"SMBGATE_LOG": "info", "SMBGATE_ACCESS_LOG": str(tmp_path / "a.log")})
+    try:
+        g.proc.send_signal(signal.SIGHUP)
+        lines = _sighup_lines(g)
+        time.sleep(0.3)
+        assert [l.split("SIGHUP: ")[1] for l in _sighup_lines(g)] == ["access log reopened"], lines
+    finally:
+        g.stop()

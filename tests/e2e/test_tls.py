@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import ACCESS_KEY, BIN, REGION, SECRET_KEY, Gateway, _free_port, smbgate_bin
+from conftest import ACCESS_KEY, BIN, REGION, ROOT as ROOT_DIR, SECRET_KEY, Gateway, _free_port, smbgate_bin
 
 
 def openssl(*args, cwd):
@@ -60,6 +60,7 @@ def pki(tmp_path_factory):
     # What smbgate reads; the tests replace these files.
     (d / "live.pem").write_bytes((d / "server.pem").read_bytes())
     (d / "live.key").write_bytes((d / "server.key").read_bytes())
+    (d / "live.key").chmod(0o600)  # a key every user may read is refused as root
     return d
 
 
@@ -176,6 +177,7 @@ def test_bad_tls_files_are_refused_at_startup_in_one_line(samba, pki, tmp_path, 
     if case == "garbage key":
         key = tmp_path / "bad.key"
         key.write_text("-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n")
+        key.chmod(0o600)
     elif case == "key of another certificate":
         key = pki / "renewed.key"
     else:
@@ -196,3 +198,85 @@ def test_bad_tls_files_are_refused_at_startup_in_one_line(samba, pki, tmp_path, 
             "key of another certificate": f"smbgate: TLS key {key} does not belong to the certificate in {cert}",
             "missing certificate": f"smbgate: TLS certificate {cert}"}[case]
     assert lines[0].startswith(want), lines[0]
+
+
+def test_a_tls_key_every_user_may_read_is_refused_as_the_other_secret_files(samba, pki, tmp_path):
+    """Issue 43, item 5: the TLS key is held to its mode like the other
+    secret files: refused (as root) at startup, by config check with the
+    same line, and on SIGHUP, where the pair in force stays."""
+    key = tmp_path / "loose.key"
+    key.write_bytes((pki / "server.key").read_bytes())
+    key.chmod(0o644)
+    line = (f"smbgate: TLS key {key}: refused, since every user may read or change it (mode 644) and the "
+            "gateway runs as root; chmod o-rwx it")
+    with pytest.raises(RuntimeError) as e:
+        Gateway(samba, env={"SMBGATE_TLS_CERT": str(pki / "server.pem"), "SMBGATE_TLS_KEY": str(key)})
+    assert str(e.value).removeprefix("smbgate exited: ").strip() == line, str(e.value)
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text(f'share = "smb://127.0.0.1:1/s"\naccess_key = "AK"\nsecret_key_file = "sk"\n'
+                   f'tls_cert = "{pki / "server.pem"}"\ntls_key = "{key}"\n')
+    (tmp_path / "sk").write_text("secret\n")
+    (tmp_path / "sk").chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], env=env, capture_output=True, text=True)
+    assert (r.returncode, r.stderr.strip()) == (1, line), r.stderr
+    # On reload: refused, the certificate in force stays.
+    live = tmp_path / "live.key"
+    live.write_bytes((pki / "server.key").read_bytes())
+    live.chmod(0o600)
+    g = Gateway(samba, env={"SMBGATE_TLS_CERT": str(pki / "server.pem"), "SMBGATE_TLS_KEY": str(live),
+                            "SMBGATE_LOG": "info"})
+    try:
+        live.chmod(0o644)
+        g.proc.send_signal(signal.SIGHUP)
+        assert wait_for_log(g, "TLS certificate not reloaded")
+        assert "(mode 644)" in open(g.log.name).read()
+        assert served_cert(g.port, pki / "ca.pem")[0] == der_of(pki / "server.pem")
+    finally:
+        g.stop()
+
+
+def test_haproxy_speaks_tls_to_tls_instances_as_the_docs_show(own_samba, pki, tmp_path):
+    """Issue 43, item 6: docs/deployment.md shows the `server` lines for
+    instances that run TLS (`ssl verify required ca-file ... check-ssl`,
+    after send-proxy-v2). Those very options, with the test CA, in front of
+    two TLS instances: the health checks keep both up, requests go through
+    both, and the PROXY header before TLS names the client."""
+    from conftest import HAProxy
+    from s3util import read_lines
+    doc = (ROOT_DIR / "docs" / "deployment.md").read_text()
+    block = next(b for b in doc.split("```")[1::2] if "check-ssl" in b)
+    line = next(l for l in block.splitlines() if l.strip().startswith("server gw0 "))
+    opts = line.split(None, 3)[3].replace("/etc/haproxy/smbgate-ca.pem", str(pki / "ca.pem"))
+    assert "ssl" in opts.split() and "check-ssl" in opts.split() and "verify required" in opts, opts
+    (pki / "gw.ext").write_text("subjectAltName=DNS:gw0.internal,DNS:gw1.internal\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "gw.key", "-out", "gw.csr", "-subj", "/CN=gw",
+            cwd=pki)
+    openssl("x509", "-req", "-in", "gw.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "gw.pem", "-days", "2", "-extfile", "gw.ext", cwd=pki)
+    (pki / "gw.key").chmod(0o600)
+    gws = []
+    try:
+        for name in ("a", "b"):
+            log = tmp_path / f"{name}.jsonl"
+            g = Gateway(own_samba, env={"SMBGATE_TLS_CERT": str(pki / "gw.pem"), "SMBGATE_TLS_KEY": str(pki / "gw.key"),
+                                        "SMBGATE_TRUSTED_PROXIES": "127.0.0.9", "SMBGATE_PROXY_PROTOCOL": "true",
+                                        "SMBGATE_ACCESS_LOG": str(log)})
+            g.access_log = log
+            gws.append(g)
+        lb = HAProxy(gws, tmp_path, server_opts=f"{opts} source 127.0.0.9")
+        try:
+            s3 = lb.client()
+            bucket = f"lb-tls-{uuid.uuid4().hex[:8]}"
+            s3.create_bucket(Bucket=bucket)
+            for i in range(4):
+                s3.put_object(Bucket=bucket, Key=f"k{i}", Body=b"through HAProxy over TLS")
+            assert len(s3.list_objects_v2(Bucket=bucket)["Contents"]) == 4
+            for g in gws:
+                lines = [l for l in read_lines(g.access_log, 1) if l.get("bucket") == bucket]
+                assert lines and {l["client"] for l in lines} == {"127.0.0.1"}, lines
+        finally:
+            lb.stop()
+    finally:
+        for g in gws:
+            g.stop()

@@ -107,6 +107,8 @@ pub struct DfsLink {
     share: String,
     path: String,
     state: Mutex<(DfsTarget, Instant)>,
+    /// The (server, user) pairs whose refusal was logged at WARN.
+    warned: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for DfsLink {
@@ -121,7 +123,29 @@ impl DfsLink {
     /// server to ask again.
     pub fn new(namespace: ClientConfig, share: &str, path: &str, first: DfsTarget) -> DfsLink {
         let due = Instant::now() + first.ttl;
-        DfsLink { namespace, share: share.to_string(), path: path.to_string(), state: Mutex::new((first, due)) }
+        DfsLink {
+            namespace,
+            share: share.to_string(),
+            path: path.to_string(),
+            state: Mutex::new((first, due)),
+            warned: Mutex::default(),
+        }
+    }
+
+    /// Logs that a pool logged on as `user` did not follow this link to
+    /// `server`, a server it may not connect to: at WARN the first time
+    /// for that server and user, at DEBUG after (a pool tries again every
+    /// few seconds).
+    pub fn warn_refused(&self, server: &str, user: &str) {
+        let link = format!("{}\\{}", self.share, self.path);
+        if self.warned.lock().unwrap().insert((server.to_ascii_lowercase(), user.to_string())) {
+            tracing::warn!(
+                %link, %server, %user,
+                "the DFS link points at a server not named at startup; this pool does not follow it there"
+            );
+        } else {
+            tracing::debug!(%link, %server, %user, "DFS target refused");
+        }
     }
 
     /// The target to connect to now, asking the namespace server first if

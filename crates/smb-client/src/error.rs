@@ -45,6 +45,10 @@ pub enum Error {
     /// The caller asked for something invalid (e.g. a name too long).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A DFS link names a server this pool may not connect to
+    /// ([`crate::PoolConfig::dfs_servers`]): the server's name.
+    #[error("the DFS link now points at {0}, a server this pool may not connect to")]
+    DfsTargetRefused(String),
     /// The server requires every message signed, but the logon gave a
     /// guest or anonymous session, which has no key to sign with (MS-SMB2
     /// 3.2.5.3.1): an account is needed.

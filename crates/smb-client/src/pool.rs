@@ -36,6 +36,12 @@ pub struct PoolConfig {
     /// new connection goes where it points now (its server and share
     /// replace `client`'s and `share`).
     pub dfs: Option<std::sync::Arc<crate::dfs::DfsLink>>,
+    /// With `dfs`, the only servers (as referrals name them, in any case)
+    /// this pool's connections may go to; a link that comes to name
+    /// another is refused ([`Error::DfsTargetRefused`]), so that a
+    /// referral cannot send this pool's credentials to a server nobody
+    /// named. `None`: wherever the link points.
+    pub dfs_servers: Option<Vec<String>>,
 }
 
 /// A connection lost with no more than this outstanding was not lost to
@@ -55,6 +61,7 @@ impl PoolConfig {
             max_in_flight: DEFAULT_IN_FLIGHT_BYTES,
             min_in_flight: 1 << 20,
             dfs: None,
+            dfs_servers: None,
         }
     }
 }
@@ -97,6 +104,12 @@ async fn open_tree(cfg: &PoolConfig) -> Result<Tree> {
         return s.tree_connect(&cfg.share).await;
     };
     let target = link.target().await;
+    if let Some(allowed) = &cfg.dfs_servers {
+        if !allowed.iter().any(|s| s.eq_ignore_ascii_case(&target.server)) {
+            link.warn_refused(&target.server, &cfg.client.user);
+            return Err(Error::DfsTargetRefused(target.server));
+        }
+    }
     let client = crate::dfs::DfsLink::client_for(&cfg.client, &target);
     let opened = match Session::connect(&client).await {
         Ok(s) => s.tree_connect(&target.share).await,

@@ -92,3 +92,52 @@ async fn a_pool_follows_its_link_to_another_share_but_not_to_another_path() {
     pool.get().await.unwrap().conn().poison(smb_client::Error::ConnectionLost("test: replace it".into()));
     assert_eq!(pool.get().await.expect("a new connection").share(), "third");
 }
+
+/// A pool held to the servers named at startup (`dfs_servers`) does not
+/// follow its link to another server (issue 43): its connections fail with
+/// `DfsTargetRefused`, while a pool without the limit follows the link
+/// there, so the referral itself was usable.
+#[tokio::test]
+async fn a_pool_held_to_its_servers_does_not_follow_its_link_to_another() {
+    use smb_client::dfs::DfsLink;
+    use smb_client::{Pool, PoolConfig};
+    use std::sync::Arc;
+
+    let smb =
+        Samba::start(&["--extra-share", "second", "--extra-share", "third", "--share-option", "msdfs root = yes"]);
+    let dir = std::path::PathBuf::from(smb.get("SMB_DIR"));
+    for share in ["second", "third"] {
+        std::fs::create_dir_all(dir.join(share).join("data")).unwrap();
+    }
+    let link = smb.share_path().join("link");
+    let point = |target: &str| {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(format!("msdfs:{target}"), &link).unwrap();
+    };
+    point("127.0.0.1\\second\\data");
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let first = get_referral(&s, "share", "link").await.expect("referral").expect("a link");
+    let dfs = Arc::new(DfsLink::new(smb.config(), "share", "link", first.clone()));
+    let pool_of = |servers: Option<Vec<String>>| {
+        let mut cfg = PoolConfig::new(DfsLink::client_for(&smb.config(), &first), &first.share, 1);
+        cfg.dfs = Some(dfs.clone());
+        cfg.dfs_servers = servers;
+        cfg.acquire_timeout = Duration::from_secs(2);
+        Pool::connect(cfg)
+    };
+    let held = pool_of(Some(vec!["127.0.0.1".into()])).await.expect("the server named at startup");
+    assert_eq!(held.get().await.unwrap().share(), "second");
+
+    // Moved to a server nobody named (the same smbd, by another name).
+    point("localhost\\third\\data");
+    dfs.expire();
+    held.get().await.unwrap().conn().poison(smb_client::Error::ConnectionLost("test: replace it".into()));
+    assert!(held.get().await.is_err(), "the held pool must not connect to localhost");
+    match pool_of(Some(vec!["127.0.0.1".into()])).await {
+        Err(smb_client::Error::DfsTargetRefused(server)) => assert_eq!(server, "localhost"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(p) => panic!("a new held pool connected to {}", p.get().await.unwrap().share()),
+    }
+    let free = pool_of(None).await.expect("a pool without the limit follows the link");
+    assert_eq!(free.get().await.unwrap().share(), "third");
+}

@@ -35,6 +35,19 @@ impl Admin {
         Admin { metrics, pool, token: token.map(Arc::from) }
     }
 
+    /// Logs at WARN, once startup has succeeded, if `/metrics` is served
+    /// at `addr`, an address other hosts can reach (not loopback), without
+    /// a token: anyone who reaches it reads the gateway's figures (buckets'
+    /// traffic, SMB identities' pool names).
+    pub fn warn_if_open(&self, addr: std::net::SocketAddr) {
+        if self.token.is_none() && !addr.ip().is_loopback() {
+            tracing::warn!(
+                listen = %addr,
+                "/metrics is served to other hosts without a token; set --metrics-token-file, or listen on 127.0.0.1"
+            );
+        }
+    }
+
     fn answer(&self, req: &http::Request<RequestBody>) -> http::Response<Full<Bytes>> {
         let reply = |status: http::StatusCode, body: &'static str| {
             let mut r = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));

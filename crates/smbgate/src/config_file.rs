@@ -227,7 +227,7 @@ impl ConfigFile {
                 crate::users::one_secret("smb_password", e.smb_password, e.smb_password_file, dir).map_err(fail)?;
             let keytab = e.smb_keytab.map(|k| dir.join(k));
             if let Some(k) = &keytab {
-                crate::secret_files::check_keytab("smb_keytab", k).map_err(fail)?;
+                crate::secret_files::check_secret_file("smb_keytab", k).map_err(fail)?;
             }
             let smb = match e.smb_user {
                 Some(user) if !user.is_empty() => {
@@ -243,70 +243,182 @@ impl ConfigFile {
         Ok(out)
     }
 
-    /// The file's settings as `(flag id, value)` pairs, values as a flag
-    /// would take them (booleans as `on`/`off`).
+    /// The file's settings, each matched to the `serve` flag it sets (a
+    /// subcommand of `cmd`) by the flag's id or its long name, `-` and `_`
+    /// alike (`trusted_proxy` or `trusted_proxies`); values as a flag takes
+    /// them: booleans as `on`/`off`, paths from the file's directory, and a
+    /// TOML array, for a flag that may be repeated, element by element.
     ///
-    /// Errors: a value that is an array or a table.
-    fn settings(&self) -> Result<Vec<(String, String)>, String> {
-        let mut out = Vec::new();
+    /// Errors: one line naming the file: a name that is no flag (or is
+    /// `config`), two names of one setting, a table other than the users'
+    /// and buckets', an array for a flag given once, or a value of another
+    /// kind.
+    fn settings(&self, cmd: &clap::Command) -> Result<Vec<FileSetting>, String> {
+        let serve = cmd.find_subcommand("serve").ok_or("no serve subcommand")?;
+        let file = self.path.display();
+        let mut out: Vec<FileSetting> = Vec::new();
         for (k, v) in &self.table {
             if k == "users" || k == "buckets" {
                 continue;
             }
-            let value = match v {
-                toml::Value::String(s) if PATH_SETTINGS.contains(&k.replace('-', "_").as_str()) => {
-                    let dir = self.path.parent().unwrap_or(Path::new("."));
-                    match s.as_str() {
-                        "-" => s.clone(),
-                        _ => dir.join(s).to_string_lossy().into_owned(),
-                    }
-                }
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
-                toml::Value::Table(_) => {
-                    return Err(format!(
-                        "config file {}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])",
-                        self.path.display()
-                    ))
-                }
-                _ => {
-                    return Err(format!("config file {}: {k} must be a string, number or boolean", self.path.display()))
-                }
+            if let toml::Value::Table(_) = v {
+                return Err(format!(
+                    "config file {file}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])"
+                ));
+            }
+            let name = k.replace('-', "_");
+            let arg = serve
+                .get_arguments()
+                .filter(|a| !matches!(a.get_id().as_str(), "config" | "help"))
+                .find(|a| a.get_long().is_some_and(|l| a.get_id() == name.as_str() || l.replace('-', "_") == name));
+            let Some(arg) = arg else {
+                return Err(format!(
+                    "config file {file}: unknown setting {name:?} (settings are the flags of `smbgate serve --help`, \
+                     e.g. pool_size = 8)"
+                ));
             };
-            out.push((k.replace('-', "_"), value));
+            let id = arg.get_id().to_string();
+            if let Some(first) = out.iter().find(|s| s.id == id) {
+                return Err(format!("config file {file}: {} and {k} are the same setting; give one", first.key));
+            }
+            let values = match v {
+                toml::Value::Array(items) if matches!(arg.get_action(), clap::ArgAction::Append) => items
+                    .iter()
+                    .map(scalar)
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| format!("config file {file}: {k} must be a string or an array of strings"))?,
+                toml::Value::String(s) if PATH_SETTINGS.contains(&id.as_str()) && s != "-" => {
+                    let dir = self.path.parent().unwrap_or(Path::new("."));
+                    vec![dir.join(s).to_string_lossy().into_owned()]
+                }
+                other => vec![scalar(other)
+                    .ok_or_else(|| format!("config file {file}: {k} must be a string, number or boolean"))?],
+            };
+            out.push(FileSetting { key: k.clone(), id, values });
         }
         Ok(out)
     }
 
-    /// `serve` (a subcommand of `cmd`) with the file's settings as its
-    /// flags' defaults.
+    /// `cmd` with the file's settings as its `serve` flags' defaults.
     ///
-    /// Errors: a name that is no `serve` flag (or is `config` itself), or a
-    /// value [`ConfigFile::settings`] refuses.
+    /// Errors: as [`ConfigFile::settings`].
     pub fn apply(&self, cmd: clap::Command) -> Result<clap::Command, String> {
-        let settings = self.settings()?;
-        let mut cmd = cmd;
-        let serve = cmd.find_subcommand("serve").ok_or("no serve subcommand")?;
-        for (id, _) in &settings {
-            let known = serve.get_arguments().any(|a| a.get_id() == id.as_str() && a.get_long().is_some());
-            if !known || id == "config" || id == "help" {
-                return Err(format!(
-                    "config file {}: unknown setting {id:?} (settings are the flags of `smbgate serve --help`, \
-                     e.g. pool_size = 8)",
-                    self.path.display()
-                ));
-            }
-        }
-        cmd = cmd.mut_subcommand("serve", |mut sc| {
-            for (id, value) in settings {
-                sc = sc.mut_arg(id, |a| a.default_value(value).required(false));
+        let settings = self.settings(&cmd)?;
+        Ok(cmd.mut_subcommand("serve", |mut sc| {
+            for s in settings {
+                sc = sc.mut_arg(s.id, |a| a.default_values(s.values).required(false));
             }
             sc
-        });
-        Ok(cmd)
+        }))
     }
+
+    /// The command line `argv` parsed by `plain` (the command as it is
+    /// without the file) with this file's settings under its flags and
+    /// environment, held to the rules clap holds flags to: a setting that
+    /// needs another (`tls_cert` without `tls_key`, or the reverse, which
+    /// would serve plain HTTP; `listen_plain` without TLS), or two that
+    /// conflict. The file's values are defaults to clap, which applies
+    /// these rules to flags and the environment alone (and so refused a
+    /// flag whose partner was in the file, and let a file's half of TLS
+    /// through): every value in force is given to `plain` again, as a flag,
+    /// and what it says goes.
+    ///
+    /// Errors: [`ParseError::File`], one line naming the file and the
+    /// setting at fault, when the file's settings break a rule;
+    /// [`ParseError::Clap`] for anything else clap refuses.
+    pub fn parse(&self, plain: &clap::Command, argv: Vec<OsString>) -> Result<clap::ArgMatches, ParseError> {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        let applied = self.apply(plain.clone()).map_err(ParseError::File)?;
+        let (matches, first) = match applied.clone().try_get_matches_from(&argv) {
+            Ok(m) => (m, None),
+            // Required arguments are checked last, so all else parsed: the
+            // file may hold what is missing, which the check below sees.
+            Err(e) if e.kind() == ErrorKind::MissingRequiredArgument => {
+                (applied.ignore_errors(true).try_get_matches_from(&argv).map_err(ParseError::Clap)?, Some(e))
+            }
+            Err(e) => return Err(ParseError::Clap(e)),
+        };
+        let Some(m) = matches.subcommand_matches("serve") else {
+            return first.map_or(Ok(matches), |e| Err(ParseError::Clap(e)));
+        };
+        let from_file = self.settings(plain).map_err(ParseError::File)?;
+        let as_flags = |skip: Option<&str>| flags_in_force(plain, m, &from_file, skip);
+        let Err(e) = plain.clone().try_get_matches_from(as_flags(None)) else { return Ok(matches) };
+        let culprit = from_file.iter().find(|s| plain.clone().try_get_matches_from(as_flags(Some(&s.id))).is_ok());
+        let Some(culprit) = culprit else { return Err(ParseError::Clap(first.unwrap_or(e))) };
+        let file = self.path.display();
+        let missing: Vec<String> = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::Strings(v)) if e.kind() == ErrorKind::MissingRequiredArgument => {
+                v.iter().map(|f| f.split(' ').next().unwrap_or(f).trim_start_matches('-').replace('-', "_")).collect()
+            }
+            _ => Vec::new(),
+        };
+        Err(ParseError::File(match missing.is_empty() {
+            false => format!(
+                "config file {file}: {} needs {} (give it in the file, the environment or as a flag)",
+                culprit.key,
+                missing.join(" and ")
+            ),
+            true => format!("config file {file}: {}: {}", culprit.key, clap_message(&e)),
+        }))
+    }
+}
+
+/// Why [`ConfigFile::parse`] refused a command line.
+#[derive(Debug)]
+pub enum ParseError {
+    /// The file's settings: one line naming the file.
+    File(String),
+    /// The command line or environment, as clap says it (to print with
+    /// its usage, or [`clap::Error::exit`]).
+    Clap(clap::Error),
+}
+
+/// Every `serve` value in force in `m` (from the command line, the
+/// environment, or the file's settings `from_file` but `skip`) as flags
+/// of `cmd`: `smbgate serve --listen=... --tls-cert=...`.
+fn flags_in_force(
+    cmd: &clap::Command,
+    m: &clap::ArgMatches,
+    from_file: &[FileSetting],
+    skip: Option<&str>,
+) -> Vec<OsString> {
+    use clap::parser::ValueSource as V;
+    let mut argv: Vec<OsString> = vec!["smbgate".into(), "serve".into()];
+    let Some(serve) = cmd.find_subcommand("serve") else { return argv };
+    for a in serve.get_arguments() {
+        let (id, Some(long)) = (a.get_id().as_str(), a.get_long()) else { continue };
+        let given = match m.value_source(id) {
+            Some(V::CommandLine | V::EnvVariable) => true,
+            Some(V::DefaultValue) => skip != Some(id) && from_file.iter().any(|s| s.id == id),
+            _ => false,
+        };
+        for v in m.get_raw(id).into_iter().flatten().filter(|_| given) {
+            let mut flag = OsString::from(format!("--{long}="));
+            flag.push(v);
+            argv.push(flag);
+        }
+    }
+    argv
+}
+
+/// One setting of a config file: the key as written, the id of the
+/// `serve` flag it sets, and its values (more than one only from an array).
+struct FileSetting {
+    key: String,
+    id: String,
+    values: Vec<String>,
+}
+
+/// A TOML value that is no array or table, as a flag would take it.
+fn scalar(v: &toml::Value) -> Option<String> {
+    Some(match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+        _ => return None,
+    })
 }
 
 /// [`ConfigFile::warn_if_secrets_exposed`] for the file `args` name, if
@@ -366,22 +478,18 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     // In the order `serve --help` lists them (applying defaults reorders).
     let order: Vec<clap::Arg> =
         cmd.find_subcommand("serve").map(|s| s.get_arguments().cloned().collect()).unwrap_or_default();
-    let from_file: std::collections::HashSet<String> = file.settings()?.into_iter().map(|(k, _)| k).collect();
-    let cmd = file.apply(cmd)?;
-    let matches = cmd
-        .try_get_matches_from(["smbgate", "serve"])
-        .map_err(|e| format!("config file {}: {}", path.display(), clap_message(&e)))?;
+    let from_file: std::collections::HashSet<String> = file.settings(&cmd)?.into_iter().map(|s| s.id).collect();
+    let matches = file.parse(&cmd, vec!["smbgate".into(), "serve".into()]).map_err(|e| match e {
+        ParseError::File(line) => line,
+        ParseError::Clap(e) => format!("config file {}: {}", path.display(), clap_message(&e)),
+    })?;
     let (_, m) = matches.subcommand().ok_or("no serve settings")?;
     let mut args =
         <crate::config::ServeArgs as clap::FromArgMatches>::from_arg_matches(m).map_err(|e| clap_message(&e))?;
     args.config = Some(path.to_path_buf());
     let dropped = resolve_secret_pairs(m, &mut args)?;
-    let main_share = ShareUrl::parse(&args.share)?;
-    // Every secret file is read, as serve would.
-    crate::secret_files::secret("smb-password-file", &args.smb_password, &args.smb_password_file)?;
-    crate::config::metrics_token(&args)?;
-    let users = users_of(&args)?;
-    let buckets = file.buckets(&main_share)?;
+    // What serve checks before it connects, secret files read as it would.
+    let crate::settings_check::Settled { users, buckets, .. } = crate::settings_check::settle(&args)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
     if crate::secret_files::secret_files_unread() {
         out.push_str("# secret files were named, not read (--without-secrets)\n");

@@ -79,10 +79,7 @@ pub(crate) async fn serve_one(
             Some(per_client) => {
                 match crate::proxy_protocol::read_client_addr(&mut stream).await {
                     Ok(client) => peer = client.unwrap_or(peer),
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "connection from a trusted proxy closed");
-                        return;
-                    }
+                    Err(e) => return crate::proxy_protocol::log_closed(peer, &e),
                 }
                 let Some(share) = per_client.take(peer.ip()) else {
                     tracing::debug!(%peer, "connection closed: its address holds its share of the connections");

@@ -28,6 +28,11 @@ pub struct PoolTemplate {
     /// The DFS link the share was found through, followed as the gateway's
     /// own pool follows it.
     pub dfs: Option<std::sync::Arc<smb_client::dfs::DfsLink>>,
+    /// With `dfs`, the servers startup named (the link's own and the
+    /// target it followed): the only ones users' pools connect to, however
+    /// the link moves, so that a referral cannot send a user's credentials
+    /// to a server nobody named.
+    pub dfs_servers: Option<Vec<String>>,
     /// The share's name.
     pub share: String,
     /// Connections in each identity's pool.
@@ -211,11 +216,14 @@ impl Identities {
         client.auth = t.kerberos.smb_auth(&id.user, &id.password, id.keytab.as_deref());
         let mut cfg = PoolConfig::new(client, &t.share, t.size);
         cfg.dfs = t.dfs.clone();
+        cfg.dfs_servers = t.dfs_servers.clone();
         match Pool::connect(cfg).await {
             Ok(pool) => {
                 tracing::info!(smb_identity = %id, %server, share = %t.share, "SMB identity pool connected");
                 Ok(own.for_pool(pool))
             }
+            // Warned about where it was refused (the DFS link's WARN).
+            Err(smb_client::Error::DfsTargetRefused(_)) => Err(StoreError::AccessDenied),
             Err(e) => {
                 let refused = matches!(
                     e.status(),

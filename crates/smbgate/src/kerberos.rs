@@ -13,8 +13,8 @@ use smb_client::SmbAuth;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum AuthMode {
     /// Kerberos when a Kerberos setting is given (keytab, credential cache,
-    /// realm, KDC, or a user written `user@REALM`) and the server offers
-    /// it, with NTLM as the fallback; otherwise NTLM, as before.
+    /// realm, KDC, or a user written `user@REALM`), never NTLM then unless
+    /// `--smb-auth-fallback ntlm`; otherwise NTLM, as before.
     #[default]
     Negotiate,
     /// Only Kerberos: a logon that cannot get a ticket fails, naming why.
@@ -23,15 +23,31 @@ pub enum AuthMode {
     Ntlm,
 }
 
+/// `--smb-auth-fallback`: what `negotiate` may fall back to when a
+/// Kerberos setting is given and no ticket can be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Fallback {
+    /// Nothing: the logon fails, naming why, as with `kerberos`.
+    #[default]
+    None,
+    /// NTLM, with a warning once per identity.
+    Ntlm,
+}
+
 /// The Kerberos settings of `serve` (flags, `SMBGATE_*` variables, or the
 /// config file's keys of the same names).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KerberosArgs {
     /// How the gateway logs on to the SMB server: `negotiate` (Kerberos when
-    /// a Kerberos setting below is given and the server offers it, else
-    /// NTLM), `kerberos` (never NTLM), or `ntlm`.
+    /// a Kerberos setting below is given, else NTLM), `kerberos` (never
+    /// NTLM), or `ntlm`.
     #[arg(long, env = "SMBGATE_SMB_AUTH", value_enum, default_value = "negotiate", help_heading = "SMB")]
     pub smb_auth: AuthMode,
+    /// With `--smb-auth negotiate` and a Kerberos setting given, what a
+    /// logon that cannot get a ticket (or a server that offers no
+    /// Kerberos) falls back to: `none` (it fails, naming why) or `ntlm`.
+    #[arg(long, env = "SMBGATE_SMB_AUTH_FALLBACK", value_enum, default_value = "none", help_heading = "SMB")]
+    pub smb_auth_fallback: Fallback,
     /// Keytab with --smb-user's Kerberos key: tickets come from it, and are
     /// renewed, without a password.
     #[arg(long, env = "SMBGATE_SMB_KEYTAB", help_heading = "SMB")]
@@ -70,7 +86,8 @@ impl KerberosArgs {
     /// The logon of one SMB identity: `user` with `password` (either may be
     /// empty) and its own `keytab`, if it has one (else --smb-keytab).
     /// Credentials, in order: a keytab, the credential cache, the password,
-    /// the default cache.
+    /// the default cache. Kerberos with NTLM beside it only for `negotiate`
+    /// with `--smb-auth-fallback ntlm`.
     pub fn smb_auth(&self, user: &str, password: &str, keytab: Option<&Path>) -> SmbAuth {
         let kerberos = match self.smb_auth {
             AuthMode::Ntlm => return SmbAuth::Ntlm,
@@ -85,9 +102,12 @@ impl KerberosArgs {
                 Arc::new(KerberosIdentity::new(KerberosCredentials { principal: self.principal(user), source }))
             }
         };
-        match self.smb_auth {
-            AuthMode::Kerberos => SmbAuth::Kerberos(kerberos),
-            _ => SmbAuth::Negotiate(kerberos),
+        // Kerberos set up and not to be had: NTLM only when asked for, or a
+        // wrong principal (or a KDC kept out of reach) would send NTLM
+        // logons where the operator set up Kerberos.
+        match (self.smb_auth, self.smb_auth_fallback) {
+            (AuthMode::Negotiate, Fallback::Ntlm) => SmbAuth::Negotiate(kerberos),
+            _ => SmbAuth::Kerberos(kerberos),
         }
     }
 
@@ -102,29 +122,49 @@ impl KerberosArgs {
         }
     }
 
-    /// Checks the settings and, with --smb-kdc, points the Kerberos library
-    /// at a configuration naming those KDCs for --smb-realm. The file is an
-    /// anonymous in-memory one (memfd), so nothing is left on disk; the
-    /// process keeps it open. Call once, before any logon.
+    /// Checks the settings without acting on them (`serve` and `config
+    /// check` alike).
     ///
-    /// Errors: one line: --smb-kdc without --smb-realm, a keytab that cannot
-    /// be read or that every user may read (as root), a KDC that is not a
-    /// host name, or no in-memory file.
-    pub fn prepare(&self) -> Result<(), String> {
+    /// Errors: one line: --smb-auth-fallback ntlm with another mode than
+    /// negotiate, --smb-kdc without --smb-realm, a KDC that is not a host
+    /// name, or a keytab that cannot be read or that every user may read
+    /// (as root).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.smb_auth_fallback == Fallback::Ntlm && self.smb_auth != AuthMode::Negotiate {
+            return Err("--smb-auth-fallback ntlm needs --smb-auth negotiate (kerberos never falls back, \
+                        ntlm needs no fallback)"
+                .into());
+        }
         if let Some(keytab) = &self.smb_keytab {
-            crate::secret_files::check_keytab("--smb-keytab", keytab)?;
+            crate::secret_files::check_secret_file("--smb-keytab", keytab)?;
         }
         if self.smb_kdc.is_empty() {
             return Ok(());
         }
-        let realm = self.smb_realm.as_deref().ok_or("--smb-kdc needs --smb-realm (the realm those KDCs serve)")?;
+        self.smb_realm.as_deref().ok_or("--smb-kdc needs --smb-realm (the realm those KDCs serve)")?;
+        match self
+            .smb_kdc
+            .iter()
+            .find(|k| k.is_empty() || k.contains(|c: char| c.is_whitespace() || c == '}' || c == '{'))
+        {
+            Some(kdc) => Err(format!("--smb-kdc {kdc:?} is not HOST or HOST:PORT")),
+            None => Ok(()),
+        }
+    }
+
+    /// With --smb-kdc, points the Kerberos library at a configuration
+    /// naming those KDCs for --smb-realm. The file is an anonymous
+    /// in-memory one (memfd), so nothing is left on disk; the process keeps
+    /// it open. Call once, after [`KerberosArgs::validate`], before any
+    /// logon.
+    ///
+    /// Errors: one line: no in-memory file.
+    pub fn prepare(&self) -> Result<(), String> {
+        let Some(realm) = self.smb_realm.as_deref().filter(|_| !self.smb_kdc.is_empty()) else { return Ok(()) };
         let mut conf = format!(
             "[libdefaults]\n\tdefault_realm = {realm}\n\tdns_lookup_kdc = false\n\trdns = false\n[realms]\n\t{realm} = {{\n"
         );
         for kdc in &self.smb_kdc {
-            if kdc.is_empty() || kdc.contains(|c: char| c.is_whitespace() || c == '}' || c == '{') {
-                return Err(format!("--smb-kdc {kdc:?} is not HOST or HOST:PORT"));
-            }
             conf.push_str(&format!("\t\tkdc = {kdc}\n"));
         }
         conf.push_str("\t}\n");
@@ -143,5 +183,46 @@ impl KerberosArgs {
         }
         std::env::set_var("KRB5_CONFIG", path);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(mode: AuthMode, fallback: Fallback) -> KerberosArgs {
+        KerberosArgs { smb_auth: mode, smb_auth_fallback: fallback, ..Default::default() }
+    }
+
+    #[test]
+    fn negotiate_falls_back_to_ntlm_only_when_told_to() {
+        let with_realm = |mut a: KerberosArgs| {
+            a.smb_realm = Some("CORP.EXAMPLE".into());
+            a
+        };
+        // No Kerberos setting: NTLM, as before.
+        assert!(matches!(args(AuthMode::Negotiate, Fallback::None).smb_auth("u", "p", None), SmbAuth::Ntlm));
+        // Any Kerberos setting: Kerberos alone, unless the fallback is asked for.
+        let a = with_realm(args(AuthMode::Negotiate, Fallback::None));
+        assert!(matches!(a.smb_auth("u", "p", None), SmbAuth::Kerberos(_)));
+        let keytab = args(AuthMode::Negotiate, Fallback::None);
+        assert!(matches!(keytab.smb_auth("u", "", Some(Path::new("/k"))), SmbAuth::Kerberos(_)));
+        assert!(matches!(keytab.smb_auth("u@CORP.EXAMPLE", "p", None), SmbAuth::Kerberos(_)));
+        let a = with_realm(args(AuthMode::Negotiate, Fallback::Ntlm));
+        assert!(matches!(a.smb_auth("u", "p", None), SmbAuth::Negotiate(_)));
+        assert!(matches!(
+            with_realm(args(AuthMode::Kerberos, Fallback::None)).smb_auth("u", "p", None),
+            SmbAuth::Kerberos(_)
+        ));
+        assert!(matches!(with_realm(args(AuthMode::Ntlm, Fallback::None)).smb_auth("u", "p", None), SmbAuth::Ntlm));
+    }
+
+    #[test]
+    fn the_fallback_belongs_to_negotiate() {
+        assert!(args(AuthMode::Negotiate, Fallback::Ntlm).validate().is_ok());
+        for mode in [AuthMode::Kerberos, AuthMode::Ntlm] {
+            let e = args(mode, Fallback::Ntlm).validate().unwrap_err();
+            assert!(e.contains("--smb-auth-fallback ntlm needs --smb-auth negotiate"), "{e}");
+        }
     }
 }

@@ -30,7 +30,8 @@
 //! - [`users`]: S3 users, their buckets, read-only flag and SMB identity;
 //!   [`identities`]: one SMB pool and store per identity.
 //! - [`config`]: flags and environment; [`config_file`]: the TOML file
-//!   under them.
+//!   under them; [`settings_check`]: the settings' checks `serve` and
+//!   `config check` share.
 #![warn(missing_docs)]
 
 pub mod access_log;
@@ -59,6 +60,7 @@ pub mod routes;
 pub mod s3;
 pub mod secret_files;
 pub mod server;
+pub mod settings_check;
 pub mod sigv2;
 pub mod smb_startup;
 pub mod store;

@@ -103,17 +103,18 @@ fn main() {
 fn parse_cli() -> Cli {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let serving = args.get(1).is_some_and(|a| a == "serve");
-    let mut cmd = Cli::command();
-    if let Some(path) = smbgate::config_file::path_from(&args).filter(|_| serving) {
-        match smbgate::config_file::ConfigFile::load(&path).and_then(|f| f.apply(cmd)) {
-            Ok(c) => cmd = c,
-            Err(e) => {
+    let cmd = Cli::command();
+    let matches = match smbgate::config_file::path_from(&args).filter(|_| serving) {
+        None => cmd.get_matches_from(args),
+        Some(path) => match smbgate::config_file::ConfigFile::load(&path).map(|f| f.parse(&cmd, args)) {
+            Ok(Ok(m)) => m,
+            Ok(Err(smbgate::config_file::ParseError::Clap(e))) => e.exit(),
+            Ok(Err(smbgate::config_file::ParseError::File(e))) | Err(e) => {
                 eprintln!("smbgate: {e}");
                 std::process::exit(1);
             }
-        }
-    }
-    let matches = cmd.get_matches_from(args);
+        },
+    };
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let (Command::Serve(serve), Some(m)) = (&mut cli.command, matches.subcommand_matches("serve")) {
         if let Err(e) = smbgate::config_file::resolve_secret_pairs(m, serve) {

@@ -7,8 +7,12 @@
 //! just a malformed request), and from them a header is required. The
 //! parsing is the `ppp` crate's; this module reads exactly the header's
 //! bytes off the connection, so that what follows (TLS, HTTP) is untouched.
+//! A trusted proxy's connection without a usable header is logged at WARN,
+//! rate-limited ([`log_closed`]).
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -105,6 +109,55 @@ pub async fn read_client_addr<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Op
     })
 }
 
+/// The least time between two WARN lines about trusted proxies'
+/// connections closed for their header.
+pub const WARN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs a trusted proxy's connection from `peer`, closed because it did not
+/// start with a usable PROXY header (`e`). A missing, too long or malformed
+/// header means the proxy and the gateway disagree about the protocol (one
+/// has `send-proxy`, the other not), which fails every request through it:
+/// WARN, at most one line per [`WARN_INTERVAL`], which counts the ones left
+/// out since the last. A connection that closed before its header was
+/// complete (a port check) stays at DEBUG.
+pub fn log_closed(peer: SocketAddr, e: &ProxyHeaderError) {
+    if let ProxyHeaderError::Io(_) = e {
+        tracing::debug!(%peer, error = %e, "connection from a trusted proxy closed");
+        return;
+    }
+    static WARNED: Mutex<WarnWindow> = Mutex::new(WarnWindow { last: None, left_out: 0 });
+    let logged = WARNED.lock().unwrap_or_else(|p| p.into_inner()).admit(Instant::now(), WARN_INTERVAL);
+    match logged {
+        Some(not_logged) => tracing::warn!(
+            %peer, error = %e, not_logged_before = not_logged,
+            "connection from a trusted proxy closed: it must start with a PROXY header (HAProxy's send-proxy or \
+             send-proxy-v2 on its server lines), since --proxy-protocol is on"
+        ),
+        None => tracing::debug!(%peer, error = %e, "connection from a trusted proxy closed"),
+    }
+}
+
+/// When a rate-limited line was last written, and how many were left out
+/// since.
+struct WarnWindow {
+    last: Option<Instant>,
+    left_out: u64,
+}
+
+impl WarnWindow {
+    /// Whether a line may be written at `now`, `interval` after the last:
+    /// `Some(lines left out since the last)` if so (and the count starts
+    /// again), else `None` (and the line is counted).
+    fn admit(&mut self, now: Instant, interval: Duration) -> Option<u64> {
+        if self.last.is_some_and(|l| now.saturating_duration_since(l) < interval) {
+            self.left_out += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.left_out))
+    }
+}
+
 fn malformed(e: &dyn std::fmt::Debug) -> ProxyHeaderError {
     ProxyHeaderError::Malformed(format!("{e:?}"))
 }
@@ -150,6 +203,19 @@ mod tests {
         // LOCAL: the proxy's own connection (a health check).
         let (got, rest) = read(&[v2(0, 0, &[]), b"HEAD".to_vec()].concat()).await;
         assert_eq!((got.unwrap(), rest.as_slice()), (None, b"HEAD".as_slice()));
+    }
+
+    #[test]
+    fn warnings_are_one_per_interval_and_count_the_ones_left_out() {
+        let mut w = WarnWindow { last: None, left_out: 0 };
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(w.admit(t0, s(10)), Some(0));
+        assert_eq!(w.admit(t0 + s(1), s(10)), None);
+        assert_eq!(w.admit(t0 + s(9), s(10)), None);
+        assert_eq!(w.admit(t0 + s(10), s(10)), Some(2));
+        assert_eq!(w.admit(t0 + s(11), s(10)), None);
+        assert_eq!(w.admit(t0 + s(30), s(10)), Some(1));
     }
 
     #[tokio::test]

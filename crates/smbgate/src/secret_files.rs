@@ -1,6 +1,6 @@
-//! Secret files (passwords, secret keys, tokens, keytabs): read as their
-//! first line, and held to their permission bits, as ssh holds a private
-//! key: a file every user may read or change is refused when the gateway
+//! Secret files (passwords, secret keys, tokens; keytabs and the TLS key,
+//! which their own readers read): read as their first line, and held to
+//! their permission bits, as ssh holds a private key: a file every user may read or change is refused when the gateway
 //! runs as root, and warned about otherwise.
 
 use std::path::PathBuf;
@@ -47,12 +47,14 @@ pub fn open_to_everyone(path: &std::path::Path) -> Option<u32> {
     (mode & 0o007 != 0).then_some(mode)
 }
 
-/// Checks a Kerberos keytab as a secret file: it can be opened, and is
-/// refused (as root) or warned about if every user may read it. Skipped by
-/// `config check --without-secrets`.
+/// Checks a secret file read whole by its own reader (a Kerberos keytab,
+/// the TLS key): it can be opened, and is refused (as root) or warned
+/// about if every user may read it, as [`read_secret_file`] holds the
+/// others. Skipped by `config check --without-secrets`.
 ///
-/// Errors: one line naming `setting` and why.
-pub fn check_keytab(setting: &str, path: &std::path::Path) -> Result<(), String> {
+/// Errors: one line naming `setting` (`--smb-keytab`, `TLS key`), the
+/// file and why.
+pub fn check_secret_file(setting: &str, path: &std::path::Path) -> Result<(), String> {
     if secret_files_unread() {
         return Ok(());
     }

@@ -16,7 +16,6 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::{ServeArgs, ShareUrl};
 use crate::s3::Gateway;
-use crate::secret_files::secret;
 use crate::smb_startup;
 use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreOptions};
@@ -50,17 +49,26 @@ impl Prepared {
         self.access_log = Some(log);
     }
 
-    /// What SIGHUP reloads: the TLS certificate, the users, the access log.
-    /// The service manager hears of it (RELOADING=1, then READY=1).
+    /// What SIGHUP reloads: the TLS certificate, the users, the access log,
+    /// each logged; with none of them, a line says there was nothing to
+    /// reload, so a SIGHUP is never silent. The service manager hears of it
+    /// (RELOADING=1, then READY=1).
     fn reload(&self) {
         notify(&[sd_notify::NotifyState::Reloading]);
-        reload_certificates(&self.tls);
-        self.users.reload();
+        let mut said = reload_certificates(&self.tls);
+        said |= self.users.reload();
         if let Some(log) = &self.access_log {
+            said = true;
             match log.reopen() {
                 Ok(()) => tracing::info!("SIGHUP: access log reopened"),
                 Err(e) => tracing::error!(error = %e, "SIGHUP: access log not reopened; lines go to the file in use"),
             }
+        }
+        if !said {
+            tracing::info!(
+                "SIGHUP: nothing to reload (no TLS certificate, config file or access log file); \
+                 other settings take effect at restart"
+            );
         }
         notify(&[sd_notify::NotifyState::Ready]);
     }
@@ -91,48 +99,35 @@ impl Prepared {
 /// Errors: a one-line reason (bad URL, missing keys, unreachable server,
 /// bad password, missing share or path, port in use).
 pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
-    let url = ShareUrl::parse(&args.share)?;
-    let smb_password = secret("smb-password-file", &args.smb_password, &args.smb_password_file)?.unwrap_or_default();
-    let users = crate::config_file::users_of(args)?;
-    if users.is_empty() && !args.anonymous {
-        return Err("no S3 credentials: set --access-key and --secret-key (or --secret-key-file), \
-                    list users in a --config file, or pass --anonymous to allow unsigned requests"
-            .into());
-    }
-    let anonymous = crate::users::Anonymous::from_settings(
-        args.anonymous,
-        &args.anonymous_buckets,
-        args.anonymous_write,
-        !users.is_empty(),
-    )?;
-    if args.proxy_protocol && args.trusted_proxies.is_empty() {
-        return Err("--proxy-protocol: name the proxies whose PROXY headers to believe with --trusted-proxy".into());
-    }
-    // Before the SMB side, so that a bad file is the one line at startup.
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let certs = Certificates::load(cert, key)?;
+    let settled = crate::settings_check::settle(args)?;
+    let (url, users, anonymous, bodies, domain) =
+        (settled.url, settled.users, settled.anonymous, settled.bodies, settled.domain);
+    let tls = match settled.tls {
+        Some(certs) => {
             let acceptor = certs.acceptor()?;
             Some((certs, acceptor))
         }
-        _ => None,
+        None => None,
     };
     args.kerberos.prepare()?;
     let own = crate::users::SmbIdentity {
         user: args.smb_user.clone(),
         domain: args.smb_domain.clone(),
-        password: smb_password,
+        password: settled.smb_password,
         keytab: None,
     };
     // One client (and so one Kerberos credential) for the DFS question and
     // the pool.
     let asked = smb_startup::client_config(args, &url, &own);
-    let (url, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
+    let (target, dfs) = smb_startup::follow_dfs(&asked, &url, &own.user).await?;
+    let dfs_servers = smb_startup::dfs_servers(&url, &target, &dfs);
+    let url = target;
     let client = asked.on_server(&url.host);
     let template = crate::identities::PoolTemplate {
         client: client.clone(),
         kerberos: args.kerberos.clone(),
         dfs: dfs.clone(),
+        dfs_servers,
         share: url.share.clone(),
         size: args.pool_size,
         max_pools: args.user_pools,
@@ -167,7 +162,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
-    let metrics_token = crate::config::metrics_token(args)?;
+    let metrics_token = settled.metrics_token;
     let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
     match store.buckets().unservable_folders().await {
         Ok(folders) => {
@@ -184,11 +179,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
     }
     let identities = crate::identities::Identities::new(store, template, roots);
-    let bodies = crate::body_budget::BodyBudget::new(args.xml_body_budget)?;
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
     let gateway = Gateway::new(identities.clone(), &args.region, cors.clone());
-    let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
     let directory = crate::users::Directory::new(users);
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see
@@ -263,6 +256,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         args.trusted_proxies.clone(),
     );
     crate::config_file::warn_if_secrets_exposed(args);
+    if let Some((l, admin)) = &admin {
+        l.local_addr().map(|a| admin.warn_if_open(a)).ok();
+    }
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
 }
 
@@ -318,7 +314,7 @@ async fn open_bucket_roots(
         let id = b.smb.as_ref().unwrap_or(own);
         let user = id.user.as_str();
         let mut client = smb_startup::client_config(args, &b.url, id);
-        let mut dfs = None;
+        let (mut dfs, mut dfs_servers) = (None, None);
         let pool = match b.on_main_share {
             // A folder of --share: the gateway's own connections reach it.
             true => main_pool.clone(),
@@ -327,6 +323,7 @@ async fn open_bucket_roots(
                     .await
                     .map_err(|e| format!("bucket {}: {e}", b.name))?;
                 client = client.on_server(&target.host);
+                dfs_servers = smb_startup::dfs_servers(&b.url, &target, &link);
                 b.url = target;
                 dfs = link;
                 smb_startup::connect(client.clone(), &b.url, user, args.pool_size, dfs.clone())
@@ -342,6 +339,7 @@ async fn open_bucket_roots(
             client,
             kerberos: args.kerberos.clone(),
             dfs,
+            dfs_servers,
             share: b.url.share.clone(),
             size: args.pool_size,
             max_pools: args.user_pools,
@@ -370,9 +368,21 @@ impl UsersReload {
     /// Reads the users again. A file that does not load, or leaves no user
     /// where the gateway had some, is logged at ERROR and the users in
     /// force stay; requests in flight finish as the user they started as.
-    fn reload(&self) {
-        if self.args.config.is_none() || self.directory.is_empty() {
-            return;
+    /// A gateway that started with no user (unsigned requests only) reads
+    /// none, which is logged. Returns false without a config file (nothing
+    /// logged).
+    fn reload(&self) -> bool {
+        if self.args.config.is_none() {
+            return false;
+        }
+        if self.directory.is_empty() {
+            // Users would change what unsigned requests may do (see
+            // `Anonymous::from_settings`), which is decided at startup.
+            tracing::info!(
+                "SIGHUP: the config file's users not read again: the gateway started with none (unsigned \
+                 requests only), and adding some takes a restart"
+            );
+            return true;
         }
         match crate::config_file::users_of(&self.args) {
             Ok(t) if t.is_empty() => {
@@ -386,6 +396,7 @@ impl UsersReload {
             }
             Err(e) => tracing::error!(error = %e, "SIGHUP: users not reloaded; the ones in force stay"),
         }
+        true
     }
 }
 
@@ -477,14 +488,14 @@ async fn drain(p: Prepared, graceful: GracefulShutdown) {
 }
 
 /// SIGHUP: reads the TLS files again. A bad file is logged and the
-/// certificate in force stays.
-fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) {
-    if let Some((certs, _)) = tls {
-        match certs.reload() {
-            Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
-            Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
-        }
+/// certificate in force stays. Returns false without TLS (nothing logged).
+fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) -> bool {
+    let Some((certs, _)) = tls else { return false };
+    match certs.reload() {
+        Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+        Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the previous one stays"),
     }
+    true
 }
 
 /// SIGHUP as a stream of reload requests (never fires off Unix).

@@ -28,6 +28,14 @@ pub fn client_config(args: &ServeArgs, url: &ShareUrl, id: &SmbIdentity) -> Clie
     client
 }
 
+/// The servers a pool of users' identities may connect to when the share
+/// root `asked` was found through a DFS link at `target` (`dfs`): the
+/// link's own server and its target's, the ones startup named. `None`
+/// without a link.
+pub fn dfs_servers(asked: &ShareUrl, target: &ShareUrl, dfs: &Option<Arc<DfsLink>>) -> Option<Vec<String>> {
+    dfs.as_ref().map(|_| vec![asked.host.clone(), target.host.clone()])
+}
+
 /// The share root `url` itself, or, when it is a DFS link (the share is a
 /// DFS namespace and its path a link in it), the link's target: the server,
 /// share and path the referral names, on the same port, with the link, which

@@ -28,8 +28,9 @@ impl Certificates {
     /// intermediates) and `key` (PEM: PKCS#8, PKCS#1 or SEC1).
     ///
     /// Errors: a one-line reason naming the file (unreadable, no
-    /// certificate or key in it, a key the provider cannot use, or a key
-    /// that does not belong to the certificate).
+    /// certificate or key in it, a key file every user may read while the
+    /// gateway runs as root, a key the provider cannot use, or a key that
+    /// does not belong to the certificate).
     pub fn load(cert: &Path, key: &Path) -> Result<Arc<Certificates>, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let current = RwLock::new(Arc::new(read_pair(cert, key, &provider)?));
@@ -75,6 +76,8 @@ fn read_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Certi
     if chain.is_empty() {
         return Err(format!("TLS certificate {}: no certificate in the file", cert.display()));
     }
+    // Held to its mode as the other secret files are, on each reload too.
+    crate::secret_files::check_secret_file("TLS key", key)?;
     let private = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
         rustls::pki_types::pem::Error::NoItemsFound => {
             format!("TLS key {}: no private key in the file (PEM: PKCS#8, PKCS#1 or SEC1)", key.display())

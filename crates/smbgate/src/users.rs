@@ -348,7 +348,7 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
     let password = one_secret("smb_password", e.smb_password, e.smb_password_file, dir)?;
     let keytab = e.smb_keytab.map(|k| dir.join(k));
     if let Some(k) = &keytab {
-        crate::secret_files::check_keytab("smb_keytab", k)?;
+        crate::secret_files::check_secret_file("smb_keytab", k)?;
     }
     let smb = match e.smb_user {
         Some(user) if !user.is_empty() => {
