@@ -12,6 +12,8 @@ import zlib
 from unittest import mock
 from urllib.parse import urlparse
 
+import pytest
+
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
@@ -150,3 +152,65 @@ def test_unsigned_chunked_with_a_wrong_trailer_is_bad_digest(s3, gateway, bucket
     assert b"<Code>BadDigest</Code>" in body
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
     assert not list((samba.share_path / bucket).iterdir())
+
+
+# Issue 43, item 4: s3s reads an aws-chunked chunk whole before checking
+# its signature, whatever size its line claims. A chunk over the declared
+# decoded length, or over 16 MiB, is refused at its size line.
+@pytest.mark.parametrize("claim", [64 << 30, 512 << 20], ids=["over-the-decoded-length", "over-16-MiB"])
+def test_a_chunk_claiming_more_than_allowed_is_refused_without_being_held(samba, claim):
+    import socket
+    import threading
+    from conftest import Gateway
+    from s3util import peak_rss_mib
+    g = Gateway(samba)
+    try:
+        s3 = g.client()
+        s3.create_bucket(Bucket="chunks")
+        decoded = 1 << 30
+        now = datetime.datetime.now(datetime.timezone.utc)
+        headers = {
+            "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+            "content-encoding": "aws-chunked",
+            "x-amz-decoded-content-length": str(decoded),
+            "content-length": str(decoded + 8192),
+            "x-amz-date": now.strftime("%Y%m%dT%H%M%SZ"),
+        }
+        h = _signed_headers(g, "PUT", "/chunks/big", headers, when=now)
+        head = "".join(f"{k}: {v}\r\n" for k, v in h.items())
+        open(f"/proc/{g.proc.pid}/clear_refs", "w").write("5")
+        before = peak_rss_mib(g.proc.pid)
+        s = socket.create_connection(("127.0.0.1", g.port), timeout=30)
+        s.sendall(f"PUT /chunks/big HTTP/1.1\r\nHost: 127.0.0.1:{g.port}\r\n{head}\r\n".encode()
+                  + b"%x;chunk-signature=%s\r\n" % (claim, b"0" * 64))
+        sent = [0]
+
+        def send():
+            zeros = b"\0" * (1 << 20)
+            try:
+                while sent[0] < 256 << 20:
+                    s.sendall(zeros)
+                    sent[0] += len(zeros)
+            except OSError:
+                pass  # cut: what it is meant to be
+        t = threading.Thread(target=send, daemon=True)
+        t.start()
+        s.settimeout(30)
+        got = b""
+        try:
+            while b"</Error>" not in got:
+                more = s.recv(65536)
+                if not more:
+                    break
+                got += more
+        except socket.timeout:
+            pass
+        s.close()
+        t.join(10)
+        assert got.startswith(b"HTTP/1.1 400"), got[:300]
+        assert b"<Code>InvalidChunkSizeError</Code>" in got, got
+        grew = peak_rss_mib(g.proc.pid) - before
+        assert grew < 32, f"the gateway's peak RSS grew by {grew:.0f} MiB ({sent[0] >> 20} MiB sent)"
+        assert s3.list_objects_v2(Bucket="chunks").get("KeyCount") == 0
+    finally:
+        g.stop()

@@ -349,6 +349,21 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                         false => resp,
                     }
                 }
+                // An aws-chunked body's chunks are held to a size before
+                // s3s buffers one (see chunk_bounds).
+                None if crate::chunk_bounds::is_aws_chunked(req.headers()) => {
+                    let (parts, body) = req.into_parts();
+                    let (bounded, oversized) = crate::chunk_bounds::ChunkBounded::new(
+                        crate::unread_body::DrainOnDrop::new(body),
+                        &parts.headers,
+                    );
+                    let limit = bounded.limit();
+                    let resp = s3.call(http::Request::from_parts(parts, s3s::Body::http_body_unsync(bounded))).await?;
+                    match oversized.happened() {
+                        true => precheck::Refusal::chunk_too_large(limit).to_response(),
+                        false => resp,
+                    }
+                }
                 None => s3.call(req.map(crate::unread_body::DrainOnDrop::wrap)).await?,
             };
             // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.

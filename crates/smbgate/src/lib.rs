@@ -16,7 +16,7 @@
 //!   signature holds: [`ignored_range`] (GET and HEAD with a Range that
 //!   does not parse, answered whole) and [`delete_objects`] (a key list
 //!   checked against its digest); [`paced_body`]: bodies read whole must
-//!   keep coming.
+//!   keep coming; [`chunk_bounds`]: aws-chunked chunks held to a size.
 //! - [`server`]: listeners, the connection cap, drain and reload signals;
 //!   [`conn_limits`]: what one connection may hold (first-request deadline,
 //!   idle timeout, the least rate it must take its answers at);
@@ -38,6 +38,7 @@ pub mod access_log;
 pub mod admin;
 pub mod auth_log;
 pub mod body_budget;
+pub mod chunk_bounds;
 pub mod config;
 pub mod config_file;
 pub mod conn_limits;

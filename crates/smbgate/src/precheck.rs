@@ -78,6 +78,19 @@ impl Refusal {
         )
     }
 
+    /// 400 InvalidChunkSizeError: an aws-chunked body's size line claims
+    /// a chunk over `limit` bytes (the decoded length, at most 16 MiB).
+    pub fn chunk_too_large(limit: u64) -> Refusal {
+        Refusal::new(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidChunkSizeError",
+            format!(
+                "A chunk of an aws-chunked body may be at most {limit} bytes: the decoded content length, and no more \
+                 than 16 MiB."
+            ),
+        )
+    }
+
     /// 503 SlowDown: a shared budget is spent; SDKs retry with backoff.
     pub fn slow_down() -> Refusal {
         Refusal::new(http::StatusCode::SERVICE_UNAVAILABLE, "SlowDown", "Please reduce your request rate.")
