@@ -240,6 +240,34 @@ def test_list_multipart_uploads_and_abort(s3, bucket, samba):
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
+# Issue 43, item 5: ListMultipartUploads keeps only a page of uploads, and
+# its pages follow one total order (key, initiation, upload ID), so that
+# pages of one key's uploads neither skip nor repeat one.
+def test_uploads_list_page_by_page_without_skipping_or_repeating(s3, bucket):
+    made = [(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"])
+            for k in ["b", "a", "a", "c", "a", "b", "a"]]
+    whole = s3.list_multipart_uploads(Bucket=bucket)
+    listed = [(u["Key"], u["UploadId"]) for u in whole["Uploads"]]
+    assert sorted(listed) == sorted(made) and whole["IsTruncated"] is False
+    assert [k for k, _ in listed] == ["a", "a", "a", "a", "b", "b", "c"]
+    for size in (1, 2, 3):
+        pages, kw = [], {}
+        while True:
+            r = s3.list_multipart_uploads(Bucket=bucket, MaxUploads=size, **kw)
+            pages += [(u["Key"], u["UploadId"]) for u in r.get("Uploads", [])]
+            assert len(r.get("Uploads", [])) <= size
+            if not r["IsTruncated"]:
+                break
+            assert (r["NextKeyMarker"], r["NextUploadIdMarker"]) == pages[-1]
+            kw = {"KeyMarker": r["NextKeyMarker"], "UploadIdMarker": r["NextUploadIdMarker"]}
+        assert pages == listed, size
+    # A key marker alone starts after that key's uploads.
+    r = s3.list_multipart_uploads(Bucket=bucket, KeyMarker="a")
+    assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == listed[4:]
+    for k, u in made:
+        s3.abort_multipart_upload(Bucket=bucket, Key=k, UploadId=u)
+
+
 def test_uploads_are_per_bucket(s3, bucket):
     other = bucket + "-o"
     s3.create_bucket(Bucket=other)

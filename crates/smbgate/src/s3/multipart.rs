@@ -14,6 +14,7 @@ use crate::store::checksum::Algorithm;
 use crate::store::complete::RequestedPart;
 use crate::store::part_checksums::{self, UploadChecksum};
 use crate::store::types::PutRequest;
+use crate::store::upload_listing::UploadMarker;
 use crate::store::StoreError;
 
 pub async fn create(
@@ -290,15 +291,13 @@ pub async fn list_uploads(
     let enc = |s: Option<String>| if encode { s.map(|s| url_encode(&s)) } else { s };
     let prefix = i.prefix.clone().unwrap_or_default();
     let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
-    let mut all = gw.store.uploads().list_uploads(&i.bucket, &prefix).await.map_err(s3_error)?;
-    if let Some(km) = &i.key_marker {
-        let idm = i.upload_id_marker.clone().unwrap_or_default();
-        all.retain(|u| {
-            u.record.key.as_str() > km.as_str() || (u.record.key == *km && !idm.is_empty() && u.upload_id > idm)
-        });
-    }
-    let truncated = all.len() > max;
-    all.truncate(max);
+    // An upload-id-marker counts only with a key-marker, as on AWS.
+    let marker = i
+        .key_marker
+        .as_ref()
+        .map(|k| UploadMarker { key: k.clone(), upload_id: i.upload_id_marker.clone().filter(|id| !id.is_empty()) });
+    let (all, truncated) =
+        gw.store.uploads().list_uploads(&i.bucket, &prefix, marker.as_ref(), max).await.map_err(s3_error)?;
     let (nk, nu) = match all.last() {
         Some(u) if truncated => (Some(u.record.key.clone()), Some(u.upload_id.clone())),
         _ => (None, None),

@@ -10,7 +10,8 @@
 //! named compounds); `path`, `keys`, `meta` and `records` say where and
 //! how an object is stored (`beside` where its name is also a directory);
 //! the S3 rules sit above them, one file per
-//! concern (`open`, `put`, `copy`, `delete`, `publish`, `multipart`,
+//! concern (`open`, `put`, `copy`, `delete`, `publish`, `multipart`
+//! and `upload_listing`,
 //! `dir_source` and `walk` for listings, `stream` for split streaming),
 //! sharing `conditions`, `checksum` and `verify`.
 
@@ -62,6 +63,7 @@ mod sweep;
 pub mod tagging;
 pub mod tags;
 pub mod types;
+pub mod upload_listing;
 pub mod verify;
 pub mod walk;
 

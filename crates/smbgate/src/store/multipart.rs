@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use super::share::FullEa;
 use super::share::Tree;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use serde::{Deserialize, Serialize};
 
 use super::checksum::Algorithm;
@@ -484,38 +484,5 @@ impl super::handles::Uploads<'_> {
     pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
         self.0.check_upload(bucket, key, id).await?;
         self.0.remove_upload(id).await
-    }
-
-    /// ListMultipartUploads for a bucket, ordered by key then initiation.
-    pub async fn list_uploads(&self, bucket: &str, prefix: &str) -> StoreResult<Vec<UploadInfo>> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
-        // The records are read 32 at a time (they are spread over the
-        // pool), not one by one.
-        let ids: Vec<String> = share::list_dir(&tree, &self.0.internal("uploads"))
-            .await?
-            .into_iter()
-            .map(|e| e.name)
-            .filter(|n| valid_upload_id(n))
-            .collect();
-        let records: Vec<(String, StoreResult<UploadRecord>)> = futures::stream::iter(ids)
-            .map(|id| async move {
-                let r = self.upload_record(&id).await;
-                (id, r)
-            })
-            .buffer_unordered(32)
-            .collect()
-            .await;
-        let mut out = Vec::new();
-        for (id, r) in records {
-            match r {
-                Ok(rec) if rec.bucket == bucket && rec.key.starts_with(prefix) => {
-                    out.push(UploadInfo { upload_id: id, record: rec })
-                }
-                _ => {}
-            }
-        }
-        out.sort_by(|a, b| (&a.record.key, a.record.initiated).cmp(&(&b.record.key, b.record.initiated)));
-        Ok(out)
     }
 }
