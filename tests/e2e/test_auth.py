@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import urllib.request
 import zlib
 from unittest import mock
 from urllib.parse import urlparse
@@ -212,5 +213,38 @@ def test_a_chunk_claiming_more_than_allowed_is_refused_without_being_held(samba,
         grew = peak_rss_mib(g.proc.pid) - before
         assert grew < 32, f"the gateway's peak RSS grew by {grew:.0f} MiB ({sent[0] >> 20} MiB sent)"
         assert s3.list_objects_v2(Bucket="chunks").get("KeyCount") == 0
+    finally:
+        g.stop()
+
+
+# Issue 43, item 5: whatever SMBGATE_LOG asks of s3s, no signature, and no
+# Authorization header, reaches the log.
+def test_s3s_at_trace_logs_no_signature(samba):
+    import re
+    import time
+    from pathlib import Path
+    import botocore.exceptions
+    from conftest import Gateway
+    g = Gateway(samba, env={"SMBGATE_LOG": "info,s3s=trace"})
+    try:
+        s3 = g.client()
+        s3.create_bucket(Bucket="logs")
+        s3.put_object(Bucket="logs", Key="k", Body=b"x" * 1000)
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": "logs", "Key": "k"})
+        with urllib.request.urlopen(url) as r:
+            assert r.read() == b"x" * 1000
+        try:
+            g.client(secret_key="not-the-secret").list_objects_v2(Bucket="logs")
+            raise AssertionError("a wrong secret was accepted")
+        except botocore.exceptions.ClientError as e:
+            assert e.response["Error"]["Code"] == "SignatureDoesNotMatch"
+        status, body = _chunked_signed(g, "/logs/chunked", os.urandom(100_000))
+        assert status == 200, body
+        time.sleep(0.5)
+        log = Path(g.log.name).read_text()
+        assert "taking streaming blob" in log, "s3s's other DEBUG events are logged as asked"
+        found = re.findall(r"[0-9a-f]{64}", log)
+        assert found == [], f"the log holds {len(found)} signature-like values, e.g. {found[:2]}"
+        assert "Signature=" not in log and "X-Amz-Signature" not in log and "chunk-signature" not in log
     finally:
         g.stop()

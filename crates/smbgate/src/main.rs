@@ -130,22 +130,45 @@ fn parse_cli() -> Cli {
 /// front logs each answer once instead (`SMBGATE_LOG=info,s3s=debug` brings
 /// s3s's back).
 ///
-/// Whatever the setting says, s3s's signature module logs at INFO at most:
-/// at DEBUG it writes the signature it computed for a request whose own
-/// does not match, which anyone reading the log could then send. A
-/// directive the setting gives that module is dropped, so this one holds.
+/// Whatever the setting says, the s3s modules that see credentials log at
+/// INFO at most ([`SECRET_TARGETS`]): at DEBUG and TRACE they write whole
+/// requests (the Authorization header, a presigned URL's signature), form
+/// fields, chunk signatures, and the signature computed for a request
+/// whose own does not match, which anyone reading the log could then send.
+/// A directive the setting gives those modules is dropped, so these hold.
 fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
-    let s: Vec<&str> = s.split(',').filter(|d| !d.trim().starts_with(SIGNATURE_TARGET)).collect();
+    let s: Vec<&str> = s.split(',').filter(|d| !SECRET_TARGETS.iter().any(|t| d.trim().starts_with(t))).collect();
     let s = s.join(",");
     let access = smbgate::front::ACCESS_TARGET;
-    EnvFilter::try_new(format!("{s},{access}=off,{SIGNATURE_TARGET}=info"))
+    let clamps: String = SECRET_TARGETS.iter().map(|t| format!(",{t}=info")).collect();
+    EnvFilter::try_new(format!("{s},{access}=off{clamps}"))
         .unwrap_or_else(|_| EnvFilter::new(format!("info,s3s=off,{access}=off")))
 }
 
-/// The s3s module that checks signatures (see [`log_filter`]).
-const SIGNATURE_TARGET: &str = "s3s::ops::signature";
+/// The s3s modules whose DEBUG and TRACE events carry credentials (see
+/// [`log_filter`]): `service` logs each request whole; `ops` the POST form
+/// fields, and its `signature` module string-to-sign and signatures;
+/// `aws_chunked_stream` each chunk's signature.
+const SECRET_TARGETS: [&str; 3] = ["s3s::service", "s3s::ops", "s3s::http::aws_chunked_stream"];
+
+#[cfg(test)]
+mod tests {
+    use tracing::level_filters::LevelFilter;
+
+    #[test]
+    fn no_setting_brings_the_modules_that_see_credentials_below_info() {
+        for setting in ["s3s=trace", "trace", "s3s::ops::signature=debug,s3s::service=trace", "s3s::ops=trace,debug"] {
+            let f = super::log_filter(Some(setting)).to_string();
+            for t in super::SECRET_TARGETS {
+                assert!(f.contains(&format!("{t}=info")), "{setting}: {f}");
+                assert!(!f.contains(&format!("{t}=debug")) && !f.contains(&format!("{t}=trace")), "{setting}: {f}");
+            }
+        }
+        assert_eq!(super::log_filter(Some("s3s=debug")).max_level_hint(), Some(LevelFilter::DEBUG));
+    }
+}
 
 /// Where access-log lines go: standard output (`-`), or a file opened for
 /// appending and reopened on SIGHUP.
