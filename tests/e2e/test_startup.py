@@ -176,6 +176,40 @@ def test_anonymous_with_keys_serves_unsigned_and_still_checks_signatures(samba):
         g.stop()
 
 
+# Issue 43, item 5: as on AWS, response-* overrides need a signature, so
+# that an unsigned link cannot make an object answer as another type.
+def test_anonymous_gets_cannot_override_response_headers(samba):
+    import urllib.error
+    import urllib.request
+    g = Gateway(samba, "--anonymous", "--anonymous-bucket", "*")
+    try:
+        b = f"anono-{uuid.uuid4().hex[:10]}"
+        g.client().create_bucket(Bucket=b)
+        g.client().put_object(Bucket=b, Key="k", Body=b"<script>", ContentType="text/plain")
+        url = f"{g.endpoint}/{b}/k"
+        with urllib.request.urlopen(url) as r:
+            assert r.read() == b"<script>" and r.headers["Content-Type"] == "text/plain"
+        for method, query in [("GET", "response-content-type=text/html"),
+                              ("GET", "x-id=GetObject&response%2Dcontent-disposition=inline"),
+                              ("HEAD", "response-cache-control=no-store")]:
+            with pytest.raises(urllib.error.HTTPError) as ei:
+                urllib.request.urlopen(urllib.request.Request(f"{url}?{query}", method=method))
+            assert ei.value.code == 400, query
+            if method == "GET":
+                body = ei.value.read()
+                assert b"<Code>InvalidRequest</Code>" in body, body
+                assert b"Request specific response headers cannot be used for anonymous GET requests." in body
+        # Signed, they hold.
+        got = g.client().get_object(Bucket=b, Key="k", ResponseContentType="text/html")
+        assert got["ContentType"] == "text/html"
+        signed = g.client().generate_presigned_url("get_object", Params={
+            "Bucket": b, "Key": "k", "ResponseContentType": "text/html"})
+        with urllib.request.urlopen(signed) as r:
+            assert r.headers["Content-Type"] == "text/html"
+    finally:
+        g.stop()
+
+
 def _unsigned(g):
     return boto3.client("s3", endpoint_url=g.endpoint, region_name=REGION,
                         config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},

@@ -123,6 +123,11 @@ impl S3Access for Access {
             let headers = cx.headers();
             if let Some(refused) = self.promises.refusal(name, |n| headers.get(n).and_then(|v| v.to_str().ok())) {
                 verdict = Err(refused);
+            } else if access_key.is_none() && overrides_response_headers(name, cx.uri().query()) {
+                verdict = Err(S3Error::with_message(
+                    S3ErrorCode::InvalidRequest,
+                    "Request specific response headers cannot be used for anonymous GET requests.",
+                ));
             }
         }
         let identity = user.as_ref().map(|u| u.name.clone());
@@ -140,6 +145,15 @@ impl S3Access for Access {
         }
         verdict
     }
+}
+
+/// True for a GET or HEAD whose query sets one of the answer's headers
+/// (`response-content-type` and the like, names read decoded): AWS takes
+/// these only from signed requests, so that a link nobody signed cannot
+/// make a bucket's object answer as, say, an HTML page.
+fn overrides_response_headers(operation: &str, query: Option<&str>) -> bool {
+    matches!(operation, "GetObject" | "HeadObject")
+        && query.unwrap_or("").split('&').any(|p| crate::precheck::decoded_name(p).starts_with("response-"))
 }
 
 /// The service hyper runs for each connection.
