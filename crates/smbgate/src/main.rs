@@ -4,6 +4,7 @@ use clap::{CommandFactory, FromArgMatches};
 use smbgate::config::{Cli, Command, ConfigCommand};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing::level_filters::LevelFilter;
 use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
@@ -140,11 +141,33 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
     let s: Vec<&str> = s.split(',').filter(|d| !SECRET_TARGETS.iter().any(|t| d.trim().starts_with(t))).collect();
-    let s = s.join(",");
     let access = smbgate::front::ACCESS_TARGET;
-    let clamps: String = SECRET_TARGETS.iter().map(|t| format!(",{t}=info")).collect();
+    let clamps: String = SECRET_TARGETS.iter().map(|t| format!(",{t}={}", level_for(&s, t).min(LevelFilter::INFO))).collect();
+    let s = s.join(",");
     EnvFilter::try_new(format!("{s},{access}=off{clamps}"))
         .unwrap_or_else(|_| EnvFilter::new(format!("info,s3s=off,{access}=off")))
+}
+
+/// The level `directives` give events of `target`: the longest target
+/// directive that is a module prefix of it, else the bare level, else OFF.
+/// Span and field directives are not considered (none name s3s's modules).
+fn level_for(directives: &[&str], target: &str) -> LevelFilter {
+    let mut best: Option<(usize, LevelFilter)> = None;
+    let mut bare = LevelFilter::OFF;
+    for d in directives.iter().map(|d| d.trim()) {
+        match d.split_once('=') {
+            None => bare = d.parse().unwrap_or(bare),
+            Some((t, level)) => {
+                let covers = target == t || target.strip_prefix(t).is_some_and(|rest| rest.starts_with("::"));
+                if covers && best.is_none_or(|(len, _)| t.len() >= len) {
+                    if let Ok(l) = level.parse() {
+                        best = Some((t.len(), l));
+                    }
+                }
+            }
+        }
+    }
+    best.map_or(bare, |(_, l)| l)
 }
 
 /// The s3s modules whose DEBUG and TRACE events carry credentials (see
@@ -162,11 +185,22 @@ mod tests {
         for setting in ["s3s=trace", "trace", "s3s::ops::signature=debug,s3s::service=trace", "s3s::ops=trace,debug"] {
             let f = super::log_filter(Some(setting)).to_string();
             for t in super::SECRET_TARGETS {
-                assert!(f.contains(&format!("{t}=info")), "{setting}: {f}");
+                assert!(f.contains(&format!("{t}=info")) || f.contains(&format!("{t}=off")), "{setting}: {f}");
                 assert!(!f.contains(&format!("{t}=debug")) && !f.contains(&format!("{t}=trace")), "{setting}: {f}");
             }
         }
         assert_eq!(super::log_filter(Some("s3s=debug")).max_level_hint(), Some(LevelFilter::DEBUG));
+    }
+
+    #[test]
+    fn the_clamp_never_raises_a_level_the_setting_gave() {
+        // s3s is off unless named; a clamp at INFO would bring its ERRORs back.
+        for (setting, want) in [("info", "off"), ("debug", "off"), ("s3s=warn", "warn"), ("s3s=trace", "info"), ("error,s3s::ops=trace", "error")] {
+            let f = super::log_filter(Some(setting)).to_string();
+            assert!(f.contains(&format!("s3s::service={want}")), "{setting}: {f}");
+        }
+        let f = super::log_filter(Some("s3s=error")).to_string();
+        assert!(f.contains("s3s::ops=error") && f.contains("s3s::http::aws_chunked_stream=error"), "{f}");
     }
 }
 
