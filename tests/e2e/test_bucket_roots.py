@@ -248,3 +248,44 @@ def test_anonymous_only_requests_reach_a_configured_bucket_on_its_own_share(own_
         assert s3.get_object(Bucket="far", Key="anon.txt")["Body"].read() == b"far away"
     finally:
         g.stop()
+
+
+def test_a_configured_bucket_inside_a_served_folder_is_refused(own_samba, tmp_path):
+    """Issue 43, 5c: with `[buckets.alpha] path = "projects/alpha"`, the
+    bucket `projects` listed alpha's objects and its `.smbgate` state
+    (upload parts among them), readable and writable through it. Such a
+    bucket is refused by `config check` and by `serve`, with one line."""
+    cfg = write_secret(tmp_path / "smbgate.toml",
+                       f'[buckets.alpha]\nshare = "smb://127.0.0.1:{own_samba.port}/share/projects/alpha"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    env.update(SMBGATE_CONFIG=str(cfg), SMBGATE_LISTEN="127.0.0.1:0", SMBGATE_ACCESS_KEY="AK",
+               SMBGATE_SECRET_KEY="SK", SMBGATE_SHARE=f"smb://127.0.0.1:{own_samba.port}/share",
+               SMBGATE_SMB_USER=own_samba.env["SMB_USER"], SMBGATE_SMB_PASSWORD=own_samba.env["SMB_PASSWORD"])
+    want = (f'smbgate: config file {cfg}: [buckets.alpha]: its folder "projects/alpha" lies inside "projects", '
+            'which is served as the bucket "projects": its objects and state would be keys of that bucket too; '
+            'give a folder at the top of the share')
+    for cmd in (["config", "check", str(cfg)], ["serve"]):
+        r = subprocess.run([smbgate_bin(), *cmd], env=env, capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stderr.strip().splitlines()) == (1, [want]), (cmd, r.stdout, r.stderr)
+
+
+def test_no_key_reaches_a_state_folder_at_any_depth(gw, own_samba):
+    """Issue 43, 5c: a `.smbgate` component anywhere in a key is refused,
+    so no bucket reaches the state of a folder below it that is (or was)
+    served as a bucket of its own, and none is listed."""
+    s3 = gw.client()
+    s3.create_bucket(Bucket="outer")
+    inner = own_samba.share_path / "outer" / "alpha" / ".smbgate" / "uploads" / "u1"
+    inner.mkdir(parents=True)
+    (inner / "part-00001").write_bytes(b"a part")
+    st = own_samba.share_path.stat()
+    for d in (inner, *inner.parents[:3]):
+        os.chown(d, st.st_uid, st.st_gid)
+    for key in ("alpha/.smbgate/uploads/u1/part-00001", "alpha/.smbgate", "a/b/.SMBGATE/x", ".smbgate"):
+        expect_error(400, "InvalidArgument", s3.put_object, Bucket="outer", Key=key, Body=b"planted")
+        # A key no object can have is simply not there for a read.
+        expect_error(404, "NoSuchKey", s3.get_object, Bucket="outer", Key=key)
+    assert (inner / "part-00001").read_bytes() == b"a part"
+    s3.put_object(Bucket="outer", Key="alpha/seen.txt", Body=b"x")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="outer")["Contents"]] == ["alpha/seen.txt"]
+    assert s3.list_objects_v2(Bucket="outer", Prefix="alpha/", Delimiter="/").get("CommonPrefixes") is None

@@ -2,9 +2,9 @@
 
 use clap::{CommandFactory, FromArgMatches};
 use smbgate::config::{Cli, Command, ConfigCommand};
+use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing::level_filters::LevelFilter;
 use tracing_subscriber::{EnvFilter, Layer};
 
 fn main() {
@@ -142,7 +142,8 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
     let s: Vec<&str> = s.split(',').filter(|d| !SECRET_TARGETS.iter().any(|t| d.trim().starts_with(t))).collect();
     let access = smbgate::front::ACCESS_TARGET;
-    let clamps: String = SECRET_TARGETS.iter().map(|t| format!(",{t}={}", level_for(&s, t).min(LevelFilter::INFO))).collect();
+    let clamps: String =
+        SECRET_TARGETS.iter().map(|t| format!(",{t}={}", level_for(&s, t).min(LevelFilter::INFO))).collect();
     let s = s.join(",");
     EnvFilter::try_new(format!("{s},{access}=off{clamps}"))
         .unwrap_or_else(|_| EnvFilter::new(format!("info,s3s=off,{access}=off")))
@@ -195,7 +196,13 @@ mod tests {
     #[test]
     fn the_clamp_never_raises_a_level_the_setting_gave() {
         // s3s is off unless named; a clamp at INFO would bring its ERRORs back.
-        for (setting, want) in [("info", "off"), ("debug", "off"), ("s3s=warn", "warn"), ("s3s=trace", "info"), ("error,s3s::ops=trace", "error")] {
+        for (setting, want) in [
+            ("info", "off"),
+            ("debug", "off"),
+            ("s3s=warn", "warn"),
+            ("s3s=trace", "info"),
+            ("error,s3s::ops=trace", "error"),
+        ] {
             let f = super::log_filter(Some(setting)).to_string();
             assert!(f.contains(&format!("s3s::service={want}")), "{setting}: {f}");
         }

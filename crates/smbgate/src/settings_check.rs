@@ -41,7 +41,8 @@ pub struct Settled {
 /// or loose secret file, a refused user, no S3 credentials without
 /// `--anonymous`, an anonymous grant that does not fit, `--proxy-protocol`
 /// without `--trusted-proxy`, TLS files that do not load, a Kerberos
-/// setting, a blank metrics token, a refused `[buckets.NAME]`, a too small
+/// setting, a blank metrics token, a refused `[buckets.NAME]` (one inside
+/// another bucket's folder among them), a too small
 /// `--xml-body-budget`, a `--domain` that is no DNS name.
 pub fn settle(args: &ServeArgs) -> Result<Settled, String> {
     let url = ShareUrl::parse(&args.share)?;
@@ -64,10 +65,95 @@ pub fn settle(args: &ServeArgs) -> Result<Settled, String> {
     args.kerberos.validate()?;
     let metrics_token = crate::config::metrics_token(args)?;
     let buckets = match &args.config {
-        Some(path) => crate::config_file::ConfigFile::load(path)?.buckets(&url)?,
+        Some(path) => {
+            let buckets = crate::config_file::ConfigFile::load(path)?.buckets(&url)?;
+            no_bucket_inside_another(&url, &buckets).map_err(|e| format!("config file {}: {e}", path.display()))?;
+            buckets
+        }
         None => Vec::new(),
     };
     let bodies = crate::body_budget::BodyBudget::new(args.xml_body_budget)?;
     let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
     Ok(Settled { url, smb_password, users, anonymous, tls, metrics_token, buckets, bodies, domain })
+}
+
+/// The components of `url`'s folder under `main`'s, if both name one share
+/// (host, port and share compared as SMB does, case aside).
+fn folder_under<'a>(main: &ShareUrl, url: &'a ShareUrl) -> Option<Vec<&'a str>> {
+    let same = main.host.eq_ignore_ascii_case(&url.host)
+        && main.port == url.port
+        && main.share.eq_ignore_ascii_case(&url.share);
+    let base: Vec<&str> = main.path.split('\\').filter(|p| !p.is_empty()).collect();
+    let path: Vec<&str> = url.path.split('\\').filter(|p| !p.is_empty()).collect();
+    let under = path.len() >= base.len() && base.iter().zip(&path).all(|(a, b)| a.to_lowercase() == b.to_lowercase());
+    (same && under).then(|| path[base.len()..].to_vec())
+}
+
+/// Refuses a configured bucket whose folder lies inside a folder served as
+/// a bucket too: one at the top of `--share` that a bucket name reaches
+/// (case aside), or another configured bucket's. Its objects, and the
+/// gateway state it keeps in its own `.smbgate`, would be keys of the outer
+/// bucket, readable and writable through it.
+///
+/// Errors: one line naming the bucket and the folder it lies in.
+fn no_bucket_inside_another(main: &ShareUrl, buckets: &[BucketSource]) -> Result<(), String> {
+    for b in buckets {
+        let folder = folder_under(main, &b.url).unwrap_or_default();
+        if let [top, _, ..] = folder.as_slice() {
+            if s3s::path::check_bucket_name(&top.to_lowercase()) {
+                return Err(format!(
+                    "[buckets.{}]: its folder {:?} lies inside {top:?}, which is served as the bucket {:?}: its objects \
+                     and state would be keys of that bucket too; give a folder at the top of the share",
+                    b.name,
+                    folder.join("/"),
+                    top.to_lowercase()
+                ));
+            }
+        }
+        for outer in buckets.iter().filter(|o| o.name != b.name) {
+            let Some(o) = folder_under(&outer.url, &b.url) else { continue };
+            if !o.is_empty() {
+                return Err(format!(
+                    "[buckets.{}]: its folder lies inside [buckets.{}]'s: its objects and state would be keys of \
+                     that bucket too",
+                    b.name, outer.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(name: &str, url: &str) -> BucketSource {
+        BucketSource { name: name.into(), url: ShareUrl::parse(url).unwrap(), smb: None, on_main_share: false }
+    }
+
+    #[test]
+    fn a_bucket_inside_a_folder_served_as_a_bucket_is_refused() {
+        let main = ShareUrl::parse("smb://nas/share").unwrap();
+        let refused = |b: &[BucketSource]| no_bucket_inside_another(&main, b).unwrap_err();
+        let e = refused(&[bucket("alpha", "smb://nas/share/projects/alpha")]);
+        assert!(e.starts_with("[buckets.alpha]: its folder \"projects/alpha\" lies inside \"projects\""), "{e}");
+        assert!(refused(&[bucket("alpha", "smb://NAS/Share/Projects/alpha")]).contains("the bucket \"projects\""));
+        let e = refused(&[bucket("outer", "smb://other/s/x"), bucket("inner", "smb://other/s/x/y")]);
+        assert_eq!(e, "[buckets.inner]: its folder lies inside [buckets.outer]'s: its objects and state would be keys of that bucket too");
+        // A folder at the top, one whose top folder no bucket name reaches,
+        // another share, and side by side: served.
+        for ok in [
+            vec![bucket("alpha", "smb://nas/share/projects")],
+            vec![bucket("team", "smb://nas/share/Team Photos/2024")],
+            vec![bucket("far", "smb://nas/other/projects/alpha")],
+            vec![bucket("a", "smb://far/s/x"), bucket("b", "smb://far/s/xy"), bucket("c", "smb://far/s/x")],
+        ] {
+            assert_eq!(no_bucket_inside_another(&main, &ok), Ok(()));
+        }
+        // Under a --share that names a folder, relative to it.
+        let sub = ShareUrl::parse("smb://nas/share/data").unwrap();
+        assert!(no_bucket_inside_another(&sub, &[bucket("a", "smb://nas/share/data/projects/a")]).is_err());
+        assert_eq!(no_bucket_inside_another(&sub, &[bucket("a", "smb://nas/share/projects/a")]), Ok(()));
+    }
 }

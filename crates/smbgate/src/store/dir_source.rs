@@ -186,7 +186,6 @@ impl SmbSource<'_> {
         beside: &mut Vec<DirItem>,
     ) -> StoreResult<Vec<DirItem>> {
         let mut items = Vec::with_capacity(entries.len());
-        let bucket_root = dir == self.bucket_path.as_str();
         let markers = self.record_markers(dir, &entries).await?;
         let aliases = self.short_aliases(dir, &entries).await?;
         for e in entries {
@@ -202,8 +201,8 @@ impl SmbSource<'_> {
             };
             let name = decode_component(stored);
             // No key can name it (map_key refuses it), so it lists none: a
-            // configured bucket's own gateway state lives there.
-            if bucket_root && keys::is_internal(&name) {
+            // bucket's own gateway state lives there.
+            if keys::is_internal(&name) {
                 continue;
             }
             // Names another client made that our mapping cannot reproduce

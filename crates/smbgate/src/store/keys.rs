@@ -20,12 +20,13 @@
 //!   anything is written: empty keys and components, `.` and `..`, over-long
 //!   keys or components, NUL, literal characters from our private-use range
 //!   (which would make the mapping ambiguous), and the gateway's own
-//!   [`INTERNAL_DIR`].
+//!   [`INTERNAL_DIR`] as any component (a configured bucket keeps its state
+//!   in a `.smbgate` of its own folder, wherever that lies).
 
 use std::fmt;
 
 /// Name of the directory that holds gateway state (temporary files, multipart
-/// uploads). A key whose first component equals it, compared
+/// uploads). A key any of whose components equals it, compared
 /// case-insensitively, is refused.
 pub const INTERNAL_DIR: &str = ".smbgate";
 
@@ -52,7 +53,7 @@ pub enum KeyError {
     DotComponent,
     /// A component is empty: `a//b`, a leading `/`, or the key `/`.
     EmptyComponent,
-    /// The first component names the gateway's [`INTERNAL_DIR`].
+    /// A component names the gateway's [`INTERNAL_DIR`].
     Internal,
     /// The key contains a literal character in U+F001..=U+F02B, the range the
     /// mapping itself uses; accepting it would make two keys share one name.
@@ -93,7 +94,7 @@ impl fmt::Display for KeyError {
                 "the object key has an empty path component (a leading \"/\" or \"//\"), \
                  which the file share cannot hold",
             ),
-            KeyError::Internal => write!(f, "keys beginning with {INTERNAL_DIR:?} are reserved by the gateway"),
+            KeyError::Internal => write!(f, "keys with a component {INTERNAL_DIR:?} are reserved by the gateway"),
             KeyError::ReservedChar => f.write_str(
                 "the object key contains a character in U+F001..U+F02B, \
                  which the gateway reserves for mapping characters the file share cannot hold",
@@ -333,7 +334,7 @@ pub fn map_key(key: &str) -> Result<MappedKey, KeyError> {
             return Err(KeyError::DotComponent);
         }
     }
-    if path.split('/').next().is_some_and(is_internal) {
+    if path.split('/').any(is_internal) {
         return Err(KeyError::Internal);
     }
     let mut components = Vec::with_capacity(path.split('/').count());

@@ -157,8 +157,12 @@ fn internal_dir_is_refused_case_insensitively() {
     assert_eq!(err(".SmbGate"), KeyError::Internal);
     assert_eq!(err(".smbgate/"), KeyError::Internal);
     assert_eq!(err(".\u{17f}mbgate/x"), KeyError::Internal);
-    // Only the first component, and only the exact name.
-    assert_eq!(ok("x/.smbgate"), ["x", ".smbgate"]);
+    // Anywhere in the key: a configured bucket's folder may lie below.
+    assert_eq!(err("alpha/.smbgate/uploads/x/part-00001"), KeyError::Internal);
+    assert_eq!(err("a/b/.SMBGATE"), KeyError::Internal);
+    assert_eq!(err("a/.smbgate/"), KeyError::Internal);
+    assert!(map_key("a/.smbgate2/x").is_ok() && map_key("a/x.smbgate").is_ok());
+    // Only the exact name.
     assert_eq!(ok(".smbgate2/x"), [".smbgate2", "x"]);
     assert_eq!(ok(".smbgate./x"), [".smbgate\u{F029}", "x"]);
 }
@@ -272,7 +276,7 @@ fn component() -> impl Strategy<Value = String> {
 /// Keys that must be accepted: valid components, optionally a marker.
 fn valid_key() -> impl Strategy<Value = String> {
     (prop::collection::vec(component(), 1..8), any::<bool>())
-        .prop_filter("first component is not internal", |(cs, _)| !is_internal(&cs[0]))
+        .prop_filter("no component is internal", |(cs, _)| !cs.iter().any(|c| is_internal(c)))
         .prop_map(|(cs, marker)| {
             let mut key = cs.join("/");
             if marker {
@@ -316,7 +320,7 @@ proptest! {
         if let Ok(m) = map_key(&key) {
             let parts: Vec<&str> = m.components.iter().map(String::as_str).collect();
             prop_assert_eq!(key_from_components(&parts, m.dir_marker), key.clone());
-            prop_assert!(!is_internal(&decode_component(parts[0])));
+            prop_assert!(!parts.iter().any(|p| is_internal(&decode_component(p))));
             let path = key.strip_suffix('/').unwrap_or(&key);
             for part in path.split('/') {
                 prop_assert!(!part.is_empty() && part != "." && part != "..", "{:?} accepted", key);
