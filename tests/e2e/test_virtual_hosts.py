@@ -71,3 +71,63 @@ def test_sigv2_signs_the_bucket_a_host_names(vgw, resolve_s3_test):
     assert [o["Key"] for o in v2.list_objects(Bucket=bucket)["Contents"]] == ["a/b.txt"]
     v2.delete_object(Bucket=bucket, Key="a/b.txt")
     v2.delete_bucket(Bucket=bucket)
+
+
+def h2_exchange(port, headers, body=b""):
+    """One HTTP/2 request (prior knowledge, no Host header: HTTP/2 carries
+    the host as `:authority`), and its answer: (status, headers, body)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, headers, end_stream=not body)
+        if body:
+            conn.send_data(sid, body, end_stream=True)
+        s.sendall(conn.data_to_send())
+        status, got, out = None, {}, b""
+        while True:
+            data = s.recv(65536)
+            assert data, "the gateway closed the connection"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    got = dict(ev.headers)
+                    status = int(got[":status"])
+                elif isinstance(ev, h2.events.DataReceived):
+                    out += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    return status, got, out
+            s.sendall(conn.data_to_send())
+
+
+def test_cors_and_forms_over_http2_find_the_bucket_in_the_authority(vgw, samba):
+    """Issue 43, 5b: HTTP/2 sends no Host, only `:authority`. s3s reads the
+    bucket from it; the gateway's CORS preflight and POST Object read the
+    Host header only, so they took the first path segment as the bucket."""
+    s3 = client(vgw.endpoint, "path")
+    bucket = f"h2-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": [
+        {"AllowedOrigins": ["http://app.example"], "AllowedMethods": ["PUT"]}]})
+    authority = f"{bucket}.s3.test:{vgw.port}"
+    status, headers, _ = h2_exchange(vgw.port, [
+        (":method", "OPTIONS"), (":scheme", "http"), (":authority", authority), (":path", "/docs/a.txt"),
+        ("origin", "http://app.example"), ("access-control-request-method", "PUT")])
+    assert status == 200
+    assert headers.get("access-control-allow-origin") == "http://app.example"
+
+    post = client(vgw.endpoint, "path").generate_presigned_post(bucket, "by-form.txt")
+    boundary = "h2-form-boundary"
+    form = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+                    for k, v in post["fields"].items())
+    form += (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f.txt"\r\n\r\n'
+             f"over http/2\r\n--{boundary}--\r\n").encode()
+    status, headers, body = h2_exchange(vgw.port, [
+        (":method", "POST"), (":scheme", "http"), (":authority", authority), (":path", "/"),
+        ("content-type", f"multipart/form-data; boundary={boundary}"), ("content-length", str(len(form)))], form)
+    assert status == 204, body
+    assert headers["location"] == f"http://{authority}/by-form.txt"
+    assert (samba.share_path / bucket / "by-form.txt").read_bytes() == b"over http/2"

@@ -57,13 +57,24 @@ pub struct Addressed<'r> {
 /// does not decode to UTF-8.
 pub fn addressed<'r, B>(domain: Option<&Domain>, req: &'r http::Request<B>) -> Option<Addressed<'r>> {
     let path = req.uri().path().trim_start_matches('/');
-    let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
+    let host = host_of(req);
     if let Some(b) = domain.zip(host).and_then(|(d, h)| d.bucket_of(h)) {
         return Some(Addressed { bucket: b.to_string(), by_host: true, rest: path });
     }
     let (first, rest) = path.split_once('/').unwrap_or((path, ""));
     let bucket = percent_encoding::percent_decode_str(first).decode_utf8().ok()?.into_owned();
     Some(Addressed { bucket, by_host: false, rest })
+}
+
+/// The host `req` is sent to: its Host header, else (HTTP/2 and later,
+/// which carry it as `:authority` and send no Host) its URI's authority,
+/// as s3s reads it. `None` when neither is there or Host is not ASCII.
+pub fn host_of<B>(req: &http::Request<B>) -> Option<&str> {
+    match req.headers().get(http::header::HOST) {
+        Some(h) => h.to_str().ok(),
+        None if req.version() >= http::Version::HTTP_2 => req.uri().authority().map(|a| a.as_str()),
+        None => None,
+    }
 }
 
 impl S3Host for Domain {
@@ -78,6 +89,30 @@ impl S3Host for Domain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http2_names_its_host_in_the_authority() {
+        let d = Domain::new("s3.example.com").unwrap();
+        let h2 = http::Request::builder()
+            .version(http::Version::HTTP_2)
+            .uri("http://photos.s3.example.com:9000/a/b")
+            .body(())
+            .unwrap();
+        let a = addressed(Some(&d), &h2).unwrap();
+        assert_eq!((a.bucket.as_str(), a.by_host, a.rest), ("photos", true, "a/b"));
+        // HTTP/1.1 in absolute form without Host: the path names the bucket.
+        let h1 = http::Request::builder().uri("http://photos.s3.example.com/a/b").body(()).unwrap();
+        assert_eq!(host_of(&h1), None);
+        assert_eq!(addressed(Some(&d), &h1).unwrap().bucket, "a");
+        // A Host header wins over the authority.
+        let both = http::Request::builder()
+            .version(http::Version::HTTP_2)
+            .uri("http://photos.s3.example.com/a")
+            .header("host", "docs.s3.example.com")
+            .body(())
+            .unwrap();
+        assert_eq!(addressed(Some(&d), &both).unwrap().bucket, "docs");
+    }
 
     #[test]
     fn hosts_under_the_domain_name_buckets() {

@@ -255,7 +255,7 @@ impl PostObject {
 /// (path style) or `scheme://host/` (virtual-hosted).
 fn location_base<B>(req: &http::Request<B>, bucket: &str, by_host: bool) -> String {
     let scheme = if req.extensions().get::<crate::conn_limits::OverTls>().is_some() { "https" } else { "http" };
-    let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let host = crate::vhost::host_of(req).unwrap_or("localhost");
     match by_host {
         true => format!("{scheme}://{host}/"),
         false => format!("{scheme}://{host}/{bucket}/"),
