@@ -110,3 +110,62 @@ def test_without_s3_users_lines_still_name_the_operation(own_samba, tmp_path):
                 (403, "InvalidAccessKeyId")
     finally:
         gw.stop()
+
+
+def test_bytes_out_counts_every_body_and_a_bad_signature_names_its_key_and_bucket(own_samba, tmp_path):
+    """Issue 43, item 6: `bytes_out` and `smbgate_s3_sent_bytes_total` read
+    Content-Length only, which s3s's XML answers (listings, errors) and
+    streamed ones (CompleteMultipartUpload) do not set: every such answer
+    counted 0. And a request whose signature did not match was logged with
+    no access key and no bucket."""
+    import urllib.parse
+    from conftest import _free_port
+    from s3util import raw, urlopen
+    from test_metrics import value
+    log = tmp_path / "access.jsonl"
+    mport = _free_port()
+    gw = Gateway(own_samba, env={"SMBGATE_ACCESS_LOG": str(log), "SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}"})
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="tallied")
+        s3.put_object(Bucket="tallied", Key="a.txt", Body=b"abc")
+        up = s3.create_multipart_upload(Bucket="tallied", Key="mp.bin")["UploadId"]
+        etag = s3.upload_part(Bucket="tallied", Key="mp.bin", UploadId=up, PartNumber=1, Body=b"p")["ETag"]
+        n = 4
+        got = {}
+        v4 = gw.client(signature_version="s3v4")
+        for op, params in (("list_objects_v2", {"Bucket": "tallied"}),
+                           ("get_object", {"Bucket": "tallied", "Key": "missing"})):
+            status, body = urlopen(v4.generate_presigned_url(op, Params=params))
+            got[op] = (status, len(body))
+            n += 1
+        complete = urllib.parse.urlsplit(v4.generate_presigned_url(
+            "complete_multipart_upload", Params={"Bucket": "tallied", "Key": "mp.bin", "UploadId": up}))
+        xml = f"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part>" \
+              "</CompleteMultipartUpload>"
+        status, _, body = raw(gw.endpoint, "POST", f"{complete.path}?{complete.query}", body=xml.encode())
+        assert status == 200 and b"<CompleteMultipartUploadResult" in body, body
+        got["complete"] = (200, len(body))
+        n += 1
+        bad = gw.client(secret_key="not-the-secret")
+        try:
+            bad.list_objects_v2(Bucket="tallied")
+            raise AssertionError("a bad signature was served")
+        except bad.exceptions.ClientError as e:
+            assert e.response["Error"]["Code"] == "SignatureDoesNotMatch"
+        n += 1
+        lines = read_lines(log, n)
+        assert len(lines) == n, lines
+        listing, missing, done, refused = lines[4:]
+        assert (listing["operation"], listing["status"], listing["bytes_out"]) == \
+            ("ListObjectsV2", 200, got["list_objects_v2"][1])
+        assert (missing["status"], missing["bytes_out"]) == (404, got["get_object"][1])
+        assert (done["operation"], done["bytes_out"]) == ("CompleteMultipartUpload", got["complete"][1])
+        assert [v[0] for v in got.values()] == [200, 404, 200]
+        assert min(v[1] for v in got.values()) > 100
+        assert (refused["status"], refused["access_key"], refused["bucket"]) == (403, ACCESS_KEY, "tallied")
+        assert refused["bytes_out"] > 100
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+        assert value(metrics, "smbgate_s3_sent_bytes_total") == sum(l["bytes_out"] for l in lines)
+    finally:
+        gw.stop()

@@ -140,3 +140,25 @@ def test_a_refused_form_upload_names_the_forms_access_key(agw):
         line = [l for l in warn_lines(agw) if rid in l][0]
         assert f"reason={reason}" in line and f"access_key={key}" in line, line
     assert "not-the-secret" not in log_text(agw)
+
+
+def test_a_grant_refusal_is_logged_as_an_authorization_refusal(own_samba, tmp_path):
+    """Issue 43, item 6: a known user refused by its grant (a bucket its
+    `buckets` do not name) signed correctly; the WARN line said
+    "authentication failed", which sends an operator after the wrong key."""
+    cfg = tmp_path / "smbgate.toml"
+    cfg.write_text('[users.reader]\naccess_key = "AKREADERGRANT"\nsecret_key = "reader-grant-secret"\n'
+                   'buckets = ["mine"]\n')
+    cfg.chmod(0o600)
+    g = Gateway(own_samba, env={"SMBGATE_CONFIG": str(cfg)})
+    try:
+        g.client().create_bucket(Bucket="not-yours")
+        got, rid = refused(lambda: client(g, key="AKREADERGRANT", secret="reader-grant-secret")
+                           .list_objects_v2(Bucket="not-yours"))
+        assert got == "AccessDenied"
+        assert wait_for(lambda: any(rid in l for l in log_text(g).splitlines()))
+        line = [l for l in log_text(g).splitlines() if rid in l][0]
+        assert " WARN " in line and "authorization refused" in line and "authentication failed" not in line, line
+        assert "reason=denied" in line and "access_key=AKREADERGRANT" in line, line
+    finally:
+        g.stop()

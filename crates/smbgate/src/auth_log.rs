@@ -1,8 +1,10 @@
-//! Failed authentications, made visible: each is counted by reason in the
-//! metrics and logged at WARN with the access key it named, the client's
-//! address and the request ID, at most [`WARN_PER_SECOND`] lines a second
-//! so that a flood cannot fill the disk (the lines left out are counted in
-//! the next one). Other client errors stay at DEBUG.
+//! Failed authentications and refused authorizations, made visible: each
+//! is counted by reason in the metrics and logged at WARN (`authentication
+//! failed`, or `authorization refused` for AccessDenied) with the access
+//! key it named, the client's address and the request ID, at most
+//! [`WARN_PER_SECOND`] lines a second so that a flood cannot fill the disk
+//! (the lines left out are counted in the next one). Other client errors
+//! stay at DEBUG.
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -148,6 +150,12 @@ impl AuthLog {
             w.written += 1;
             std::mem::take(&mut w.left_out)
         };
+        // A known user (or an unsigned request) refused by what it may do
+        // proved who it is, or needed not: that is no failed authentication.
+        let what = match r.failure {
+            AuthFailure::Denied => "authorization refused",
+            _ => "authentication failed",
+        };
         tracing::warn!(
             reason = %r.failure.label(),
             access_key = %r.access_key.unwrap_or("none"),
@@ -155,7 +163,7 @@ impl AuthLog {
             request_id = %r.request_id,
             status = r.status,
             not_logged_before = left_out,
-            "authentication failed"
+            "{what}"
         );
     }
 }

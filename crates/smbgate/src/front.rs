@@ -294,20 +294,22 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         // An actual cross-origin request: its answer gets the headers of
         // the rule allowing it (the method a preflight named, if sent).
         let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let named_bucket = self.cors.bucket_of(&req);
         let cors = origin.as_ref().and_then(|_| {
             let method = req
                 .headers()
                 .get("access-control-request-method")
                 .and_then(|v| v.to_str().ok())
                 .map_or_else(|| req.method().as_str().to_string(), str::to_string);
-            Some((self.cors.bucket_of(&req)?, method))
+            Some((named_bucket.clone()?, method))
         });
         let cors_front = self.cors.clone();
         // Who asked, for the access log and the log of failed
         // authentications (behind a trusted proxy, as its PROXY header says).
         let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
-        // Parsed only if the request fails to authenticate (`uri` is kept).
-        let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
+        // The access key the request names, signed or not (a form names
+        // its key in the form: see `form_key`).
+        let named_key = crate::auth_log::access_key_of(req.headers().get(http::header::AUTHORIZATION), uri.query());
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let post = self.post.clone();
         let pace = self.pace;
@@ -399,9 +401,7 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                     metrics.auth_failure(failure.label());
                     auth_log.warn(&crate::auth_log::Refused {
                         failure,
-                        access_key: form_key
-                            .or_else(|| crate::auth_log::access_key_of(authorization.as_ref(), uri.query()))
-                            .as_deref(),
+                        access_key: form_key.as_deref().or(named_key.as_deref()),
                         client,
                         request_id: &ids.request_id,
                         status: resp.status().as_u16(),
@@ -431,27 +431,24 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
             if close_after || (expects_continue && !resp.status().is_success()) {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
-            let sent = if is_head { 0 } else { precheck::content_length(resp.headers()) };
-            let took = in_flight.finish(operation, resp.status(), sent);
             // One line per request for `--access-log` (a JSON layer on this
             // target); with no such layer the event is filtered out cheaply.
-            tracing::info!(
-                target: ACCESS_TARGET,
-                request_id = %ids.request_id,
-                client = client.map(|c| c.ip().to_string()),
-                identity = resolved.and_then(|r| r.identity.as_deref()).unwrap_or("anonymous"),
-                smb_identity = resolved.and_then(|r| r.smb_identity.as_deref()).unwrap_or(""),
+            // A request that named no bucket s3s resolved (its signature did
+            // not match, say) is logged under the bucket its address names.
+            let line = crate::access_line::AccessLine {
+                request_id: ids.request_id.clone(),
+                client: client.map(|c| c.ip()),
+                identity: resolved.and_then(|r| r.identity.clone()).unwrap_or_else(|| "anonymous".into()),
+                smb_identity: resolved.and_then(|r| r.smb_identity.clone()).unwrap_or_default(),
+                access_key: form_key.or(named_key),
                 operation,
-                method = %method,
-                bucket = resolved.and_then(|r| r.bucket.as_deref()),
-                key = resolved.and_then(|r| r.key.as_deref()),
-                status = resp.status().as_u16(),
-                bytes_in = declared,
-                bytes_out = sent,
-                duration_ms = took.as_secs_f64() * 1000.0,
-                "request"
-            );
-            Ok(resp)
+                method,
+                bucket: resolved.map_or(named_bucket, |r| r.bucket.clone()),
+                key: resolved.and_then(|r| r.key.clone()),
+                status: resp.status(),
+                bytes_in: declared,
+            };
+            Ok(line.record(in_flight, resp, is_head))
         };
         Box::pin(fut.instrument(span))
     }

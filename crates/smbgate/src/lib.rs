@@ -34,6 +34,7 @@
 //!   `config check` share.
 #![warn(missing_docs)]
 
+pub mod access_line;
 pub mod access_log;
 pub mod admin;
 pub mod auth_log;

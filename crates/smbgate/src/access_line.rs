@@ -1,0 +1,134 @@
+//! What one answer adds to the metrics and the access log, and when: at
+//! once when its body's length is known as its headers go (Content-Length,
+//! or a body of known size, as s3s's XML answers are), else when its body
+//! has been sent or dropped (a streamed CompleteMultipartUpload answer, one
+//! rewritten on its way out), counting the bytes that went. Either way
+//! `bytes_out` and `smbgate_s3_sent_bytes_total` count every body.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Frame, SizeHint};
+
+use crate::metrics::InFlight;
+
+/// The fields of one access-log line other than the bytes sent and the
+/// time taken.
+pub struct AccessLine {
+    /// The `x-amz-request-id` the client got.
+    pub request_id: String,
+    /// The client's address (behind a trusted proxy, the one it names).
+    pub client: Option<std::net::IpAddr>,
+    /// The user that signed the request, or `anonymous`.
+    pub identity: String,
+    /// The SMB account the user acts as; empty for the gateway's own.
+    pub smb_identity: String,
+    /// The access key the request named (header, query or form), made
+    /// printable; also when its signature did not match.
+    pub access_key: Option<String>,
+    /// The S3 operation.
+    pub operation: &'static str,
+    /// The HTTP method.
+    pub method: http::Method,
+    /// The bucket the request named.
+    pub bucket: Option<String>,
+    /// The key the request named.
+    pub key: Option<String>,
+    /// The HTTP status answered.
+    pub status: http::StatusCode,
+    /// The body length the request declared, in bytes.
+    pub bytes_in: u64,
+}
+
+impl AccessLine {
+    /// Records the answer in `in_flight`'s metrics and writes the line,
+    /// with `sent` body bytes.
+    fn finish(self, in_flight: InFlight, sent: u64) {
+        let took = in_flight.finish(self.operation, self.status, sent);
+        tracing::info!(
+            target: crate::front::ACCESS_TARGET,
+            request_id = %self.request_id,
+            client = self.client.map(|c| c.to_string()),
+            identity = %self.identity,
+            smb_identity = %self.smb_identity,
+            access_key = self.access_key.as_deref(),
+            operation = self.operation,
+            method = %self.method,
+            bucket = self.bucket.as_deref(),
+            key = self.key.as_deref(),
+            status = self.status.as_u16(),
+            bytes_in = self.bytes_in,
+            bytes_out = sent,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            "request"
+        );
+    }
+
+    /// Records `resp` once its body's length is known: now, when its
+    /// headers or its body say it (0 for a HEAD, `head`), else as its body
+    /// ends. Returns the answer to send.
+    pub fn record(self, in_flight: InFlight, resp: s3s::HttpResponse, head: bool) -> s3s::HttpResponse {
+        let declared = resp
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        match if head { Some(0) } else { declared.or_else(|| resp.body().size_hint().exact()) } {
+            Some(sent) => {
+                self.finish(in_flight, sent);
+                resp
+            }
+            None => resp.map(|body| {
+                s3s::Body::http_body_unsync(Tallied { inner: body, sent: 0, then: Some((self, in_flight)) })
+            }),
+        }
+    }
+}
+
+/// A body that counts its bytes and records its line when it ends or is
+/// dropped (the client went away), whichever comes first.
+struct Tallied {
+    inner: s3s::Body,
+    sent: u64,
+    then: Option<(AccessLine, InFlight)>,
+}
+
+impl Tallied {
+    fn done(&mut self) {
+        if let Some((line, in_flight)) = self.then.take() {
+            line.finish(in_flight, self.sent);
+        }
+    }
+}
+
+impl Body for Tallied {
+    type Data = bytes::Bytes;
+    type Error = <s3s::Body as Body>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => self.sent += frame.data_ref().map_or(0, |d| d.len() as u64),
+            Poll::Ready(None) => self.done(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Tallied {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
