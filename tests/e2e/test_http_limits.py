@@ -651,6 +651,22 @@ def test_an_ipv6_client_takes_one_share_for_its_whole_slash_64(samba):
         subprocess.run(route[:3] + ["del"] + route[4:], capture_output=True)
 
 
+def reader_gateway(samba, send_timeout):
+    """A gateway with `send_timeout` and a read-ahead budget (4 MiB)
+    smaller than the objects read, so that a GET keeps its object open
+    while its client reads; and a function giving the read-ahead in use
+    (bytes, from /metrics)."""
+    from test_metrics import value
+    mport = _free_port()
+    g = Gateway(samba, env={"SMBGATE_SEND_TIMEOUT": send_timeout, "SMBGATE_READ_AHEAD_BUDGET": "4MiB",
+                            "SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}"})
+
+    def ahead():
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+            return value(r.read().decode(), "smbgate_read_ahead_in_use_bytes")
+    return g, ahead
+
+
 def test_a_get_read_a_kib_every_ten_seconds_is_cut_and_lets_go(own_samba):
     # Issue 43, item 3: a client that reads 1 KiB every 10 s is cut, its
     # object's SMB handle closed and the read-ahead it held given back. A
@@ -661,16 +677,8 @@ def test_a_get_read_a_kib_every_ten_seconds_is_cut_and_lets_go(own_samba):
     # window and the older rule, nothing taken for a window, would cut it
     # too; the rate itself is shown by conn_limits' unit test.)
     import urllib.parse
-    import urllib.request
     from conftest import open_handles
-    from test_metrics import value
-    mport = _free_port()
-    # A read-ahead budget smaller than the object, so that the GET keeps
-    # the object open while its client reads.
-    g = Gateway(own_samba, env={"SMBGATE_SEND_TIMEOUT": "5s", "SMBGATE_READ_AHEAD_BUDGET": "4MiB",
-                                "SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}"})
-    ahead = lambda: value(urllib.request.urlopen(  # noqa: E731
-        f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode(), "smbgate_read_ahead_in_use_bytes")
+    g, ahead = reader_gateway(own_samba, "5s")
     try:
         s3 = g.client()
         s3.create_bucket(Bucket="slow-reader")
@@ -726,17 +734,11 @@ def test_http2_streams_given_no_window_are_cut_and_let_go(own_samba):
     # read-ahead for as long as the connection lived. A response whose
     # client gives it no room now counts as held up by the client.
     import urllib.parse
-    import urllib.request
     import h2.config
     import h2.connection
     import h2.settings
     from conftest import open_handles
-    from test_metrics import value
-    mport = _free_port()
-    g = Gateway(own_samba, env={"SMBGATE_SEND_TIMEOUT": "3s", "SMBGATE_READ_AHEAD_BUDGET": "4MiB",
-                                "SMBGATE_METRICS_LISTEN": f"127.0.0.1:{mport}"})
-    ahead = lambda: value(urllib.request.urlopen(  # noqa: E731
-        f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode(), "smbgate_read_ahead_in_use_bytes")
+    g, ahead = reader_gateway(own_samba, "3s")
     try:
         s3 = g.client()
         s3.create_bucket(Bucket="no-window")

@@ -41,15 +41,11 @@ async fn plain_folders_and_plain_shares_have_no_referral() {
     assert_eq!(get_referral(&s, "second", "data").await.expect("asked"), None);
 }
 
-/// A pool on a DFS link follows the link when it moves to another share
-/// (asked again once the referral is stale), and keeps its target when the
-/// link names another path (the store's root is that path).
-#[tokio::test]
-async fn a_pool_follows_its_link_to_another_share_but_not_to_another_path() {
-    use smb_client::dfs::DfsLink;
-    use smb_client::{Pool, PoolConfig};
-    use std::sync::Arc;
-
+/// A DFS root share with a link `link` and the shares `second` and
+/// `third` (each with `data` and `other`, owned by the share's user), its
+/// directory, and a function that points the link at a target
+/// (`host\\share\\path`).
+fn linked_samba() -> (Samba, std::path::PathBuf, impl Fn(&str)) {
     let smb =
         Samba::start(&["--extra-share", "second", "--extra-share", "third", "--share-option", "msdfs root = yes"]);
     let dir = std::path::PathBuf::from(smb.get("SMB_DIR"));
@@ -63,10 +59,23 @@ async fn a_pool_follows_its_link_to_another_share_but_not_to_another_path() {
             .status();
     }
     let link = smb.share_path().join("link");
-    let point = |target: &str| {
+    let point = move |target: &str| {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(format!("msdfs:{target}"), &link).unwrap();
     };
+    (smb, dir, point)
+}
+
+/// A pool on a DFS link follows the link when it moves to another share
+/// (asked again once the referral is stale), and keeps its target when the
+/// link names another path (the store's root is that path).
+#[tokio::test]
+async fn a_pool_follows_its_link_to_another_share_but_not_to_another_path() {
+    use smb_client::dfs::DfsLink;
+    use smb_client::{Pool, PoolConfig};
+    use std::sync::Arc;
+
+    let (smb, dir, point) = linked_samba();
     point("127.0.0.1\\second\\data");
     let s = Session::connect(&smb.config()).await.expect("connect");
     let first = get_referral(&s, "share", "link").await.expect("referral").expect("a link");
@@ -103,17 +112,7 @@ async fn a_pool_held_to_its_servers_does_not_follow_its_link_to_another() {
     use smb_client::{Pool, PoolConfig};
     use std::sync::Arc;
 
-    let smb =
-        Samba::start(&["--extra-share", "second", "--extra-share", "third", "--share-option", "msdfs root = yes"]);
-    let dir = std::path::PathBuf::from(smb.get("SMB_DIR"));
-    for share in ["second", "third"] {
-        std::fs::create_dir_all(dir.join(share).join("data")).unwrap();
-    }
-    let link = smb.share_path().join("link");
-    let point = |target: &str| {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(format!("msdfs:{target}"), &link).unwrap();
-    };
+    let (smb, _dir, point) = linked_samba();
     point("127.0.0.1\\second\\data");
     let s = Session::connect(&smb.config()).await.expect("connect");
     let first = get_referral(&s, "share", "link").await.expect("referral").expect("a link");
