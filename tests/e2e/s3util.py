@@ -150,3 +150,23 @@ def read_lines(path, n, timeout=5):
         if len(lines) >= n or time.monotonic() > deadline:
             return lines
         time.sleep(0.05)
+
+
+def send_zeros(sock, total):
+    """Sends up to `total` zero bytes on `sock` from a thread, a MiB at a
+    time, until the server cuts the connection. Returns the thread and a
+    one-element list counting the bytes sent."""
+    import threading
+    sent = [0]
+
+    def run():
+        zeros = b"\0" * (1 << 20)
+        try:
+            while sent[0] < total:
+                sock.sendall(zeros)
+                sent[0] += len(zeros)
+        except OSError:
+            pass  # cut: what it is meant to be
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, sent

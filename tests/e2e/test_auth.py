@@ -161,9 +161,8 @@ def test_unsigned_chunked_with_a_wrong_trailer_is_bad_digest(s3, gateway, bucket
 @pytest.mark.parametrize("claim", [64 << 30, 512 << 20], ids=["over-the-decoded-length", "over-16-MiB"])
 def test_a_chunk_claiming_more_than_allowed_is_refused_without_being_held(samba, claim):
     import socket
-    import threading
     from conftest import Gateway
-    from s3util import peak_rss_mib
+    from s3util import peak_rss_mib, send_zeros
     g = Gateway(samba)
     try:
         s3 = g.client()
@@ -184,18 +183,7 @@ def test_a_chunk_claiming_more_than_allowed_is_refused_without_being_held(samba,
         s = socket.create_connection(("127.0.0.1", g.port), timeout=30)
         s.sendall(f"PUT /chunks/big HTTP/1.1\r\nHost: 127.0.0.1:{g.port}\r\n{head}\r\n".encode()
                   + b"%x;chunk-signature=%s\r\n" % (claim, b"0" * 64))
-        sent = [0]
-
-        def send():
-            zeros = b"\0" * (1 << 20)
-            try:
-                while sent[0] < 256 << 20:
-                    s.sendall(zeros)
-                    sent[0] += len(zeros)
-            except OSError:
-                pass  # cut: what it is meant to be
-        t = threading.Thread(target=send, daemon=True)
-        t.start()
+        t, sent = send_zeros(s, 256 << 20)
         s.settimeout(30)
         got = b""
         try:

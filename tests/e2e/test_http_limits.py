@@ -28,6 +28,20 @@ def answered_within(sock, seconds):
         return None
 
 
+def error_answer(sock, seconds):
+    """The answer the server sends within `seconds`, read on to its
+    `</Error>` (or None), and how long its first bytes took."""
+    t0 = time.monotonic()
+    got = answered_within(sock, seconds)
+    took = time.monotonic() - t0
+    while got and b"</Error>" not in got:
+        more = answered_within(sock, 5)
+        if not more:
+            break
+        got += more
+    return got, took
+
+
 def temp_files(gw):
     """Names of the gateway's temp files on the share now."""
     tmp = gw.samba.share_path / ".smbgate" / "tmp"
@@ -186,13 +200,8 @@ def test_a_body_that_stalls_gets_400_request_timeout_and_leaves_the_old_object(g
     s = connect(gw)
     s.sendall(f"PUT {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: {size + 1}\r\n\r\n".encode())
     s.sendall(b"x" * size)  # one byte short, then nothing
-    got = answered_within(s, 30)
+    got, _ = error_answer(s, 30)
     assert got is not None and got.startswith(b"HTTP/1.1 400"), got
-    while b"</Error>" not in got:
-        more = answered_within(s, 5)
-        if not more:
-            break
-        got += more
     assert b"<Code>RequestTimeout</Code>" in got, got
     s.close()
     assert s3.get_object(Bucket="stall", Key="k")["Body"].read() == b"old"
@@ -370,23 +379,12 @@ def test_a_get_whose_client_stops_reading_is_cut_and_its_handle_closed(own_samba
     # Issue 23, point 4: a GET whose client stops reading once held its SMB
     # handle for as long as the TCP connection lived. After --send-timeout
     # with nothing taken, the connection is closed and so is the handle.
-    import urllib.parse
     from conftest import open_handles
     # A small read-ahead budget, so that the GET reads as its client takes
     # the bytes and keeps the object open meanwhile.
     g = Gateway(own_samba, env={"SMBGATE_SEND_TIMEOUT": "2s", "SMBGATE_READ_AHEAD_BUDGET": "1MiB"})
     try:
-        s3 = g.client()
-        s3.create_bucket(Bucket="stalled")
-        s3.put_object(Bucket="stalled", Key="big.bin", Body=b"z" * (32 << 20))
-        u = urllib.parse.urlsplit(g.client(signature_version="s3v4").generate_presigned_url(
-            "get_object", Params={"Bucket": "stalled", "Key": "big.bin"}, ExpiresIn=600))
-        c = socket.socket()
-        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        c.settimeout(10)
-        c.connect(("127.0.0.1", g.port))
-        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
-        assert c.recv(2000).startswith(b"HTTP/1.1 200")
+        c = started_get(g, "stalled", 32 << 20)
         time.sleep(0.5)
         assert open_handles(own_samba, "big.bin"), "the GET holds the object open"
         # Nothing more is read: the server fills the socket, then waits.
@@ -510,15 +508,8 @@ def test_a_signed_xml_body_that_stalls_gets_request_timeout(gw):
     s = connect(gw)
     s.sendall(f"POST {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
               "Content-Length: 1000\r\n\r\n<CompleteMultipartUpload>".encode())
-    t0 = time.monotonic()
-    got = answered_within(s, 15)
-    took = time.monotonic() - t0
+    got, took = error_answer(s, 15)
     assert got is not None and got.startswith(b"HTTP/1.1 400"), got
-    while b"</Error>" not in got:
-        more = answered_within(s, 5)
-        if not more:
-            break
-        got += more
     assert b"<Code>RequestTimeout</Code>" in got, got
     assert took < 2 + 2, f"answered after {took:.1f} s"
     s.close()
@@ -530,8 +521,7 @@ def test_a_signed_xml_body_that_stalls_gets_request_timeout(gw):
 # of zeros sent as a form whose boundary never comes once raised the
 # gateway's RSS by 509 MiB.
 def test_a_form_whose_boundary_never_comes_is_refused_without_holding_it(samba):
-    import threading
-    from s3util import peak_rss_mib
+    from s3util import peak_rss_mib, send_zeros
     g = Gateway(samba)
     try:
         gw_rss = lambda: peak_rss_mib(g.proc.pid)  # noqa: E731
@@ -540,27 +530,9 @@ def test_a_form_whose_boundary_never_comes_is_refused_without_holding_it(samba):
         s = connect(g)
         s.sendall(b"POST /no-such-bucket HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   b"Content-Type: multipart/form-data; boundary=never\r\nContent-Length: 536870912\r\n\r\n")
-        sent = [0]
-
-        def send():
-            zeros = b"\0" * (1 << 20)
-            try:
-                while sent[0] < 512 << 20:
-                    s.sendall(zeros)
-                    sent[0] += len(zeros)
-            except OSError:
-                pass  # cut: what it is meant to be
-        t = threading.Thread(target=send, daemon=True)
-        t0 = time.monotonic()
-        t.start()
-        got = answered_within(s, 30)
-        took = time.monotonic() - t0
+        t, sent = send_zeros(s, 512 << 20)
+        got, took = error_answer(s, 30)
         assert got is not None and got.startswith(b"HTTP/1.1 400"), got
-        while b"</Error>" not in got:
-            more = answered_within(s, 5)
-            if not more:
-                break
-            got += more
         assert b"<Code>MaxPostPreDataLengthExceededError</Code>" in got, got
         assert took < 5, f"answered after {took:.1f} s"
         s.close()
@@ -651,6 +623,25 @@ def test_an_ipv6_client_takes_one_share_for_its_whole_slash_64(samba):
         subprocess.run(route[:3] + ["del"] + route[4:], capture_output=True)
 
 
+def started_get(g, bucket, size):
+    """A socket (64 KiB receive buffer) on which a presigned GET of a new
+    `size`-byte object `bucket/big.bin` has begun: its status line is read,
+    nothing more."""
+    import urllib.parse
+    s3 = g.client()
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="big.bin", Body=b"z" * size)
+    u = urllib.parse.urlsplit(g.client(signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "big.bin"}, ExpiresIn=600))
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.settimeout(10)
+    c.connect(("127.0.0.1", g.port))
+    c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+    assert c.recv(1024).startswith(b"HTTP/1.1 200")
+    return c
+
+
 def reader_gateway(samba, send_timeout):
     """A gateway with `send_timeout` and a read-ahead budget (4 MiB)
     smaller than the objects read, so that a GET keeps its object open
@@ -676,21 +667,11 @@ def test_a_get_read_a_kib_every_ten_seconds_is_cut_and_lets_go(own_samba):
     # its send buffer has drained, so here the socket takes nothing in a
     # window and the older rule, nothing taken for a window, would cut it
     # too; the rate itself is shown by conn_limits' unit test.)
-    import urllib.parse
     from conftest import open_handles
     g, ahead = reader_gateway(own_samba, "5s")
     try:
         s3 = g.client()
-        s3.create_bucket(Bucket="slow-reader")
-        s3.put_object(Bucket="slow-reader", Key="big.bin", Body=b"z" * (64 << 20))
-        u = urllib.parse.urlsplit(g.client(signature_version="s3v4").generate_presigned_url(
-            "get_object", Params={"Bucket": "slow-reader", "Key": "big.bin"}, ExpiresIn=600))
-        c = socket.socket()
-        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        c.settimeout(10)
-        c.connect(("127.0.0.1", g.port))
-        c.sendall(f"GET {u.path}?{u.query} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
-        assert c.recv(1024).startswith(b"HTTP/1.1 200")
+        c = started_get(g, "slow-reader", 64 << 20)
         time.sleep(0.5)
         assert open_handles(own_samba, "big.bin"), "the GET holds the object open"
         assert ahead() > 0, "and read-ahead"
