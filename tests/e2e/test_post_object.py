@@ -157,6 +157,17 @@ def test_refused_forms_store_nothing(s3, v4, gateway, bucket, samba):
     # A form to an object's URL.
     r = requests.post(f"{gateway.endpoint}/{bucket}/k", data=presigned(), files={"file": ("f", b"x")}, timeout=30)
     assert code(r) == (405, "MethodNotAllowed")
+    # Issue 41, item 4: a form posted to another bucket than its policy
+    # names is refused by the policy (403, as AWS answers), and a policy
+    # whose expiration is no ISO 8601 date is no policy (400).
+    s3.create_bucket(Bucket=f"{bucket}-other")
+    r = requests.post(f"{gateway.endpoint}/{bucket}-other", data=presigned(), files={"file": ("f", b"x")}, timeout=30)
+    assert (code(r), ET.fromstring(r.content).findtext("Message")) == ((403, "AccessDenied"), (
+        f'Invalid according to Policy: Policy Condition failed: ["eq", "$bucket", "{bucket}"]'))
+    assert s3.list_objects_v2(Bucket=f"{bucket}-other").get("KeyCount") == 0
+    for expiration in ("2030-01-01", "Tue, 01 Jan 2030 00:00:00 GMT", "2030-01-01T00:00:00", "1893456000"):
+        policy = json.dumps({"expiration": expiration, "conditions": [{"bucket": bucket}, ["starts-with", "$key", ""]]})
+        assert code(post(gateway, bucket, dict(sigv4_form(policy), key="k"))) == (400, "InvalidPolicyDocument")
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
     assert wait_no_tmp(samba) == []
 

@@ -211,3 +211,35 @@ def test_an_announced_trailer_that_never_comes_is_400_and_stores_nothing(gateway
     st, body = _unsigned_trailer(gateway, f"/{bucket}/no-trailer", data, None, trailer=b"")
     assert st == 400 and b"<Code>MalformedTrailerError</Code>" in body, (st, body)
     expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="no-trailer")
+
+
+def test_a_checksum_signed_into_a_presigned_url_is_checked(gateway, s3, bucket, samba):
+    """Issue 41, item 3: a presigned PUT URL that carries
+    `x-amz-checksum-crc32` among its signed query parameters had its body
+    stored unchecked; a body that does not match is 400 BadDigest and
+    nothing is stored."""
+    import base64
+    import zlib
+
+    import requests
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from conftest import ACCESS_KEY, REGION, SECRET_KEY
+    body = b"pinned by the signer"
+
+    def url(key, crc):
+        q = "x-amz-checksum-crc32=" + base64.b64encode(crc.to_bytes(4, "big")).decode().replace("=", "%3D")
+        req = AWSRequest(method="PUT", url=f"{gateway.endpoint}/{bucket}/{key}?{q}")
+        S3SigV4QueryAuth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION, expires=600).add_auth(req)
+        return req.url
+    r = requests.put(url("good", zlib.crc32(body)), data=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert (samba.share_path / bucket / "good").read_bytes() == body
+    r = requests.put(url("bad", zlib.crc32(body) ^ 1), data=body, timeout=30)
+    assert (r.status_code, "<Code>BadDigest</Code>" in r.text) == (400, True), r.text
+    # A header that says otherwise than the signed value is refused too.
+    r = requests.put(url("both", zlib.crc32(body) ^ 1), data=body, timeout=30,
+                     headers={"x-amz-checksum-crc32": base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()})
+    assert (r.status_code, "<Code>InvalidRequest</Code>" in r.text) == (400, True), r.text
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) == ["good"]

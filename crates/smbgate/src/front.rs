@@ -283,7 +283,9 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         let now = time::OffsetDateTime::now_utc();
         let refused = match is_preflight {
             true => None,
-            false => precheck::refusal(&mut req, &self.rules, now).or_else(|| self.sigv2.check(&req, now).err()),
+            false => precheck::refusal(&mut req, &self.rules, now)
+                .or_else(|| self.sigv2.check(&req, now).err())
+                .or_else(|| crate::query_checksum::hoist(&mut req).err()),
         };
         if refused.is_none() && !is_preflight {
             precheck::admit_undeclared_length(&mut req);

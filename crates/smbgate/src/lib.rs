@@ -57,6 +57,7 @@ pub mod post_object;
 pub mod precheck;
 pub mod promises;
 pub mod proxy_protocol;
+pub mod query_checksum;
 pub mod request_ids;
 pub mod routes;
 pub mod s3;

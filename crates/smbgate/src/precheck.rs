@@ -44,7 +44,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(status: http::StatusCode, code: &'static str, message: impl Into<String>) -> Refusal {
+    pub(crate) fn new(status: http::StatusCode, code: &'static str, message: impl Into<String>) -> Refusal {
         Refusal { status, code, message: message.into() }
     }
 

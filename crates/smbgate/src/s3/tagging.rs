@@ -44,7 +44,10 @@ pub async fn get_object(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
-    let tags = gw.store.objects().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let mut tags = gw.store.objects().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
+    // Sorted by key, as AWS answers, whatever order they were given in
+    // (keys are unique, so the order is total).
+    tags.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_dto(tags), ..Default::default() }))
 }
 
