@@ -243,3 +243,22 @@ def test_a_checksum_signed_into_a_presigned_url_is_checked(gateway, s3, bucket, 
                      headers={"x-amz-checksum-crc32": base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()})
     assert (r.status_code, "<Code>InvalidRequest</Code>" in r.text) == (400, True), r.text
     assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) == ["good"]
+
+
+def test_a_trailer_mode_without_a_trailer_or_its_header_is_accepted(gateway, s3, bucket):
+    """Issue 41, item 3: an aws-chunked body in a trailer mode that neither
+    announces (`x-amz-trailer`) nor sends a trailer is accepted, as AWS
+    accepts it; it was 400 InvalidRequest "missing header: x-amz-trailer".
+    A trailer announced and not sent stays 400 (the test above)."""
+    import hashlib
+
+    from test_auth import _send, _signed_headers
+    data = b"chunked, no trailer"
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
+    headers = {"x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "content-encoding": "aws-chunked",
+               "x-amz-decoded-content-length": str(len(data)), "content-length": str(len(body))}
+    path = f"/{bucket}/no-trailer"
+    st, answer = _send(gateway, "PUT", path, _signed_headers(gateway, "PUT", path, headers), body)
+    assert st == 200, answer
+    got = s3.get_object(Bucket=bucket, Key="no-trailer")
+    assert (got["Body"].read(), got["ETag"]) == (data, '"%s"' % hashlib.md5(data).hexdigest())

@@ -32,6 +32,21 @@ pub fn is_aws_chunked(headers: &http::HeaderMap) -> bool {
     headers.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes().starts_with(b"STREAMING-"))
 }
 
+/// Lets s3s read an aws-chunked body whose mode names a trailer
+/// (`STREAMING-...-TRAILER`) while the request announces none (no
+/// `x-amz-trailer`), as AWS accepts it when no trailer follows: s3s refuses
+/// such a request for the missing header. The header is added empty, so
+/// it announces no checksum, and none is required to arrive. Returns true
+/// if it was added.
+pub fn admit_unannounced_trailer(headers: &mut http::HeaderMap) -> bool {
+    let names_trailer = headers.get("x-amz-content-sha256").is_some_and(|v| v.as_bytes().ends_with(b"-TRAILER"));
+    if !names_trailer || headers.contains_key("x-amz-trailer") {
+        return false;
+    }
+    headers.insert("x-amz-trailer", http::HeaderValue::from_static(""));
+    true
+}
+
 /// Set once a [`ChunkBounded`] body ended at a chunk too large.
 #[derive(Debug, Clone, Default)]
 pub struct Oversized(Arc<AtomicBool>);

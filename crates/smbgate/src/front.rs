@@ -289,6 +289,7 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         };
         if refused.is_none() && !is_preflight {
             precheck::admit_undeclared_length(&mut req);
+            crate::chunk_bounds::admit_unannounced_trailer(req.headers_mut());
         }
         // A body read whole takes its share of the budget first.
         let needs = refused.is_none().then(|| crate::body_budget::needed(&req)).flatten();

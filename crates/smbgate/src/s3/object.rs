@@ -195,7 +195,8 @@ pub async fn delete_objects(
     // objects.
     let has_digest = req.headers.contains_key("content-md5")
         || req.headers.keys().any(|k| k.as_str().starts_with("x-amz-checksum-") && k != "x-amz-checksum-type")
-        || req.headers.contains_key("x-amz-sdk-checksum-algorithm") && req.headers.contains_key("x-amz-trailer");
+        || req.headers.contains_key("x-amz-sdk-checksum-algorithm")
+            && !super::convert::trailer_algorithms(&req.headers).is_empty();
     if !has_digest {
         return Err(S3Error::with_message(
             S3ErrorCode::InvalidRequest,
