@@ -1,7 +1,7 @@
 """Multipart checksums end to end (issue 22, point 4): an upload created
 with x-amz-checksum-algorithm (and x-amz-checksum-type) echoes both; each
 part's checksum is verified and kept (ListParts shows it); Complete checks
-the part checksums the client lists (a wrong one is 400 InvalidPart and
+the part checksums the client lists (a wrong one is 400 BadDigest and
 publishes nothing) and answers the object's checksum, COMPOSITE
 (`<base64>-N`) or FULL_OBJECT (the CRC of the whole object), which HEAD,
 GET and GetObjectAttributes then give too."""
@@ -67,6 +67,21 @@ def test_composite_sha256(s3, bucket):
                                     PartNumberMarker=1)
     assert [p["PartNumber"] for p in rest["ObjectParts"]["Parts"]] == [2]
     assert not rest["ObjectParts"]["IsTruncated"]
+    # Issue 41, item 1: a part GET (or HEAD) answers the part's checksum
+    # and the type; a range, none.
+    for n in (1, 2):
+        part = s3.get_object(Bucket=bucket, Key="comp", PartNumber=n, ChecksumMode="ENABLED")
+        assert part["Body"].read() == bodies[n - 1]
+        assert (part["ChecksumSHA256"], part["ChecksumType"]) == (b64(digests[n - 1]), "COMPOSITE")
+        head = s3.head_object(Bucket=bucket, Key="comp", PartNumber=n, ChecksumMode="ENABLED")
+        assert (head["ChecksumSHA256"], head["PartsCount"]) == (b64(digests[n - 1]), 2)
+    ranged = s3.get_object(Bucket=bucket, Key="comp", Range="bytes=0-9", ChecksumMode="ENABLED")
+    assert "ChecksumSHA256" not in ranged and "ChecksumType" not in ranged
+    # A retried Complete (the upload is gone) answers the same ETag and
+    # checksum, as AWS does.
+    again = s3.complete_multipart_upload(Bucket=bucket, Key="comp", UploadId=up["UploadId"],
+                                         MultipartUpload={"Parts": parts})
+    assert (again["ETag"], again["ChecksumSHA256"], again["ChecksumType"]) == (done["ETag"], want, "COMPOSITE")
 
 
 def test_full_object_crc32_is_the_crc_of_the_whole(s3, bucket):
@@ -86,8 +101,9 @@ def test_full_object_crc32_is_the_crc_of_the_whole(s3, bucket):
 def test_a_wrong_part_checksum_publishes_nothing(s3, bucket):
     up, parts = upload(s3, bucket, "bad", [b"x" * (5 * MIB), b"y"], ChecksumAlgorithm="CRC32")
     wrong = [dict(parts[0]), dict(parts[1], ChecksumCRC32=crc32(b"not y"))]
+    # 400 BadDigest, as AWS answers (issue 41, item 1; it was InvalidPart).
     assert error(lambda: s3.complete_multipart_upload(Bucket=bucket, Key="bad", UploadId=up["UploadId"],
-                                                      MultipartUpload={"Parts": wrong})) == ("InvalidPart", 400)
+                                                      MultipartUpload={"Parts": wrong})) == ("BadDigest", 400)
     # COMPOSITE: every part must be listed with its checksum.
     bare = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
     assert error(lambda: s3.complete_multipart_upload(Bucket=bucket, Key="bad", UploadId=up["UploadId"],

@@ -70,6 +70,11 @@ def test_list_buckets_pages_with_max_buckets_and_continuation_token(s3):
             break
     assert (got, pages) == (names, 3)
     assert [b["Name"] for b in s3.list_buckets(Prefix=f"lb-{tag}-")["Buckets"]] == names
+    # Issue 41, item 5: each bucket names its region, and `bucket-region`
+    # filters by it (the gateway has one).
+    assert {b["BucketRegion"] for b in s3.list_buckets(Prefix=f"lb-{tag}-")["Buckets"]} == {"us-east-1"}
+    assert [b["Name"] for b in s3.list_buckets(Prefix=f"lb-{tag}-", BucketRegion="us-east-1")["Buckets"]] == names
+    assert s3.list_buckets(Prefix=f"lb-{tag}-", BucketRegion="eu-west-1")["Buckets"] == []
     for n in names:
         s3.delete_bucket(Bucket=n)
 

@@ -81,9 +81,12 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
     }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
     let prefix = i.prefix.clone().unwrap_or_default();
+    // Every bucket is in the gateway's one region: `bucket-region` naming
+    // another lists none.
+    let in_region = i.bucket_region.as_deref().is_none_or(|r| r == &*gw.region);
     let mut page: Vec<_> = buckets
         .into_iter()
-        .filter(|b| b.name.starts_with(&prefix) && after.as_ref().is_none_or(|a| b.name > *a))
+        .filter(|b| in_region && b.name.starts_with(&prefix) && after.as_ref().is_none_or(|a| b.name > *a))
         .take(max.saturating_add(1))
         .collect();
     let more = page.len() > max;
@@ -91,7 +94,11 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
     let next = more.then(|| page.last().map(|b| super::list::encode_token(&b.name))).flatten();
     let list = page
         .into_iter()
-        .map(|b| Bucket { name: Some(b.name), creation_date: Some(timestamp(b.created)), bucket_region: None })
+        .map(|b| Bucket {
+            name: Some(b.name),
+            creation_date: Some(timestamp(b.created)),
+            bucket_region: Some(gw.region.to_string()),
+        })
         .collect();
     Ok(S3Response::new(ListBucketsOutput {
         buckets: Some(list),

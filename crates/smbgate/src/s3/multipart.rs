@@ -192,14 +192,21 @@ pub async fn complete(
         // Completed already: S3 answers the same again.
         Err(StoreError::NoSuchUpload) => match gw.store.uploads().completed_from(&i.bucket, &i.key, &i.upload_id).await
         {
-            Ok(Some(e)) => {
+            Ok(Some(m)) => {
+                let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&m.checksums);
                 return Ok(S3Response::new(CompleteMultipartUploadOutput {
                     location: Some(format!("/{}/{}", i.bucket, i.key)),
                     bucket: Some(i.bucket),
                     key: Some(i.key),
-                    e_tag: Some(etag(&e)),
+                    e_tag: Some(etag(&m.etag)),
+                    checksum_crc32: crc32,
+                    checksum_crc32c: crc32c,
+                    checksum_crc64nvme: crc64nvme,
+                    checksum_sha1: sha1,
+                    checksum_sha256: sha256,
+                    checksum_type: (!m.checksums.is_empty()).then(|| checksum_type_of(&m)),
                     ..Default::default()
-                }))
+                }));
             }
             Ok(None) => return Err(s3_error(StoreError::NoSuchUpload)),
             Err(e) => return Err(s3_error(e)),

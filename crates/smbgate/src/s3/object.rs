@@ -17,11 +17,25 @@ use crate::store::types::{ObjectInfo, PutRequest, Target};
 /// Most keys one DeleteObjects request may name.
 const MAX_DELETE_KEYS: usize = 1000;
 
-fn checksum_fields(info: &ObjectInfo, enabled: bool) -> [Option<String>; 5] {
-    if !enabled {
-        return Default::default();
+/// The checksums a GET or HEAD answers with, when `enabled`
+/// (`x-amz-checksum-mode: ENABLED`): the object's, for the whole object;
+/// part `part`'s own, for `partNumber` of a multipart object made with a
+/// checksum, as AWS answers; none for any other part of an object
+/// (`partial`: a range or part), which no stored checksum covers.
+fn checksum_fields(info: &ObjectInfo, enabled: bool, part: Option<i32>, partial: bool) -> [Option<String>; 5] {
+    let m = &info.meta;
+    match (enabled, part.and_then(|n| usize::try_from(n).ok())) {
+        (false, _) => Default::default(),
+        (true, Some(n)) if !m.parts.is_empty() => {
+            let sum = n.checked_sub(1).and_then(|i| m.part_checksums.get(i));
+            match (m.checksums.keys().next(), sum) {
+                (Some(alg), Some(sum)) => Algorithm::ALL.map(|a| (a == *alg).then(|| sum.clone())),
+                _ => Default::default(),
+            }
+        }
+        (true, _) if partial => Default::default(),
+        (true, _) => super::convert::checksum_fields(&m.checksums),
     }
-    super::convert::checksum_fields(&info.meta.checksums)
 }
 
 /// The store's [`ReadRequest`] of a GetObject or HeadObject input: its
@@ -64,7 +78,9 @@ macro_rules! object_output {
         let m = $info.meta.clone();
         let [crc32, crc32c, crc64, sha1, sha256] = checksum_fields(
             &$info,
-            $i.checksum_mode.as_ref().is_some_and(|c| c.as_str() == ChecksumMode::ENABLED) && !$partial,
+            $i.checksum_mode.as_ref().is_some_and(|c| c.as_str() == ChecksumMode::ENABLED),
+            $i.part_number,
+            $partial,
         );
         let any_checksum = [&crc32, &crc32c, &crc64, &sha1, &sha256].iter().any(|c| c.is_some());
         $ty {
@@ -88,7 +104,7 @@ macro_rules! object_output {
             checksum_crc64nvme: crc64,
             checksum_sha1: sha1,
             // A single PUT's checksums cover the whole object; a multipart
-            // upload's are of its type.
+            // upload's (and its parts') are of its type.
             checksum_type: any_checksum.then(|| checksum_type_of(&$info.meta)),
             checksum_sha256: sha256,
             ..Default::default()

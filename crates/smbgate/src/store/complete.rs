@@ -176,8 +176,8 @@ impl super::handles::Uploads<'_> {
     /// `requested` are the parts in request order; `expected` the object's
     /// checksums the client sent (`x-amz-checksum-*`).
     ///
-    /// Errors: NoSuchUpload, InvalidPart (also for a part checksum that is
-    /// not the stored one), InvalidPartOrder, EntityTooSmall,
+    /// Errors: NoSuchUpload, InvalidPart, BadDigest (a part checksum that
+    /// is not the stored one), InvalidPartOrder, EntityTooSmall,
     /// InvalidArgument (no parts), InvalidRequest (a part of a `COMPOSITE`
     /// upload listed without its checksum), BadDigest (an object checksum
     /// that is not the one the parts make), and conflicts with existing
@@ -209,8 +209,13 @@ impl super::handles::Uploads<'_> {
                 return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {}", p.etag, r.etag)));
             }
             for (alg, want) in &r.checksums {
+                // As AWS answers a part checksum that is not the one the
+                // part was uploaded with.
                 if p.checksums.get(alg).map(String::as_str) != Some(want.trim()) {
-                    return Err(StoreError::InvalidPart(format!("part {n} has another {} checksum", alg.name())));
+                    return Err(StoreError::BadDigest(format!(
+                        "The {} you specified for part {n} did not match what we received.",
+                        alg.name().to_ascii_lowercase()
+                    )));
                 }
             }
             if let Some(c) = record.checksum.filter(|c| c.kind == ChecksumType::Composite) {
@@ -272,15 +277,15 @@ impl super::handles::Uploads<'_> {
         })
     }
 
-    /// The ETag of `key` if it is the object upload `id` completed (and
-    /// nothing has replaced it since): what a repeated
-    /// CompleteMultipartUpload answers, as S3 does, once the upload itself
-    /// is gone.
+    /// The record of `key` if it is the object upload `id` completed (and
+    /// nothing has replaced it since): its ETag and checksums are what a
+    /// repeated CompleteMultipartUpload answers, as S3 does, once the
+    /// upload itself is gone.
     ///
     /// Errors: NoSuchBucket; SMB errors.
-    pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<String>> {
+    pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<ObjectMeta>> {
         match self.0.objects().head_uncached(bucket, key).await {
-            Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.etag)),
+            Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.meta)),
             Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
             Err(e) => Err(e),
         }
