@@ -428,3 +428,23 @@ def test_sighup_always_says_what_it_reloaded_or_that_there_was_nothing(samba, tm
         assert [l.split("SIGHUP: ")[1] for l in _sighup_lines(g)] == ["access log reopened"], lines
     finally:
         g.stop()
+
+
+def test_a_disabled_account_is_named_as_refused_not_as_a_wrong_password():
+    """Issue 38, point 1: a logon the server refused is one kind, for
+    startup as for users' pools. A disabled account was "SMB server ...:
+    STATUS_ACCOUNT_DISABLED" at startup (another set of statuses than the
+    users' pools used); it is now named as a refused logon."""
+    import subprocess
+    from conftest import Samba
+    s = Samba("--user", "s3locked:locked-pw")
+    try:
+        conf = f"{s.env['SMB_DIR']}/smb.conf"
+        subprocess.run(["smbpasswd", "-c", conf, "-d", "s3locked"], check=True, capture_output=True)
+        r, _ = _run(["--share", f"smb://127.0.0.1:{s.port}/{s.env['SMB_SHARE']}", "--smb-user", "s3locked",
+                     "--smb-password", "locked-pw", *KEYS])
+        line = _assert_one_line_failure(r)
+        assert line == (f'smbgate: SMB login to 127.0.0.1:{s.port} as "s3locked" failed: the server refuses '
+                        "this account's logon (STATUS_ACCOUNT_DISABLED)"), line
+    finally:
+        s.stop()

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use smb_client::{ClientConfig, Pool, PoolConfig};
-use smb_proto::NtStatus;
 
 use crate::store::{Store, StoreError, StoreResult};
 use crate::users::SmbIdentity;
@@ -225,16 +224,10 @@ impl Identities {
             // Warned about where it was refused (the DFS link's WARN).
             Err(smb_client::Error::DfsTargetRefused(_)) => Err(StoreError::AccessDenied),
             Err(e) => {
+                use crate::store::share::Failure;
                 let refused = matches!(
-                    e.status(),
-                    Some(
-                        NtStatus::STATUS_LOGON_FAILURE
-                            | NtStatus::STATUS_WRONG_PASSWORD
-                            | NtStatus::STATUS_ACCOUNT_DISABLED
-                            | NtStatus::STATUS_ACCESS_DENIED
-                            | NtStatus::STATUS_NETWORK_ACCESS_DENIED
-                            | NtStatus::STATUS_BAD_NETWORK_NAME
-                    )
+                    Failure::of_error(&e),
+                    Failure::LogonRefused | Failure::AccessDenied | Failure::NetworkAccessDenied | Failure::NoSuchShare
                 );
                 if refused {
                     tracing::error!(

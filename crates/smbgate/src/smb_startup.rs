@@ -87,19 +87,27 @@ pub async fn connect(
 
 /// Explains an SMB connection failure in one line.
 fn explain(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
-    match e.status() {
-        Some(NtStatus::STATUS_LOGON_FAILURE) | Some(NtStatus::STATUS_WRONG_PASSWORD) => {
+    use crate::store::share::Failure;
+    match (Failure::of_error(&e), e.status()) {
+        (Failure::LogonRefused, Some(s))
+            if s == NtStatus::STATUS_LOGON_FAILURE || s == NtStatus::STATUS_WRONG_PASSWORD =>
+        {
             format!("SMB login to {}:{} as {user:?} failed: wrong user name or password", url.host, url.port)
         }
-        Some(NtStatus::STATUS_NTLM_BLOCKED) => format!(
+        // The password was right; the account may not log on now.
+        (Failure::LogonRefused, Some(s)) => format!(
+            "SMB login to {}:{} as {user:?} failed: the server refuses this account's logon ({})",
+            url.host,
+            url.port,
+            s.name().unwrap_or("refused")
+        ),
+        (_, Some(NtStatus::STATUS_NTLM_BLOCKED)) => format!(
             "SMB server {}:{} refuses NTLM logons: log on with Kerberos (--smb-auth kerberos, with \
              --smb-realm, or --smb-keytab, or a credential cache)",
             url.host, url.port
         ),
-        Some(NtStatus::STATUS_BAD_NETWORK_NAME) => {
-            format!("share {:?} does not exist on {}:{}", url.share, url.host, url.port)
-        }
-        Some(NtStatus::STATUS_ACCESS_DENIED) | Some(NtStatus::STATUS_NETWORK_ACCESS_DENIED) => {
+        (Failure::NoSuchShare, _) => format!("share {:?} does not exist on {}:{}", url.share, url.host, url.port),
+        (Failure::AccessDenied | Failure::NetworkAccessDenied, _) => {
             format!("access to share {:?} denied for {user:?}", url.share)
         }
         _ => match e {

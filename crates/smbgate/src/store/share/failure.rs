@@ -54,6 +54,16 @@ pub enum Failure {
     /// full disk; or, from Samba, an extended attribute larger than the
     /// file system keeps, about 4 KB on ext4) or STATUS_EA_TOO_LARGE.
     NoRoom,
+    /// The server refused the logon: a wrong user name or password, or an
+    /// account that may not log on now (disabled, locked out, expired,
+    /// outside its hours or workstations, a password to change)
+    /// (STATUS_LOGON_FAILURE, STATUS_WRONG_PASSWORD, STATUS_ACCOUNT_*,
+    /// STATUS_PASSWORD_EXPIRED, STATUS_PASSWORD_MUST_CHANGE,
+    /// STATUS_INVALID_LOGON_HOURS, STATUS_INVALID_WORKSTATION,
+    /// STATUS_LOGON_TYPE_NOT_GRANTED).
+    LogonRefused,
+    /// The share does not exist on the server (STATUS_BAD_NETWORK_NAME).
+    NoSuchShare,
     /// Any other status, or no status at all (a lost connection, a
     /// protocol error).
     Other,
@@ -84,8 +94,28 @@ impl Failure {
             NtStatus::STATUS_INSUFFICIENT_RESOURCES | NtStatus::STATUS_TOO_MANY_SESSIONS => Failure::Exhausted,
             NtStatus::STATUS_EAS_NOT_SUPPORTED => Failure::EasNotSupported,
             NtStatus::STATUS_EA_TOO_LARGE | NtStatus::STATUS_DISK_FULL => Failure::NoRoom,
+            NtStatus::STATUS_LOGON_FAILURE
+            | NtStatus::STATUS_WRONG_PASSWORD
+            | NtStatus::STATUS_ACCOUNT_RESTRICTION
+            | NtStatus::STATUS_ACCOUNT_DISABLED
+            | NtStatus::STATUS_ACCOUNT_EXPIRED
+            | NtStatus::STATUS_ACCOUNT_LOCKED_OUT
+            | NtStatus::STATUS_PASSWORD_EXPIRED
+            | NtStatus::STATUS_PASSWORD_MUST_CHANGE
+            | NtStatus::STATUS_INVALID_LOGON_HOURS
+            | NtStatus::STATUS_INVALID_WORKSTATION
+            | NtStatus::STATUS_LOGON_TYPE_NOT_GRANTED => Failure::LogonRefused,
+            NtStatus::STATUS_BAD_NETWORK_NAME => Failure::NoSuchShare,
             _ => Failure::Other,
         }
+    }
+
+    /// The failure an SMB error means: by its status, else
+    /// [`Failure::Other`] (a lost connection, a protocol error). For the
+    /// pools' connects, at startup and for users' own accounts, which see
+    /// the SMB error before any share operation.
+    pub fn of_error(e: &SmbError) -> Failure {
+        e.status().map_or(Failure::Other, Failure::of_status)
     }
 
     /// Nothing is at the name: it, or a directory on its path, does not
@@ -167,7 +197,7 @@ pub(super) trait SmbFailure {
 
 impl SmbFailure for SmbError {
     fn failure(&self) -> Failure {
-        self.status().map_or(Failure::Other, Failure::of_status)
+        Failure::of_error(self)
     }
 }
 
@@ -225,6 +255,8 @@ pub fn failing_with(failure: Failure) -> ShareError {
         Failure::Exhausted => NtStatus::STATUS_INSUFFICIENT_RESOURCES,
         Failure::EasNotSupported => NtStatus::STATUS_EAS_NOT_SUPPORTED,
         Failure::NoRoom => NtStatus::STATUS_DISK_FULL,
+        Failure::LogonRefused => NtStatus::STATUS_LOGON_FAILURE,
+        Failure::NoSuchShare => NtStatus::STATUS_BAD_NETWORK_NAME,
         Failure::Other => return ShareError(SmbError::ConnectionLost("in-memory share".into())),
     };
     ShareError(SmbError::Status { command: smb_proto::Command::Create, status })
@@ -293,6 +325,24 @@ mod tests {
         assert!(!f(NtStatus::STATUS_NETWORK_ACCESS_DENIED).is_busy());
         assert_eq!(f(NtStatus::STATUS_NAME_TOO_LONG), Failure::NameInvalid);
         assert_eq!(SmbError::Timeout("t").failure(), Failure::Other);
+    }
+
+    #[test]
+    fn every_refused_logon_is_one_kind() {
+        for s in [
+            NtStatus::STATUS_LOGON_FAILURE,
+            NtStatus::STATUS_WRONG_PASSWORD,
+            NtStatus::STATUS_ACCOUNT_DISABLED,
+            NtStatus::STATUS_ACCOUNT_LOCKED_OUT,
+            NtStatus::STATUS_ACCOUNT_EXPIRED,
+            NtStatus::STATUS_PASSWORD_EXPIRED,
+            NtStatus::STATUS_PASSWORD_MUST_CHANGE,
+            NtStatus::STATUS_INVALID_LOGON_HOURS,
+        ] {
+            assert_eq!(Failure::of_status(s), Failure::LogonRefused, "{s}");
+        }
+        assert_eq!(Failure::of_status(NtStatus::STATUS_BAD_NETWORK_NAME), Failure::NoSuchShare);
+        assert_eq!(Failure::of_error(&SmbError::Timeout("t")), Failure::Other);
     }
 
     #[test]
