@@ -165,10 +165,8 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let Read { opened, info, plan, first } =
-        gw.store.objects().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let Read { info, plan, body } = gw.store.objects().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
-    let body = crate::store::stream::object_stream(gw.store.clone(), opened, info.clone(), range.clone(), first);
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),

@@ -6,10 +6,9 @@
 
 use std::ops::Range;
 
-use bytes::Bytes;
-
 use super::conditions::Conditions;
-use super::types::{ObjectInfo, Opened};
+use super::stream::object_stream;
+use super::types::ObjectInfo;
 use super::{StoreError, StoreResult};
 
 /// Bytes read with the open itself (one round trip for a small object)
@@ -78,15 +77,14 @@ impl ReadRequest {
 
 /// An object opened for a GET, and what to send of it.
 pub struct Read {
-    /// The open file and its record; `None` when `first` holds every byte
-    /// of the plan (an object served from the object cache).
-    pub opened: Option<Opened>,
     /// What a client sees of the object.
     pub info: ObjectInfo,
     /// The bytes to send.
     pub plan: ReadPlan,
-    /// The first bytes of `plan.range`, if the open already read them.
-    pub first: Option<Bytes>,
+    /// `plan.range` of the object, streamed (see `super::stream`): from
+    /// the object cache, or from the open file, whose handle closes when
+    /// the body ends or is dropped.
+    pub body: super::stream::BodyStream,
 }
 
 /// The bytes a GET sends, or a HEAD describes.
@@ -138,7 +136,8 @@ fn part_range(info: &ObjectInfo, n: i32) -> StoreResult<Range<u64>> {
 
 impl super::handles::Objects<'_> {
     /// GET: opens `key` (reading ahead with the open where
-    /// [`ReadRequest::first_read`] allows) and decides what to send.
+    /// [`ReadRequest::first_read`] allows), decides what to send, and
+    /// starts streaming it.
     ///
     /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
     pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
@@ -146,7 +145,8 @@ impl super::handles::Objects<'_> {
             if let Some(body) = hit.body {
                 let plan = ReadPlan::decide(&hit.info, req)?;
                 let first = Some(body.slice(plan.range.start as usize..plan.range.end as usize));
-                return Ok(Read { opened: None, info: hit.info, plan, first });
+                let body = object_stream(self.0.clone(), None, hit.info.clone(), plan.range.clone(), first);
+                return Ok(Read { info: hit.info, plan, body });
             }
         }
         let read = req.first_read();
@@ -155,7 +155,8 @@ impl super::handles::Objects<'_> {
         // On an early return the handle closes itself.
         let plan = ReadPlan::decide(&info, req)?;
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        Ok(Read { opened: Some(opened), info, plan, first })
+        let body = object_stream(self.0.clone(), Some(opened), info.clone(), plan.range.clone(), first);
+        Ok(Read { info, plan, body })
     }
 
     /// HEAD: the object's info and what a GET of it would send.
