@@ -9,6 +9,7 @@ use super::keys::{map_key, KeyError, MappedKey};
 use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::share::not_a_file;
+use super::share::records::Records;
 use super::share::{is_not_found, is_unholdable_name};
 use super::share::{Failure, ShareError};
 use super::types::{ObjectInfo, Opened};
@@ -40,6 +41,114 @@ fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -
     Ok(())
 }
 
+/// What an open of a key is for ([`Store::open_key`]): the share
+/// operation it runs where the key is kept (one round trip: the CREATE,
+/// the record, and what else it needs), and how the checks read its answer.
+pub(super) trait OpenFor: Copy {
+    /// What the share operation answers.
+    type Answer;
+    /// Runs it on `path`; `exact`: also asks for the on-disk name;
+    /// `file_only`: refuses a directory.
+    fn run<'a>(
+        self,
+        tree: &'a share::Tree,
+        records: &'a Records,
+        path: SharePath,
+        exact: bool,
+        file_only: bool,
+    ) -> impl std::future::Future<Output = Result<Self::Answer, ShareError>> + Send + 'a;
+    /// The CREATE's answer in `a`.
+    fn create(a: &Self::Answer) -> &share::CreateResponse;
+    /// The record in `a`.
+    fn meta(a: &Self::Answer) -> Option<&ObjectMeta>;
+    /// Takes the record and the on-disk name out of `a`, for the checks.
+    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>);
+}
+
+/// GET ([`share::open_with_meta`]): the handle kept, and `(offset,
+/// length)` read with the open.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ForRead(pub Option<(u64, u32)>);
+
+impl OpenFor for ForRead {
+    type Answer = (share::Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>);
+    async fn run(
+        self,
+        tree: &share::Tree,
+        records: &Records,
+        path: SharePath,
+        exact: bool,
+        file_only: bool,
+    ) -> Result<Self::Answer, ShareError> {
+        share::open_with_meta(tree, records, &path, self.0, exact, file_only).await
+    }
+    fn create(a: &Self::Answer) -> &share::CreateResponse {
+        a.0.info()
+    }
+    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
+        a.1.as_ref()
+    }
+    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
+        (a.1.take(), a.3.take())
+    }
+}
+
+/// HEAD ([`share::stat_with_meta_and_name`]): the object's info; the
+/// handle closes in the same round trip.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ForStat;
+
+impl OpenFor for ForStat {
+    type Answer = (share::CreateResponse, Option<ObjectMeta>, Option<String>);
+    async fn run(
+        self,
+        tree: &share::Tree,
+        records: &Records,
+        path: SharePath,
+        exact: bool,
+        file_only: bool,
+    ) -> Result<Self::Answer, ShareError> {
+        share::stat_with_meta_and_name(tree, records, &path, exact, file_only).await
+    }
+    fn create(a: &Self::Answer) -> &share::CreateResponse {
+        &a.0
+    }
+    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
+        a.1.as_ref()
+    }
+    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
+        (a.1.take(), a.2.take())
+    }
+}
+
+/// A record change ([`share::open_to_update_record`]): the handle kept,
+/// held so that no other file can take the name until it closes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ForRecordChange;
+
+impl OpenFor for ForRecordChange {
+    type Answer = (share::Handle, Option<ObjectMeta>, Option<String>);
+    async fn run(
+        self,
+        tree: &share::Tree,
+        records: &Records,
+        path: SharePath,
+        exact: bool,
+        file_only: bool,
+    ) -> Result<Self::Answer, ShareError> {
+        share::open_to_update_record(tree, records, &path, exact, file_only).await
+    }
+    fn create(a: &Self::Answer) -> &share::CreateResponse {
+        a.0.info()
+    }
+    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
+        a.1.as_ref()
+    }
+    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
+        (a.1.take(), a.2.take())
+    }
+}
+
 impl Store {
     /// Opens `key` to change its record ([`share::open_to_update_record`]):
     /// found as a GET finds it, and held so that no other file can take
@@ -53,26 +162,41 @@ impl Store {
         bucket: &str,
         key: &str,
     ) -> StoreResult<(share::Handle, Option<ObjectMeta>, ObjectInfo, SharePath)> {
+        let ((handle, ..), meta, info, path) = self.open_key(bucket, key, ForRecordChange).await?;
+        Ok((handle, meta, info, path))
+    }
+
+    /// The one open of a key, for what `how` says ([`OpenFor`]): the key
+    /// mapped for a read, `how`'s share operation run where the key is
+    /// kept ([`Store::open_stored`]), and what it found checked
+    /// ([`Store::checked`]). Returns the operation's answer (its record
+    /// taken out), the checked record, the object's info and its path.
+    ///
+    /// Errors: as [`Objects::open_object`].
+    pub(super) async fn open_key<K: OpenFor>(
+        &self,
+        bucket: &str,
+        key: &str,
+        how: K,
+    ) -> StoreResult<(K::Answer, Option<ObjectMeta>, ObjectInfo, SharePath)> {
         let tree = self.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.exact_names_for(&mapped);
         let records = self.records();
-        let ((handle, meta, on_disk), path, found) = self
+        let (mut answer, path, found) = self
             .open_stored(
                 &tree,
                 bucket,
                 &mapped,
-                |p, file_only| {
-                    let tree = &tree;
-                    async move { share::open_to_update_record(tree, records, &p, exact, file_only).await }
-                },
-                |(h, m, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
+                |p, file_only| how.run(&tree, records, p, exact, file_only),
+                |a| (K::create(a).times, K::meta(a).is_some_and(|m| m.marker)),
             )
             .await?;
+        let (meta, on_disk) = K::take(&mut answer);
         let (meta, info) = self
-            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
+            .checked(&tree, bucket, (&mapped, key), K::create(&answer), meta, on_disk.as_deref(), (&path, found))
             .await?;
-        Ok((handle, meta, info, path))
+        Ok((answer, meta, info, path))
     }
 
     /// What an open of `key` (`mapped`) found at `at` = (path, beside),
@@ -277,27 +401,7 @@ impl super::handles::Objects<'_> {
         key: &str,
         read: Option<(u64, u32)>,
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
-        let tree = self.0.tree().await?;
-        let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.0.exact_names_for(&mapped);
-        let records = self.0.records();
-        let ((handle, meta, data, on_disk), path, found) = self
-            .0
-            .open_stored(
-                &tree,
-                bucket,
-                &mapped,
-                |p, file_only| {
-                    let tree = &tree;
-                    async move { share::open_with_meta(tree, records, &p, read, exact, file_only).await }
-                },
-                |(h, m, _, _)| (h.info().times, m.as_ref().is_some_and(|m| m.marker)),
-            )
-            .await?;
-        let (meta, info) = self
-            .0
-            .checked(&tree, bucket, (&mapped, key), handle.info(), meta, on_disk.as_deref(), (&path, found))
-            .await?;
+        let ((handle, _, data, _), meta, info, _) = self.0.open_key(bucket, key, ForRead(read)).await?;
         Ok((Opened { handle, meta }, info, data))
     }
 
@@ -322,25 +426,7 @@ impl super::handles::Objects<'_> {
     ///
     /// Errors: as [`Objects::open_object`].
     pub(crate) async fn head_uncached(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        let tree = self.0.tree().await?;
-        let mapped = self.0.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.0.exact_names_for(&mapped);
-        let records = self.0.records();
-        let ((create, meta, on_disk), path, found) = self
-            .0
-            .open_stored(
-                &tree,
-                bucket,
-                &mapped,
-                |p, file_only| {
-                    let tree = &tree;
-                    async move { share::stat_with_meta_and_name(tree, records, &p, exact, file_only).await }
-                },
-                |(c, m, _)| (c.times, m.as_ref().is_some_and(|m| m.marker)),
-            )
-            .await?;
-        let (_, info) =
-            self.0.checked(&tree, bucket, (&mapped, key), &create, meta, on_disk.as_deref(), (&path, found)).await?;
+        let (_, _, info, _) = self.0.open_key(bucket, key, ForStat).await?;
         Ok(info)
     }
 }
