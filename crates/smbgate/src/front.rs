@@ -163,11 +163,11 @@ pub struct Front {
     pool: Pool,
     metrics: Arc<Metrics>,
     rules: Arc<crate::precheck::Rules>,
-    sigv2: Arc<crate::sigv2::Verifier>,
+    sigv2: Arc<crate::s3s_patches::sigv2::Verifier>,
     bodies: crate::body_budget::BodyBudget,
     cors: Arc<CorsFront>,
     auth_log: Arc<crate::auth_log::AuthLog>,
-    post: Arc<crate::post_object::PostObject>,
+    post: Arc<crate::s3s_patches::post_object::PostObject>,
     /// How fast a body read whole must come.
     pace: crate::paced_body::Pace,
 }
@@ -210,10 +210,10 @@ impl Front {
         bodies: crate::body_budget::BodyBudget,
         cors: crate::cors::Cache,
         domain: Option<crate::vhost::Domain>,
-        post: crate::post_object::PostObject,
+        post: crate::s3s_patches::post_object::PostObject,
         pace: crate::paced_body::Pace,
     ) -> Front {
-        let sigv2 = Arc::new(crate::sigv2::Verifier::new(users, domain.clone()));
+        let sigv2 = Arc::new(crate::s3s_patches::sigv2::Verifier::new(users, domain.clone()));
         let cors = Arc::new(CorsFront { cache: cors, domain });
         let post = Arc::new(post);
         Front { s3, pool, metrics, rules: Arc::new(rules), sigv2, bodies, cors, auth_log: Arc::default(), post, pace }
@@ -285,11 +285,11 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
             true => None,
             false => precheck::refusal(&mut req, &self.rules, now)
                 .or_else(|| self.sigv2.check(&req, now).err())
-                .or_else(|| crate::query_checksum::hoist(&mut req).err()),
+                .or_else(|| crate::s3s_patches::query_checksum::hoist(&mut req).err()),
         };
         if refused.is_none() && !is_preflight {
             precheck::admit_undeclared_length(&mut req);
-            crate::chunk_bounds::admit_unannounced_trailer(req.headers_mut());
+            crate::s3s_patches::chunk_bounds::admit_unannounced_trailer(req.headers_mut());
         }
         // A body read whole takes its share of the budget first.
         let needs = refused.is_none().then(|| crate::body_budget::needed(&req)).flatten();
@@ -344,11 +344,11 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                 }
                 None if is_preflight => preflight(&cors_front, &req).await,
                 None if precheck::is_form(&req) => {
-                    tracing::Span::current().record("operation", crate::post_object::OPERATION);
+                    tracing::Span::current().record("operation", crate::s3s_patches::post_object::OPERATION);
                     let (resp, posted) = post.answer(req).await;
                     form_key = posted.access_key.as_deref().map(crate::auth_log::printable_key);
                     let _ = slot.0.set(Resolved {
-                        operation: crate::post_object::OPERATION,
+                        operation: crate::s3s_patches::post_object::OPERATION,
                         bucket: posted.bucket,
                         key: posted.key,
                         identity: posted.user.as_ref().map(|u| u.name.clone()),
@@ -370,9 +370,9 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                 }
                 // An aws-chunked body's chunks are held to a size before
                 // s3s buffers one (see chunk_bounds).
-                None if crate::chunk_bounds::is_aws_chunked(req.headers()) => {
+                None if crate::s3s_patches::chunk_bounds::is_aws_chunked(req.headers()) => {
                     let (parts, body) = req.into_parts();
-                    let (bounded, oversized) = crate::chunk_bounds::ChunkBounded::new(
+                    let (bounded, oversized) = crate::s3s_patches::chunk_bounds::ChunkBounded::new(
                         crate::unread_body::DrainOnDrop::new(body),
                         &parts.headers,
                     );
@@ -385,13 +385,6 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                 }
                 None => s3.call(req.map(crate::unread_body::DrainOnDrop::wrap)).await?,
             };
-            // s3s answers a ranged HEAD with 200; S3 says 206 like a GET.
-            if is_head
-                && resp.status() == http::StatusCode::OK
-                && resp.headers().contains_key(http::header::CONTENT_RANGE)
-            {
-                *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
-            }
             let resolved = slot.0.get();
             let operation = match is_preflight {
                 true => PREFLIGHT_OPERATION,
@@ -411,16 +404,8 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                     });
                 }
             }
-            if operation == "CompleteMultipartUpload" && resp.status() == http::StatusCode::OK {
-                resp = one_xml_declaration(resp);
-            }
-            if operation == "GetObjectAttributes" && resp.status() == http::StatusCode::OK {
-                resp = unquoted_etag(resp);
-            }
-            // AWS answers PutBucketTagging with 204; s3s's model says 200.
-            if operation == "PutBucketTagging" && resp.status() == http::StatusCode::OK {
-                *resp.status_mut() = http::StatusCode::NO_CONTENT;
-            }
+            // What s3s writes otherwise than AWS (see s3s_patches::answers).
+            resp = crate::s3s_patches::answers::as_aws_writes(operation, is_head, resp);
             if let (Some(origin), Some((bucket, method)), false) = (&origin, &cors, is_preflight) {
                 if let Ok(Some(c)) = cors_front.cache.get(bucket).await {
                     crate::cors::decorate(resp.headers_mut(), &c, origin, method);
@@ -455,54 +440,4 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         };
         Box::pin(fut.instrument(span))
     }
-}
-
-/// A CompleteMultipartUpload answer with one XML declaration. Its 200 body
-/// is a declaration, keep-alive spaces while the parts are joined, then the
-/// result; s3s writes a result that is an error with a declaration of its
-/// own, and a second declaration makes the body unparseable XML, so SDKs
-/// cannot read the error inside the 200 (botocore reports a bare 500).
-fn one_xml_declaration(resp: HttpResponse) -> HttpResponse {
-    use http_body_util::BodyExt;
-    let (parts, body) = resp.into_parts();
-    let mut first = true;
-    let body = body.map_frame(move |frame| {
-        frame.map_data(|data: bytes::Bytes| {
-            if std::mem::take(&mut first) || !data.starts_with(b"<?xml") {
-                return data;
-            }
-            match data.windows(2).position(|w| w == b"?>") {
-                Some(end) => data.slice(end + 2..),
-                None => data,
-            }
-        })
-    });
-    http::Response::from_parts(parts, s3s::Body::http_body_unsync(body))
-}
-
-/// A GetObjectAttributes answer with its ETag unquoted, as AWS writes it
-/// there (s3s quotes every ETag it writes). The answer is one small XML
-/// document, in one frame.
-fn unquoted_etag(resp: HttpResponse) -> HttpResponse {
-    use http_body_util::BodyExt;
-    let (parts, body) = resp.into_parts();
-    let body = body.map_frame(|frame| {
-        frame.map_data(|data: bytes::Bytes| {
-            let Ok(text) = std::str::from_utf8(&data) else { return data };
-            match (text.find("<ETag>\""), text.find("\"</ETag>")) {
-                (Some(a), Some(b)) if a + 7 <= b => {
-                    let mut out = String::with_capacity(text.len());
-                    out.push_str(&text[..a + 6]);
-                    out.push_str(&text[a + 7..b]);
-                    out.push_str(&text[b + 1..]);
-                    bytes::Bytes::from(out)
-                }
-                _ => data,
-            }
-        })
-    });
-    let mut resp = http::Response::from_parts(parts, s3s::Body::http_body_unsync(body));
-    // The body is two bytes shorter than s3s said.
-    resp.headers_mut().remove(http::header::CONTENT_LENGTH);
-    resp
 }

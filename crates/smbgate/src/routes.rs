@@ -5,9 +5,9 @@
 //! access check:
 //!
 //! - a GET or HEAD whose Range does not parse, without its Range
-//!   (`crate::ignored_range`);
+//!   (`crate::s3s_patches::ignored_range`);
 //! - DeleteObjects, once its key list has been read and checked against
-//!   its digest (`crate::delete_objects`): s3s leaves that check to us,
+//!   its digest (`crate::s3s_patches::delete_objects`): s3s leaves that check to us,
 //!   and the front must not read the body before the signature is checked.
 //!
 //! The access key the first service verified travels with the request as
@@ -39,7 +39,7 @@ enum Taken {
 /// The custom route; see the module docs.
 pub struct Routes {
     inner: S3Service,
-    delete: crate::delete_objects::DeleteObjects,
+    delete: crate::s3s_patches::delete_objects::DeleteObjects,
 }
 
 impl Routes {
@@ -47,7 +47,7 @@ impl Routes {
     /// same auth, access check, host and config as the service this route
     /// is set on (s3s runs the access check only when auth is set);
     /// `delete` checks DeleteObjects bodies.
-    pub fn new(inner: S3Service, delete: crate::delete_objects::DeleteObjects) -> Routes {
+    pub fn new(inner: S3Service, delete: crate::s3s_patches::delete_objects::DeleteObjects) -> Routes {
         Routes { inner, delete }
     }
 }
@@ -129,14 +129,15 @@ impl S3Route for Routes {
     fn is_match(&self, method: &Method, uri: &Uri, headers: &HeaderMap, extensions: &mut Extensions) -> bool {
         // Only GetObject and HeadObject read Range; another GET taken
         // here is answered the same through the inner service.
-        let taken =
-            if (method == Method::GET || method == Method::HEAD) && crate::ignored_range::unusable_range(headers) {
-                Taken::IgnoredRange
-            } else if crate::delete_objects::is_delete_objects(method, uri) {
-                Taken::DeleteObjects
-            } else {
-                return false;
-            };
+        let taken = if (method == Method::GET || method == Method::HEAD)
+            && crate::s3s_patches::ignored_range::unusable_range(headers)
+        {
+            Taken::IgnoredRange
+        } else if crate::s3s_patches::delete_objects::is_delete_objects(method, uri) {
+            Taken::DeleteObjects
+        } else {
+            return false;
+        };
         extensions.insert(taken);
         true
     }

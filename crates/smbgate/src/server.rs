@@ -188,7 +188,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // ignored_range).
     let promises = crate::promises::Promises { encrypted_at_rest: args.encrypted_at_rest };
     let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, anonymous.clone(), promises).build();
-    let post = crate::post_object::PostObject::new(
+    let post = crate::s3s_patches::post_object::PostObject::new(
         gateway.clone(),
         directory.clone(),
         anonymous.clone(),
@@ -202,7 +202,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let anonymous_for_routes = anonymous.clone();
     let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous, promises);
     let access = crate::front::Access { anonymous: anonymous_for_routes, users: directory.clone(), promises };
-    let delete = crate::delete_objects::DeleteObjects::new(access, domain.clone());
+    let delete = crate::s3s_patches::delete_objects::DeleteObjects::new(access, domain.clone());
     builder.set_route(crate::routes::Routes::new(inner, delete));
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

@@ -119,7 +119,7 @@ impl<'a> Scheme<'a> {
                 expected.as_bytes().ct_eq(signature.to_ascii_lowercase().as_bytes()).into()
             }
             Scheme::V2 { signature, .. } => {
-                let expected = crate::sigv2::signature_of(secret, policy);
+                let expected = crate::s3s_patches::sigv2::signature_of(secret, policy);
                 expected.as_bytes().ct_eq(signature.as_bytes()).into()
             }
         };
