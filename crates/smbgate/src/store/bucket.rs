@@ -87,7 +87,7 @@ fn check_name(bucket: &str) -> StoreResult<()> {
     Ok(())
 }
 
-impl super::handles::Buckets<'_> {
+impl super::operations::Buckets<'_> {
     /// ListBuckets: every directory under the root that a client can
     /// address as a bucket, under the name it can use, in name order; for
     /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a

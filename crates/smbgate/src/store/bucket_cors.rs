@@ -15,7 +15,7 @@ impl Store {
     }
 }
 
-impl super::handles::Buckets<'_> {
+impl super::operations::Buckets<'_> {
     /// The stored configuration of `bucket`, or `None` if it has none (or
     /// there is no such bucket).
     ///

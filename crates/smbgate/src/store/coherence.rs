@@ -166,7 +166,7 @@ impl Store {
     }
 
     /// HEAD of `key`, whose cache path is `path` ([`Store::may_hold`]), as
-    /// [`super::handles::Objects::head_uncached`] finds it, but the open of
+    /// [`super::operations::Objects::head_uncached`] finds it, but the open of
     /// the key's own path is a holder's ([`share::hold_with_meta`], with
     /// the first [`HEAD_READ`] bytes): a plain object found there is then
     /// cached at no extra round trip. Where the file cannot be held

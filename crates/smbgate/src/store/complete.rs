@@ -171,7 +171,7 @@ impl Store {
     }
 }
 
-impl super::handles::Uploads<'_> {
+impl super::operations::Uploads<'_> {
     /// Checks a CompleteMultipartUpload request without changing anything.
     /// `requested` are the parts in request order; `expected` the object's
     /// checksums the client sent (`x-amz-checksum-*`).

@@ -31,7 +31,7 @@ pub struct CopyRequest {
     pub conditions: Conditions,
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// Copies `src` (or `req.range` of it) to `target`, with metadata and
     /// tags from the source or replaced ([`CopyRequest`]). `check` sees the
     /// source first (copy-source conditions).

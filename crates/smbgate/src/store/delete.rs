@@ -9,7 +9,7 @@ use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
 use super::meta::META_EA;
-use super::open::check_record_key;
+use super::object_open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
 use super::share::is_not_found;
@@ -158,7 +158,7 @@ enum Prune {
     Folder,
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// DELETE: removes the object (idempotent: a missing key is success, as
     /// in S3), then prunes directories it leaves empty. With `conditions`
     /// (If-Match), the object's ETag is read from the handle that deletes.

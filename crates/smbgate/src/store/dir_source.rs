@@ -253,7 +253,7 @@ impl SmbSource<'_> {
     }
 }
 
-impl super::handles::Listings<'_> {
+impl super::operations::Listings<'_> {
     /// One page of ListObjects(V2) in S3 order, with ETags.
     ///
     /// Errors: NoSuchBucket, or any SMB error of a directory the page needs

@@ -1,5 +1,5 @@
 //! The form of the settings that say how many transfers of one object run
-//! at once: segments a GET reads (`--prefetch`, see `prefetch_window`) and
+//! at once: segments a GET reads (`--prefetch`, see `prefetch_depth`) and
 //! connections a PUT body is written over (`--put-parallel`, see
 //! `put_lanes`). Either a fixed number or `auto`, which each adapts in its
 //! own way.

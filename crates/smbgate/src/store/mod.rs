@@ -10,7 +10,7 @@
 //! named compounds); `path`, `keys`, `meta` and `records` say where and
 //! how an object is stored (`beside` where its name is also a directory);
 //! the S3 rules sit above them, one file per
-//! concern (`open`, `put`, `copy`, `delete`, `publish`, `multipart`
+//! concern (`object_open`, `put`, `copy`, `delete`, `publish`, `multipart`
 //! and `upload_listing`,
 //! `dir_source` and `walk` for listings, `stream` for split streaming),
 //! sharing `conditions`, `checksum` and `verify`.
@@ -35,7 +35,6 @@ pub mod dir_window;
 pub mod error;
 pub mod fan_out;
 mod folders;
-pub mod handles;
 pub mod keys;
 pub mod listing_cache;
 #[cfg(test)]
@@ -43,15 +42,16 @@ mod memory_share;
 pub mod meta;
 pub mod multipart;
 pub mod object_cache;
-mod open;
-mod opening;
+mod object_open;
+pub mod operations;
 pub mod part_checksums;
 pub mod path;
-pub mod prefetch_window;
+pub mod prefetch_depth;
 mod publish;
 mod put;
 pub mod put_lanes;
 pub mod read_plan;
+mod root_open;
 pub use share::records;
 pub mod share;
 mod share_ops;

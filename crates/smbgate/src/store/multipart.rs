@@ -296,7 +296,7 @@ async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreRe
     Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }
 
-impl super::handles::Uploads<'_> {
+impl super::operations::Uploads<'_> {
     /// CreateMultipartUpload: a new upload directory with its record (the
     /// object's metadata, and the `checksum` its parts and the object get,
     /// if any; see `store::part_checksums`). Returns the UploadId.

@@ -13,7 +13,7 @@ use super::share::{Handle, Tree};
 use super::beside::too_long_to_keep_beside;
 use super::conditions::{Conditions, EtagCondition};
 use super::keys::MappedKey;
-use super::open::check_record_key;
+use super::object_open::check_record_key;
 use super::path::SharePath;
 use super::records::FileKey;
 use super::share::is_busy;

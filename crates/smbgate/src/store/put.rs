@@ -290,7 +290,7 @@ impl Store {
     }
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// PUT: streams `body` into a temporary file, verifies length, MD5 and
     /// checksums, stores the metadata EA and renames over the target.
     /// A failure at any step leaves the previous object untouched and

@@ -134,7 +134,7 @@ fn part_range(info: &ObjectInfo, n: i32) -> StoreResult<Range<u64>> {
     Ok(start..start + parts[n as usize - 1])
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// GET: opens `key` (reading ahead with the open where
     /// [`ReadRequest::first_read`] allows), decides what to send, and
     /// starts streaming it.

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::share::Handle;
 
-use super::prefetch_window::PrefetchWindow;
+use super::prefetch_depth::PrefetchDepth;
 use super::share::{self, ShareError};
 use super::types::{ObjectInfo, Opened};
 use super::{backoff, Store};
@@ -112,7 +112,7 @@ async fn run(
     let opts = store.options();
     let seg = opts.segment_size.max(1 << 20);
     let len = range.end - range.start;
-    let mut window = PrefetchWindow::for_setting(opts.prefetch);
+    let mut window = PrefetchDepth::for_setting(opts.prefetch);
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).

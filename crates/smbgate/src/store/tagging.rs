@@ -18,7 +18,7 @@ impl Store {
     }
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// The tags of `key`.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey.
@@ -53,7 +53,7 @@ impl super::handles::Objects<'_> {
     }
 }
 
-impl super::handles::Buckets<'_> {
+impl super::operations::Buckets<'_> {
     /// The tags of `bucket`; `None` if it has none.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found; a tag file

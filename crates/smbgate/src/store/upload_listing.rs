@@ -97,7 +97,7 @@ impl FirstUploads {
     }
 }
 
-impl super::handles::Uploads<'_> {
+impl super::operations::Uploads<'_> {
     /// ListMultipartUploads: at most `max` uploads of `bucket` whose keys
     /// start with `prefix`, after `marker`, in order (key, initiation,
     /// upload ID); and whether more follow. An upload-id-marker that names

@@ -34,7 +34,7 @@ pub const ADAPTIVE_MAX: usize = 16;
 
 /// The segments one GET keeps in flight (the head one included).
 #[derive(Debug, Clone)]
-pub struct PrefetchWindow {
+pub struct PrefetchDepth {
     w: usize,
     min: usize,
     max: usize,
@@ -44,26 +44,26 @@ pub struct PrefetchWindow {
     slow: u8,
 }
 
-impl PrefetchWindow {
+impl PrefetchDepth {
     /// The window a new GET starts with under `--prefetch`: fixed, or
     /// adapted between 2 and [`ADAPTIVE_MAX`].
-    pub fn for_setting(prefetch: FanOut) -> PrefetchWindow {
+    pub fn for_setting(prefetch: FanOut) -> PrefetchDepth {
         match prefetch {
-            FanOut::Fixed(w) => PrefetchWindow::fixed(w),
-            FanOut::Auto => PrefetchWindow::adaptive(ADAPTIVE_MAX),
+            FanOut::Fixed(w) => PrefetchDepth::fixed(w),
+            FanOut::Auto => PrefetchDepth::adaptive(ADAPTIVE_MAX),
         }
     }
 
     /// Always `w` (at least 1).
-    pub fn fixed(w: usize) -> PrefetchWindow {
+    pub fn fixed(w: usize) -> PrefetchDepth {
         let w = w.max(1);
-        PrefetchWindow { w, min: w, max: w, best: 0.0, slow: 0 }
+        PrefetchDepth { w, min: w, max: w, best: 0.0, slow: 0 }
     }
 
     /// Starts at 2 and adapts between 2 and `max` (at least 2).
-    pub fn adaptive(max: usize) -> PrefetchWindow {
+    pub fn adaptive(max: usize) -> PrefetchDepth {
         let max = max.max(START);
-        PrefetchWindow { w: START, min: START, max, best: 0.0, slow: 0 }
+        PrefetchDepth { w: START, min: START, max, best: 0.0, slow: 0 }
     }
 
     /// Segments to keep in flight now.
@@ -103,14 +103,14 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     /// A segment of 8 MiB at `mib_s` MiB/s.
-    fn seg(w: &mut PrefetchWindow, mib_s: f64, waited: bool) {
+    fn seg(w: &mut PrefetchDepth, mib_s: f64, waited: bool) {
         w.segment_done(8 * MIB, Duration::from_secs_f64(8.0 / mib_s), waited);
     }
 
     #[test]
     fn a_capped_connection_grows_the_window_to_its_maximum() {
         // Each connection carries 100 MiB/s however many run.
-        let mut w = PrefetchWindow::adaptive(8);
+        let mut w = PrefetchDepth::adaptive(8);
         for _ in 0..20 {
             seg(&mut w, 100.0, true);
         }
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn a_shared_bottleneck_keeps_the_window_small() {
         // 900 MiB/s in all, split among the segments in flight.
-        let mut w = PrefetchWindow::adaptive(8);
+        let mut w = PrefetchDepth::adaptive(8);
         let mut seen = Vec::new();
         for _ in 0..40 {
             let per = 900.0 / w.current() as f64;
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn one_slow_segment_is_noise() {
-        let mut w = PrefetchWindow::adaptive(8);
+        let mut w = PrefetchDepth::adaptive(8);
         for _ in 0..6 {
             seg(&mut w, 100.0, true);
         }
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_body_that_never_waits_does_not_grow_it() {
-        let mut w = PrefetchWindow::adaptive(8);
+        let mut w = PrefetchDepth::adaptive(8);
         for _ in 0..20 {
             seg(&mut w, 100.0, false);
         }
@@ -156,10 +156,10 @@ mod tests {
 
     #[test]
     fn a_fixed_window_stays() {
-        let mut w = PrefetchWindow::fixed(4);
+        let mut w = PrefetchDepth::fixed(4);
         seg(&mut w, 100.0, true);
         seg(&mut w, 10.0, true);
         assert_eq!(w.current(), 4);
-        assert_eq!(PrefetchWindow::fixed(0).current(), 1);
+        assert_eq!(PrefetchDepth::fixed(0).current(), 1);
     }
 }

@@ -387,7 +387,7 @@ impl Store {
     }
 }
 
-impl super::handles::Objects<'_> {
+impl super::operations::Objects<'_> {
     /// Opens `key` for reading: CREATE + metadata (+ the first READ of
     /// `read = (offset, length)`) in one round trip, the handle left open
     /// (it closes itself when dropped). A directory-marker key (`a/`) opens

@@ -7,7 +7,7 @@
 
 use super::Store;
 
-/// GET, HEAD, PUT, copy, DELETE and tagging of objects (`open`,
+/// GET, HEAD, PUT, copy, DELETE and tagging of objects (`object_open`,
 /// `read_plan`, `put`, `copy`, `delete`, `tagging`).
 #[derive(Clone, Copy)]
 pub struct Objects<'a>(pub(super) &'a Store);
