@@ -121,8 +121,12 @@ async fn missing_share_is_bad_network_name() {
 
 #[tokio::test]
 async fn unreachable_server_is_a_clean_error() {
-    // Bind then drop a listener to get a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // A port bound but never listened on, held for the test: a connection
+    // to it is refused, and no other test's server can take it meanwhile
+    // (a port bound and released was, once, and reset the connection).
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = held.local_addr().unwrap().port();
     let cfg = smb_client::ClientConfig::new(&format!("127.0.0.1:{port}"), "u", "p");
     let err = Session::connect(&cfg).await.err().expect("must fail");
     assert!(matches!(err, Error::Io(_)), "{err}");
