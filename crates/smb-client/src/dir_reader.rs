@@ -4,7 +4,7 @@
 //! whether one is empty, in one round trip. Every directory handle closes
 //! itself if the read is abandoned between pages.
 
-use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, Disposition, FileId};
+use smb_proto::create::{access, options, CloseRequest, CreateRequest, FileId};
 use smb_proto::info::{class, decode_dir_entries, DirEntry, FileTimes};
 use smb_proto::query::{OutputBuffer, QueryDirectoryRequest};
 use smb_proto::NtStatus;
@@ -142,16 +142,8 @@ impl Tree {
 
 /// The CREATE that opens the directory `name` to list it.
 fn list_open(name: &str) -> CreateRequest<'_> {
-    CreateRequest {
-        name,
-        oplock_level: 0,
-        desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-        file_attributes: 0,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: options::DIRECTORY_FILE,
-        contexts: &[],
-    }
+    CreateRequest::open(name, access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
+        .options(options::DIRECTORY_FILE)
 }
 
 /// The first QUERY_DIRECTORY page of every entry, on the handle the CREATE

@@ -5,8 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 use smb_proto::create::{
-    access, attributes, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, CreateResponse,
-    Disposition, FileId,
+    access, options, CloseRequest, CloseResponse, CreateContext, CreateRequest, CreateResponse, Disposition, FileId,
 };
 use smb_proto::info::{class, decode_dir_entries, decode_full_ea, info_type, DirEntry, FileTimes, FullEa, SetFileInfo};
 use smb_proto::io::{FlushRequest, ReadRequest, ReadResponse, WriteRequest, WriteResponse};
@@ -338,11 +337,7 @@ impl Tree {
     /// Errors: STATUS_OBJECT_NAME_NOT_FOUND / STATUS_OBJECT_PATH_NOT_FOUND.
     pub async fn stat(&self, path: &str) -> Result<FileTimes> {
         let name = smb_path(path);
-        let open = CreateRequest {
-            desired_access: access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-            options: 0,
-            ..read_open(&name, &[])
-        };
+        let open = CreateRequest::open(&name, access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE);
         let q = QueryInfoRequest {
             info_type: info_type::FILE,
             class: class::FILE_NETWORK_OPEN_INFORMATION,
@@ -391,16 +386,9 @@ impl Tree {
         }
         let name = smb_path(path);
         let ctx = [CreateContext::EaBuffer(eas)];
-        let open = CreateRequest {
-            name: &name,
-            oplock_level: 0,
-            desired_access: access::GENERIC_WRITE | access::GENERIC_READ | access::DELETE,
-            file_attributes: attributes::NORMAL,
-            share_access: share::ALL,
-            disposition: Disposition::OverwriteIf,
-            options: options::NON_DIRECTORY_FILE,
-            contexts: if eas.is_empty() { &[] } else { &ctx },
-        };
+        let open = CreateRequest::new_file(&name, access::GENERIC_WRITE | access::GENERIC_READ | access::DELETE)
+            .disposition(Disposition::OverwriteIf)
+            .contexts(if eas.is_empty() { &[] } else { &ctx });
         let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: true };
         let rs = if data.is_empty() {
@@ -424,16 +412,10 @@ impl Tree {
     /// Errors: STATUS_OBJECT_NAME_COLLISION if it exists.
     pub async fn mkdir(&self, path: &str) -> Result<()> {
         let name = smb_path(path);
-        let open = CreateRequest {
-            name: &name,
-            oplock_level: 0,
-            desired_access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
-            file_attributes: attributes::DIRECTORY,
-            share_access: share::ALL,
-            disposition: Disposition::Create,
-            options: options::DIRECTORY_FILE,
-            contexts: &[],
-        };
+        let open = CreateRequest::new_directory(
+            &name,
+            access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+        );
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         first_error(&self.compound(&[&open, &close]).await?)
     }
@@ -448,16 +430,11 @@ impl Tree {
     /// STATUS_NOT_A_DIRECTORY when `directory` does not match.
     pub async fn delete(&self, path: &str, directory: bool) -> Result<()> {
         let name = smb_path(path);
-        let open = CreateRequest {
-            name: &name,
-            oplock_level: 0,
-            desired_access: access::DELETE | access::FILE_READ_ATTRIBUTES,
-            file_attributes: 0,
-            share_access: share::ALL,
-            disposition: Disposition::Open,
-            options: if directory { options::DIRECTORY_FILE } else { options::NON_DIRECTORY_FILE },
-            contexts: &[],
-        };
+        let open = CreateRequest::open(&name, access::DELETE | access::FILE_READ_ATTRIBUTES).options(if directory {
+            options::DIRECTORY_FILE
+        } else {
+            options::NON_DIRECTORY_FILE
+        });
         let mark = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::Disposition { delete_pending: true } };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         first_error(&self.compound(&[&open, &mark, &close]).await?)
@@ -571,19 +548,11 @@ pub fn check_read_len(got: usize, asked: u32) -> Result<()> {
 /// A CREATE that opens an existing file or directory for reading with share
 /// Read|Write|Delete.
 pub fn read_open<'a>(name: &'a str, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
-    CreateRequest {
+    CreateRequest::open(
         name,
-        oplock_level: 0,
-        desired_access: access::FILE_READ_DATA
-            | access::FILE_READ_ATTRIBUTES
-            | access::FILE_READ_EA
-            | access::SYNCHRONIZE,
-        file_attributes: 0,
-        share_access: share::ALL,
-        disposition: Disposition::Open,
-        options: 0,
-        contexts,
-    }
+        access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA | access::SYNCHRONIZE,
+    )
+    .contexts(contexts)
 }
 
 /// The first failing status of a compound's responses, as an error. A

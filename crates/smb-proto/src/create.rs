@@ -112,6 +112,78 @@ pub struct CreateRequest<'a> {
     pub contexts: &'a [CreateContext<'a>],
 }
 
+impl<'a> CreateRequest<'a> {
+    fn with(name: &'a str, desired_access: u32, disposition: Disposition) -> CreateRequest<'a> {
+        CreateRequest {
+            name,
+            oplock_level: oplock::NONE,
+            desired_access,
+            file_attributes: 0,
+            share_access: share::ALL,
+            disposition,
+            options: 0,
+            contexts: &[],
+        }
+    }
+
+    /// An open of what exists at `name` (file or directory), asking for
+    /// `desired_access` (see [`access`]): no oplock, sharing read, write
+    /// and delete (others' opens, renames and deletes never wait on it),
+    /// no attributes, options or contexts. The methods below say what sets
+    /// an open apart.
+    pub fn open(name: &'a str, desired_access: u32) -> CreateRequest<'a> {
+        CreateRequest::with(name, desired_access, Disposition::Open)
+    }
+
+    /// A new file at `name` (failing if the name exists: see
+    /// [`CreateRequest::disposition`]), attributes NORMAL, never a
+    /// directory (FILE_NON_DIRECTORY_FILE); otherwise as
+    /// [`CreateRequest::open`].
+    pub fn new_file(name: &'a str, desired_access: u32) -> CreateRequest<'a> {
+        CreateRequest {
+            file_attributes: attributes::NORMAL,
+            options: options::NON_DIRECTORY_FILE,
+            ..CreateRequest::with(name, desired_access, Disposition::Create)
+        }
+    }
+
+    /// A new directory at `name` (failing if the name exists), attributes
+    /// DIRECTORY, FILE_DIRECTORY_FILE; otherwise as [`CreateRequest::open`].
+    pub fn new_directory(name: &'a str, desired_access: u32) -> CreateRequest<'a> {
+        CreateRequest {
+            file_attributes: attributes::DIRECTORY,
+            options: options::DIRECTORY_FILE,
+            ..CreateRequest::with(name, desired_access, Disposition::Create)
+        }
+    }
+
+    /// What to do when the name exists or does not.
+    pub fn disposition(self, disposition: Disposition) -> CreateRequest<'a> {
+        CreateRequest { disposition, ..self }
+    }
+
+    /// Shares only `share_access` (see [`share`]; 0: nothing) with other
+    /// opens.
+    pub fn sharing(self, share_access: u32) -> CreateRequest<'a> {
+        CreateRequest { share_access, ..self }
+    }
+
+    /// Adds CreateOptions (see [`options`]) to those already set.
+    pub fn options(self, options: u32) -> CreateRequest<'a> {
+        CreateRequest { options: self.options | options, ..self }
+    }
+
+    /// Sends `contexts` with the CREATE.
+    pub fn contexts(self, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
+        CreateRequest { contexts, ..self }
+    }
+
+    /// Asks for oplock `level` (see [`oplock`]).
+    pub fn oplock(self, level: u8) -> CreateRequest<'a> {
+        CreateRequest { oplock_level: level, ..self }
+    }
+}
+
 impl Request for CreateRequest<'_> {
     fn command(&self) -> Command {
         Command::Create
@@ -347,5 +419,37 @@ impl CloseResponse {
             attributes: r.u32("FileAttributes")?,
         };
         Ok(CloseResponse { flags, times })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_sets_what_each_open_is_for_and_nothing_else() {
+        let o = CreateRequest::open("a\\b", access::FILE_READ_ATTRIBUTES);
+        assert_eq!(
+            (o.oplock_level, o.file_attributes, o.share_access, o.disposition, o.options, o.contexts.len()),
+            (oplock::NONE, 0, share::ALL, Disposition::Open, 0, 0)
+        );
+        let f = CreateRequest::new_file("f", access::GENERIC_WRITE).disposition(Disposition::OverwriteIf);
+        assert_eq!(
+            (f.file_attributes, f.options, f.disposition),
+            (attributes::NORMAL, options::NON_DIRECTORY_FILE, Disposition::OverwriteIf)
+        );
+        let d = CreateRequest::new_directory("d", access::FILE_LIST_DIRECTORY);
+        assert_eq!(
+            (d.file_attributes, d.options, d.disposition),
+            (attributes::DIRECTORY, options::DIRECTORY_FILE, Disposition::Create)
+        );
+        let l = CreateRequest::new_file("l", access::DELETE)
+            .sharing(0)
+            .options(options::DELETE_ON_CLOSE)
+            .oplock(oplock::BATCH);
+        assert_eq!(
+            (l.share_access, l.options, l.oplock_level),
+            (0, options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE, oplock::BATCH)
+        );
     }
 }

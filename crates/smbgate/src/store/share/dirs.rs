@@ -10,7 +10,7 @@ use smb_proto::query::SetInfoRequest;
 
 use super::lookup::key_of;
 use super::records::Records;
-use super::requests::{take, Create, CLOSE_RELATED, QFID};
+use super::requests::{take, CLOSE_RELATED, QFID};
 
 /// The sub-second part of the CreationTime (FILETIME, 100 ns units) of
 /// the directories the gateway makes for keys: 0.765432 s. A folder
@@ -34,7 +34,7 @@ pub fn is_own_dir(times: &FileTimes) -> bool {
 ///
 /// Errors: the CREATE's NTSTATUS, as [`super::mkdir`]'s.
 pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
-    let create = Create::directory(path, access::FILE_WRITE_ATTRIBUTES | access::SYNCHRONIZE).build();
+    let create = CreateRequest::new_directory(path, access::FILE_WRITE_ATTRIBUTES | access::SYNCHRONIZE);
     let since_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let creation = (since_unix.as_secs() + 11_644_473_600) * 10_000_000 + OWN_DIR_MARK;
     let mark = SetInfoRequest {
@@ -58,7 +58,7 @@ pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
 pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
-    let req = Create::directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] }).build();
+    let req = CreateRequest::new_directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] });
     let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
     match rec {
@@ -76,10 +76,9 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
 ///
 /// Errors: the first failing step's NTSTATUS.
 pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> Result<()> {
-    let open = Create::open(path, access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES)
+    let open = CreateRequest::open(path, access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES)
         .options(options::DIRECTORY_FILE)
-        .contexts(&QFID)
-        .build();
+        .contexts(&QFID);
     let eas = [ea];
     if rec.in_streams() {
         // A stream is written by name: make sure the name is a directory's,

@@ -20,7 +20,7 @@ use smb_proto::lease::state;
 use smb_proto::{NtStatus, Request};
 
 use super::lookup::{decode_meta, decode_name};
-use super::requests::{delete_req, meta_query, Create, CLOSE_RELATED, NAME_QUERY, QFID};
+use super::requests::{delete_req, meta_query, CLOSE_RELATED, NAME_QUERY, QFID};
 use super::Result;
 use crate::store::meta::{ObjectMeta, META_EA};
 
@@ -54,11 +54,10 @@ impl Held {
 /// The CREATE of a holder of `path`: read data, attributes and EAs,
 /// sharing only READ, not a directory, with the on-disk id.
 fn hold_req(path: &str) -> CreateRequest<'_> {
-    Create::open(path, access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA)
+    CreateRequest::open(path, access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA)
         .sharing(share::READ)
         .options(options::NON_DIRECTORY_FILE)
         .contexts(&QFID)
-        .build()
 }
 
 /// A holder from an open that asked for [`HOLD`]; `None` (the handle

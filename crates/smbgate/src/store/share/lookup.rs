@@ -14,7 +14,7 @@ use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::{NtStatus, Request};
 
 use super::records::{FileKey, Records};
-use super::requests::{lookup_req, meta_query, read_req, take, Create, CLOSE_RELATED, NAME_QUERY};
+use super::requests::{lookup_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
 use crate::store::backoff::{self, Backoff};
 use crate::store::meta::{ObjectMeta, META_EA};
 
@@ -378,7 +378,7 @@ pub async fn stat_with_meta_and_name(
 /// Errors: a transport error, or an answer that does not decode.
 pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Option<String>>> {
     let opens: Vec<CreateRequest<'_>> =
-        paths.iter().map(|path| Create::open(path, access::FILE_READ_ATTRIBUTES).build()).collect();
+        paths.iter().map(|path| CreateRequest::open(path, access::FILE_READ_ATTRIBUTES)).collect();
     let chains: Vec<[&dyn Request; 3]> =
         opens.iter().map(|o| [o as &dyn Request, &NAME_QUERY, &CLOSE_RELATED]).collect();
     let refs: Vec<&[&dyn Request]> = chains.iter().map(|c| &c[..]).collect();

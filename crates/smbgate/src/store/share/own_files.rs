@@ -9,7 +9,7 @@ use smb_proto::io::{WriteRequest, WriteResponse};
 use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::NtStatus;
 
-use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QFID};
+use super::requests::{take, temp_req, upload_file_req, CLOSE_RELATED, QFID};
 
 /// CREATE(new file `path`, sharing nothing, delete-on-close): a lock that
 /// exists exactly while this handle is open, and that only one opener can
@@ -31,10 +31,9 @@ use super::requests::{take, temp_req, upload_file_req, Create, CLOSE_RELATED, QF
 ///
 /// Errors: any other failing status.
 pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
-    let create = Create::file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
+    let create = CreateRequest::new_file(path, access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE)
         .sharing(0)
-        .options(options::DELETE_ON_CLOSE)
-        .build();
+        .options(options::DELETE_ON_CLOSE);
     let standard = QueryInfoRequest {
         info_type: info_type::FILE,
         class: class::FILE_STANDARD_INFORMATION,

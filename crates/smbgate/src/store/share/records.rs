@@ -34,7 +34,6 @@ use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
 use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
-use super::requests::Create;
 use crate::store::backoff;
 use crate::store::path::SharePath;
 
@@ -173,7 +172,7 @@ impl Records {
     }
 
     async fn publish(&self, tree: &Tree, temp: &SharePath, target: &SharePath, body: &[u8]) -> Result<()> {
-        let create = Create::file(temp.as_str(), access::GENERIC_WRITE | access::DELETE).build();
+        let create = CreateRequest::new_file(temp.as_str(), access::GENERIC_WRITE | access::DELETE);
         let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: body };
         let t = smb_client::tree::smb_path(target.as_str());
         let rename = SetInfoRequest {
@@ -220,7 +219,7 @@ impl Records {
                 }
             }
             let disposition = if fresh { Disposition::OverwriteIf } else { Disposition::OpenIf };
-            let create = Create::file(&name, access::GENERIC_WRITE).disposition(disposition).build();
+            let create = CreateRequest::new_file(&name, access::GENERIC_WRITE).disposition(disposition);
             let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
             if fresh {
                 let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: &ea.value };
@@ -374,8 +373,8 @@ pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> R
     let r = async {
         for base in [probe.as_str(), dir.as_str()] {
             let stream = stream_path(base, "smbgate.probe");
-            let create =
-                Create::file(&stream, access::GENERIC_WRITE | access::DELETE).options(options::DELETE_ON_CLOSE).build();
+            let create = CreateRequest::new_file(&stream, access::GENERIC_WRITE | access::DELETE)
+                .options(options::DELETE_ON_CLOSE);
             let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
             let chain: [&dyn Request; 2] = [&create, &close];
             let rs = tree.compound(&chain).await?;

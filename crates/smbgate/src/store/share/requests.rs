@@ -5,82 +5,13 @@
 use super::Result;
 use smb_client::connection::Response;
 use smb_client::Error;
-use smb_proto::create::{
-    access, attributes, oplock, options, share, CloseRequest, CreateContext, CreateRequest, Disposition, FileId,
-};
+use smb_proto::create::{access, options, CloseRequest, CreateContext, CreateRequest, Disposition, FileId};
 use smb_proto::info::{class, info_type};
 use smb_proto::query::QueryInfoRequest;
 
 /// The QFid context: the CREATE answer carries the on-disk file id, which
 /// derived ETags and generation checks use.
 pub(crate) static QFID: [CreateContext<'static>; 1] = [CreateContext::QueryOnDiskId];
-
-/// A CREATE request (MS-SMB2 2.2.13) built from what the open is for, so
-/// that each open states only what sets it apart. Every open starts with
-/// no oplock (the gateway caches nothing yet), sharing read, write and
-/// delete (other clients' opens, renames and deletes never wait on it), no
-/// attributes and no create contexts.
-pub(crate) struct Create<'a>(CreateRequest<'a>);
-
-impl<'a> Create<'a> {
-    fn with(name: &'a str, desired_access: u32, disposition: Disposition) -> Create<'a> {
-        Create(CreateRequest {
-            name,
-            oplock_level: oplock::NONE,
-            desired_access,
-            file_attributes: 0,
-            share_access: share::ALL,
-            disposition,
-            options: 0,
-            contexts: &[],
-        })
-    }
-
-    /// Opens what exists at `name` (file or directory), asking for
-    /// `desired_access` (see `smb_proto::create::access`).
-    pub(crate) fn open(name: &'a str, desired_access: u32) -> Create<'a> {
-        Create::with(name, desired_access, Disposition::Open)
-    }
-
-    /// Makes a new file at `name` (failing if the name exists) with
-    /// attributes NORMAL; [`Create::disposition`] lets it open or replace
-    /// one instead.
-    pub(crate) fn file(name: &'a str, desired_access: u32) -> Create<'a> {
-        let c = Create::with(name, desired_access, Disposition::Create).options(options::NON_DIRECTORY_FILE);
-        Create(CreateRequest { file_attributes: attributes::NORMAL, ..c.0 })
-    }
-
-    /// Makes a new directory at `name` (failing if the name exists).
-    pub(crate) fn directory(name: &'a str, desired_access: u32) -> Create<'a> {
-        let c = Create::with(name, desired_access, Disposition::Create).options(options::DIRECTORY_FILE);
-        Create(CreateRequest { file_attributes: attributes::DIRECTORY, ..c.0 })
-    }
-
-    /// What to do when the name exists or does not.
-    pub(crate) fn disposition(self, disposition: Disposition) -> Create<'a> {
-        Create(CreateRequest { disposition, ..self.0 })
-    }
-
-    /// Shares only `share_access` (0: nothing) with other opens.
-    pub(crate) fn sharing(self, share_access: u32) -> Create<'a> {
-        Create(CreateRequest { share_access, ..self.0 })
-    }
-
-    /// Adds CreateOptions (see `smb_proto::create::options`).
-    pub(crate) fn options(self, options: u32) -> Create<'a> {
-        Create(CreateRequest { options: self.0.options | options, ..self.0 })
-    }
-
-    /// Sends `contexts` with the CREATE.
-    pub(crate) fn contexts(self, contexts: &'a [CreateContext<'a>]) -> Create<'a> {
-        Create(CreateRequest { contexts, ..self.0 })
-    }
-
-    /// The request.
-    pub(crate) fn build(self) -> CreateRequest<'a> {
-        self.0
-    }
-}
 
 /// An open for reading an existing file or directory. Shares read, write
 /// and delete, so renames and deletes by others never wait on a reader.
@@ -106,20 +37,21 @@ pub(crate) fn lookup_req(name: &str, file_only: bool) -> CreateRequest<'_> {
 /// next writer's rename over it; share-write so that a large body can be
 /// written over several connections (`store::spread`).
 pub(crate) fn temp_req<'a>(name: &'a str, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {
-    Create::file(name, access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE).contexts(contexts).build()
+    CreateRequest::new_file(name, access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE).contexts(contexts)
 }
 
 /// An open of an existing file for DELETE (what a rename needs), sharing
 /// `share_access` (0: exclusive, as a probe of other opens).
 pub(crate) fn delete_req(name: &str, share_access: u32) -> CreateRequest<'_> {
-    let open = Create::file(name, access::DELETE | access::FILE_READ_ATTRIBUTES).disposition(Disposition::Open);
-    open.sharing(share_access).build()
+    let open =
+        CreateRequest::new_file(name, access::DELETE | access::FILE_READ_ATTRIBUTES).disposition(Disposition::Open);
+    open.sharing(share_access)
 }
 
 /// A file in an upload's directory, read/write, sharing everything (parts
 /// are written over several connections).
 pub(crate) fn upload_file_req(name: &str, disposition: Disposition) -> CreateRequest<'_> {
-    Create::file(name, access::GENERIC_WRITE | access::GENERIC_READ).disposition(disposition).build()
+    CreateRequest::new_file(name, access::GENERIC_WRITE | access::GENERIC_READ).disposition(disposition)
 }
 
 /// QUERY_INFO of our metadata EA on the related handle.
@@ -157,6 +89,7 @@ pub(crate) fn take<const N: usize>(rs: Vec<Response>) -> Result<[Response; N]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smb_proto::create::{attributes, oplock, share};
 
     /// (access, attributes, share, disposition, options, contexts) of a CREATE.
     fn fields(c: &CreateRequest<'_>) -> (u32, u32, u32, Disposition, u32, usize, u8) {
@@ -188,16 +121,16 @@ mod tests {
         let rw = access::GENERIC_WRITE | access::GENERIC_READ;
         let up = upload_file_req("u", Disposition::OpenIf);
         assert_eq!(fields(&up), (rw, attributes::NORMAL, share::ALL, Disposition::OpenIf, nd, 0, 0));
-        let dir = Create::directory("x", access::FILE_LIST_DIRECTORY).build();
+        let dir = CreateRequest::new_directory("x", access::FILE_LIST_DIRECTORY);
         let dir_fields = (access::FILE_LIST_DIRECTORY, attributes::DIRECTORY, share::ALL, Disposition::Create);
         assert_eq!(
             fields(&dir),
             (dir_fields.0, dir_fields.1, dir_fields.2, dir_fields.3, options::DIRECTORY_FILE, 0, 0)
         );
-        let lock = Create::file("l", access::DELETE).sharing(0).options(options::DELETE_ON_CLOSE).build();
+        let lock = CreateRequest::new_file("l", access::DELETE).sharing(0).options(options::DELETE_ON_CLOSE);
         assert_eq!(lock.options, nd | options::DELETE_ON_CLOSE, "options add up");
         assert_eq!(lock.share_access, 0);
-        let open = Create::open("o", access::FILE_READ_ATTRIBUTES).build();
+        let open = CreateRequest::open("o", access::FILE_READ_ATTRIBUTES);
         assert_eq!(fields(&open), (access::FILE_READ_ATTRIBUTES, 0, share::ALL, Disposition::Open, 0, 0, 0));
     }
 }
