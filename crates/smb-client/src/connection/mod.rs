@@ -8,6 +8,8 @@
 //! - this file: the API ([`Connection`]) and the state its parts share;
 //! - `response`: what a caller gets back ([`Response`], [`ResponseFuture`]);
 //! - `table`: the MessageId and credit table, plain data with its tests;
+//! - `lease_table`: the leases held on the connection, plain data with its
+//!   tests (the lease operations of a tree are `crate::lease`'s);
 //! - `seal`: signing and encryption, out and in, written once;
 //! - `writer` and `reader`: the two socket tasks;
 //! - `reaper`: the queue of handles nobody will close, and the task that
@@ -33,6 +35,7 @@ use reaper::{reaper_task, Reaper, Ticket};
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
+pub(crate) mod lease_table;
 mod reader;
 mod reaper;
 mod response;
@@ -93,7 +96,7 @@ pub(crate) struct Inner {
     /// Oplocks held by durable handles, and their breaks.
     pub(crate) oplocks: Oplocks,
     /// Leases of opens made with `Tree::open_leased`, and their breaks.
-    pub(crate) leases: crate::lease::Leases,
+    pub(crate) leases: lease_table::Leases,
     /// This connection, for the answers it hands out.
     me: std::sync::Weak<Inner>,
 }
