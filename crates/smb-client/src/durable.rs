@@ -71,7 +71,7 @@ impl Tree {
             file_id: info.file_id,
             durable: granted.then_some(create_guid),
             on_disk_id: info.on_disk_id(),
-            was_on: std::sync::Arc::downgrade(&self.conn().inner),
+            was_on: self.conn().downgrade(),
         };
         Ok(self.adopt(h, reopen))
     }
@@ -91,11 +91,8 @@ impl Tree {
                 match self.open(&was.request(&ctx)).await {
                     Ok(h) => {
                         tracing::info!(name = %was.name, "durable handle reclaimed");
-                        let reopen = Reopen {
-                            file_id: h.info().file_id,
-                            was_on: std::sync::Arc::downgrade(&self.conn().inner),
-                            ..was.clone()
-                        };
+                        let reopen =
+                            Reopen { file_id: h.info().file_id, was_on: self.conn().downgrade(), ..was.clone() };
                         return Ok((self.adopt(h, reopen), Reopened::Reclaimed));
                     }
                     Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_NAME_NOT_FOUND) => {

@@ -5,7 +5,7 @@
 
 use smb_proto::create::{oplock, CreateContext, CreateRequest, Disposition, FileId};
 
-use crate::connection::Inner;
+use crate::connection::WeakConnection;
 
 /// What it takes to open a file again after its handle's connection was
 /// lost: the open's parameters, its durable CreateGuid if the server
@@ -23,7 +23,7 @@ pub struct Reopen {
     pub(crate) on_disk_id: Option<u64>,
     /// The connection the handle lives on, to read the oplock it still
     /// holds there; weak, so it never keeps a dead connection alive.
-    pub(crate) was_on: std::sync::Weak<Inner>,
+    pub(crate) was_on: WeakConnection,
 }
 
 impl std::fmt::Debug for Reopen {
@@ -52,7 +52,7 @@ impl Reopen {
     /// True if the server can still hold the handle after a disconnect:
     /// it was granted durability and its batch oplock was never broken.
     pub fn may_be_reclaimed(&self) -> bool {
-        self.durable.is_some() && self.was_on.upgrade().is_some_and(|c| c.oplocks.level(self.file_id) == oplock::BATCH)
+        self.durable.is_some() && self.was_on.oplock_level(self.file_id) == Some(oplock::BATCH)
     }
 
     pub(crate) fn request<'a>(&'a self, contexts: &'a [CreateContext<'a>]) -> CreateRequest<'a> {

@@ -112,6 +112,19 @@ const FREE_BYTES: usize = 26 << 20;
 /// Buffers smaller than this are not worth recycling.
 const RECYCLE_MIN: usize = 256 << 10;
 
+/// A connection remembered without keeping it open: what a durable
+/// handle's reopen data asks of the connection it was opened on.
+#[derive(Clone)]
+pub(crate) struct WeakConnection(std::sync::Weak<Inner>);
+
+impl WeakConnection {
+    /// The oplock level `file_id` still holds on the connection
+    /// ([`smb_proto::create::oplock`]); `None` once the connection is gone.
+    pub(crate) fn oplock_level(&self, file_id: smb_proto::create::FileId) -> Option<u8> {
+        self.0.upgrade().map(|c| c.oplocks.level(file_id))
+    }
+}
+
 /// A cheaply clonable handle on one SMB connection. When the last handle
 /// is dropped the connection is shut down.
 #[derive(Clone)]
@@ -127,6 +140,13 @@ struct CloseOnDrop(Arc<Inner>);
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
         self.0.shut(Error::ConnectionLost("connection closed by the client".into()), false);
+    }
+}
+
+impl Connection {
+    /// This connection, remembered without keeping it open.
+    pub(crate) fn downgrade(&self) -> WeakConnection {
+        WeakConnection(Arc::downgrade(&self.inner))
     }
 }
 
