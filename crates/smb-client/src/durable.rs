@@ -17,7 +17,6 @@
 //! What was written but not acknowledged before the loss is the caller's to
 //! send again (`pipeline::PipelinedWriter::into_unacked`).
 
-use std::time::Duration;
 
 use smb_proto::create::{oplock, CreateContext, CreateRequest, CreateResponseContext};
 use smb_proto::NtStatus;
@@ -31,9 +30,7 @@ use crate::tree::Tree;
 /// milliseconds (Samba caps it at 300,000).
 pub const DURABLE_TIMEOUT_MS: u32 = 60_000;
 
-/// How long a reclaim that finds nothing is retried: the old connection's
-/// server process may not have released the open yet.
-pub const RECLAIM_WAIT: Duration = Duration::from_secs(2);
+pub use crate::waits::RECLAIM_WAIT;
 
 /// How [`Tree::reopen`] got the file back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +97,7 @@ impl Tree {
                             tracing::debug!(name = %was.name, "durable handle not reclaimed; opening by name");
                             break;
                         }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        tokio::time::sleep(crate::waits::RECLAIM_RETRY).await;
                     }
                     // The server no longer knows the handle as durable (or
                     // refuses DH2C): the name is all that is left.

@@ -35,6 +35,7 @@ mod recvbuf;
 mod reopen;
 pub mod session;
 pub mod tree;
+pub mod waits;
 
 pub use error::{Error, Result};
 pub use file::Handle;

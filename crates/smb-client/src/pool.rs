@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::DEFAULT_IN_FLIGHT_BYTES;
 use crate::session::{ClientConfig, Session};
 use crate::tree::Tree;
+use crate::waits;
 
 /// Pool settings.
 #[derive(Debug, Clone)]
@@ -153,7 +154,7 @@ impl Pool {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Error::ConnectionLost("no healthy SMB connection in the pool".into()));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(waits::POOL_GET_POLL).await;
         }
     }
 
@@ -308,7 +309,7 @@ async fn futures_join(cfg: &PoolConfig, n: usize) -> Vec<Result<Tree>> {
 }
 
 async fn reconnect(pool: Weak<PoolInner>, i: usize) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = waits::RECONNECT_FIRST;
     loop {
         let Some(p) = pool.upgrade() else { return };
         match open_tree(&p.cfg).await {
@@ -322,13 +323,13 @@ async fn reconnect(pool: Weak<PoolInner>, i: usize) {
             Err(e) => {
                 tracing::warn!(slot = i, error = %e, "SMB reconnect failed");
                 if e.status() == Some(smb_proto::NtStatus::STATUS_TOO_MANY_SESSIONS) {
-                    backoff = Duration::from_secs(30);
+                    backoff = waits::TOO_MANY_SESSIONS_PAUSE;
                 }
             }
         }
         drop(p);
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        backoff = (backoff * 2).min(waits::RECONNECT_CAP);
     }
 }
 
@@ -346,7 +347,7 @@ async fn renew(pool: Weak<PoolInner>, i: usize) {
         Err(e) => {
             tracing::warn!(slot = i, error = %e, "SMB session renewal failed; trying again shortly");
             drop(p);
-            tokio::time::sleep(RENEW_RETRY).await;
+            tokio::time::sleep(waits::RENEW_RETRY).await;
             let Some(p) = pool.upgrade() else { return };
             p.slots[i].reconnecting.store(false, Ordering::Release);
             return;
@@ -354,10 +355,6 @@ async fn renew(pool: Weak<PoolInner>, i: usize) {
     }
     p.slots[i].reconnecting.store(false, Ordering::Release);
 }
-
-/// Pause after a failed renewal before the next try (the KDC or the
-/// server may be briefly away; the old session still works meanwhile).
-const RENEW_RETRY: Duration = Duration::from_secs(5);
 
 /// Starts [`renew`] for every healthy slot whose session is due.
 fn renew_due(inner: &Arc<PoolInner>) {
@@ -376,7 +373,7 @@ fn renew_due(inner: &Arc<PoolInner>) {
 }
 
 async fn maintain(pool: Weak<PoolInner>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(waits::MAINTAIN_TICK);
     let mut since_echo = Duration::ZERO;
     loop {
         tick.tick().await;
@@ -384,14 +381,14 @@ async fn maintain(pool: Weak<PoolInner>) {
         let handle = Pool { inner: p.clone() };
         handle.kick();
         renew_due(&p);
-        since_echo += Duration::from_secs(1);
+        since_echo += waits::MAINTAIN_TICK;
         if since_echo >= p.cfg.echo_interval {
             since_echo = Duration::ZERO;
             for slot in &p.slots {
                 let t = slot.tree.read().unwrap().clone();
                 if let Some(t) = t.filter(|t| !t.conn().is_poisoned() && t.conn().in_flight() == 0) {
                     tokio::spawn(async move {
-                        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), t.session().echo())
+                        if let Err(e) = tokio::time::timeout(waits::ECHO_TIMEOUT, t.session().echo())
                             .await
                             .unwrap_or(Err(Error::Timeout("ECHO")))
                         {
