@@ -17,7 +17,6 @@
 //! What was written but not acknowledged before the loss is the caller's to
 //! send again (`pipeline::PipelinedWriter::into_unacked`).
 
-
 use smb_proto::create::{oplock, CreateContext, CreateRequest, CreateResponseContext};
 use smb_proto::NtStatus;
 
@@ -124,7 +123,7 @@ impl Tree {
     /// Records the oplock `h` holds on this connection and attaches `reopen`.
     fn adopt(&self, h: Handle, reopen: Reopen) -> Handle {
         let info = h.info();
-        self.conn().inner.oplocks.hold(info.file_id, self.tree_id(), self.is_encrypted(), info.oplock_level);
+        self.conn().oplocks().hold(info.file_id, self.tree_id(), self.is_encrypted(), info.oplock_level);
         h.with_reopen(reopen)
     }
 }

@@ -137,7 +137,7 @@ impl Handle {
     /// handles skip the connection's locks).
     fn release_oplock(&self) {
         if self.reopen.is_some() {
-            self.tree.conn().inner.oplocks.release(self.create.file_id);
+            self.tree.conn().forget_oplock(self.create.file_id);
         }
         self.release_lease();
     }
@@ -145,7 +145,7 @@ impl Handle {
     /// Forgets the lease a leased open recorded on its connection.
     fn release_lease(&self) {
         if let Some((key, _)) = &self.lease {
-            self.tree.conn().inner.leases.release(key);
+            self.tree.conn().forget_lease(key);
         }
     }
 }

@@ -124,7 +124,7 @@ impl<'a> LeasedCreate<'a> {
     /// closed then).
     pub async fn opened(self, h: Handle) -> Result<(Handle, Lease)> {
         let LeasedCreate { tree, key, on_break, mut state, registered, .. } = self;
-        let leases = &tree.conn().inner.leases;
+        let leases = tree.conn().leases();
         let granted = match (h.info().oplock_level, h.info().lease()) {
             (oplock::LEASE, Some(g)) if g.key == key => g.state,
             _ => 0,
@@ -163,7 +163,7 @@ impl Tree {
     /// what a break of Handle caching does to the handle.
     pub fn lease_request<'a>(&'a self, req: &CreateRequest<'a>, wanted: u32, on_break: OnBreak) -> LeasedCreate<'a> {
         let key: [u8; 16] = rand::random();
-        let leases = &self.conn().inner.leases;
+        let leases = self.conn().leases();
         let state = leases.register(key, self.tree_id(), self.is_encrypted(), on_break);
         let mut contexts: Vec<CreateContext<'a>> = req.contexts.to_vec();
         contexts.push(CreateContext::LeaseV2 { key, wanted });

@@ -35,6 +35,11 @@ pub(crate) struct HttpLimits {
 const H2_MAX_STREAMS: u32 = 32;
 /// How often an idle HTTP/2 connection is pinged, and how long the answer
 /// may take before the connection is closed.
+/// The pause after a failed accept (out of file descriptors, say) before
+/// the next: the loop must not spin while the cause lasts, and a short
+/// pause costs new clients little once it is gone.
+pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
 const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -140,7 +145,7 @@ pub(crate) async fn serve_admin(
             Ok((s, _)) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "metrics listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };

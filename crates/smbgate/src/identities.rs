@@ -243,11 +243,15 @@ impl Identities {
     }
 }
 
-/// Every 10 s (or `idle`, if shorter), drops the identity pools unused for
-/// `idle`; ends with the last [`Identities`].
+/// How often unused identity pools are looked for (at most; `idle`, if
+/// shorter): a pool outlives its idle time by at most this.
+const IDLE_CHECK: Duration = Duration::from_secs(10);
+
+/// Every [`IDLE_CHECK`] (or `idle`, if shorter), drops the identity pools
+/// unused for `idle`; ends with the last [`Identities`].
 async fn close_idle(inner: Weak<Inner>) {
     let period = match inner.upgrade() {
-        Some(i) => i.template.idle.min(Duration::from_secs(10)),
+        Some(i) => i.template.idle.min(IDLE_CHECK),
         None => return,
     };
     loop {

@@ -428,7 +428,7 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(crate::connection::ACCEPT_RETRY).await;
                 continue;
             }
         };

@@ -148,6 +148,26 @@ impl Connection {
     pub(crate) fn downgrade(&self) -> WeakConnection {
         WeakConnection(Arc::downgrade(&self.inner))
     }
+
+    /// Forgets the oplock `file_id` holds here (its handle is closed).
+    pub(crate) fn forget_oplock(&self, file_id: smb_proto::create::FileId) {
+        self.inner.oplocks.release(file_id);
+    }
+
+    /// Forgets the lease `key` holds here (its open is closed).
+    pub(crate) fn forget_lease(&self, key: &[u8; 16]) {
+        self.inner.leases.release(key);
+    }
+
+    /// This connection's lease table, which leased opens register into.
+    pub(crate) fn leases(&self) -> &lease_table::Leases {
+        &self.inner.leases
+    }
+
+    /// This connection's oplocks, which durable opens record theirs in.
+    pub(crate) fn oplocks(&self) -> &Oplocks {
+        &self.inner.oplocks
+    }
 }
 
 impl Connection {
