@@ -35,6 +35,7 @@ mod recvbuf;
 mod reopen;
 pub mod session;
 pub mod tree;
+mod tree_connect;
 pub mod waits;
 
 pub use error::{Error, Result};

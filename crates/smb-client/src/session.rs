@@ -1,7 +1,7 @@
 //! Connection setup: NEGOTIATE (with SMB 3.1.1 contexts and the preauth
 //! integrity hash), SESSION_SETUP with NTLMv2 or Kerberos in SPNEGO (see
-//! `logon.rs`), key derivation, and
-//! TREE_CONNECT (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3).
+//! `logon.rs`) and key derivation (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3);
+//! TREE_CONNECT on a session is `tree_connect.rs`.
 
 use std::time::Duration;
 
@@ -10,7 +10,6 @@ use smb_proto::negotiate::{
     capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse, SigningAlgorithm,
 };
 use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupResponse};
-use smb_proto::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
 use smb_proto::{Command, NtStatus};
 
 use smb_proto::create::FileId;
@@ -21,7 +20,6 @@ use crate::connection::{Connection, Op};
 use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
 use crate::logon::Logon;
-use crate::tree::Tree;
 
 /// What NEGOTIATE and SESSION_SETUP settled on.
 #[derive(Debug, Clone)]
@@ -304,24 +302,6 @@ impl Session {
             return Err(fail("VALIDATE_NEGOTIATE_INFO does not match the NEGOTIATE answer (downgrade?)"));
         }
         Ok(())
-    }
-
-    /// TREE_CONNECT to `share` (a share name, e.g. `data`).
-    ///
-    /// Errors: STATUS_BAD_NETWORK_NAME for a missing share,
-    /// STATUS_ACCESS_DENIED, or [`Error::Protocol`] if the share requires
-    /// encryption and no cipher was negotiated.
-    pub async fn tree_connect(&self, share: &str) -> Result<Tree> {
-        let path = format!("\\\\{}\\{}", self.config().server_name, share);
-        let req = TreeConnectRequest { path: &path };
-        let resp = self.conn.call(Op { body: &req, tree_id: 0 }, false).await?.ok_or_status(&[])?;
-        let tc = resp.body(TreeConnectResponse::decode)?;
-        let encrypt = tc.share_flags & share_flags::ENCRYPT_DATA != 0 || self.negotiated.encrypt_all;
-        if encrypt && self.negotiated.cipher.is_none() {
-            return Err(Error::Protocol(format!("share {share} requires encryption, which this session cannot do")));
-        }
-        self.validate_tree(resp.header.tree_id, encrypt).await?;
-        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, share.to_string()))
     }
 
     /// Checks a new tree's connection with FSCTL_VALIDATE_NEGOTIATE_INFO

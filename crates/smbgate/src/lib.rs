@@ -34,12 +34,14 @@
 //!   `config check` share.
 #![warn(missing_docs)]
 
+pub mod access_check;
 pub mod access_line;
 pub mod access_log;
 pub mod admin;
 pub mod auth_log;
 pub mod body_budget;
 pub mod config;
+pub mod config_check;
 pub mod config_file;
 pub mod conn_limits;
 pub mod conn_slots;

@@ -13,7 +13,7 @@ fn main() {
         if *without_secrets {
             smbgate::secret_files::leave_secret_files_unread();
         }
-        match smbgate::config_file::check(Cli::command(), file) {
+        match smbgate::config_check::check(Cli::command(), file) {
             Ok(report) => {
                 print!("{report}");
                 std::process::exit(0)
@@ -51,7 +51,7 @@ fn main() {
             .with_writer(f)
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
-                    .with_target(smbgate::front::ACCESS_TARGET, tracing::Level::INFO),
+                    .with_target(smbgate::access_line::ACCESS_TARGET, tracing::Level::INFO),
             )
     });
     tracing_subscriber::registry().with(stderr).with(access).init();
@@ -141,7 +141,7 @@ fn log_filter(setting: Option<&str>) -> EnvFilter {
     let s = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
     let s = if s.contains("s3s") { s.to_string() } else { format!("{s},s3s=off") };
     let s: Vec<&str> = s.split(',').filter(|d| !SECRET_TARGETS.iter().any(|t| d.trim().starts_with(t))).collect();
-    let access = smbgate::front::ACCESS_TARGET;
+    let access = smbgate::access_line::ACCESS_TARGET;
     let clamps: String =
         SECRET_TARGETS.iter().map(|t| format!(",{t}={}", level_for(&s, t).min(LevelFilter::INFO))).collect();
     let s = s.join(",");

@@ -11,7 +11,7 @@
 //!   and the front must not read the body before the signature is checked.
 //!
 //! The access key the first service verified travels with the request as
-//! [`Vouched`], and [`crate::front::Access`] decides on it as on a signed
+//! [`Vouched`], and [`crate::access_check::Access`] decides on it as on a signed
 //! request (the same user, buckets and SMB identity). Nothing outside the
 //! process can reach the second service, nor set [`Vouched`].
 
@@ -21,13 +21,7 @@ use s3s::route::S3Route;
 use s3s::service::S3Service;
 use s3s::{Body, S3Request, S3Response, S3Result};
 
-/// The access key whose signature the outer service verified (`None`: an
-/// anonymous request), for the inner service's access check.
-#[derive(Debug, Clone)]
-pub struct Vouched {
-    /// The verified access key.
-    pub access_key: Option<String>,
-}
+use crate::access_check::Vouched;
 
 /// Which route took a request (a request extension set by `is_match`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

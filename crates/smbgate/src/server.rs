@@ -201,7 +201,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     );
     let anonymous_for_routes = anonymous.clone();
     let mut builder = s3_builder(gateway, domain.as_ref(), &directory, anonymous, promises);
-    let access = crate::front::Access { anonymous: anonymous_for_routes, users: directory.clone(), promises };
+    let access = crate::access_check::Access { anonymous: anonymous_for_routes, users: directory.clone(), promises };
     let delete = crate::s3s_patches::delete_objects::DeleteObjects::new(access, domain.clone());
     builder.set_route(crate::routes::Routes::new(inner, delete));
     let listener =
@@ -290,7 +290,7 @@ fn s3_builder(
     // is then an unknown key (403 InvalidAccessKeyId, as AWS answers one)
     // rather than 501.
     builder.set_auth(users.clone());
-    builder.set_access(crate::front::Access { anonymous, users: users.clone(), promises });
+    builder.set_access(crate::access_check::Access { anonymous, users: users.clone(), promises });
     builder
 }
 

@@ -11,6 +11,8 @@
 //! - `lease_table`: the leases held on the connection, plain data with its
 //!   tests (the lease operations of a tree are `crate::lease`'s);
 //! - `seal`: signing and encryption, out and in, written once;
+//! - `write_frame`: one WRITE sent from a buffer its caller filled, its
+//!   header written into the headroom and sealed in place;
 //! - `writer` and `reader`: the two socket tasks;
 //! - `reaper`: the queue of handles nobody will close, and the task that
 //!   closes them;
@@ -21,9 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use smb_proto::frame::{FRAME_HEADER_LEN, MAX_FRAME_LEN};
-use smb_proto::header::{Header, HEADER_LEN};
-use smb_proto::transform::TRANSFORM_HEADER_LEN;
+use smb_proto::frame::FRAME_HEADER_LEN;
 use smb_proto::Command;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -41,12 +41,14 @@ mod reaper;
 mod response;
 mod seal;
 mod table;
+mod write_frame;
 mod writer;
 
 pub use response::{Op, Response, ResponseFuture, MAX_PENDING};
+use seal::encode_chain;
 pub(crate) use seal::Security;
-use seal::{encode_chain, seal_single};
 use table::{Bind, Slot, Table};
+pub use write_frame::WRITE_HEADROOM;
 
 /// Timeouts and limits of one connection.
 #[derive(Debug, Clone)]
@@ -100,11 +102,6 @@ pub(crate) struct Inner {
     /// This connection, for the answers it hands out.
     me: std::sync::Weak<Inner>,
 }
-
-/// Bytes reserved at the start of a [`Connection::write_frame`] buffer for
-/// the transport header, a transform header, the SMB2 header and the fixed
-/// part of the WRITE request.
-pub const WRITE_HEADROOM: usize = FRAME_HEADER_LEN + TRANSFORM_HEADER_LEN + HEADER_LEN + 48;
 
 /// Bytes of sent frame buffers kept for reuse per connection (a few
 /// MaxWrite-sized WRITE frames; more would stay resident after a burst).
@@ -419,77 +416,6 @@ impl Connection {
     /// for, or the session encrypts everything, and a cipher exists.
     pub fn will_encrypt(&self, encrypt: bool) -> bool {
         self.inner.security.read().unwrap().encrypts(encrypt)
-    }
-
-    /// A buffer for [`Connection::send_write_frame`]: [`WRITE_HEADROOM`]
-    /// bytes reserved, and room for `payload` bytes after them.
-    pub fn write_frame(&self, payload: usize) -> BytesMut {
-        let mut b = self.frame_buffer(WRITE_HEADROOM + payload);
-        b.clear();
-        b.resize(WRITE_HEADROOM, 0);
-        b
-    }
-
-    /// Sends one WRITE whose payload the caller has appended to a
-    /// [`Connection::write_frame`] buffer. The header and the WRITE fixed
-    /// part are filled into the headroom, then the message is signed or
-    /// encrypted in place: the payload is never copied again.
-    ///
-    /// Returns the response future and the sent frame (kept by the caller
-    /// to redo a short write; hand it to [`Connection::recycle`] when done).
-    /// Errors: as [`Connection::send_batch`], or a payload over 16 MiB,
-    /// each with the frame, whose last bytes are still the payload unless
-    /// it was encrypted in place (so a caller can send it again elsewhere).
-    pub async fn send_write_frame(
-        &self,
-        mut frame: BytesMut,
-        tree_id: u32,
-        file_id: smb_proto::create::FileId,
-        offset: u64,
-        encrypt: bool,
-    ) -> std::result::Result<(ResponseFuture, Bytes), (Error, Bytes)> {
-        let Some(data_len) = frame.len().checked_sub(WRITE_HEADROOM) else {
-            return Err((Error::InvalidArgument("write frame without headroom".into()), frame.freeze()));
-        };
-        if data_len + WRITE_HEADROOM > MAX_FRAME_LEN {
-            let e = Error::InvalidArgument(format!("WRITE of {data_len} bytes exceeds the frame limit"));
-            return Err((e, frame.freeze()));
-        }
-        let bind = self.bind(Command::Write, tree_id, encrypt);
-        let charge = [smb_proto::header::credit_charge(data_len as u64)];
-        let (reqs, mut rxs) = match self.reserve(&charge, Vec::new(), &[bind]).await {
-            Ok(r) => r,
-            Err(e) => return Err((e, frame.freeze())),
-        };
-        let (message_id, charge, credits) = reqs[0];
-        {
-            let sec = self.inner.security.read().unwrap();
-            let mut h = Header::request(Command::Write);
-            h.credit_charge = charge;
-            h.credits = credits;
-            h.message_id = message_id;
-            h.tree_id = tree_id;
-            h.session_id = sec.session_id;
-            let msg_start = FRAME_HEADER_LEN + TRANSFORM_HEADER_LEN;
-            let mut fixed = BytesMut::with_capacity(HEADER_LEN + 48);
-            h.encode(&mut fixed);
-            smb_proto::io::encode_write_fixed(&mut fixed, file_id, offset, data_len as u32);
-            frame[msg_start..WRITE_HEADROOM].copy_from_slice(&fixed);
-            seal_single(&sec, &mut frame, encrypt).expect("the length was checked above");
-        }
-        let frame = frame.freeze();
-        if let Err(e) = self.enqueue(frame.clone()) {
-            return Err((e, frame));
-        }
-        Ok((rxs.pop().expect("one future"), frame))
-    }
-
-    /// Offers a sent frame back for reuse (ignored unless this was the last
-    /// reference to it).
-    pub fn recycle(&self, frame: Bytes) {
-        if let Ok(m) = frame.try_into_mut() {
-            writer::keep_free(&mut self.inner.free_bufs.lock().unwrap(), m);
-        }
     }
 
     async fn send_inner(

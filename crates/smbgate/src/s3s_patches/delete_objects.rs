@@ -26,13 +26,13 @@ pub fn is_delete_objects(method: &http::Method, uri: &http::Uri) -> bool {
 /// it names.
 #[derive(Clone)]
 pub struct DeleteObjects {
-    access: crate::front::Access,
+    access: crate::access_check::Access,
     domain: Option<crate::vhost::Domain>,
 }
 
 impl DeleteObjects {
     /// Checks with `access`, finding the bucket by Host under `domain`.
-    pub fn new(access: crate::front::Access, domain: Option<crate::vhost::Domain>) -> DeleteObjects {
+    pub fn new(access: crate::access_check::Access, domain: Option<crate::vhost::Domain>) -> DeleteObjects {
         DeleteObjects { access, domain }
     }
 
