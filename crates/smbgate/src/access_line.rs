@@ -16,8 +16,14 @@ use crate::metrics::InFlight;
 /// on it writes them; with none, the events are filtered out cheaply.
 pub const ACCESS_TARGET: &str = "smbgate::access";
 
-/// The fields of one access-log line other than the bytes sent and the
-/// time taken.
+/// True if access-log lines are written (`--access-log`): the fields
+/// only a line needs are gathered only then.
+pub fn enabled() -> bool {
+    tracing::enabled!(target: ACCESS_TARGET, tracing::Level::INFO)
+}
+
+/// The fields of one access-log line other than the operation, the
+/// status, the bytes sent and the time taken.
 pub struct AccessLine {
     /// The `x-amz-request-id` the client got.
     pub request_id: String,
@@ -30,38 +36,46 @@ pub struct AccessLine {
     /// The access key the request named (header, query or form), made
     /// printable; also when its signature did not match.
     pub access_key: Option<String>,
-    /// The S3 operation.
-    pub operation: &'static str,
     /// The HTTP method.
     pub method: http::Method,
     /// The bucket the request named.
     pub bucket: Option<String>,
     /// The key the request named.
     pub key: Option<String>,
-    /// The HTTP status answered.
-    pub status: http::StatusCode,
     /// The body length the request declared, in bytes.
     pub bytes_in: u64,
 }
 
-impl AccessLine {
-    /// Records the answer in `in_flight`'s metrics and writes the line,
-    /// with `sent` body bytes.
+/// One answer, as the metrics count it and (when [`enabled`]) the access
+/// log writes it.
+pub struct Answer {
+    /// The S3 operation.
+    pub operation: &'static str,
+    /// The HTTP status answered.
+    pub status: http::StatusCode,
+    /// The access-log line's other fields; `None` when no line is written.
+    pub line: Option<AccessLine>,
+}
+
+impl Answer {
+    /// Records the answer in `in_flight`'s metrics and writes its line, if
+    /// any, with `sent` body bytes.
     fn finish(self, in_flight: InFlight, sent: u64) {
         let took = in_flight.finish(self.operation, self.status, sent);
+        let Some(l) = self.line else { return };
         tracing::info!(
             target: ACCESS_TARGET,
-            request_id = %self.request_id,
-            client = self.client.map(|c| c.to_string()),
-            identity = %self.identity,
-            smb_identity = %self.smb_identity,
-            access_key = self.access_key.as_deref(),
+            request_id = %l.request_id,
+            client = l.client.map(|c| c.to_string()),
+            identity = %l.identity,
+            smb_identity = %l.smb_identity,
+            access_key = l.access_key.as_deref(),
             operation = self.operation,
-            method = %self.method,
-            bucket = self.bucket.as_deref(),
-            key = self.key.as_deref(),
+            method = %l.method,
+            bucket = l.bucket.as_deref(),
+            key = l.key.as_deref(),
             status = self.status.as_u16(),
-            bytes_in = self.bytes_in,
+            bytes_in = l.bytes_in,
             bytes_out = sent,
             duration_ms = took.as_secs_f64() * 1000.0,
             "request"
@@ -94,13 +108,13 @@ impl AccessLine {
 struct Tallied {
     inner: s3s::Body,
     sent: u64,
-    then: Option<(AccessLine, InFlight)>,
+    then: Option<(Answer, InFlight)>,
 }
 
 impl Tallied {
     fn done(&mut self) {
-        if let Some((line, in_flight)) = self.then.take() {
-            line.finish(in_flight, self.sent);
+        if let Some((answer, in_flight)) = self.then.take() {
+            answer.finish(in_flight, self.sent);
         }
     }
 }

@@ -165,7 +165,9 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         // An actual cross-origin request: its answer gets the headers of
         // the rule allowing it (the method a preflight named, if sent).
         let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let named_bucket = self.cors.bucket_of(&req);
+        // What only the access log (and CORS) needs is gathered only then.
+        let logged = crate::access_line::enabled();
+        let named_bucket = (logged || origin.is_some()).then(|| self.cors.bucket_of(&req)).flatten();
         let cors = origin.as_ref().and_then(|_| {
             let method = req
                 .headers()
@@ -178,9 +180,11 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
         // Who asked, for the access log and the log of failed
         // authentications (behind a trusted proxy, as its PROXY header says).
         let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
-        // The access key the request names, signed or not (a form names
-        // its key in the form: see `form_key`).
-        let named_key = crate::auth_log::access_key_of(req.headers().get(http::header::AUTHORIZATION), uri.query());
+        // The access key the request names, signed or not, read only for a
+        // failed authentication or an access-log line (a form names its
+        // key in the form: see `form_key`; `uri` is kept).
+        let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
+        let named_key = move |query: Option<&str>| crate::auth_log::access_key_of(authorization.as_ref(), query);
         let (auth_log, metrics) = (self.auth_log.clone(), self.metrics.clone());
         let post = self.post.clone();
         let pace = self.pace;
@@ -265,7 +269,7 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
                     metrics.auth_failure(failure.label());
                     auth_log.warn(&crate::auth_log::Refused {
                         failure,
-                        access_key: form_key.as_deref().or(named_key.as_deref()),
+                        access_key: form_key.clone().or_else(|| named_key(uri.query())).as_deref(),
                         client,
                         request_id: &ids.request_id,
                         status: resp.status().as_u16(),
@@ -291,20 +295,19 @@ impl hyper::service::Service<http::Request<RequestBody>> for Front {
             // target); with no such layer the event is filtered out cheaply.
             // A request that named no bucket s3s resolved (its signature did
             // not match, say) is logged under the bucket its address names.
-            let line = crate::access_line::AccessLine {
+            let line = logged.then(|| crate::access_line::AccessLine {
                 request_id: ids.request_id.clone(),
                 client: client.map(|c| c.ip()),
                 identity: resolved.and_then(|r| r.identity.clone()).unwrap_or_else(|| "anonymous".into()),
                 smb_identity: resolved.and_then(|r| r.smb_identity.clone()).unwrap_or_default(),
-                access_key: form_key.or(named_key),
-                operation,
+                access_key: form_key.or_else(|| named_key(uri.query())),
                 method,
                 bucket: resolved.map_or(named_bucket, |r| r.bucket.clone()),
                 key: resolved.and_then(|r| r.key.clone()),
-                status: resp.status(),
                 bytes_in: declared,
-            };
-            Ok(line.record(in_flight, resp, is_head))
+            });
+            let answer = crate::access_line::Answer { operation, status: resp.status(), line };
+            Ok(answer.record(in_flight, resp, is_head))
         };
         Box::pin(fut.instrument(span))
     }

@@ -26,14 +26,12 @@ const CHECKSUMS: [&str; 5] = [
 pub fn hoist<B>(req: &mut http::Request<B>) -> Result<(), Refusal> {
     let Some(q) = req.uri().query() else { return Ok(()) };
     // Most requests name no checksum: they are not parsed.
-    if !q.to_ascii_lowercase().contains("checksum") && !q.contains('%') {
+    let names_checksum = q.as_bytes().windows(8).any(|w| w.eq_ignore_ascii_case(b"checksum"));
+    if !names_checksum && !q.contains('%') {
         return Ok(());
     }
     let found: Vec<(&'static str, String)> = form_urlencoded::parse(q.as_bytes())
-        .filter_map(|(k, v)| {
-            let k = k.to_ascii_lowercase();
-            CHECKSUMS.iter().find(|c| **c == k).map(|c| (*c, v.into_owned()))
-        })
+        .filter_map(|(k, v)| CHECKSUMS.iter().find(|c| c.eq_ignore_ascii_case(&k)).map(|c| (*c, v.into_owned())))
         .collect();
     for (name, value) in found {
         let conflict = || {
