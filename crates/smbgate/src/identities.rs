@@ -133,11 +133,11 @@ impl Identities {
     /// server), and `ACCOUNT@share` or `ACCOUNT@bucket:NAME` (a user's).
     pub fn pools(&self) -> Vec<(String, Pool)> {
         let root_name = |r: &Option<String>| r.as_ref().map_or("share".to_string(), |b| format!("bucket:{b}"));
-        let mut out = vec![("share".to_string(), self.inner.primary.pool().clone())];
+        let mut out = vec![("share".to_string(), self.inner.primary.root().pool().clone())];
         let mut configured: Vec<_> = self.inner.buckets.iter().collect();
         configured.sort_by(|a, b| a.0.cmp(b.0));
         for (name, b) in configured {
-            out.push((format!("bucket:{name}"), b.store.pool().clone()));
+            out.push((format!("bucket:{name}"), b.store.root().pool().clone()));
         }
         let mut users: Vec<(String, Pool)> = self
             .inner
@@ -146,7 +146,7 @@ impl Identities {
             .unwrap()
             .iter()
             .filter_map(|((root, id), e)| {
-                e.store.get().map(|s| (format!("{id}@{}", root_name(root)), s.pool().clone()))
+                e.store.get().map(|s| (format!("{id}@{}", root_name(root)), s.root().pool().clone()))
             })
             .collect();
         users.sort_by(|a, b| a.0.cmp(&b.0));

@@ -228,13 +228,13 @@ impl Collector for SmbGauges {
         lookups.get_or_create(&ResultLabels { result: "miss" }).inc_by(misses);
         let help = "HEAD and GET lookups in the object cache, by result (every store)";
         lookups.encode(encoder.encode_descriptor("object_cache_lookups", help, None, lookups.metric_type())?)?;
-        let (entries, cached_bytes) = self.store.object_cache_usage();
+        let (entries, cached_bytes) = self.store.reads().object_cache_usage();
         let (ra, wb) = (self.store.read_ahead(), self.store.write_behind());
         let gauges = [
             (
                 "smb_stream_in_flight_budget_bytes",
                 "Bytes one transfer may keep in flight (halved after connection losses under load)",
-                self.store.pool().in_flight_budget() as u64,
+                self.store.root().pool().in_flight_budget() as u64,
             ),
             ("object_cache_entries", "Objects the gateway's own store holds under leases", entries as u64),
             ("object_cache_bytes", "Bytes those entries count (bodies and overhead)", cached_bytes as u64),

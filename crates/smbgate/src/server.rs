@@ -220,12 +220,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // Once startup has succeeded, so that a failure stays one line.
     let primary = identities.primary();
     tracing::info!(
-        case_insensitive = primary.case_insensitive(),
-        metadata = primary.records().describe(),
+        case_insensitive = primary.root().case_insensitive(),
+        metadata = primary.root().records().describe(),
         "store opened"
     );
     for name in identities.configured() {
-        let metadata = identities.configured_store(name).map(|s| s.records().describe());
+        let metadata = identities.configured_store(name).map(|s| s.root().records().describe());
         tracing::info!(bucket = name, metadata, "configured bucket opened");
     }
     smb_startup::log_session(&pool).await;

@@ -49,13 +49,13 @@ async fn put_publishes_exactly_the_body_and_leaves_no_temp_file() {
     let large: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
     for (key, data) in [("a/small", small), ("b/c/large", large)] {
         let r = st
-            .objects()
+            .writes()
             .put_object("pub", key, body(vec![data.clone()]), PutRequest::default(), Default::default)
             .await
             .expect("put");
         assert_eq!(r.etag, hex::encode(<md5::Md5 as md5::Digest>::digest(&data)));
         assert_eq!(std::fs::read(smb.share_path().join("pub").join(key)).unwrap(), data);
-        assert_eq!(st.objects().head_object("pub", key).await.expect("head").etag, r.etag);
+        assert_eq!(st.reads().head_object("pub", key).await.expect("head").etag, r.etag);
     }
     assert_eq!(wait_no_tmp(&smb).await, Vec::<String>::new());
     // The HEADs filled the object cache: what stays open is its holders, a
@@ -87,7 +87,7 @@ async fn a_put_dropped_mid_body_deletes_its_temp_file_and_leaves_nothing_open() 
     let put = {
         let st = st.clone();
         tokio::spawn(async move {
-            st.objects().put_object("drop", "k", Box::pin(stalled), PutRequest::default(), Default::default).await
+            st.writes().put_object("drop", "k", Box::pin(stalled), PutRequest::default(), Default::default).await
         })
     };
     for _ in 0..50 {
@@ -109,11 +109,11 @@ async fn an_opened_object_dropped_unread_is_closed() {
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
     st.buckets().create_bucket("open").await.expect("bucket");
-    st.objects()
+    st.writes()
         .put_object("open", "obj", body(vec![b"data".to_vec()]), PutRequest::default(), Default::default)
         .await
         .expect("put");
-    let (opened, info, head) = st.objects().open_object("open", "obj", Some((0, 64))).await.expect("open");
+    let (opened, info, head) = st.reads().open_object("open", "obj", Some((0, 64))).await.expect("open");
     assert_eq!((info.size, head.as_deref()), (4, Some(&b"data"[..])));
     assert_eq!(smb.open_files("obj").len(), 1);
     drop(opened);
@@ -137,10 +137,11 @@ async fn a_forged_read_answer_never_reaches_a_get_which_resumes_to_the_right_byt
     cfg.addr = proxy;
     let pool = Pool::connect(PoolConfig::new(cfg, smb.get("SMB_SHARE"), 2)).await.expect("pool");
     let st = Store::open(pool, "", StoreOptions::default()).await.expect("store");
-    let (opened, info, head) = st.objects().open_object("fg", "obj.bin", None).await.expect("open");
+    let (opened, info, head) = st.reads().open_object("fg", "obj.bin", None).await.expect("open");
     assert!(head.is_none());
     assert_eq!(forged.load(std::sync::atomic::Ordering::SeqCst), 0, "no READ before the GET's");
-    let mut body = smbgate::store::stream::object_stream(st.clone(), Some(opened), info, 0..data.len() as u64, None);
+    let mut body =
+        smbgate::store::stream::object_stream(st.reads().clone(), Some(opened), info, 0..data.len() as u64, None);
     let mut got = Vec::new();
     while let Some(chunk) = body.next().await {
         got.extend_from_slice(&chunk.expect("the GET goes on after the forgery"));
@@ -160,7 +161,7 @@ async fn a_put_across_an_smbd_restart_goes_on_and_publishes_exactly_its_body() {
     let smb = Samba::start(&[]);
     let st = store(&smb).await;
     st.buckets().create_bucket("rs").await.expect("bucket");
-    st.objects()
+    st.writes()
         .put_object("rs", "k", body(vec![b"old".to_vec()]), PutRequest::default(), Default::default)
         .await
         .expect("old version");
@@ -169,9 +170,9 @@ async fn a_put_across_an_smbd_restart_goes_on_and_publishes_exactly_its_body() {
     let put = {
         let st = st.clone();
         let stream = tokio_stream_from(rx);
-        tokio::spawn(async move {
-            st.objects().put_object("rs", "k", stream, PutRequest::default(), Default::default).await
-        })
+        tokio::spawn(
+            async move { st.writes().put_object("rs", "k", stream, PutRequest::default(), Default::default).await },
+        )
     };
     let chunks: Vec<Bytes> = data.chunks(1 << 20).map(Bytes::copy_from_slice).collect();
     for c in &chunks[..16] {

@@ -91,7 +91,7 @@ pub async fn get(
     }
     let wants = |a: &str| wanted.iter().any(|w| w == a);
     let read = ReadRequest { conditions, part_number: None, range: None };
-    let (info, _) = gw.store.objects().head_read(&i.bucket, &i.key, &read).await.map_err(s3_error)?;
+    let (info, _) = gw.store.reads().head_read(&i.bucket, &i.key, &read).await.map_err(s3_error)?;
     let m = &info.meta;
     let checksum = (wants(ObjectAttributes::CHECKSUM) && !m.checksums.is_empty()).then(|| {
         let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&m.checksums);

@@ -146,7 +146,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     });
     let r = gw
         .store
-        .objects()
+        .writes()
         .put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers))
         .await
         .map_err(s3_error)?;
@@ -165,7 +165,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let Read { info, plan, body } = gw.store.objects().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let Read { info, plan, body } = gw.store.reads().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
@@ -178,7 +178,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let (info, plan) = gw.store.objects().head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let (info, plan) = gw.store.reads().head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
     let (range, partial) = (plan.range, plan.partial);
     let tags = info.meta.tags.len();
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
@@ -196,7 +196,7 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
-    gw.store.objects().delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
+    gw.store.deletes().delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -231,7 +231,7 @@ pub async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
-        match gw.store.objects().delete_object(&i.bucket, &obj.key, &Default::default()).await {
+        match gw.store.deletes().delete_object(&i.bucket, &obj.key, &Default::default()).await {
             Ok(()) => {
                 if !quiet {
                     deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
@@ -312,7 +312,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     };
     let (_, r) = gw
         .store
-        .objects()
+        .writes()
         .copy_object(
             &sb,
             &sk,
@@ -336,7 +336,7 @@ pub async fn get_object_acl(
     gw: &Gateway,
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
-    gw.store.objects().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    gw.store.reads().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
     Ok(S3Response::new(GetObjectAclOutput { grants: Some(full_control()), owner: Some(owner()), ..Default::default() }))
 }
 
@@ -344,6 +344,6 @@ pub async fn put_object_acl(
     gw: &Gateway,
     req: S3Request<PutObjectAclInput>,
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
-    gw.store.objects().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    gw.store.reads().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }

@@ -35,7 +35,7 @@ pub async fn put_object(
     let i = req.input;
     let tags = tag_set(i.tagging)?;
     tags::check_object(&tags).map_err(s3_error)?;
-    gw.store.objects().put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
+    gw.store.writes().put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
@@ -44,7 +44,7 @@ pub async fn get_object(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
-    let mut tags = gw.store.objects().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let mut tags = gw.store.writes().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
     // Sorted by key, as AWS answers, whatever order they were given in
     // (keys are unique, so the order is total).
     tags.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -56,7 +56,7 @@ pub async fn delete_object(
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let i = req.input;
-    gw.store.objects().put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
+    gw.store.writes().put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }
 

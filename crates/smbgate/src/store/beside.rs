@@ -25,9 +25,9 @@ use super::path::SharePath;
 use super::share::{is_busy, Failure, ShareError};
 use super::share::{is_not_found, is_unholdable_name, not_a_file};
 use super::share_ops::{LiveShare, ShareOps};
-use super::{share, Store, StoreError, StoreResult};
+use super::{share, Root, StoreError, StoreResult};
 
-impl Store {
+impl Root {
     /// Where `mapped` is kept while its own path is a directory: beside it.
     pub(crate) fn beside_path(&self, bucket: &str, mapped: &MappedKey) -> SharePath {
         self.object_path(bucket, mapped).beside(mapped.dir_marker)
@@ -48,7 +48,7 @@ impl Store {
     /// path; `None` if there is no such object. One round trip, or two for
     /// an object kept beside its directory. With `missing_too`, a missing
     /// own path is looked beside as well: a listing that saw the object
-    /// may meet it in the middle of a move (see [`Store::displace`]). An
+    /// may meet it in the middle of a move (see [`Root::displace`]). An
     /// empty folder someone made is the object of a key ending in `/`
     /// (see `folders`).
     ///
@@ -185,7 +185,7 @@ pub(crate) fn too_long_to_keep_beside(path: &str) -> StoreError {
 /// `mapped` as the names of where its object is kept: with `beside`, its
 /// last component followed by the mark (twice for a marker), so that an
 /// on-disk name is compared with the name the object really has
-/// (`Store::check_exact_name`, case-insensitive shares).
+/// (`Reads::check_exact_name`, case-insensitive shares).
 pub(crate) fn kept_as(mapped: &MappedKey, beside: bool) -> std::borrow::Cow<'_, MappedKey> {
     match (beside, mapped.components.split_last()) {
         (true, Some((last, rest))) => {
@@ -215,11 +215,11 @@ pub(crate) fn stands_for(is_dir: bool, marker_record: bool, mapped: &MappedKey) 
     }
 }
 
-/// [`Store::displace`] on `s`: the file at `path` moves to `beside` and a
+/// [`Root::displace`] on `s`: the file at `path` moves to `beside` and a
 /// directory is made at `path`, each turn under the creation lock at
 /// `lock`.
 ///
-/// Errors: as [`Store::displace`].
+/// Errors: as [`Root::displace`].
 pub(crate) async fn displace_on<S: ShareOps>(s: &S, path: &str, beside: &str, lock: &str) -> StoreResult<()> {
     let mut backoff = backoff::DISPLACE.start();
     loop {

@@ -2,7 +2,7 @@
 
 use super::share::Failure;
 use super::share::{self, is_not_found};
-use super::{Store, StoreError, StoreResult, INTERNAL};
+use super::{Buckets, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
 #[derive(Debug, Clone)]
@@ -13,12 +13,12 @@ pub struct BucketInfo {
     pub created: u64,
 }
 
-impl Store {
+impl Buckets {
     /// The folders in the share root, with their CreationTime (FILETIME).
     ///
     /// Errors: the root cannot be listed.
     async fn root_folders(&self, tree: &share::Tree) -> StoreResult<Vec<(String, u64)>> {
-        Ok(share::list_dir(tree, self.root())
+        Ok(share::list_dir(tree, self.root.root_dir())
             .await?
             .into_iter()
             .filter(|e| e.times.is_directory())
@@ -27,7 +27,7 @@ impl Store {
     }
 
     async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {
-        let path = self.bucket_path(bucket);
+        let path = self.root.bucket_path(bucket);
         match share::delete(tree, &path, true).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
@@ -62,8 +62,8 @@ impl Store {
                 }
                 let sub = dir.join(&e.name);
                 // Without EAs, only its stream or sidecar tells a marker apart.
-                if !self.records().in_eas()
-                    && matches!(super::share::stat_with_meta(tree, self.records(), sub.as_str()).await,
+                if !self.root.records().in_eas()
+                    && matches!(super::share::stat_with_meta(tree, self.root.records(), sub.as_str()).await,
                         Ok((_, Some(m))) if m.marker)
                 {
                     return Ok(false);
@@ -87,7 +87,7 @@ fn check_name(bucket: &str) -> StoreResult<()> {
     Ok(())
 }
 
-impl super::operations::Buckets<'_> {
+impl Buckets {
     /// ListBuckets: every directory under the root that a client can
     /// address as a bucket, under the name it can use, in name order; for
     /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a
@@ -96,9 +96,9 @@ impl super::operations::Buckets<'_> {
     /// (`Team Photos`, `x_y`, `.smbgate`) is left out: see
     /// [`Buckets::unservable_folders`].
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
-        let tree = self.0.tree().await?;
-        if let Some(name) = self.0.single_bucket() {
-            return match share::stat(&tree, self.0.root()).await {
+        let tree = self.root.tree().await?;
+        if let Some(name) = self.root.single_bucket() {
+            return match share::stat(&tree, self.root.root_dir()).await {
                 Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
                 Ok(_) => Err(StoreError::NoSuchBucket),
                 Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
@@ -106,7 +106,6 @@ impl super::operations::Buckets<'_> {
             };
         }
         let mut out: Vec<BucketInfo> = self
-            .0
             .root_folders(&tree)
             .await?
             .into_iter()
@@ -129,7 +128,7 @@ impl super::operations::Buckets<'_> {
             return Some(folder.to_string());
         }
         let lower = folder.to_ascii_lowercase();
-        (self.0.case_insensitive() && s3s::path::check_bucket_name(&lower)).then_some(lower)
+        (self.root.case_insensitive() && s3s::path::check_bucket_name(&lower)).then_some(lower)
     }
 
     /// The root's folders that no bucket name reaches (see
@@ -138,12 +137,11 @@ impl super::operations::Buckets<'_> {
     ///
     /// Errors: the root cannot be listed.
     pub async fn unservable_folders(&self) -> StoreResult<Vec<String>> {
-        if self.0.single_bucket().is_some() {
+        if self.root.single_bucket().is_some() {
             return Ok(Vec::new());
         }
-        let tree = self.0.tree().await?;
+        let tree = self.root.tree().await?;
         let mut out: Vec<String> = self
-            .0
             .root_folders(&tree)
             .await?
             .into_iter()
@@ -160,11 +158,11 @@ impl super::operations::Buckets<'_> {
     /// if a file of that name sits in the root.
     pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket)?;
-        let tree = self.0.tree().await?;
-        match share::mkdir(&tree, &self.0.bucket_path(bucket)).await {
+        let tree = self.root.tree().await?;
+        match share::mkdir(&tree, &self.root.bucket_path(bucket)).await {
             Ok(()) => Ok(()),
             Err(e) if e.failure() == Failure::Collision => {
-                if share::stat(&tree, &self.0.bucket_path(bucket)).await?.is_directory() {
+                if share::stat(&tree, &self.root.bucket_path(bucket)).await?.is_directory() {
                     Err(StoreError::BucketAlreadyOwnedByYou)
                 } else {
                     Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
@@ -179,8 +177,8 @@ impl super::operations::Buckets<'_> {
     /// Errors: NoSuchBucket.
     pub async fn head_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await
     }
 
     /// DeleteBucket: rmdir. Directories left empty by deleted objects do
@@ -191,21 +189,19 @@ impl super::operations::Buckets<'_> {
     /// Errors: NoSuchBucket, BucketNotEmpty.
     pub async fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket).map_err(|_| StoreError::NoSuchBucket)?;
-        if self.0.single_bucket().is_some() {
+        if self.root.single_bucket().is_some() {
             // A configured bucket is a directory the operator named; it
             // stays, whatever S3 clients ask.
             return Err(StoreError::Refused(
                 "this bucket is a directory named in the gateway's configuration; it cannot be deleted through S3",
             ));
         }
-        let tree = self.0.tree().await?;
-        self.0.remove_bucket_dir(&tree, bucket).await?;
+        let tree = self.root.tree().await?;
+        self.remove_bucket_dir(&tree, bucket).await?;
         // What the gateway kept of the bucket goes with it, so that a bucket
         // made again under the name starts bare.
-        for (what, path) in
-            [("CORS configuration", self.0.cors_path(bucket)), ("tags", self.0.bucket_tags_path(bucket))]
-        {
-            if let Err(e) = self.0.remove_state_file(&tree, &path).await {
+        for (what, path) in [("CORS configuration", self.cors_path(bucket)), ("tags", self.bucket_tags_path(bucket))] {
+            if let Err(e) = self.remove_state_file(&tree, &path).await {
                 tracing::warn!(bucket, error = %e, "bucket deleted, but not its {what}");
             }
         }

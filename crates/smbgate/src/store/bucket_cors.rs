@@ -3,26 +3,26 @@
 //! every instance serving the share applies the same rules. The store
 //! keeps the bytes; what they say is `crate::cors`'s.
 
-use super::{Store, StoreError, StoreResult};
+use super::{Buckets, StoreError, StoreResult};
 
 /// Largest configuration kept, in bytes (AWS allows 64 KB of XML; the JSON
 /// form is smaller).
 const MAX_CONFIG: u32 = 64 << 10;
 
-impl Store {
+impl Buckets {
     pub(super) fn cors_path(&self, bucket: &str) -> super::path::SharePath {
         self.state_file("cors", bucket)
     }
 }
 
-impl super::operations::Buckets<'_> {
+impl Buckets {
     /// The stored configuration of `bucket`, or `None` if it has none (or
     /// there is no such bucket).
     ///
     /// Errors: SMB failures other than not-found.
     pub async fn bucket_cors(&self, bucket: &str) -> StoreResult<Option<bytes::Bytes>> {
-        let tree = self.0.tree().await?;
-        self.0.read_state_file(&tree, &self.0.cors_path(bucket), MAX_CONFIG).await
+        let tree = self.root.tree().await?;
+        self.read_state_file(&tree, &self.cors_path(bucket), MAX_CONFIG).await
     }
 
     /// Stores `config` as `bucket`'s, replacing any, whole.
@@ -33,17 +33,17 @@ impl super::operations::Buckets<'_> {
         if config.len() > MAX_CONFIG as usize {
             return Err(StoreError::InvalidArgument("the CORS configuration is larger than 64 KiB".into()));
         }
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
-        self.0.replace_state_file(&tree, &self.0.cors_path(bucket), config).await
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        self.replace_state_file(&tree, &self.cors_path(bucket), config).await
     }
 
     /// Removes `bucket`'s configuration; none is not an error.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found.
     pub async fn delete_bucket_cors(&self, bucket: &str) -> StoreResult<()> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
-        self.0.remove_state_file(&tree, &self.0.cors_path(bucket)).await
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        self.remove_state_file(&tree, &self.cors_path(bucket)).await
     }
 }

@@ -7,7 +7,7 @@ use super::share::Tree;
 
 use super::keys::{self, MappedKey};
 use super::path::SharePath;
-use super::{share, Store, StoreError, StoreResult};
+use super::{share, Root, StoreError, StoreResult};
 
 /// Creates `CaseProbe-*` in `dir` and opens it as lower case: true if the
 /// share matches names case-insensitively.
@@ -35,7 +35,7 @@ pub fn needs_exact_names(case_insensitive: bool, key: &MappedKey) -> bool {
 /// Ours and theirs of the first component that differs, if any.
 type Mismatch = Option<(String, String)>;
 
-/// What [`Store::check_case_seen`] found at the key's own path.
+/// What [`Root::check_case_seen`] found at the key's own path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Seen {
     /// Nothing was looked up (names need no exact match on this share).
@@ -46,7 +46,7 @@ pub(crate) enum Seen {
     Present,
 }
 
-impl Store {
+impl Root {
     /// [`needs_exact_names`] on this store's share.
     pub fn exact_names_for(&self, key: &MappedKey) -> bool {
         needs_exact_names(self.case_insensitive(), key)
@@ -61,10 +61,10 @@ impl Store {
         self.check_case_seen(tree, bucket, key).await.map(|_| ())
     }
 
-    /// [`Store::check_case`], and whether its lookup found the key's own
+    /// [`Root::check_case`], and whether its lookup found the key's own
     /// path (a writer of a key seen absent need not warn cache holders).
     ///
-    /// Errors: as [`Store::check_case`].
+    /// Errors: as [`Root::check_case`].
     pub(crate) async fn check_case_seen(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<Seen> {
         if !self.exact_names_for(key) || key.components.is_empty() {
             return Ok(Seen::Unchecked);
@@ -96,7 +96,7 @@ impl Store {
         Ok(self.case_lookup(tree, bucket, key).await?.0)
     }
 
-    /// [`Store::case_mismatch`] of a key with components, and whether its
+    /// [`Root::case_mismatch`] of a key with components, and whether its
     /// own path opened (under any spelling).
     ///
     /// Errors: SMB failures.

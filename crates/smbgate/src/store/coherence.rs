@@ -14,7 +14,7 @@ use super::object_cache::{Age, Cached};
 use super::path::SharePath;
 use super::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
 use super::types::ObjectInfo;
-use super::{Store, StoreResult};
+use super::{Reads, Root, StoreResult};
 
 /// Most bytes a HEAD that holds a file reads with it (fewer if
 /// `--cache-object-max` is smaller), so that a GET that follows is served
@@ -61,7 +61,7 @@ impl Look {
     }
 }
 
-/// What [`Store::warn_holders`] did before a rename over an object.
+/// What [`Root::warn_holders`] did before a rename over an object.
 pub(crate) enum Warning {
     /// Every holder of the file at the path has closed, and none comes back
     /// while this open lasts.
@@ -82,23 +82,21 @@ impl Warning {
     }
 }
 
-impl Store {
+impl Reads {
     /// Objects the cache holds now, and the bytes they count.
     pub fn object_cache_usage(&self) -> (usize, usize) {
-        self.inner.objects.usage()
+        self.root.objects().usage()
     }
-
     /// The share path an object of `key` is cached under, if such an object
     /// may be cached: the cache is on, records are EAs (whose changes this
     /// store warns holders of), and the key is not a directory marker.
     fn cache_path(&self, bucket: &str, key: &str) -> Option<SharePath> {
-        if !self.inner.objects.enabled() || !self.records().in_eas() {
+        if !self.root.objects().enabled() || !self.root.records().in_eas() {
             return None;
         }
         let mapped = map_key(key).ok().filter(|m| !m.dir_marker)?;
-        Some(self.object_path(bucket, &mapped))
+        Some(self.root.object_path(bucket, &mapped))
     }
-
     /// The cached info (and small body) of `key`, if an entry holds it and
     /// its lease still stands. An entry past half its age is renewed in the
     /// background; one past `--cache-max-age` is used only once a look at
@@ -107,7 +105,7 @@ impl Store {
     /// object read again after a long pause costs a look, not a fill.
     pub(crate) async fn cached(&self, bucket: &str, key: &str) -> Option<Cached> {
         let path = self.cache_path(bucket, key)?;
-        let (hit, age, generation) = self.inner.objects.get(path.as_str())?;
+        let (hit, age, generation) = self.root.objects().get(path.as_str())?;
         match age {
             Age::Fresh => Some(hit),
             Age::Aging => {
@@ -115,19 +113,18 @@ impl Store {
                 Some(hit)
             }
             Age::Expired => {
-                let renewed = match self.tree().await {
+                let renewed = match self.root.tree().await {
                     Ok(tree) => self.renew(&tree, &path, generation).await,
                     Err(_) => {
-                        self.inner.objects.forget_generation(path.as_str(), generation);
+                        self.root.objects().forget_generation(path.as_str(), generation);
                         false
                     }
                 };
-                self.inner.objects.counted(renewed);
+                self.root.objects().counted(renewed);
                 renewed.then_some(hit)
             }
         }
     }
-
     /// Looks at `path` once (CREATE + CLOSE) and renews its entry of
     /// `generation` if the path still names the held file
     /// ([`super::object_cache::ObjectCache::renew`], which drops it
@@ -135,38 +132,36 @@ impl Store {
     async fn renew(&self, tree: &Tree, path: &SharePath, generation: u64) -> bool {
         let asked = std::time::Instant::now();
         match share::stat_created(tree, path.as_str()).await {
-            Ok(now) => self.inner.objects.renew(path.as_str(), &now, asked, generation),
+            Ok(now) => self.root.objects().renew(path.as_str(), &now, asked, generation),
             Err(_) => {
-                self.inner.objects.forget_generation(path.as_str(), generation);
+                self.root.objects().forget_generation(path.as_str(), generation);
                 false
             }
         }
     }
-
-    /// Renews the entry of `path` in the background ([`Store::renew`]); a
+    /// Renews the entry of `path` in the background ([`Reads::renew`]); a
     /// third of a fill's cost, and no new lease.
     fn renew_later(&self, path: SharePath, generation: u64) {
-        let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
+        let Some(filling) = self.root.objects().start_fill(path.as_str()) else { return };
         let store = self.clone();
         tokio::spawn(async move {
             let _filling = filling;
-            let Ok(tree) = store.tree().await else { return };
+            let Ok(tree) = store.root.tree().await else { return };
             store.renew(&tree, &path, generation).await;
         });
     }
-
     /// The path `key` is cached under if a HEAD or fill may hold it now:
-    /// as [`Store::cache_path`], while the pool has two healthy connections
+    /// as [`Reads::cache_path`], while the pool has two healthy connections
     /// (a writer's warning must come from another connection than its
     /// rename), and unless a holder of it lost its lease within
     /// [`super::object_cache::QUIET_BEFORE_HOLD`] (a file that changes
     /// often would make every writer wait for a break).
     pub(crate) fn may_hold(&self, bucket: &str, key: &str) -> Option<SharePath> {
-        self.cache_path(bucket, key).filter(|p| self.pool().healthy() >= 2 && self.inner.objects.quiet(p.as_str()))
+        self.cache_path(bucket, key)
+            .filter(|p| self.root.pool().healthy() >= 2 && self.root.objects().quiet(p.as_str()))
     }
-
-    /// HEAD of `key`, whose cache path is `path` ([`Store::may_hold`]), as
-    /// [`super::operations::Objects::head_uncached`] finds it, but the open of
+    /// HEAD of `key`, whose cache path is `path` ([`Reads::may_hold`]), as
+    /// [`Reads::head_uncached`] finds it, but the open of
     /// the key's own path is a holder's ([`share::hold_with_meta`], with
     /// the first [`HEAD_READ`] bytes): a plain object found there is then
     /// cached at no extra round trip. Where the file cannot be held
@@ -179,14 +174,14 @@ impl Store {
         // (and misses beyond the fills allowed at once) look without
         // holding. Every extra lease on a file is one more break a writer
         // waits for.
-        let Some(_filling) = self.inner.objects.start_fill(path.as_str()) else {
-            return self.objects().head_uncached(bucket, key).await;
+        let Some(_filling) = self.root.objects().start_fill(path.as_str()) else {
+            return self.head_uncached(bucket, key).await;
         };
-        let tree = self.tree().await?;
+        let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.exact_names_for(&mapped);
-        let records = self.records();
-        let read = HEAD_READ.min(self.inner.objects.options().object_max);
+        let exact = self.root.exact_names_for(&mapped);
+        let records = self.root.records();
+        let read = HEAD_READ.min(self.root.objects().options().object_max);
         let (mut look, at, found) = self
             .open_stored(
                 &tree,
@@ -219,7 +214,6 @@ impl Store {
         }
         Ok(info)
     }
-
     /// Keeps what a holder found of the object at `path` (`info`, made from
     /// the holder's own CREATE answer and checked as a read checks it) if
     /// it is a plain object, with its body if that was read whole and is
@@ -228,14 +222,13 @@ impl Store {
         if info.meta.marker || info.path != path.as_str() {
             return;
         }
-        let small = info.size <= u64::from(self.inner.objects.options().object_max);
+        let small = info.size <= u64::from(self.root.objects().options().object_max);
         let body = look.data.filter(|b| small && b.len() as u64 == info.size);
         if look.held.holds() {
             tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
-            self.inner.objects.insert(path.as_str(), Cached { info: info.clone(), body }, look.held);
+            self.root.objects().insert(path.as_str(), Cached { info: info.clone(), body }, look.held);
         }
     }
-
     /// After an uncached GET found `info` for `key`: fills the cache's
     /// entry in the background (one compound) if the object was missed before
     /// (see [`super::object_cache::ObjectCache::missed_again`]), so that
@@ -249,8 +242,8 @@ impl Store {
             return;
         }
         // Claimed first, so that a miss with no fill free keeps its mark.
-        let Some(filling) = self.inner.objects.start_fill(path.as_str()) else { return };
-        if !self.inner.objects.missed_again(path.as_str()) {
+        let Some(filling) = self.root.objects().start_fill(path.as_str()) else { return };
+        if !self.root.objects().missed_again(path.as_str()) {
             return;
         }
         let (store, bucket, key) = (self.clone(), bucket.to_string(), key.to_string());
@@ -259,7 +252,6 @@ impl Store {
             store.hold_and_fill(&bucket, &key, &path).await;
         });
     }
-
     /// Holds the file at `path` and, in the same compound, reads its
     /// record, its bytes up to `--cache-object-max` and (where names must
     /// match exactly) its on-disk name ([`share::hold_with_meta`]); keeps
@@ -267,10 +259,11 @@ impl Store {
     /// Anything that fails leaves the entry out (the holder's handle closes
     /// when dropped).
     async fn hold_and_fill(&self, bucket: &str, key: &str, path: &SharePath) {
-        let Ok(tree) = self.tree().await else { return };
+        let Ok(tree) = self.root.tree().await else { return };
         let Ok(mapped) = map_key(key) else { return };
-        let read = self.inner.objects.options().object_max;
-        let mut look = match share::hold_with_meta(&tree, path.as_str(), read, self.exact_names_for(&mapped)).await {
+        let read = self.root.objects().options().object_max;
+        let mut look = match share::hold_with_meta(&tree, path.as_str(), read, self.root.exact_names_for(&mapped)).await
+        {
             Ok(Some(look)) => look,
             Ok(None) => return,
             Err(e) => {
@@ -285,11 +278,13 @@ impl Store {
             self.keep_held(path, &info, look);
         }
     }
+}
 
+impl Root {
     /// Before this instance renames over `path` on `renaming`'s connection:
     /// drops its own entry and warns every holder ([`share::warn_holders`])
     /// from another pooled connection, waiting its turn behind other
-    /// writers' warnings. [`Store::warned`] ends the warning once the
+    /// writers' warnings. [`Root::warned`] ends the warning once the
     /// rename is done. Nothing with the cache off.
     pub(crate) async fn warn_holders(&self, renaming: &Tree, path: &str) -> Warning {
         if !self.forget_own(path) {
@@ -315,33 +310,29 @@ impl Store {
             }
         }
     }
-
     /// The warning of a write to `path` where a lookup just found nothing:
     /// [`Warning::Absent`] (this instance's own entry dropped) with the
-    /// cache on, else [`Warning::Unwarned`] as [`Store::warn_holders`].
+    /// cache on, else [`Warning::Unwarned`] as [`Root::warn_holders`].
     pub(crate) fn absent_for_cache(&self, path: &str) -> Warning {
         match self.forget_own(path) {
             true => Warning::Absent,
             false => Warning::Unwarned,
         }
     }
-
     /// Before this instance changes `path`: drops its own entry. False if
     /// the cache is off (writers then warn nobody).
     fn forget_own(&self, path: &str) -> bool {
-        if self.inner.opts.cache.enabled {
-            self.inner.objects.forget(path);
+        if self.options().cache.enabled {
+            self.objects().forget(path);
         }
-        self.inner.opts.cache.enabled
+        self.options().cache.enabled
     }
-
-    /// Ends a warning from [`Store::warn_holders`].
+    /// Ends a warning from [`Root::warn_holders`].
     pub(crate) async fn warned(&self, warning: Warning) {
         if let Warning::Held(h) = warning {
             let _ = h.close().await;
         }
     }
-
     /// After this instance changed `path` in place (its record): drops its
     /// own entry and breaks every holder's lease. Nothing with the cache
     /// off.

@@ -15,7 +15,7 @@ use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
 use super::part_checksums::UploadChecksum;
 use super::share;
 use super::types::{PutRequest, PutResult, Target};
-use super::{Store, StoreError, StoreResult};
+use super::{StoreError, StoreResult, Uploads};
 
 /// A checked CompleteMultipartUpload: what will be published.
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ pub struct RequestedPart {
     pub checksums: BTreeMap<Algorithm, String>,
 }
 
-impl Store {
+impl Uploads {
     /// Sets the completed object's record on `handle` (the file at `path`,
     /// to be published as `key`). A record the share cannot hold (about
     /// 4 KB on ext4 for an extended attribute; the parts' checksums of an
@@ -73,9 +73,9 @@ impl Store {
             let ea = meta.to_ea();
             // Over what an EA can carry: too large without asking
             // (`refused` is then None).
-            let refused = match self.records().in_eas() && ea.value.len() > share::MAX_EA_VALUE {
+            let refused = match self.root.records().in_eas() && ea.value.len() > share::MAX_EA_VALUE {
                 true => None,
-                false => match share::set_eas(handle, self.records(), path, &[ea]).await {
+                false => match share::set_eas(handle, self.root.records(), path, &[ea]).await {
                     Err(e) if e.is_record_too_large() => Some(e),
                     other => return Ok(other?),
                 },
@@ -111,7 +111,7 @@ impl Store {
         mut meta: ObjectMeta,
     ) -> StoreResult<()> {
         let id = &plan.upload_id;
-        let tree = self.tree().await?;
+        let tree = self.root.tree().await?;
         let data_path = self.data_path(id);
         let d = share::open_data_file(&tree, &data_path).await?;
         for (i, p) in plan.parts.iter().enumerate() {
@@ -126,7 +126,7 @@ impl Store {
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
         self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
-        self.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
+        self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
         let _ = d.close().await;
         Ok(())
     }
@@ -140,8 +140,8 @@ impl Store {
         meta: impl FnOnce(Option<u64>) -> ObjectMeta,
     ) -> StoreResult<()> {
         let id = &plan.upload_id;
-        let tree = self.tree().await?;
-        let temp = share::create_temp(self.pool(), &tree, &self.temp_path(), &[]).await?;
+        let tree = self.root.tree().await?;
+        let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
         let result = async {
             let mut off = 0u64;
             for p in &plan.parts {
@@ -164,14 +164,14 @@ impl Store {
             }
             let record = meta(temp.handle().info().on_disk_id());
             self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
-            self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
+            self.writes.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
         }
         .await;
         temp.settle(result).await
     }
 }
 
-impl super::operations::Uploads<'_> {
+impl Uploads {
     /// Checks a CompleteMultipartUpload request without changing anything.
     /// `requested` are the parts in request order; `expected` the object's
     /// checksums the client sent (`x-amz-checksum-*`).
@@ -258,13 +258,13 @@ impl super::operations::Uploads<'_> {
         }
         let etag = format!("{}-{}", hex::encode(md5.finalize()), parts.len());
         let mapped = map_key(key)?;
-        let tree = self.0.tree().await?;
-        self.0.preflight(&tree, bucket, &mapped).await?;
+        let tree = self.root.tree().await?;
+        self.writes.preflight(&tree, bucket, &mapped).await?;
         // The conditions now, so that a failed one gets its own status
         // (412, 404) before the 200 starts; they are decided again, on the
         // share, when the object is published.
         let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
-        self.0.check_write_conditions(&tree, bucket, &mapped, &check).await?;
+        self.writes.check_write_conditions(&tree, bucket, &mapped, &check).await?;
         Ok(CompletePlan {
             bucket: bucket.into(),
             key: mapped,
@@ -284,7 +284,7 @@ impl super::operations::Uploads<'_> {
     ///
     /// Errors: NoSuchBucket; SMB errors.
     pub async fn completed_from(&self, bucket: &str, key: &str, id: &str) -> StoreResult<Option<ObjectMeta>> {
-        match self.0.objects().head_uncached(bucket, key).await {
+        match self.writes.reads.head_uncached(bucket, key).await {
             Ok(info) if info.meta.upload_id.as_deref() == Some(id) => Ok(Some(info.meta)),
             Ok(_) | Err(StoreError::NoSuchKey) => Ok(None),
             Err(e) => Err(e),
@@ -329,11 +329,11 @@ impl super::operations::Uploads<'_> {
             });
         let size: u64 = plan.parts.iter().map(|p| p.size).sum();
         if in_place {
-            self.0.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
+            self.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
         } else {
-            self.0.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
+            self.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
         }
-        self.0.remove_upload(&plan.upload_id).await?;
+        self.remove_upload(&plan.upload_id).await?;
         Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
     }
 }

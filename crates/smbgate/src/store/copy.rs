@@ -2,6 +2,7 @@
 //! into a temporary file, checked for a source that changed meanwhile
 //! (failure class 15), then published like a PUT.
 
+use super::Writes;
 use std::ops::Range;
 
 use md5::{Digest, Md5};
@@ -31,14 +32,14 @@ pub struct CopyRequest {
     pub conditions: Conditions,
 }
 
-impl super::operations::Objects<'_> {
+impl Writes {
     /// Copies `src` (or `req.range` of it) to `target`, with metadata and
     /// tags from the source or replaced ([`CopyRequest`]). `check` sees the
     /// source first (copy-source conditions).
     ///
     /// Errors: NoSuchKey for the source, PreconditionFailed from `check`,
     /// InvalidRange, Busy (the source changed during the copy), and as
-    /// [`Objects::put_object`].
+    /// [`Writes::put_object`].
     pub async fn copy_object(
         &self,
         src_bucket: &str,
@@ -49,7 +50,7 @@ impl super::operations::Objects<'_> {
     ) -> StoreResult<(ObjectInfo, PutResult)> {
         let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions } = req;
         let target_conditions = &target_conditions;
-        let (src, info, _) = self.open_object(src_bucket, src_key, None).await?;
+        let (src, info, _) = self.reads.open_object(src_bucket, src_key, None).await?;
         check(&info)?;
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
@@ -59,7 +60,7 @@ impl super::operations::Objects<'_> {
         }
         let range = src_range.unwrap_or(0..info.size);
         let tree = share::connection_of(&src.handle).clone();
-        let temp = share::create_temp(self.0.pool(), &tree, &self.0.temp_path(), &[]).await?;
+        let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
         let result: StoreResult<PutResult> = async {
             let len = range.end - range.start;
             if len > 0 {
@@ -92,7 +93,7 @@ impl super::operations::Objects<'_> {
                 // Range copies, foreign and multipart sources, and checksums
                 // the source lacks: hash the copy.
                 let (mut md5, mut sums) = (Md5::new(), Checksums::new(&want));
-                share::read_all(temp.handle(), len, self.0.in_flight(), |b| {
+                share::read_all(temp.handle(), len, self.root.in_flight(), |b| {
                     md5.update(&b);
                     sums.update(&b);
                 })
@@ -100,7 +101,7 @@ impl super::operations::Objects<'_> {
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums = sums.finish();
             }
-            share::set_eas(temp.handle(), self.0.records(), temp.path(), &[meta.to_ea()])
+            share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
             Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
@@ -113,7 +114,6 @@ impl super::operations::Objects<'_> {
         // as a PUT's (failure class 25).
         let published = match result {
             Ok(r) => self
-                .0
                 .publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions)
                 .await
                 .map(|()| r),

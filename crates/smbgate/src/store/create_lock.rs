@@ -22,7 +22,7 @@ use md5::{Digest, Md5};
 
 use super::path::SharePath;
 use super::share_ops::{LiveShare, ShareOps};
-use super::{backoff, share, Store, StoreError, StoreResult};
+use super::{backoff, share, Root, StoreError, StoreResult};
 
 /// A held creation lock; released by [`CreateLock::release`] (or, if
 /// dropped, by its handle's close).
@@ -35,7 +35,7 @@ impl CreateLock {
     }
 }
 
-impl Store {
+impl Root {
     /// The lock path of the object at `object` (names compared without
     /// case, so that keys a case-insensitive share stores as one name share
     /// one lock).

@@ -15,9 +15,9 @@ use super::records::FileKey;
 use super::share::is_not_found;
 use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
-use super::{retry_sharing, share, Store, StoreError, StoreResult};
+use super::{retry_sharing, share, Deletes, Root, StoreError, StoreResult};
 
-impl Store {
+impl Deletes {
     /// Deletes the file at `path`, the object `key`: `Ok(true)` if it went,
     /// `Ok(false)` if the file there is not that object (a case-variant, or
     /// one another conditional delete unlinked), `Err` inside for a failed
@@ -35,8 +35,8 @@ impl Store {
         conditions: &Conditions,
         path: &SharePath,
     ) -> Result<StoreResult<bool>, ShareError> {
-        let exact = self.exact_names_for(mapped);
-        let checked = !conditions.is_empty() || exact || self.records().in_sidecars();
+        let exact = self.root.exact_names_for(mapped);
+        let checked = !conditions.is_empty() || exact || self.root.records().in_sidecars();
         if !checked {
             return share::delete(tree, path, false).await.map(|_| Ok(true));
         }
@@ -45,15 +45,15 @@ impl Store {
         // name it aliases), and If-Match needs the
         // ETag of exactly the file being deleted.
         let (handle, meta, on_disk) =
-            share::open_delete_with_meta(tree, self.records(), path, exact, !conditions.is_empty()).await?;
+            share::open_delete_with_meta(tree, self.root.records(), path, exact, !conditions.is_empty()).await?;
         let meta = match check_record_key(meta, key) {
             Ok(m) => m,
             Err(_) => return Ok(Ok(false)), // only a case-variant exists
         };
         // A file without a record naming its key (someone else's): its
         // on-disk name decides, never a case-insensitive match.
-        let kept = kept_as(mapped, *path != self.object_path(bucket, mapped));
-        match self.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await {
+        let kept = kept_as(mapped, *path != self.root.object_path(bucket, mapped));
+        match self.reads.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await {
             Ok(()) => {}
             Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
             Err(e) => return Ok(Err(e)),
@@ -74,51 +74,27 @@ impl Store {
         let file = FileKey::of(handle.info());
         let _ = handle.close().await;
         if r.is_ok() {
-            self.records().forget(tree, file);
+            self.root.records().forget(tree, file);
         }
         r.map(|_| Ok(true))
     }
-
-    /// Removes a directory's marker record (an empty value removes an EA,
-    /// a stream or a sidecar alike).
-    ///
-    /// Errors: SMB failures; not-found ones (STATUS_NOT_A_DIRECTORY among
-    /// them) if there is no directory at `dir`.
-    pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), ShareError> {
-        let drop_record = share::FullEa { name: META_EA.into(), value: vec![] };
-        share::set_dir_ea(tree, self.records(), dir, drop_record).await
-    }
-
-    /// After a marker's body was published: the directory `dir` is no
-    /// empty marker any more (its record would still answer first). No
-    /// directory there is fine; another failure is logged, not answered,
-    /// since the body is already in place.
-    pub(crate) async fn body_replaces_empty_marker(&self, tree: &Tree, dir: &SharePath) {
-        match self.drop_marker_record(tree, dir).await {
-            Err(e) if !is_not_found(&e) => {
-                tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
-            }
-            _ => {}
-        }
-    }
-
     /// Removes now-empty directories that the gateway made for keys (see
     /// `share::mkdir_own`) and that are not markers, deepest first, from
     /// where `from` says; stops at the first that is not empty, or not the
     /// gateway's: a folder someone made on the share stays (best effort),
     /// unless it is the one a deleted `name/` stood for (see `folders`). A
     /// removed directory with an object kept beside it gives that object
-    /// its name back ([`Store::restore_beside`]), and the walk up ends
+    /// its name back ([`Root::restore_beside`]), and the walk up ends
     /// there.
     async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, from: Prune) {
-        let mut dirs = self.bucket_path(bucket).ancestors_of(mapped);
+        let mut dirs = self.root.bucket_path(bucket).ancestors_of(mapped);
         if from == Prune::Parents {
             dirs.pop(); // the object itself
         }
         for (depth, dir) in dirs.iter().rev().enumerate() {
             let beside = dir.beside(false);
             let (found, beside_found) =
-                tokio::join!(share::stat_with_meta(tree, self.records(), dir), share::stat(tree, &beside));
+                tokio::join!(share::stat_with_meta(tree, self.root.records(), dir), share::stat(tree, &beside));
             let folder = from == Prune::Folder && depth == 0;
             match found {
                 Ok((_, Some(m))) if m.marker => return,
@@ -128,7 +104,7 @@ impl Store {
             }
             match beside_found {
                 Ok(_) => {
-                    self.restore_beside(tree, dir, &beside).await;
+                    self.root.restore_beside(tree, dir, &beside).await;
                     return;
                 }
                 Err(e) if nothing_beside(&e) => {}
@@ -141,6 +117,30 @@ impl Store {
             if share::delete(tree, dir, true).await.is_err() {
                 return;
             }
+        }
+    }
+}
+
+impl Root {
+    /// Removes a directory's marker record (an empty value removes an EA,
+    /// a stream or a sidecar alike).
+    ///
+    /// Errors: SMB failures; not-found ones (STATUS_NOT_A_DIRECTORY among
+    /// them) if there is no directory at `dir`.
+    pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), ShareError> {
+        let drop_record = share::FullEa { name: META_EA.into(), value: vec![] };
+        share::set_dir_ea(tree, self.records(), dir, drop_record).await
+    }
+    /// After a marker's body was published: the directory `dir` is no
+    /// empty marker any more (its record would still answer first). No
+    /// directory there is fine; another failure is logged, not answered,
+    /// since the body is already in place.
+    pub(crate) async fn body_replaces_empty_marker(&self, tree: &Tree, dir: &SharePath) {
+        match self.drop_marker_record(tree, dir).await {
+            Err(e) if !is_not_found(&e) => {
+                tracing::warn!(error = %e, "a marker's empty record could not be dropped after a write with a body")
+            }
+            _ => {}
         }
     }
 }
@@ -158,7 +158,7 @@ enum Prune {
     Folder,
 }
 
-impl super::operations::Objects<'_> {
+impl Deletes {
     /// DELETE: removes the object (idempotent: a missing key is success, as
     /// in S3), then prunes directories it leaves empty. With `conditions`
     /// (If-Match), the object's ETag is read from the handle that deletes.
@@ -167,12 +167,12 @@ impl super::operations::Objects<'_> {
     /// for a failed If-Match; SMB failures.
     pub async fn delete_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<()> {
         let mapped = map_key(key)?;
-        let tree = self.0.tree().await?;
-        let path = self.0.object_path(bucket, &mapped);
-        self.0.forget_listing(bucket, &mapped);
+        let tree = self.root.tree().await?;
+        let path = self.root.object_path(bucket, &mapped);
+        self.root.forget_listing(bucket, &mapped);
         if mapped.dir_marker {
             if conditions.needs_current() {
-                let current = self.head_object(bucket, key).await.map(Some).or_else(|e| match e {
+                let current = self.reads.head_object(bucket, key).await.map(Some).or_else(|e| match e {
                     StoreError::NoSuchKey => Ok(None),
                     e => Err(e),
                 })?;
@@ -182,42 +182,42 @@ impl super::operations::Objects<'_> {
             // alias), `name/` must not reach the directory of `Name/`:
             // nothing of this key is there, and a DELETE of a missing key
             // succeeds.
-            if self.0.exact_names_for(&mapped) && self.0.case_mismatch(&tree, bucket, &mapped).await?.is_some() {
+            if self.root.exact_names_for(&mapped) && self.root.case_mismatch(&tree, bucket, &mapped).await?.is_some() {
                 return Ok(());
             }
             // The body kept beside the directory and the directory's record
             // go under the key's creation lock, as they are written (see
             // `put`); then the directory goes if it is empty, as any prefix.
-            let creating = self.0.create_lock(&tree, &path).await?;
-            let body = share::delete(&tree, &self.0.beside_path(bucket, &mapped), false).await;
+            let creating = self.root.create_lock(&tree, &path).await?;
+            let body = share::delete(&tree, &self.root.beside_path(bucket, &mapped), false).await;
             let record = match &body {
                 Err(e) if !nothing_beside(e) => None,
-                _ => Some(self.0.drop_marker_record(&tree, &path).await),
+                _ => Some(self.root.drop_marker_record(&tree, &path).await),
             };
             creating.release().await;
             match (body, record) {
                 (Err(e), _) if !nothing_beside(&e) => return Err(e.into()),
                 (_, Some(Err(e))) if !is_not_found(&e) => return Err(e.into()),
-                (Err(_), Some(Err(_))) => self.0.check_bucket(&tree, bucket).await?,
+                (Err(_), Some(Err(_))) => self.root.check_bucket(&tree, bucket).await?,
                 _ => {}
             }
-            self.0.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
+            self.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
             return Ok(());
         }
         let mut at = path.clone();
-        let mut deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+        let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
         // Not at its own path: other keys continue under it (a directory
         // there), or it is moving between the two names; look beside.
         let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
         if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
             let was_directory = directory(&deleted);
             at = path.beside(false);
-            deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+            deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
             // Not beside either, though a directory stood at its name: it
             // may have just taken that name back (see `beside`).
             if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
                 at = path.clone();
-                deleted = retry_sharing(|| self.0.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
+                deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
             }
         }
         match deleted {
@@ -225,14 +225,14 @@ impl super::operations::Objects<'_> {
             Ok(Ok(false)) => return conditions.check_write(None),
             Ok(Err(e)) => return Err(e),
             Err(e) if nothing_beside(&e) || e.failure() == Failure::IsDirectory => {
-                self.0.check_bucket(&tree, bucket).await?;
+                self.root.check_bucket(&tree, bucket).await?;
                 return conditions.check_write(None);
             }
             Err(e) => return Err(e.into()),
         }
         // Deleted beside its directory: that directory may be empty now.
         let from = if at != path { Prune::KeyDir } else { Prune::Parents };
-        self.0.prune_parents(&tree, bucket, &mapped, from).await;
+        self.prune_parents(&tree, bucket, &mapped, from).await;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! walk in [`super::walk`], and ETags for the returned objects fetched with
 //! concurrent CREATE+QUERY_INFO+CLOSE compounds.
 
+use super::Listings;
 use std::collections::HashSet;
 
 use super::share::Tree;
@@ -253,7 +254,7 @@ impl SmbSource<'_> {
     }
 }
 
-impl super::operations::Listings<'_> {
+impl Listings {
     /// One page of ListObjects(V2) in S3 order, with ETags.
     ///
     /// Errors: NoSuchBucket, or any SMB error of a directory the page needs
@@ -263,8 +264,8 @@ impl super::operations::Listings<'_> {
     /// earlier pages within 30 s (writes through this instance invalidate
     /// them).
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
         // The key rules first, before anything is looked up on the share:
         // a prefix no key can be under (thousands of `a/`) lists nothing.
         let Some(dirs) = start_dir(&req.prefix) else {
@@ -272,24 +273,24 @@ impl super::operations::Listings<'_> {
         };
         let dir_key =
             keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
-        if self.0.exact_names_for(&dir_key) && !dirs.is_empty() {
+        if self.root.exact_names_for(&dir_key) && !dirs.is_empty() {
             // The walk starts in the directory the prefix names; on a
             // case-insensitive share `dir/` would open `Dir` (and an 8.3
             // alias its long name) and list keys that do not exist. The
             // names must match exactly.
-            if self.0.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
+            if self.root.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
                 return Ok(ListResult::default());
             }
         }
         let src = SmbSource {
             tree: tree.clone(),
-            bucket_path: self.0.bucket_path(bucket),
-            cache: &self.0.inner.dir_cache,
+            bucket_path: self.root.bucket_path(bucket),
+            cache: self.root.dir_cache(),
             reuse: continuation,
-            records: self.0.records(),
-            window: self.0.inner.opts.list_window,
+            records: self.root.records(),
+            window: self.root.options().list_window,
         };
-        let req = ListRequest { max_dirs: Some(self.0.inner.opts.list_max_dirs), ..req.clone() };
+        let req = ListRequest { max_dirs: Some(self.root.options().list_max_dirs), ..req.clone() };
         let mut page = list(&src, &req).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).
@@ -307,13 +308,13 @@ impl super::operations::Listings<'_> {
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
-                let tree = share::idle_connection(self.0.pool()).unwrap_or_else(|| tree.clone());
+                let tree = share::idle_connection(self.root.pool()).unwrap_or_else(|| tree.clone());
                 let mapped = map_key(&key);
                 async move {
                     let Ok(mapped) = mapped else { return (i, Ok(None)) };
                     // Wherever it is kept; None: deleted since the directory
                     // was read, or a directory that is no marker.
-                    let v = match self.0.stat_object(&tree, bucket, &mapped, true).await {
+                    let v = match self.root.stat_object(&tree, bucket, &mapped, true).await {
                         Ok(Some((c, meta, path))) => {
                             let info = ObjectInfo::new(&c, meta, &path);
                             Ok(Some((info.etag, info.size, info.last_modified)))

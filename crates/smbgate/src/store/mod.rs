@@ -9,11 +9,12 @@
 //! (handles that close themselves, temp files that delete themselves,
 //! named compounds); `path`, `keys`, `meta` and `records` say where and
 //! how an object is stored (`beside` where its name is also a directory);
-//! the S3 rules sit above them, one file per
-//! concern (`object_open`, `put`, `copy`, `delete`, `publish`, `multipart`
-//! and `upload_listing`,
-//! `dir_source` and `walk` for listings, `stream` for split streaming),
-//! sharing `conditions`, `checksum` and `verify`.
+//! the [`Root`] holds one share root and the rules every operation shares
+//! (paths, case, creation locks, the caches a change is told to); above
+//! it, six owners split the S3 operations between them ([`Reads`],
+//! [`Writes`], [`Deletes`], [`Uploads`], [`Listings`], [`Buckets`]; see
+//! `operations` for which files each owns), sharing `conditions`,
+//! `checksum` and `verify`. [`Store`] is the six together.
 
 mod backoff;
 mod beside;
@@ -51,6 +52,7 @@ mod publish;
 mod put;
 pub mod put_lanes;
 pub mod read_plan;
+mod root;
 mod root_open;
 pub use share::records;
 pub mod share;
@@ -67,14 +69,12 @@ pub mod upload_listing;
 pub mod verify;
 pub mod walk;
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use share::{Pool, Tree};
 
 pub use budget::Budget;
 pub use error::{StoreError, StoreResult};
-use path::SharePath;
+pub use operations::{Buckets, Deletes, Listings, Reads, Store, Uploads, Writes};
+pub use root::Root;
 use share::{Failure, ShareError};
 
 /// Tuning for the data path.
@@ -148,151 +148,8 @@ impl Default for StoreOptions {
     }
 }
 
-/// The store over one share root: a cheap handle (one `Arc`), cloned per
-/// request and per segment.
-#[derive(Clone)]
-pub struct Store {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    pool: Pool,
-    /// The root inside the share (may be the share root).
-    root: SharePath,
-    opts: StoreOptions,
-    /// The share matches names case-insensitively (Windows, Samba's
-    /// default): keys differing only in case must be refused, not merged.
-    case_insensitive: bool,
-    /// Where this root keeps object, upload and part records: EAs, or
-    /// sidecar files on a share without them.
-    records: records::Records,
-    /// Recent directory listings for paging.
-    dir_cache: listing_cache::DirCache,
-    /// Set for a store whose root is one bucket's own directory (a
-    /// configured `[buckets.NAME]`): its name. Gateway state then lives in
-    /// `.smbgate` inside that directory, left out of its listings.
-    single_bucket: Option<String>,
-    /// GET read-ahead, all GETs together.
-    read_ahead: Budget,
-    /// PUT write-behind, all bodies together.
-    write_behind: Budget,
-    /// The lanes the last adaptive PUT body kept, where the next starts
-    /// from (shared by every identity's pool: one server).
-    put_lanes: put_lanes::LastKept,
-    /// Objects held under leases for HEAD and small GETs.
-    objects: object_cache::ObjectCache,
-}
-
 /// Directory under the root holding gateway state.
 pub const INTERNAL: &str = keys::INTERNAL_DIR;
-
-impl Store {
-    /// The name of the one bucket this store serves, if it serves only one
-    /// ([`Store::open_bucket`]).
-    pub fn single_bucket(&self) -> Option<&str> {
-        self.inner.single_bucket.as_deref()
-    }
-
-    /// True if the share matches names case-insensitively.
-    pub fn case_insensitive(&self) -> bool {
-        self.inner.case_insensitive
-    }
-
-    /// Where this store keeps its records (EAs or sidecar files).
-    pub fn records(&self) -> &records::Records {
-        &self.inner.records
-    }
-
-    /// Tuning in effect.
-    pub fn options(&self) -> &StoreOptions {
-        &self.inner.opts
-    }
-
-    /// The GET read-ahead budget (see [`stream`]).
-    pub fn read_ahead(&self) -> &Budget {
-        &self.inner.read_ahead
-    }
-
-    /// The PUT write-behind budget (see `store::spread`).
-    pub fn write_behind(&self) -> &Budget {
-        &self.inner.write_behind
-    }
-
-    /// The lanes the last adaptive PUT body kept; see [`put_lanes`].
-    pub(crate) fn put_lanes_kept(&self) -> &put_lanes::LastKept {
-        &self.inner.put_lanes
-    }
-
-    /// Bytes one stream may keep in flight, in bytes: the configured
-    /// `in_flight`, or less while the pool backs off after losing
-    /// connections under load (failure class 7, [`Pool::in_flight_budget`]).
-    pub fn in_flight(&self) -> usize {
-        self.inner.opts.in_flight.min(self.inner.pool.in_flight_budget())
-    }
-
-    /// The connection pool.
-    pub fn pool(&self) -> &Pool {
-        &self.inner.pool
-    }
-
-    /// A pooled tree (least loaded).
-    ///
-    /// Errors: no connection could be had (503 SlowDown).
-    pub async fn tree(&self) -> StoreResult<Tree> {
-        Ok(share::connection(&self.inner.pool).await?)
-    }
-
-    /// The store root inside the share.
-    pub fn root(&self) -> &SharePath {
-        &self.inner.root
-    }
-
-    /// The path of gateway state under the root: `.smbgate\<name>`.
-    pub fn internal(&self, name: &str) -> SharePath {
-        self.inner.root.join(INTERNAL).join(name)
-    }
-
-    /// Share-relative path of a bucket directory.
-    pub fn bucket_path(&self, bucket: &str) -> SharePath {
-        match &self.inner.single_bucket {
-            // The root is the bucket; callers route only its name here.
-            Some(_) => self.inner.root.clone(),
-            None => self.inner.root.join(bucket),
-        }
-    }
-
-    /// Share-relative path of an object's file (or marker directory).
-    pub fn object_path(&self, bucket: &str, key: &keys::MappedKey) -> SharePath {
-        self.bucket_path(bucket).join_key(key)
-    }
-
-    /// A fresh temporary file path under `.smbgate\tmp`.
-    pub fn temp_path(&self) -> SharePath {
-        self.internal("tmp").join(&format!("{:032x}", rand::random::<u128>()))
-    }
-
-    /// Forgets cached listings of the directories `key` lives in, and the
-    /// object cache's entry of `key` (after a write or delete through this
-    /// instance).
-    pub fn forget_listing(&self, bucket: &str, key: &keys::MappedKey) {
-        let bucket_dir = self.bucket_path(bucket);
-        self.inner.dir_cache.forget(&bucket_dir);
-        for dir in bucket_dir.ancestors_of(key) {
-            self.inner.dir_cache.forget(&dir);
-        }
-        self.inner.objects.forget(self.object_path(bucket, key).as_str());
-    }
-
-    /// Fails with NoSuchBucket unless `bucket` is an existing directory.
-    pub async fn check_bucket(&self, tree: &Tree, bucket: &str) -> StoreResult<()> {
-        match share::stat(tree, &self.bucket_path(bucket)).await {
-            Ok(t) if t.is_directory() => Ok(()),
-            Ok(_) => Err(StoreError::NoSuchBucket),
-            Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
 
 /// Retries `f` while the server reports a sharing violation
 /// ([`backoff::SHARING`], failure class 12): another client's open blocks

@@ -33,7 +33,7 @@ use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
 use super::verify::verified_meta;
-use super::{backoff, Store, StoreError, StoreResult};
+use super::{backoff, StoreError, StoreResult, Uploads};
 
 /// Minimum size of every part but the last (S3: 5 MiB).
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -103,9 +103,9 @@ pub(crate) fn valid_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-impl Store {
+impl Uploads {
     pub(crate) fn upload_dir(&self, id: &str) -> SharePath {
-        self.internal("uploads").join(id)
+        self.root.internal("uploads").join(id)
     }
 
     /// The file that in-place parts are written into.
@@ -119,7 +119,7 @@ impl Store {
 
     /// Checks that `id` is an upload for `bucket`/`key`.
     pub(crate) async fn check_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<UploadRecord> {
-        let rec = self.uploads().upload_record(id).await?;
+        let rec = self.upload_record(id).await?;
         if rec.bucket != bucket || rec.key != key {
             return Err(StoreError::NoSuchUpload);
         }
@@ -137,7 +137,7 @@ impl Store {
     async fn claim_part(&self, tree: &Tree, id: &str, n: i32) -> StoreResult<Option<TempFile>> {
         let record = self.part_path(id, n);
         match share::create_claim(tree, &record).await {
-            Ok(c) => Ok(Some(TempFile::with_shared_name(self.pool(), c, &record))),
+            Ok(c) => Ok(Some(TempFile::with_shared_name(self.root.pool(), c, &record))),
             Err(e) if e.failure() == Failure::Collision => Ok(None),
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),
@@ -185,7 +185,7 @@ impl Store {
     }
 
     /// Writes part `n` into the data file at (n-1) x stride, then fills its
-    /// claimed record (see [`Store::claim_part`]); on failure the claim is
+    /// claimed record (see [`Uploads::claim_part`]); on failure the claim is
     /// deleted, so the part reads as not uploaded, never torn.
     #[allow(clippy::too_many_arguments)]
     async fn upload_part_in_place<S, E>(
@@ -219,8 +219,8 @@ impl Store {
             return Err(StoreError::InvalidArgument(format!("part {n} of {len} bytes does not fit the upload")));
         };
         let result: StoreResult<(PutResult, PartRecord)> = async {
-            let writer = SpreadWriter::new(self, &f, &data_path, offset);
-            let (md5, sums, size, _reopened) = self.stream_body(writer, &mut body, &req, Some(len)).await?;
+            let writer = SpreadWriter::new(&self.writes, &f, &data_path, offset);
+            let (md5, sums, size, _reopened) = self.writes.stream_body(writer, &mut body, &req, Some(len)).await?;
             let meta = verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset, checksums: meta.checksums.clone() };
             Ok((PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None }, rec))
@@ -234,7 +234,7 @@ impl Store {
                 // The claim shares the data file's connection: after a loss
                 // the part's bytes are in, so reopen the claim to record them.
                 let revived = claim.revive(None).await;
-                match revived.and(share::set_eas(claim.handle(), self.records(), claim.path(), &ea).await) {
+                match revived.and(share::set_eas(claim.handle(), self.root.records(), claim.path(), &ea).await) {
                     Ok(()) => Ok(put),
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
@@ -258,9 +258,9 @@ impl Store {
     }
 
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
-        let tree = self.tree().await?;
+        let tree = self.root.tree().await?;
         let dir = self.upload_dir(id);
-        let records = self.records();
+        let records = self.root.records();
         // Sidecars are found by id, which only an open or a listing tells.
         let dir_key = if records.in_sidecars() {
             share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()))
@@ -296,7 +296,7 @@ async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreRe
     Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }
 
-impl super::operations::Uploads<'_> {
+impl Uploads {
     /// CreateMultipartUpload: a new upload directory with its record (the
     /// object's metadata, and the `checksum` its parts and the object get,
     /// if any; see `store::part_checksums`). Returns the UploadId.
@@ -310,8 +310,8 @@ impl super::operations::Uploads<'_> {
         checksum: Option<UploadChecksum>,
     ) -> StoreResult<String> {
         map_key(key)?;
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
         let id = format!("{:032x}", rand::random::<u128>());
         let rec = UploadRecord {
             bucket: bucket.into(),
@@ -324,7 +324,7 @@ impl super::operations::Uploads<'_> {
                 .unwrap_or(0),
         };
         let ea = [FullEa { name: UPLOAD_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-        share::create_dir_with_eas(&tree, self.0.records(), &self.0.upload_dir(&id), &ea).await?;
+        share::create_dir_with_eas(&tree, self.root.records(), &self.upload_dir(&id), &ea).await?;
         Ok(id)
     }
 
@@ -335,13 +335,13 @@ impl super::operations::Uploads<'_> {
         if !valid_upload_id(id) {
             return Err(StoreError::NoSuchUpload);
         }
-        let tree = self.0.tree().await?;
-        let f = match share::open_read(&tree, &self.0.upload_dir(id)).await {
+        let tree = self.root.tree().await?;
+        let f = match share::open_read(&tree, &self.upload_dir(id)).await {
             Ok(f) => f,
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
             Err(e) => return Err(e.into()),
         };
-        let eas = share::query_records(&f, self.0.records(), &self.0.upload_dir(id), &[UPLOAD_EA]).await;
+        let eas = share::query_records(&f, self.root.records(), &self.upload_dir(id), &[UPLOAD_EA]).await;
         drop(f);
         eas?.iter()
             .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
@@ -352,7 +352,7 @@ impl super::operations::Uploads<'_> {
     /// Fails with NoSuchUpload (or NoSuchBucket) unless upload `id` of
     /// `key` exists; changes nothing.
     pub async fn upload_exists(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
-        self.0.check_upload(bucket, key, id).await.map(|_| ())
+        self.check_upload(bucket, key, id).await.map(|_| ())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -376,24 +376,24 @@ impl super::operations::Uploads<'_> {
         if !(1..=MAX_PART_NUMBER).contains(&n) {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
-        let upload = self.0.check_upload(bucket, key, id).await?;
+        let upload = self.check_upload(bucket, key, id).await?;
         // Every part of an upload with a checksum gets one of its
         // algorithm, sent by the client or not.
         if let Some(c) = upload.checksum.filter(|c| !req.checksum_algorithms.contains(&c.algorithm)) {
             req.checksum_algorithms.push(c.algorithm);
         }
-        let tree = self.0.tree().await?;
+        let tree = self.root.tree().await?;
         if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
         super::verify::check_content_md5(req.content_md5.as_deref())?;
         if let Some(len) = req.content_length.filter(|&l| l > 0) {
-            if let Some(stride) = self.0.stride(&tree, id, len).await? {
+            if let Some(stride) = self.stride(&tree, id, len).await? {
                 // A stride over the part limit (a damaged or foreign stride
                 // file) is never used for offsets.
                 if len <= stride && stride <= MAX_PART_SIZE {
-                    if let Some(claim) = self.0.claim_part(&tree, id, n).await? {
-                        return self.0.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
+                    if let Some(claim) = self.claim_part(&tree, id, n).await? {
+                        return self.upload_part_in_place(&tree, id, n, len, stride, claim, body, req, trailer).await;
                     }
                 }
             }
@@ -401,7 +401,7 @@ impl super::operations::Uploads<'_> {
         // The part is a file of its own, published by a rename over the
         // part's record: an earlier upload of this number stays valid until
         // this one is verified and replaces it.
-        self.0.objects().put_to(&tree, Target::Part(self.0.part_path(id, n).to_string()), body, req, trailer).await
+        self.writes.put_to(&tree, Target::Part(self.part_path(id, n).to_string()), body, req, trailer).await
     }
 
     /// UploadPartCopy: part `n` from a (range of a) source object.
@@ -422,8 +422,8 @@ impl super::operations::Uploads<'_> {
         if !(1..=MAX_PART_NUMBER).contains(&n) {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
-        let upload = self.0.check_upload(bucket, key, id).await?;
-        let target = Target::Part(self.0.part_path(id, n).to_string());
+        let upload = self.check_upload(bucket, key, id).await?;
+        let target = Target::Part(self.part_path(id, n).to_string());
         let req = CopyRequest {
             replace: Some(ObjectMeta::default()),
             tags: Some(Vec::new()),
@@ -431,23 +431,23 @@ impl super::operations::Uploads<'_> {
             checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
             ..Default::default()
         };
-        self.0.objects().copy_object(src_bucket, src_key, target, req, check).await
+        self.writes.copy_object(src_bucket, src_key, target, req, check).await
     }
 
     /// The record of an upload and its stored parts, by part number.
     ///
     /// Errors: NoSuchUpload.
     pub async fn list_parts(&self, bucket: &str, key: &str, id: &str) -> StoreResult<(UploadRecord, Vec<PartInfo>)> {
-        let upload = self.0.check_upload(bucket, key, id).await?;
-        let tree = self.0.tree().await?;
-        let dir = self.0.upload_dir(id);
+        let upload = self.check_upload(bucket, key, id).await?;
+        let tree = self.root.tree().await?;
+        let dir = self.upload_dir(id);
         let mut parts = Vec::new();
         for e in share::list_dir(&tree, &dir).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = dir.join(&e.name);
-            if (e.ea_size > 0 || !self.0.records().in_eas()) && e.times.end_of_file == 0 {
+            if (e.ea_size > 0 || !self.root.records().in_eas()) && e.times.end_of_file == 0 {
                 // Possibly a record of a part in the data file.
-                if let Some(rec) = read_part_record(&tree, self.0.records(), &path).await? {
+                if let Some(rec) = read_part_record(&tree, self.root.records(), &path).await? {
                     parts.push(PartInfo {
                         number: n,
                         size: rec.size,
@@ -459,7 +459,7 @@ impl super::operations::Uploads<'_> {
                     continue;
                 }
             }
-            let (c, meta) = match share::stat_with_meta(&tree, self.0.records(), &path).await {
+            let (c, meta) = match share::stat_with_meta(&tree, self.root.records(), &path).await {
                 Ok(r) => r,
                 Err(err) if is_not_found(&err) => continue,
                 Err(err) => return Err(err.into()),
@@ -482,7 +482,7 @@ impl super::operations::Uploads<'_> {
     ///
     /// Errors: NoSuchUpload.
     pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
-        self.0.check_upload(bucket, key, id).await?;
-        self.0.remove_upload(id).await
+        self.check_upload(bucket, key, id).await?;
+        self.remove_upload(id).await
     }
 }

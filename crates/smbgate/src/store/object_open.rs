@@ -13,7 +13,7 @@ use super::share::records::Records;
 use super::share::{is_not_found, is_unholdable_name};
 use super::share::{Failure, ShareError};
 use super::types::{ObjectInfo, Opened};
-use super::{backoff, retry_sharing, share, Store, StoreError, StoreResult};
+use super::{backoff, retry_sharing, share, Reads, StoreError, StoreResult};
 
 /// Checks the record's key against the requested one: `Err(NoSuchKey)` if
 /// the open landed on a case-variant of the key (case-insensitive share),
@@ -41,7 +41,7 @@ fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -
     Ok(())
 }
 
-/// What an open of a key is for ([`Store::open_key`]): the share
+/// What an open of a key is for ([`Reads::open_key`]): the share
 /// operation it runs where the key is kept (one round trip: the CREATE,
 /// the record, and what else it needs), and how the checks read its answer.
 pub(super) trait OpenFor: Copy {
@@ -149,14 +149,14 @@ impl OpenFor for ForRecordChange {
     }
 }
 
-impl Store {
+impl Reads {
     /// Opens `key` to change its record ([`share::open_to_update_record`]):
     /// found as a GET finds it, and held so that no other file can take
     /// its name until the handle closes. Returns the handle, the record as
     /// it is (`None` for a file someone else put there), the object's info
     /// and the path it opened.
     ///
-    /// Errors: as [`Objects::open_object`].
+    /// Errors: as [`Reads::open_object`].
     pub(crate) async fn open_to_update_record(
         &self,
         bucket: &str,
@@ -168,21 +168,21 @@ impl Store {
 
     /// The one open of a key, for what `how` says ([`OpenFor`]): the key
     /// mapped for a read, `how`'s share operation run where the key is
-    /// kept ([`Store::open_stored`]), and what it found checked
-    /// ([`Store::checked`]). Returns the operation's answer (its record
+    /// kept ([`Reads::open_stored`]), and what it found checked
+    /// ([`Reads::checked`]). Returns the operation's answer (its record
     /// taken out), the checked record, the object's info and its path.
     ///
-    /// Errors: as [`Objects::open_object`].
+    /// Errors: as [`Reads::open_object`].
     pub(super) async fn open_key<K: OpenFor>(
         &self,
         bucket: &str,
         key: &str,
         how: K,
     ) -> StoreResult<(K::Answer, Option<ObjectMeta>, ObjectInfo, SharePath)> {
-        let tree = self.tree().await?;
+        let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.exact_names_for(&mapped);
-        let records = self.records();
+        let exact = self.root.exact_names_for(&mapped);
+        let records = self.root.records();
         let (mut answer, path, found) = self
             .open_stored(
                 &tree,
@@ -202,7 +202,7 @@ impl Store {
     /// What an open of `key` (`mapped`) found at `at` = (path, beside),
     /// checked: the record names this key ([`check_record_key`]), the
     /// on-disk name matches where the server may match another spelling
-    /// ([`Store::check_exact_name`]), and it is the kind of thing the key
+    /// ([`Reads::check_exact_name`]), and it is the kind of thing the key
     /// names ([`check_kind`]). Returns the record and the object's info.
     ///
     /// Errors: NoSuchKey; SMB failures of the name lookup.
@@ -259,7 +259,7 @@ impl Store {
         F: Fn(SharePath, bool) -> Fut,
         Fut: std::future::Future<Output = Result<T, ShareError>>,
     {
-        let path = self.object_path(bucket, mapped);
+        let path = self.root.object_path(bucket, mapped);
         let beside = path.beside(mapped.dir_marker);
         // A plain key's own path is opened as a file only: a directory there
         // answers STATUS_FILE_IS_A_DIRECTORY, and no handle on it keeps it
@@ -282,7 +282,7 @@ impl Store {
                 // A name the server cannot hold (over its name length, say)
                 // is no object of its.
                 Err(e) if is_unholdable_name(&e) => {
-                    self.check_bucket(tree, bucket).await?;
+                    self.root.check_bucket(tree, bucket).await?;
                     return Err(StoreError::NoSuchKey);
                 }
                 Err(e) => return Err(e.into()),
@@ -293,11 +293,11 @@ impl Store {
             let check_bucket = missing && first_miss;
             let (aside, locked, retried, in_bucket) = tokio::join!(
                 retry_sharing(|| open(beside.clone(), true)),
-                self.is_locked(tree, &path),
+                self.root.is_locked(tree, &path),
                 open_own(),
                 async {
                     match check_bucket {
-                        true => self.check_bucket(tree, bucket).await,
+                        true => self.root.check_bucket(tree, bucket).await,
                         false => Ok(()),
                     }
                 }
@@ -342,7 +342,7 @@ impl Store {
     /// NoSuchKey if the file that opened is named otherwise than `mapped`:
     /// in another case on a case-insensitive share (S3 keys are
     /// case-sensitive), or a long name `mapped` is an 8.3 alias of
-    /// ([`Store::exact_names_for`]).
+    /// ([`Root::exact_names_for`]).
     /// A record naming its key has already been compared
     /// ([`check_record_key`]); a file without one (put there by someone
     /// else) is judged by `on_disk`, its path as the open's compound read
@@ -357,13 +357,13 @@ impl Store {
         meta: &Option<ObjectMeta>,
         on_disk: Option<&str>,
     ) -> StoreResult<()> {
-        if !self.exact_names_for(mapped) || meta.as_ref().is_some_and(|m| m.key.is_some()) {
+        if !self.root.exact_names_for(mapped) || meta.as_ref().is_some_and(|m| m.key.is_some()) {
             return Ok(());
         }
         let differs = match on_disk {
             // The key's components are the last ones of the on-disk path.
             Some(name) => !name.rsplit('\\').take(mapped.components.len()).eq(mapped.components.iter().rev()),
-            None => self.case_mismatch(tree, bucket, mapped).await?.is_some(),
+            None => self.root.case_mismatch(tree, bucket, mapped).await?.is_some(),
         };
         if differs {
             return Err(StoreError::NoSuchKey);
@@ -380,14 +380,14 @@ impl Store {
             Ok(m) => Ok(m),
             Err(e @ (KeyError::Empty | KeyError::TooLong)) => Err(StoreError::InvalidKey(e)),
             Err(_) => {
-                self.check_bucket(tree, bucket).await?;
+                self.root.check_bucket(tree, bucket).await?;
                 Err(StoreError::NoSuchKey)
             }
         }
     }
 }
 
-impl super::operations::Objects<'_> {
+impl Reads {
     /// Opens `key` for reading: CREATE + metadata (+ the first READ of
     /// `read = (offset, length)`) in one round trip, the handle left open
     /// (it closes itself when dropped). A directory-marker key (`a/`) opens
@@ -401,22 +401,22 @@ impl super::operations::Objects<'_> {
         key: &str,
         read: Option<(u64, u32)>,
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
-        let ((handle, _, data, _), meta, info, _) = self.0.open_key(bucket, key, ForRead(read)).await?;
+        let ((handle, _, data, _), meta, info, _) = self.open_key(bucket, key, ForRead(read)).await?;
         Ok((Opened { handle, meta }, info, data))
     }
 
     /// HEAD: the object's info, from the object cache while its lease
-    /// stands; else found as [`Objects::head_uncached`] finds it, by an
+    /// stands; else found as [`Reads::head_uncached`] finds it, by an
     /// open that holds the file for the cache when it may be cached
-    /// ([`Store::head_and_hold`], the same round trips).
+    /// ([`Reads::head_and_hold`], the same round trips).
     ///
-    /// Errors: as [`Objects::open_object`].
+    /// Errors: as [`Reads::open_object`].
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        if let Some(hit) = self.0.cached(bucket, key).await {
+        if let Some(hit) = self.cached(bucket, key).await {
             return Ok(hit.info);
         }
-        match self.0.may_hold(bucket, key) {
-            Some(path) => self.0.head_and_hold(bucket, key, path).await,
+        match self.may_hold(bucket, key) {
+            Some(path) => self.head_and_hold(bucket, key, path).await,
             None => self.head_uncached(bucket, key).await,
         }
     }
@@ -424,9 +424,9 @@ impl super::operations::Objects<'_> {
     /// HEAD on the share: the object's info with CREATE + metadata + CLOSE
     /// in one round trip (two for an object kept beside its directory).
     ///
-    /// Errors: as [`Objects::open_object`].
+    /// Errors: as [`Reads::open_object`].
     pub(crate) async fn head_uncached(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        let (_, _, info, _) = self.0.open_key(bucket, key, ForStat).await?;
+        let (_, _, info, _) = self.open_key(bucket, key, ForStat).await?;
         Ok(info)
     }
 }

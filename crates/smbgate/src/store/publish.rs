@@ -25,18 +25,18 @@ use super::share_ops::LiveShare;
 use super::swap::{swap_if_match, SwapPaths, Swapped};
 use super::types::ObjectInfo;
 use super::types::Target;
-use super::{retry_busy, Store, StoreError, StoreResult};
+use super::{retry_busy, StoreError, StoreResult, Writes};
 
 /// How often a replacing rename warns the object cache's holders while
 /// the key comes and goes between the warning and the rename (then it
 /// replaces unwarned).
 const WARN_TRIES: usize = 4;
 
-/// How often [`Store::make_dir`] tries while the name comes and goes.
+/// How often [`Writes::make_dir`] tries while the name comes and goes.
 const MAKE_DIR_TRIES: usize = 8;
 
-impl Store {
-    /// Publishes a verified temp file at `target` (see [`Store::publish_if`]),
+impl Writes {
+    /// Publishes a verified temp file at `target` (see [`Writes::publish_if`]),
     /// marked as being published first, so that a request dropped
     /// mid-rename never deletes the object it just published. Without
     /// `replace` an existing object is
@@ -72,10 +72,10 @@ impl Store {
         cond: &EtagCondition,
     ) -> StoreResult<()> {
         let tree = share::connection_of(file);
-        let plain = self.object_path(bucket, mapped);
-        let path = self.write_path(bucket, mapped);
-        self.forget_listing(bucket, mapped);
-        let (beside, backup, lock) = (plain.beside(false), self.temp_path(), self.create_lock_path(&plain));
+        let plain = self.root.object_path(bucket, mapped);
+        let path = self.root.write_path(bucket, mapped);
+        self.root.forget_listing(bucket, mapped);
+        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.create_lock_path(&plain));
         let paths = SwapPaths {
             path: path.as_str(),
             beside: (!mapped.dir_marker).then_some(beside.as_str()),
@@ -90,11 +90,11 @@ impl Store {
                 false => Err(StoreError::PreconditionFailed),
             }
         };
-        let live = LiveShare { tree, records: self.records() };
+        let live = LiveShare { tree, records: self.root.records() };
         match swap_if_match(&live, file, publishing, &paths, accept).await? {
             Swapped::Done => Ok(()),
             Swapped::NoObject => {
-                self.check_bucket(tree, bucket).await?;
+                self.root.check_bucket(tree, bucket).await?;
                 Err(StoreError::NoSuchKey)
             }
         }
@@ -102,13 +102,13 @@ impl Store {
 
     /// Publishes `file` (at `source`) at `target` under the write
     /// conditions: If-Match as a compare-and-swap
-    /// ([`Store::publish_if_match`]), `If-None-Match: *` by a rename that
+    /// ([`Writes::publish_if_match`]), `If-None-Match: *` by a rename that
     /// may not replace, else a replacing rename. `publishing` is called just
     /// before the rename. A marker (`a/b/`) published with a body then
     /// drops the record that made its directory an empty marker, which
     /// reads would otherwise still find first.
     ///
-    /// Errors: as [`Store::publish_if`] and [`Store::publish_if_match`].
+    /// Errors: as [`Writes::publish_if`] and [`Writes::publish_if_match`].
     pub(crate) async fn publish_with(
         &self,
         file: &Handle,
@@ -122,7 +122,9 @@ impl Store {
                 let original = target.key().unwrap_or_default();
                 self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
                 if key.dir_marker {
-                    self.body_replaces_empty_marker(share::connection_of(file), &self.object_path(bucket, key)).await;
+                    self.root
+                        .body_replaces_empty_marker(share::connection_of(file), &self.root.object_path(bucket, key))
+                        .await;
                 }
                 Ok(())
             }
@@ -161,9 +163,9 @@ impl Store {
                 };
             }
         };
-        self.check_case(tree, bucket, mapped).await?;
-        self.forget_listing(bucket, mapped);
-        let target = self.write_path(bucket, mapped);
+        self.root.check_case(tree, bucket, mapped).await?;
+        self.root.forget_listing(bucket, mapped);
+        let target = self.root.write_path(bucket, mapped);
         if replace && !mapped.dir_marker {
             return self.rename_into_place(tree, file, source, bucket, mapped, &target, true, false).await;
         }
@@ -171,11 +173,11 @@ impl Store {
         // rename checks, then renames over whatever is there by then; the
         // lock makes it one step), and a marker's body, which replaces the
         // directory's empty-marker record (both forms change under the lock).
-        let plain = self.object_path(bucket, mapped);
-        let creating = self.create_lock(tree, &plain).await?;
+        let plain = self.root.object_path(bucket, mapped);
+        let creating = self.root.create_lock(tree, &plain).await?;
         let published = self.rename_into_place(tree, file, source, bucket, mapped, &target, replace, true).await;
         if published.is_ok() && mapped.dir_marker {
-            self.body_replaces_empty_marker(tree, &plain).await;
+            self.root.body_replaces_empty_marker(tree, &plain).await;
         }
         creating.release().await;
         published
@@ -185,7 +187,7 @@ impl Store {
     /// replacing publish is about to replace (`None` with EAs, which go
     /// with their file, or if nothing is there).
     pub(crate) async fn key_before_replace(&self, tree: &Tree, path: &str) -> Option<FileKey> {
-        if !self.records().in_sidecars() {
+        if !self.root.records().in_sidecars() {
             return None;
         }
         share::stat_key(tree, path).await.ok().flatten()
@@ -196,7 +198,7 @@ impl Store {
     /// itself, which wins a race with the rename).
     pub(crate) fn forget_replaced(&self, tree: &Tree, old: Option<FileKey>, new_id: Option<u64>) {
         if let Some(old) = old.filter(|o| Some(o.id) != new_id) {
-            self.records().forget(tree, Some(old));
+            self.root.records().forget(tree, Some(old));
         }
     }
 
@@ -208,7 +210,7 @@ impl Store {
     /// it, decided under the key's creation lock (taken here unless the
     /// caller holds it: `locked`), since the object moves between its two
     /// names under that lock. A replaced file's sidecar record goes.
-    /// Errors mapped as [`Store::publish_if`] says.
+    /// Errors mapped as [`Writes::publish_if`] says.
     #[allow(clippy::too_many_arguments)]
     async fn rename_into_place(
         &self,
@@ -235,7 +237,7 @@ impl Store {
         if is_not_found(&e) || is_bad_path(&e) {
             // A parent is missing: the bucket, or directories for the key's
             // prefix.
-            self.check_bucket(tree, bucket).await?;
+            self.root.check_bucket(tree, bucket).await?;
             self.make_parents(tree, bucket, mapped, false).await?;
             match self.rename_over(file, source, target, replace).await {
                 Ok(()) => {
@@ -249,7 +251,7 @@ impl Store {
         }
         let lock = match locked {
             true => None,
-            false => Some(self.create_lock(tree, target).await?),
+            false => Some(self.root.create_lock(tree, target).await?),
         };
         // Under the lock: the directory may have gone and the object taken
         // its own name back meanwhile; then it is replaced there.
@@ -310,10 +312,10 @@ impl Store {
         // done. Where nothing was there to warn about, the rename may not
         // replace; if a file came meanwhile, it is warned about in turn.
         for _ in 0..WARN_TRIES {
-            let warning = self.warn_holders(tree, target).await;
+            let warning = self.root.warn_holders(tree, target).await;
             let absent = !warning.may_replace(true);
             let renamed = self.rename_over_warned(file, source, target, !absent).await;
-            self.warned(warning).await;
+            self.root.warned(warning).await;
             match renamed {
                 Err(e) if absent && e.failure() == Failure::Collision => continue,
                 r => return r,
@@ -322,7 +324,7 @@ impl Store {
         self.rename_over_warned(file, source, target, true).await
     }
 
-    /// [`Store::rename_over`] once holders are warned.
+    /// [`Writes::rename_over`] once holders are warned.
     async fn rename_over_warned(
         &self,
         file: &Handle,
@@ -337,7 +339,7 @@ impl Store {
                 r => return r,
             };
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
-            let others = share::other_connections(self.pool(), usize::MAX, &[tree]);
+            let others = share::other_connections(self.root.pool(), usize::MAX, &[tree]);
             for other in others {
                 match share::rename_through_new_handle(&other, source, target, replace).await {
                     Ok(()) => return Ok(()),
@@ -368,7 +370,7 @@ impl Store {
         self.rename_error_seen(tree, target, mapped, e, None).await
     }
 
-    /// [`Store::rename_error`], with the stat of `target` taken after the
+    /// [`Writes::rename_error`], with the stat of `target` taken after the
     /// failure if the caller has it already.
     async fn rename_error_seen(
         &self,
@@ -443,7 +445,7 @@ impl Store {
     /// last, and the last too if `own` (an empty marker is its own
     /// directory; a file, a marker's body included, needs only its parents).
     /// An object named like one of them moves beside it
-    /// ([`Store::displace`]).
+    /// ([`Root::displace`]).
     ///
     /// Errors: Conflict if a prefix of the key vanished into a file midway;
     /// Busy if an object in the way could not move; SMB errors.
@@ -455,14 +457,14 @@ impl Store {
         own: bool,
     ) -> StoreResult<()> {
         let n = if own { mapped.components.len() } else { mapped.components.len() - 1 };
-        for path in self.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
+        for path in self.root.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
             self.make_dir(tree, &path).await?;
         }
         Ok(())
     }
 
     /// Makes the directory `path` unless it is one: an object there moves
-    /// beside it ([`Store::displace`]). A name that comes and goes between
+    /// beside it ([`Root::displace`]). A name that comes and goes between
     /// the mkdir and the look at it (another writer moving the object
     /// beside) is tried again, a few times.
     ///
@@ -474,7 +476,7 @@ impl Store {
                 Err(e) if e.failure() == Failure::Collision => match share::stat(tree, path).await {
                     Ok(t) if t.is_directory() => return Ok(()),
                     // A prefix of the key is an object: it moves beside.
-                    Ok(_) => return self.displace(tree, path).await,
+                    Ok(_) => return self.root.displace(tree, path).await,
                     Err(e) if is_not_found(&e) => {}
                     Err(e) => return Err(e.into()),
                 },

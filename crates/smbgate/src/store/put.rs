@@ -22,12 +22,12 @@ use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
 use super::types::{ObjectInfo, PutRequest, PutResult, Target};
 use super::verify::{hash_now, verified_meta, HashWorker};
-use super::{Store, StoreError, StoreResult};
+use super::{StoreError, StoreResult, Writes};
 
 /// Bodies up to this size are buffered and written with one compound.
 const SMALL_PUT: usize = 1 << 20;
 
-impl Store {
+impl Writes {
     /// Streams `body` into `writer` (an open file, from some offset, spread
     /// over several connections once it passes one segment) while MD5 and
     /// the requested checksums are computed on a second core.
@@ -88,17 +88,23 @@ impl Store {
         let (target_path, seen) = match target {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
-                let seen = self.check_case_seen(tree, bucket, key).await?;
-                self.forget_listing(bucket, key);
-                (self.write_path(bucket, key).to_string(), seen)
+                let seen = self.root.check_case_seen(tree, bucket, key).await?;
+                self.root.forget_listing(bucket, key);
+                (self.root.write_path(bucket, key).to_string(), seen)
             }
             Target::Part(p) => (p.clone(), Seen::Unchecked),
         };
-        let temp_path = self.temp_path();
-        let (temp, written) =
-            share::create_temp_and_write(self.pool(), tree, self.records(), &temp_path, &[meta.to_ea()], &data)
-                .await
-                .map_err(|e| record_write_error(e, meta.record_len()))?;
+        let temp_path = self.root.temp_path();
+        let (temp, written) = share::create_temp_and_write(
+            self.root.pool(),
+            tree,
+            self.root.records(),
+            &temp_path,
+            &[meta.to_ea()],
+            &data,
+        )
+        .await
+        .map_err(|e| record_write_error(e, meta.record_len()))?;
         if written as usize != data.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
@@ -124,13 +130,13 @@ impl Store {
             // case-insensitive Samba share), and the rename may not
             // replace, so a file that came meanwhile is warned about on
             // the slow path.
-            Seen::Absent => self.absent_for_cache(&target_path),
-            _ => self.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await,
+            Seen::Absent => self.root.absent_for_cache(&target_path),
+            _ => self.root.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await,
         };
         // A failed compound (a file came where none was warned about, a
         // missing parent) publishes the slow way, which warns again.
         let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace)).await;
-        self.warned(warning).await;
+        self.root.warned(warning).await;
         match published {
             Ok(()) => {
                 self.forget_replaced(tree, old, new_id);
@@ -167,7 +173,7 @@ impl Store {
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();
-        share::set_eas(temp.handle(), self.records(), temp.path(), &[meta.to_ea()])
+        share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
             .await
             .map_err(|e| record_write_error(e, meta.record_len()))?;
         if let Target::Object { bucket, key } = target {
@@ -188,7 +194,7 @@ impl Store {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let o = self.options();
+        let o = self.root.options();
         let wait = pace.next_wait(tokio::time::Instant::now(), o.body_read_timeout, o.body_min_rate);
         match tokio::time::timeout(wait, body.next()).await {
             Err(_) => Err(StoreError::RequestTimeout),
@@ -213,7 +219,7 @@ impl Store {
             return Ok(());
         }
         let stat = || async {
-            match self.stat_object(tree, bucket, mapped, false).await {
+            match self.root.stat_object(tree, bucket, mapped, false).await {
                 Ok(Some(found)) => Ok(found),
                 // Absent: as a not-found, so that If-Match looks again.
                 Ok(None) => Err(share::not_found()),
@@ -240,8 +246,8 @@ impl Store {
     ///
     /// Errors: NoSuchBucket, Conflict.
     pub(crate) async fn preflight(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<()> {
-        self.check_bucket(tree, bucket).await?;
-        self.check_case(tree, bucket, mapped).await
+        self.root.check_bucket(tree, bucket).await?;
+        self.root.check_case(tree, bucket, mapped).await
     }
 
     /// An empty marker (`a/b/`): the directory (made first, an object of
@@ -255,9 +261,9 @@ impl Store {
         mapped: &MappedKey,
         req: PutRequest,
     ) -> StoreResult<PutResult> {
-        self.check_bucket(tree, bucket).await?;
-        self.check_case(tree, bucket, mapped).await?;
-        self.forget_listing(bucket, mapped);
+        self.root.check_bucket(tree, bucket).await?;
+        self.root.check_case(tree, bucket, mapped).await?;
+        self.root.forget_listing(bucket, mapped);
         self.make_parents(tree, bucket, mapped, true).await?;
         let mut meta = req.meta.clone();
         meta.etag = hex::encode(Md5::digest(b""));
@@ -266,8 +272,8 @@ impl Store {
         meta.key = Some(mapped.original());
         // The record and the old body change under the key's creation lock,
         // as a body's publish does (see `publish`): one form or the other.
-        let dir = self.object_path(bucket, mapped);
-        let creating = self.create_lock(tree, &dir).await?;
+        let dir = self.root.object_path(bucket, mapped);
+        let creating = self.root.create_lock(tree, &dir).await?;
         // If-Match / If-None-Match against what the key is now (a marker,
         // a body beside, an empty folder), under the lock every write of
         // the key takes.
@@ -275,9 +281,9 @@ impl Store {
             creating.release().await;
             return Err(e);
         }
-        let recorded = share::set_dir_ea(tree, self.records(), &dir, meta.to_ea()).await;
+        let recorded = share::set_dir_ea(tree, self.root.records(), &dir, meta.to_ea()).await;
         if recorded.is_ok() {
-            match share::delete(tree, &self.beside_path(bucket, mapped), false).await {
+            match share::delete(tree, &self.root.beside_path(bucket, mapped), false).await {
                 Err(e) if !nothing_beside(&e) => {
                     tracing::debug!(error = %e, "a marker's old body could not be removed")
                 }
@@ -290,7 +296,7 @@ impl Store {
     }
 }
 
-impl super::operations::Objects<'_> {
+impl Writes {
     /// PUT: streams `body` into a temporary file, verifies length, MD5 and
     /// checksums, stores the metadata EA and renames over the target.
     /// A failure at any step leaves the previous object untouched and
@@ -311,7 +317,7 @@ impl super::operations::Objects<'_> {
         E: std::fmt::Display,
     {
         let mapped = map_key(key)?;
-        let tree = self.0.tree().await?;
+        let tree = self.root.tree().await?;
         if !mapped.dir_marker {
             return self
                 .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
@@ -321,21 +327,18 @@ impl super::operations::Objects<'_> {
         // a file beside the directory once it has a body.
         let mut body = body;
         let first = loop {
-            match self.0.next_chunk(&mut body, &req.pace).await? {
+            match self.next_chunk(&mut body, &req.pace).await? {
                 Some(c) if c.is_empty() => continue,
                 next => break next,
             }
         };
-        let Some(first) = first else { return self.0.put_marker(&tree, bucket, &mapped, req).await };
+        let Some(first) = first else { return self.put_marker(&tree, bucket, &mapped, req).await };
         let body = futures::stream::iter([Ok::<Bytes, E>(first)]).chain(body);
-        self.0
-            .objects()
-            .put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer)
-            .await
+        self.put_to(&tree, Target::Object { bucket: bucket.to_string(), key: mapped }, body, req, trailer).await
     }
 
     /// Streams `body` into a temporary file, verifies it and publishes it
-    /// at `target`; see [`Objects::put_object`].
+    /// at `target`; see [`Writes::put_object`].
     pub async fn put_to<S, E>(
         &self,
         tree: &Tree,
@@ -357,7 +360,7 @@ impl super::operations::Objects<'_> {
         let mut buffered = 0usize;
         let mut ended = false;
         while buffered <= SMALL_PUT {
-            match self.0.next_chunk(&mut body, &req.pace).await? {
+            match self.next_chunk(&mut body, &req.pace).await? {
                 Some(c) => {
                     buffered += c.len();
                     prefix.push(c);
@@ -369,16 +372,16 @@ impl super::operations::Objects<'_> {
             }
         }
         if ended && buffered <= tree.max_write() as usize {
-            return self.0.put_small(tree, &target, prefix, req, trailer).await;
+            return self.put_small(tree, &target, prefix, req, trailer).await;
         }
         // A large body: make sure it has somewhere to go before writing it
         // out (publish checks again; this only spares a wasted upload).
         if let Target::Object { bucket, .. } = &target {
-            self.0.check_bucket(tree, bucket).await?;
+            self.root.check_bucket(tree, bucket).await?;
         }
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
-        let mut temp = share::create_temp(self.0.pool(), tree, &self.0.temp_path(), &[]).await?;
-        let result = self.0.fill_and_publish(&target, &mut temp, body, req, trailer).await;
+        let mut temp = share::create_temp(self.root.pool(), tree, &self.root.temp_path(), &[]).await?;
+        let result = self.fill_and_publish(&target, &mut temp, body, req, trailer).await;
         temp.settle(result).await
     }
 }

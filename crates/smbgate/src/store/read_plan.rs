@@ -4,6 +4,7 @@
 //! [`ReadPlan`] (or the refusal, a [`StoreError`] carrying what its headers
 //! need) to HTTP.
 
+use super::Reads;
 use std::ops::Range;
 
 use super::conditions::Conditions;
@@ -134,34 +135,34 @@ fn part_range(info: &ObjectInfo, n: i32) -> StoreResult<Range<u64>> {
     Ok(start..start + parts[n as usize - 1])
 }
 
-impl super::operations::Objects<'_> {
+impl Reads {
     /// GET: opens `key` (reading ahead with the open where
     /// [`ReadRequest::first_read`] allows), decides what to send, and
     /// starts streaming it.
     ///
-    /// Errors: as [`Objects::open_object`] and [`ReadPlan::decide`].
+    /// Errors: as [`Reads::open_object`] and [`ReadPlan::decide`].
     pub async fn get_object(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<Read> {
-        if let Some(hit) = self.0.cached(bucket, key).await {
+        if let Some(hit) = self.cached(bucket, key).await {
             if let Some(body) = hit.body {
                 let plan = ReadPlan::decide(&hit.info, req)?;
                 let first = Some(body.slice(plan.range.start as usize..plan.range.end as usize));
-                let body = object_stream(self.0.clone(), None, hit.info.clone(), plan.range.clone(), first);
+                let body = object_stream(self.clone(), None, hit.info.clone(), plan.range.clone(), first);
                 return Ok(Read { info: hit.info, plan, body });
             }
         }
         let read = req.first_read();
         let (opened, info, data) = self.open_object(bucket, key, read).await?;
-        self.0.fill_later(bucket, key, &info);
+        self.fill_later(bucket, key, &info);
         // On an early return the handle closes itself.
         let plan = ReadPlan::decide(&info, req)?;
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        let body = object_stream(self.0.clone(), Some(opened), info.clone(), plan.range.clone(), first);
+        let body = object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first);
         Ok(Read { info, plan, body })
     }
 
     /// HEAD: the object's info and what a GET of it would send.
     ///
-    /// Errors: as [`Objects::head_object`] and [`ReadPlan::decide`].
+    /// Errors: as [`Reads::head_object`] and [`ReadPlan::decide`].
     pub async fn head_read(&self, bucket: &str, key: &str, req: &ReadRequest) -> StoreResult<(ObjectInfo, ReadPlan)> {
         let info = self.head_object(bucket, key).await?;
         let plan = ReadPlan::decide(&info, req)?;

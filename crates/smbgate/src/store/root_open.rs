@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use super::path::SharePath;
+use super::root::Inner;
 use super::share::{self, Failure, Pool};
 use super::{
-    case, listing_cache, object_cache, records, sweep, Budget, Inner, Store, StoreError, StoreOptions, StoreResult,
+    case, listing_cache, object_cache, records, sweep, Budget, Root, Store, StoreError, StoreOptions, StoreResult,
     INTERNAL,
 };
 
@@ -77,22 +78,18 @@ impl Store {
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let dir_cache = listing_cache::DirCache::new(opts.listing_cache_ttl, opts.listing_cache.clone());
         let opts_cache = opts.cache.clone();
-        let store = Store {
-            inner: Arc::new(Inner {
-                pool,
-                root,
-                opts,
-                case_insensitive,
-                records,
-                dir_cache,
-                single_bucket,
-                read_ahead,
-                write_behind,
-                put_lanes: Default::default(),
-                objects: object_cache::ObjectCache::new(opts_cache),
-            }),
-        };
-        tokio::spawn(sweep::sweep_loop(store.clone()));
+        let root = Root::from_inner(Arc::new(Inner {
+            pool,
+            root,
+            opts,
+            case_insensitive,
+            records,
+            dir_cache,
+            single_bucket,
+            objects: object_cache::ObjectCache::new(opts_cache),
+        }));
+        let store = Store::assemble(root, read_ahead, write_behind, Default::default());
+        tokio::spawn(sweep::sweep_loop(store.uploads().clone()));
         Ok(store)
     }
 
@@ -104,21 +101,18 @@ impl Store {
     /// because the share's ACLs may show each identity different entries;
     /// the sweep runs only on the store [`Store::open`] made.
     pub fn for_pool(&self, pool: Pool) -> Store {
-        let i = &self.inner;
-        Store {
-            inner: Arc::new(Inner {
-                pool,
-                root: i.root.clone(),
-                opts: i.opts.clone(),
-                case_insensitive: i.case_insensitive,
-                records: i.records.clone(),
-                dir_cache: listing_cache::DirCache::new(i.opts.listing_cache_ttl, i.opts.listing_cache.clone()),
-                single_bucket: i.single_bucket.clone(),
-                read_ahead: i.read_ahead.clone(),
-                write_behind: i.write_behind.clone(),
-                put_lanes: i.put_lanes.clone(),
-                objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
-            }),
-        }
+        let i = self.root().inner();
+        let root = Root::from_inner(Arc::new(Inner {
+            pool,
+            root: i.root.clone(),
+            opts: i.opts.clone(),
+            case_insensitive: i.case_insensitive,
+            records: i.records.clone(),
+            dir_cache: listing_cache::DirCache::new(i.opts.listing_cache_ttl, i.opts.listing_cache.clone()),
+            single_bucket: i.single_bucket.clone(),
+            objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
+        }));
+        let writes = self.writes();
+        Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())
     }
 }

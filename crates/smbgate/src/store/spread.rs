@@ -31,12 +31,12 @@ use super::budget::Held;
 use super::fan_out::FanOut;
 use super::put_lanes::{self, LaneCount};
 use super::share::lane::Lane;
-use super::{share, Store, StoreResult};
+use super::{share, StoreResult, Writes};
 
 /// Writes a body at `base..` of one file over up to W connections; see the
 /// module docs.
 pub(crate) struct SpreadWriter {
-    store: Store,
+    store: Writes,
     path: String,
     base: u64,
     segment: u64,
@@ -67,20 +67,18 @@ impl SpreadWriter {
     /// file offset `base`. Its bytes in flight come from the store's
     /// write-behind budget (at least [`MIN_WRITE_BEHIND`]), and it uses no
     /// more lanes than that budget fills with segments.
-    pub(crate) fn new(store: &Store, file: &Handle, path: &str, base: u64) -> SpreadWriter {
-        let opts = store.options();
+    pub(crate) fn new(store: &Writes, file: &Handle, path: &str, base: u64) -> SpreadWriter {
+        let opts = store.root.options();
         let segment = opts.segment_size.max(1 << 20);
-        let (granted, held) = store.write_behind().take_up_to(store.in_flight() as u64);
+        let (granted, held) = store.write_behind.take_up_to(store.root.in_flight() as u64);
         let in_flight = granted.max(MIN_WRITE_BEHIND);
         let max_lanes = put_lanes::max_lanes(opts.put_parallel).clamp(1, (in_flight / segment).max(1) as usize);
         let lane_budget = (in_flight as usize / max_lanes).max(MIN_WRITE_BEHIND as usize);
         let count = match opts.put_parallel {
             FanOut::Fixed(_) => LaneCount::fixed(max_lanes),
-            FanOut::Auto => LaneCount::adaptive(
-                max_lanes,
-                store.put_lanes_kept().start(),
-                (lane_budget as u64).div_ceil(segment) as u32,
-            ),
+            FanOut::Auto => {
+                LaneCount::adaptive(max_lanes, store.put_lanes.start(), (lane_budget as u64).div_ceil(segment) as u32)
+            }
         };
         let first = Lane::on(file, base, lane_budget);
         SpreadWriter {
@@ -116,7 +114,7 @@ impl SpreadWriter {
             self.accepted += took as u64;
             data = &data[took..];
             if let Err(e) = sent {
-                self.lanes[idx].recover(self.store.pool(), &self.path, idx, e).await?;
+                self.lanes[idx].recover(self.store.root.pool(), &self.path, idx, e).await?;
             }
             self.segment_waited += began.elapsed();
             if took > 0 && self.accepted.is_multiple_of(self.segment) {
@@ -161,7 +159,8 @@ impl SpreadWriter {
 
     async fn open_lane(&self) -> Option<Lane> {
         let holding: Vec<_> = self.lanes.iter().map(|l| l.connection()).collect();
-        let tree = share::other_connections(self.store.pool(), self.count.current(), &holding).into_iter().next()?;
+        let tree =
+            share::other_connections(self.store.root.pool(), self.count.current(), &holding).into_iter().next()?;
         match Lane::open(tree, &self.path, self.lane_budget).await {
             Ok(lane) => Some(lane),
             Err(e) => {
@@ -181,7 +180,7 @@ impl SpreadWriter {
         let mut first_err = None;
         for (idx, lane) in self.lanes.iter_mut().enumerate() {
             while let Err(e) = lane.drain().await {
-                if let Err(e) = lane.recover(self.store.pool(), &self.path, idx, e).await {
+                if let Err(e) = lane.recover(self.store.root.pool(), &self.path, idx, e).await {
                     first_err.get_or_insert(e);
                     break;
                 }
@@ -204,7 +203,7 @@ impl SpreadWriter {
             Some(e) => Err(e.into()),
             None => {
                 if let Some(kept) = self.count.kept() {
-                    self.store.put_lanes_kept().set(kept);
+                    self.store.put_lanes.set(kept);
                 }
                 Ok((total, replacement))
             }

@@ -5,12 +5,12 @@
 
 use super::path::SharePath;
 use super::share::{is_not_found, Failure, Tree};
-use super::{share, Store, StoreError, StoreResult};
+use super::{share, Buckets, StoreError, StoreResult};
 
-impl Store {
+impl Buckets {
     /// The file `name` of the gateway's folder `kind` (`.smbgate/<kind>/<name>`).
     pub(super) fn state_file(&self, kind: &str, name: &str) -> SharePath {
-        self.internal(kind).join(name)
+        self.root.internal(kind).join(name)
     }
 
     /// The bytes of `path`, up to `max` bytes; `None` if there is no such
@@ -45,8 +45,15 @@ impl Store {
         }
         // Held open from creation to rename, so no sweep takes it for a dead
         // writer's; dropped unpublished, it deletes itself.
-        let (temp, written) =
-            share::create_temp_and_write(self.pool(), tree, self.records(), &self.temp_path(), &[], body).await?;
+        let (temp, written) = share::create_temp_and_write(
+            self.root.pool(),
+            tree,
+            self.root.records(),
+            &self.root.temp_path(),
+            &[],
+            body,
+        )
+        .await?;
         if written as usize != body.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes", body.len())));

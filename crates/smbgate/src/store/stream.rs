@@ -25,7 +25,7 @@ use super::share::Handle;
 use super::prefetch_depth::PrefetchDepth;
 use super::share::{self, ShareError};
 use super::types::{ObjectInfo, Opened};
-use super::{backoff, Store};
+use super::{backoff, Reads};
 
 /// The response body: bytes from the segment pipeline, in order.
 pub struct BodyStream {
@@ -49,7 +49,7 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
 /// where it does not). Every handle the stream opens or is given closes
 /// when the stream ends or is dropped.
 pub fn object_stream(
-    store: Store,
+    reads: Reads,
     opened: Option<Opened>,
     info: ObjectInfo,
     mut range: Range<u64>,
@@ -79,7 +79,7 @@ pub fn object_stream(
             opened.close().await;
             return;
         }
-        let result = run(&store, opened, &info, range, &tx).await;
+        let result = run(&reads, opened, &info, range, &tx).await;
         if let Err(e) = result {
             tracing::warn!(error = %e, "GET stream aborted");
             let _ = tx.send(Err(e)).await;
@@ -103,23 +103,23 @@ enum Segment {
 }
 
 async fn run(
-    store: &Store,
+    reads: &Reads,
     opened: Opened,
     info: &ObjectInfo,
     range: Range<u64>,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> Result<(), std::io::Error> {
-    let opts = store.options();
+    let opts = reads.root.options();
     let seg = opts.segment_size.max(1 << 20);
     let len = range.end - range.start;
     let mut window = PrefetchDepth::for_setting(opts.prefetch);
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).
-    let (granted, _ahead) = store.read_ahead().take_up_to(store.in_flight() as u64);
+    let (granted, _ahead) = reads.read_ahead.take_up_to(reads.root.in_flight() as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
     if window.current() == 1 || len <= 2 * seg {
-        return stream_resuming(store, info, Some(opened.handle), range, in_flight, tx).await;
+        return stream_resuming(reads, info, Some(opened.handle), range, in_flight, tx).await;
     }
     // The head segment streams from the open handle while up to W - 1
     // following ones are fetched on other connections. A segment is fetched
@@ -138,15 +138,15 @@ async fn run(
                 if queue.is_empty() {
                     queue.push_back(Segment::Inline(s.clone()));
                 } else {
-                    let permit = match store.pool().idle() {
+                    let permit = match reads.root.pool().idle() {
                         0 => None,
-                        _ => store.read_ahead().try_take(s.end - s.start),
+                        _ => reads.read_ahead.try_take(s.end - s.start),
                     };
                     let Some(permit) = permit else { break };
-                    let (store, info, s) = (store.clone(), info.clone(), s.clone());
+                    let (reads, info, s) = (reads.clone(), info.clone(), s.clone());
                     let h = tokio::spawn(async move {
                         let started = Instant::now();
-                        let data = fetch_segment(store, info, s.clone()).await;
+                        let data = fetch_segment(reads, info, s.clone()).await;
                         (data, s.end - s.start, started.elapsed())
                     });
                     queue.push_back(Segment::Fetched(h, permit));
@@ -172,7 +172,7 @@ async fn run(
                                 // Nothing of it was sent yet: read it again
                                 // on another connection.
                                 Err(e) if e.is_connection_error() => {
-                                    fetch_segment(store.clone(), info.clone(), s).await?
+                                    fetch_segment(reads.clone(), info.clone(), s).await?
                                 }
                                 Err(e) => return Err(io_err(e)),
                             };
@@ -180,14 +180,14 @@ async fn run(
                                 return Ok(());
                             }
                         }
-                        Some(o) => stream_resuming(store, info, Some(o.handle), s, in_flight, tx).await?,
+                        Some(o) => stream_resuming(reads, info, Some(o.handle), s, in_flight, tx).await?,
                         None if whole => {
-                            let data = fetch_segment(store.clone(), info.clone(), s).await?;
+                            let data = fetch_segment(reads.clone(), info.clone(), s).await?;
                             if !send_all(tx, data).await {
                                 return Ok(());
                             }
                         }
-                        None => stream_resuming(store, info, None, s, in_flight, tx).await?,
+                        None => stream_resuming(reads, info, None, s, in_flight, tx).await?,
                     }
                 }
                 Some(Segment::Fetched(h, permit)) => {
@@ -240,7 +240,7 @@ async fn run(
 /// Errors: the last SMB error; "object changed" or "object shrank" when the
 /// file is no longer the version the GET started with.
 async fn stream_resuming(
-    store: &Store,
+    reads: &Reads,
     info: &ObjectInfo,
     mut first: Option<Handle>,
     range: Range<u64>,
@@ -253,10 +253,10 @@ async fn stream_resuming(
         let from = pos;
         let handle = match first.take() {
             Some(h) => h,
-            None => match open_same(store, info).await {
+            None => match open_same(reads, info).await {
                 Ok(h) => h,
                 Err(FetchError::Other(e)) => {
-                    if !before_retry(store, &mut backoff).await {
+                    if !before_retry(reads, &mut backoff).await {
                         return Err(e);
                     }
                     tracing::debug!(error = %e, "GET could not re-open the object; retrying");
@@ -280,7 +280,7 @@ async fn stream_resuming(
                     // object's size bounds how often that can happen.
                     backoff = backoff::SEGMENT.start();
                 }
-                if !before_retry(store, &mut backoff).await {
+                if !before_retry(reads, &mut backoff).await {
                     return Err(io_err(e));
                 }
                 tracing::debug!(error = %e, offset = pos, "GET resumes on another connection");
@@ -314,14 +314,14 @@ async fn stream_from(
 /// Reads one segment on a pooled connection, retrying on another
 /// connection after a connection failure. Checks that the file is the same
 /// generation (size and LastWriteTime) as when the GET started.
-async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
+async fn fetch_segment(reads: Reads, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
     let mut backoff = backoff::SEGMENT.start();
     loop {
-        match fetch_once(&store, &info, seg.clone()).await {
+        match fetch_once(&reads, &info, seg.clone()).await {
             Ok(v) => return Ok(v),
             Err(e @ FetchError::Changed) => return Err(e.into_io()),
             Err(FetchError::Other(e)) => {
-                if !before_retry(&store, &mut backoff).await {
+                if !before_retry(&reads, &mut backoff).await {
                     return Err(e);
                 }
             }
@@ -332,8 +332,8 @@ async fn fetch_segment(store: Store, info: ObjectInfo, seg: Range<u64>) -> Resul
 /// Between attempts: start replacing broken connections, then wait
 /// ([`backoff::SEGMENT`]). Returns false, with no wait, once the attempts
 /// are spent and the GET is to be aborted.
-async fn before_retry(store: &Store, backoff: &mut backoff::Backoff) -> bool {
-    store.pool().kick();
+async fn before_retry(reads: &Reads, backoff: &mut backoff::Backoff) -> bool {
+    reads.root.pool().kick();
     backoff.wait().await
 }
 
@@ -354,8 +354,8 @@ impl FetchError {
 /// Opens the object again on a pooled connection and checks it is the
 /// generation the GET started with: same size, LastWriteTime and on-disk
 /// file id (when the server reports one).
-async fn open_same(store: &Store, info: &ObjectInfo) -> Result<Handle, FetchError> {
-    let tree = store.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
+async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<Handle, FetchError> {
+    let tree = reads.root.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
     let f = share::open_read(&tree, &info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
     let c = f.info();
     let other_file = matches!((info.disk_id, c.on_disk_id()), (Some(a), Some(b)) if a != b);
@@ -365,9 +365,9 @@ async fn open_same(store: &Store, info: &ObjectInfo) -> Result<Handle, FetchErro
     Ok(f)
 }
 
-async fn fetch_once(store: &Store, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
-    let handle = open_same(store, info).await?;
-    let r = share::read_range_whole(&handle, seg.clone(), store.in_flight()).await;
+async fn fetch_once(reads: &Reads, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
+    let handle = open_same(reads, info).await?;
+    let r = share::read_range_whole(&handle, seg.clone(), reads.root.in_flight()).await;
     drop(handle);
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {

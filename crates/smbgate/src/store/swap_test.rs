@@ -37,7 +37,7 @@ fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, expect: &'a st
 }
 
 /// A create-if-absent (`If-None-Match: *`) of `temp` at the key, as
-/// `Store::publish_if` makes it: a rename that may not replace, under the
+/// `Writes::publish_if` makes it: a rename that may not replace, under the
 /// key's creation lock.
 fn create_if_absent<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str) -> Racer<'a> {
     Box::pin(async move {

@@ -13,26 +13,26 @@
 //!   record is read.
 
 use super::share::Failure;
-use super::{backoff, share, Store};
+use super::{backoff, share, Uploads};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
-pub(crate) async fn sweep_loop(store: Store) {
+pub(crate) async fn sweep_loop(store: Uploads) {
     loop {
         sweep_once(&store).await;
-        backoff::pause(store.options().sweep_interval).await;
+        backoff::pause(store.root.options().sweep_interval).await;
     }
 }
 
 /// One sweep; failures are left for the next one.
-async fn sweep_once(store: &Store) {
-    let Ok(tree) = store.tree().await else { return };
-    let tmp = store.internal("tmp");
+async fn sweep_once(store: &Uploads) {
+    let Ok(tree) = store.root.tree().await else { return };
+    let tmp = store.root.internal("tmp");
     // "Now" on the server: the LastWriteTime of a file made now.
     let probe = tmp.join(&format!("clock-{:016x}", rand::random::<u64>()));
     let Ok(c) = share::write_small(&tree, &probe, b"").await else { return };
     let now = c.times.last_write;
     let _ = share::delete(&tree, &probe, false).await;
-    let quiet = store.options().sweep_interval.as_nanos() as u64 / 100;
+    let quiet = store.root.options().sweep_interval.as_nanos() as u64 / 100;
     if let Ok(entries) = share::list_dir(&tree, &tmp).await {
         for e in entries {
             if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
@@ -53,8 +53,8 @@ async fn sweep_once(store: &Store) {
             }
         }
     }
-    let expiry = store.options().multipart_expiry.as_nanos() as u64 / 100;
-    if let Ok(entries) = share::list_dir(&tree, &store.internal("uploads")).await {
+    let expiry = store.root.options().multipart_expiry.as_nanos() as u64 / 100;
+    if let Ok(entries) = share::list_dir(&tree, &store.root.internal("uploads")).await {
         for e in entries {
             if e.times.is_directory()
                 && super::multipart::valid_upload_id(&e.name)

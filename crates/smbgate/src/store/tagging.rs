@@ -7,23 +7,23 @@
 
 use super::meta::{record_write_error, ObjectMeta};
 use super::tags::TagSet;
-use super::{share, Store, StoreError, StoreResult};
+use super::{share, Buckets, StoreError, StoreResult, Writes};
 
 /// Largest bucket tag file, in bytes (50 tags of 128 + 256 UTF-16 units).
 const MAX_BUCKET_TAGS_FILE: u32 = 64 << 10;
 
-impl Store {
+impl Buckets {
     pub(super) fn bucket_tags_path(&self, bucket: &str) -> super::path::SharePath {
         self.state_file("tags", bucket)
     }
 }
 
-impl super::operations::Objects<'_> {
+impl Writes {
     /// The tags of `key`.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey.
     pub async fn object_tags(&self, bucket: &str, key: &str) -> StoreResult<TagSet> {
-        Ok(self.head_object(bucket, key).await?.meta.tags)
+        Ok(self.reads.head_object(bucket, key).await?.meta.tags)
     }
 
     /// Replaces the tags of `key` with `tags` (already checked, see
@@ -34,7 +34,7 @@ impl super::operations::Objects<'_> {
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey; Busy while another
     /// client holds the file for a rename or delete.
     pub async fn put_object_tags(&self, bucket: &str, key: &str, tags: TagSet) -> StoreResult<()> {
-        let (handle, meta, info, path) = self.0.open_to_update_record(bucket, key).await?;
+        let (handle, meta, info, path) = self.reads.open_to_update_record(bucket, key).await?;
         let mut record = meta.unwrap_or_else(|| ObjectMeta {
             size: info.size,
             disk_id: info.disk_id,
@@ -45,23 +45,23 @@ impl super::operations::Objects<'_> {
             return Ok(());
         }
         record.tags = tags;
-        let written = share::rewrite_records(&handle, self.0.records(), path.as_str(), &[record.to_ea()]).await;
+        let written = share::rewrite_records(&handle, self.root.records(), path.as_str(), &[record.to_ea()]).await;
         let tree = share::connection_of(&handle).clone();
         let _ = handle.close().await;
-        self.0.warn_holders_after(&tree, path.as_str()).await;
+        self.root.warn_holders_after(&tree, path.as_str()).await;
         written.map_err(|e| record_write_error(e, record.record_len()))
     }
 }
 
-impl super::operations::Buckets<'_> {
+impl Buckets {
     /// The tags of `bucket`; `None` if it has none.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found; a tag file
     /// that does not parse.
     pub async fn bucket_tags(&self, bucket: &str) -> StoreResult<Option<TagSet>> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
-        let Some(data) = self.0.read_state_file(&tree, &self.0.bucket_tags_path(bucket), MAX_BUCKET_TAGS_FILE).await?
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        let Some(data) = self.read_state_file(&tree, &self.bucket_tags_path(bucket), MAX_BUCKET_TAGS_FILE).await?
         else {
             return Ok(None);
         };
@@ -74,18 +74,18 @@ impl super::operations::Buckets<'_> {
     ///
     /// Errors: NoSuchBucket; SMB failures (the temp file is then removed).
     pub async fn put_bucket_tags(&self, bucket: &str, tags: &TagSet) -> StoreResult<()> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
         let body = serde_json::to_vec(tags).expect("serialisable");
-        self.0.replace_state_file(&tree, &self.0.bucket_tags_path(bucket), &body).await
+        self.replace_state_file(&tree, &self.bucket_tags_path(bucket), &body).await
     }
 
     /// Removes the tags of `bucket`; none is not an error.
     ///
     /// Errors: NoSuchBucket; SMB failures other than not-found.
     pub async fn delete_bucket_tags(&self, bucket: &str) -> StoreResult<()> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
-        self.0.remove_state_file(&tree, &self.0.bucket_tags_path(bucket)).await
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        self.remove_state_file(&tree, &self.bucket_tags_path(bucket)).await
     }
 }

@@ -6,6 +6,7 @@
 //! at a time, and only the page's `max + 1` first uploads are kept: memory
 //! is bounded by the page, not by the number of uploads.
 
+use super::Uploads;
 use std::collections::BinaryHeap;
 
 use futures::StreamExt;
@@ -97,7 +98,7 @@ impl FirstUploads {
     }
 }
 
-impl super::operations::Uploads<'_> {
+impl Uploads {
     /// ListMultipartUploads: at most `max` uploads of `bucket` whose keys
     /// start with `prefix`, after `marker`, in order (key, initiation,
     /// upload ID); and whether more follow. An upload-id-marker that names
@@ -112,8 +113,8 @@ impl super::operations::Uploads<'_> {
         marker: Option<&UploadMarker>,
         max: usize,
     ) -> StoreResult<(Vec<UploadInfo>, bool)> {
-        let tree = self.0.tree().await?;
-        self.0.check_bucket(&tree, bucket).await?;
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
         let after = match marker {
             None => None,
             Some(UploadMarker { key, upload_id: None }) => Some(MarkerPlace::Key(key.clone())),
@@ -126,7 +127,7 @@ impl super::operations::Uploads<'_> {
             }
         };
         let mut first = FirstUploads::new(max, after);
-        let mut dir = match share::DirReader::open(&tree, &self.0.internal("uploads")).await {
+        let mut dir = match share::DirReader::open(&tree, &self.root.internal("uploads")).await {
             Ok(d) => d,
             Err(e) if is_not_found(&e) => return Ok((Vec::new(), false)),
             Err(e) => return Err(e.into()),

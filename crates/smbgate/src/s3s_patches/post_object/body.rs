@@ -2,7 +2,7 @@
 //! counted as it passes, and cut with an error once it passes the policy's
 //! `content-length-range` maximum, or at its end if it is shorter than the
 //! minimum, so that the store publishes nothing (a body that fails leaves
-//! no object, see `Objects::put_object`). What cut it is kept for the answer.
+//! no object, see `Writes::put_object`). What cut it is kept for the answer.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

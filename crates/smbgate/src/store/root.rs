@@ -1,0 +1,157 @@
+//! The share root the S3 operations' owners share ([`Root`]): where
+//! buckets, objects and state live, the pool, the records, and the caches
+//! a change must be told to.
+
+use std::sync::Arc;
+
+use super::keys;
+use super::listing_cache;
+use super::object_cache;
+use super::path::SharePath;
+use super::records;
+use super::share::{self, Pool, Tree};
+use super::{StoreError, StoreOptions, StoreResult, INTERNAL};
+
+/// One share root as every owner of S3 operations sees it: the pool, where
+/// buckets, objects and the gateway's state live under the root, how the
+/// share keeps records and matches names, and the caches every write and
+/// delete must tell of its change. A cheap handle (one `Arc`).
+#[derive(Clone)]
+pub struct Root {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) pool: Pool,
+    /// The root inside the share (may be the share root).
+    pub(super) root: SharePath,
+    pub(super) opts: StoreOptions,
+    /// The share matches names case-insensitively (Windows, Samba's
+    /// default): keys differing only in case must be refused, not merged.
+    pub(super) case_insensitive: bool,
+    /// Where this root keeps object, upload and part records: EAs, or
+    /// sidecar files on a share without them.
+    pub(super) records: records::Records,
+    /// Recent directory listings for paging.
+    pub(super) dir_cache: listing_cache::DirCache,
+    /// Set for a store whose root is one bucket's own directory (a
+    /// configured `[buckets.NAME]`): its name. Gateway state then lives in
+    /// `.smbgate` inside that directory, left out of its listings.
+    pub(super) single_bucket: Option<String>,
+    /// Objects held under leases for HEAD and small GETs.
+    pub(super) objects: object_cache::ObjectCache,
+}
+
+impl Root {
+    pub(super) fn from_inner(inner: Arc<Inner>) -> Root {
+        Root { inner }
+    }
+
+    /// What the root holds, for a store over another pool of the same root.
+    pub(super) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    /// The name of the one bucket this store serves, if it serves only one
+    /// ([`Store::open_bucket`]).
+    pub fn single_bucket(&self) -> Option<&str> {
+        self.inner.single_bucket.as_deref()
+    }
+
+    /// True if the share matches names case-insensitively.
+    pub fn case_insensitive(&self) -> bool {
+        self.inner.case_insensitive
+    }
+
+    /// Where this store keeps its records (EAs or sidecar files).
+    pub fn records(&self) -> &records::Records {
+        &self.inner.records
+    }
+
+    /// Tuning in effect.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.opts
+    }
+
+    /// Bytes one stream may keep in flight, in bytes: the configured
+    /// `in_flight`, or less while the pool backs off after losing
+    /// connections under load (failure class 7, [`Pool::in_flight_budget`]).
+    pub fn in_flight(&self) -> usize {
+        self.inner.opts.in_flight.min(self.inner.pool.in_flight_budget())
+    }
+
+    /// The object cache for HEAD and small GETs: [`Reads`](super::Reads)
+    /// fills it, every change drops or warns its entries.
+    pub(super) fn objects(&self) -> &object_cache::ObjectCache {
+        &self.inner.objects
+    }
+
+    /// Recent directory listings: [`Listings`](super::Listings) keeps
+    /// them, every change forgets the directories it touched.
+    pub(super) fn dir_cache(&self) -> &listing_cache::DirCache {
+        &self.inner.dir_cache
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    /// A pooled tree (least loaded).
+    ///
+    /// Errors: no connection could be had (503 SlowDown).
+    pub async fn tree(&self) -> StoreResult<Tree> {
+        Ok(share::connection(&self.inner.pool).await?)
+    }
+
+    /// The store root inside the share.
+    pub fn root_dir(&self) -> &SharePath {
+        &self.inner.root
+    }
+
+    /// The path of gateway state under the root: `.smbgate\<name>`.
+    pub fn internal(&self, name: &str) -> SharePath {
+        self.inner.root.join(INTERNAL).join(name)
+    }
+
+    /// Share-relative path of a bucket directory.
+    pub fn bucket_path(&self, bucket: &str) -> SharePath {
+        match &self.inner.single_bucket {
+            // The root is the bucket; callers route only its name here.
+            Some(_) => self.inner.root.clone(),
+            None => self.inner.root.join(bucket),
+        }
+    }
+
+    /// Share-relative path of an object's file (or marker directory).
+    pub fn object_path(&self, bucket: &str, key: &keys::MappedKey) -> SharePath {
+        self.bucket_path(bucket).join_key(key)
+    }
+
+    /// A fresh temporary file path under `.smbgate\tmp`.
+    pub fn temp_path(&self) -> SharePath {
+        self.internal("tmp").join(&format!("{:032x}", rand::random::<u128>()))
+    }
+
+    /// Forgets cached listings of the directories `key` lives in, and the
+    /// object cache's entry of `key` (after a write or delete through this
+    /// instance).
+    pub fn forget_listing(&self, bucket: &str, key: &keys::MappedKey) {
+        let bucket_dir = self.bucket_path(bucket);
+        self.inner.dir_cache.forget(&bucket_dir);
+        for dir in bucket_dir.ancestors_of(key) {
+            self.inner.dir_cache.forget(&dir);
+        }
+        self.inner.objects.forget(self.object_path(bucket, key).as_str());
+    }
+
+    /// Fails with NoSuchBucket unless `bucket` is an existing directory.
+    pub async fn check_bucket(&self, tree: &Tree, bucket: &str) -> StoreResult<()> {
+        match share::stat(tree, &self.bucket_path(bucket)).await {
+            Ok(t) if t.is_directory() => Ok(()),
+            Ok(_) => Err(StoreError::NoSuchBucket),
+            Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
