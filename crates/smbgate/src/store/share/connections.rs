@@ -2,7 +2,8 @@
 //! idle one if there is any, or others than those a caller already holds
 //! (to spread one object's I/O over several smbd processes).
 
-use smb_client::{Handle, Pool, Tree};
+use super::{Handle, Tree};
+use smb_client::Pool;
 
 use super::Result;
 
@@ -11,18 +12,18 @@ use super::Result;
 /// Errors: no connection could be had (every one is lost and none could be
 /// made again).
 pub async fn connection(pool: &Pool) -> Result<Tree> {
-    pool.get().await.map_err(Into::into)
+    pool.get().await.map(Tree::new).map_err(Into::into)
 }
 
 /// An idle pooled connection, if any (never waits, never connects).
 pub fn idle_connection(pool: &Pool) -> Option<Tree> {
-    pool.try_get()
+    pool.try_get().map(Tree::new)
 }
 
 /// Up to `n` pooled connections that are not the connection of any tree
 /// in `holding`.
 pub fn other_connections(pool: &Pool, n: usize, holding: &[&Tree]) -> Vec<Tree> {
-    pool.spread(n).into_iter().filter(|t| !holding.iter().any(|h| h.conn().same_as(t.conn()))).collect()
+    pool.spread(n).into_iter().map(Tree::new).filter(|t| !holding.iter().any(|h| h.same_connection(t))).collect()
 }
 
 /// The connection `handle` is open on (a handle's file id means nothing on

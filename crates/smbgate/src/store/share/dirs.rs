@@ -3,7 +3,7 @@
 //! markers (`photos/`) and their records, on every kind of record store.
 
 use super::Result;
-use smb_client::Tree;
+use super::Tree;
 use smb_proto::create::{access, options, CreateContext, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{FileTimes, FullEa, SetFileInfo};
 use smb_proto::query::SetInfoRequest;
@@ -41,7 +41,7 @@ pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
         file_id: FileId::RELATED,
         info: SetFileInfo::Basic { creation, last_access: 0, last_write: 0, change: 0, attributes: 0 },
     };
-    let [created, marked, _closed] = take(tree.compound(&[&create, &mark, &CLOSE_RELATED]).await?)?;
+    let [created, marked, _closed] = take(tree.smb().compound(&[&create, &mark, &CLOSE_RELATED]).await?)?;
     created.ok_or_status(&[])?;
     if let Err(e) = marked.ok_or_status(&[]) {
         tracing::debug!(error = %e, path, "a directory made for keys could not be marked as the gateway's own");
@@ -59,7 +59,7 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
     let req = CreateRequest::new_directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] });
-    let [created, _closed] = take(tree.compound(&[&req, &CLOSE_RELATED]).await?)?;
+    let [created, _closed] = take(tree.smb().compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
     match rec {
         Records::Ea => {}
@@ -84,18 +84,18 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
         // A stream is written by name: make sure the name is a directory's,
         // or a marker's record would replace a file's own.
         let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
-        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        let [created, _closed] = take(tree.smb().compound(&[&open, &CLOSE_RELATED]).await?)?;
         created.ok_or_status(&[])?;
         return rec.write_streams(tree, path, &eas, false).await;
     }
     if !rec.in_eas() {
         let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
-        let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+        let [created, _closed] = take(tree.smb().compound(&[&open, &CLOSE_RELATED]).await?)?;
         let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
         return rec.write_sidecar(tree, key_of(&created)?, &eas).await;
     }
     let set = SetInfoRequest { file_id: FileId::RELATED, info: SetFileInfo::FullEa(&eas) };
-    let [created, set, _closed] = take(tree.compound(&[&open, &set, &CLOSE_RELATED]).await?)?;
+    let [created, set, _closed] = take(tree.smb().compound(&[&open, &set, &CLOSE_RELATED]).await?)?;
     created.ok_or_status(&[])?;
     set.ok_or_status(&[])?;
     Ok(())

@@ -5,10 +5,11 @@
 //! are sent again. The store's parallel PUT (`store::spread`) runs one lane
 //! per connection.
 
+use super::{Handle, Tree};
 use bytes::Bytes;
 use smb_client::durable::Reopen;
 use smb_client::pipeline::PipelinedWriter;
-use smb_client::{Handle, Pool, Tree};
+use smb_client::Pool;
 
 use super::{connection, open_lane, Result, ShareError};
 
@@ -54,8 +55,8 @@ impl Lane {
     /// with up to `budget` bytes in flight.
     pub fn on(file: &Handle, at: u64, budget: usize) -> Lane {
         let tree = file.tree().clone();
-        let writer = tree.writer(file.id(), at, budget);
-        Lane { tree, own: None, writer, budget, reopen: file.reopen_info(), acked_before: 0, reopens: 0 }
+        let writer = tree.smb().writer(file.smb().id(), at, budget);
+        Lane { tree, own: None, writer, budget, reopen: file.smb().reopen_info(), acked_before: 0, reopens: 0 }
     }
 
     /// A lane on `tree` with its own open of the existing file `path`.
@@ -63,8 +64,8 @@ impl Lane {
     /// Errors: the CREATE's failure.
     pub async fn open(tree: Tree, path: &str, budget: usize) -> Result<Lane> {
         let f = open_lane(&tree, path).await?;
-        let writer = tree.writer(f.id(), 0, budget);
-        Ok(Lane { tree, reopen: f.reopen_info(), own: Some(f), writer, budget, acked_before: 0, reopens: 0 })
+        let writer = tree.smb().writer(f.smb().id(), 0, budget);
+        Ok(Lane { tree, reopen: f.smb().reopen_info(), own: Some(f), writer, budget, acked_before: 0, reopens: 0 })
     }
 
     /// The connection the lane writes on.
@@ -122,18 +123,18 @@ impl Lane {
                 "SMB connection lost during a PUT; reopening the file on another connection"
             );
             let tree = connection(pool).await?;
-            let handle = match tree.reopen(&reopen).await {
-                Ok((h, _)) => h,
+            let handle = match tree.smb().reopen(&reopen).await {
+                Ok((h, _)) => Handle::new(&tree, h),
                 Err(e) => {
                     cause = e.into();
                     continue;
                 }
             };
-            let fresh = tree.writer(handle.id(), self.writer.position(), self.budget);
+            let fresh = tree.smb().writer(handle.smb().id(), self.writer.position(), self.budget);
             let unacked = std::mem::replace(&mut self.writer, fresh).into_unacked();
             self.acked_before += unacked.acked;
             self.tree = tree;
-            self.reopen = handle.reopen_info();
+            self.reopen = handle.smb().reopen_info();
             self.own = Some(handle); // the lost handle, if the lane's, is dropped
             carry.extend(unacked.pieces);
             carry.sort_by_key(|p| p.0);

@@ -11,9 +11,9 @@
 //! the handle and acknowledges ([`OnBreak::CloseFirst`]), and the writer's
 //! open goes on.
 
+use super::{Handle, Tree};
 use bytes::Bytes;
 use smb_client::lease::{Lease, OnBreak};
-use smb_client::{Handle, Tree};
 use smb_proto::create::{access, options, share, CreateRequest, CreateResponse, FileId};
 use smb_proto::io::{ReadRequest, ReadResponse};
 use smb_proto::lease::state;
@@ -47,7 +47,9 @@ impl Held {
     /// open and its connection is up: what the holder saw is still what
     /// the file is.
     pub fn holds(&self) -> bool {
-        self.lease.state() & HOLD == HOLD && self.handle.is_open() && !self.handle.tree().conn().is_poisoned()
+        self.lease.state() & HOLD == HOLD
+            && self.handle.smb().is_open()
+            && !self.handle.tree().smb().conn().is_poisoned()
     }
 }
 
@@ -97,7 +99,7 @@ pub struct HeldLook {
 /// writing, STATUS_FILE_IS_A_DIRECTORY); an answer that does not decode.
 pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> Result<Option<HeldLook>> {
     let req = hold_req(path);
-    let leased = tree.lease_request(&req, HOLD, OnBreak::CloseFirst);
+    let leased = tree.smb().lease_request(&req, HOLD, OnBreak::CloseFirst);
     let names = [META_EA];
     let q = meta_query(&names);
     let r = ReadRequest { file_id: FileId::RELATED, length: read.min(tree.max_read()), offset: 0, minimum_count: 0 };
@@ -110,11 +112,12 @@ pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> R
         if name {
             chain.push(&NAME_QUERY);
         }
-        tree.compound(&chain).await?
+        tree.smb().compound(&chain).await?
     };
     let mut rs = answers.into_iter();
-    let handle = Handle::from_response(tree, rs.next().expect("one answer per request"))?;
+    let handle = smb_client::Handle::from_response(tree.smb(), rs.next().expect("one answer per request"))?;
     let (handle, lease) = leased.opened(handle).await?;
+    let handle = Handle::new(tree, handle);
     let Some(held) = held(handle, lease).await else { return Ok(None) };
     let meta = rs.next().and_then(|a| decode_meta(&a, held.created()));
     let data = match (read > 0).then(|| rs.next()).flatten() {
@@ -161,5 +164,5 @@ pub async fn warn_holders(tree: &Tree, path: &str) -> Result<Handle> {
 /// this returns. Best effort: a file that is gone or held for DELETE has
 /// no holders to warn.
 pub async fn warn_holders_after(tree: &Tree, path: &str) {
-    let _ = tree.compound(&[&delete_req(path, share::ALL), &CLOSE_RELATED]).await;
+    let _ = tree.smb().compound(&[&delete_req(path, share::ALL), &CLOSE_RELATED]).await;
 }

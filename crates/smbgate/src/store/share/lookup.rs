@@ -4,9 +4,10 @@
 //! (a writer published between the open and the read).
 
 use super::Result;
+use super::{Handle, Tree};
 use bytes::Bytes;
 use smb_client::connection::Response;
-use smb_client::{Error, Handle, Tree};
+use smb_client::Error;
 use smb_proto::create::{access, share, CreateRequest, CreateResponse, FileId};
 use smb_proto::info::{decode_file_name_information, decode_full_ea};
 use smb_proto::io::{ReadRequest, ReadResponse};
@@ -161,7 +162,7 @@ pub(crate) async fn compound_with_record(
     };
     match rec {
         Records::Ea => {
-            let mut rs = tree.compound(chain).await?;
+            let mut rs = tree.smb().compound(chain).await?;
             if rs.len() < 2 {
                 return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), chain.len())).into());
             }
@@ -169,7 +170,7 @@ pub(crate) async fn compound_with_record(
             Ok((rs, RecordAnswer::Ea(answer)))
         }
         Records::Stream if pins => {
-            let rs = tree.compound(chain).await?;
+            let rs = tree.smb().compound(chain).await?;
             let answer = stream_answer(rec.read_stream(tree, path, META_EA).await)?;
             Ok((rs, answer))
         }
@@ -177,13 +178,13 @@ pub(crate) async fn compound_with_record(
             let stream = super::records::stream_path(path, META_EA);
             let (o, r, c) = super::records::whole_read(&stream, tree.max_read());
             let side: [&dyn Request; 3] = [&o, &r, &c];
-            let mut all = tree.compounds(&[chain, &side]).await?;
+            let mut all = tree.smb().compounds(&[chain, &side]).await?;
             let (Some(s), Some(main)) = (all.pop(), all.pop()) else {
                 return Err(Error::Protocol("two compounds got another count of answers".into()).into());
             };
             Ok((main, stream_answer(super::records::whole_read_answer(s))?))
         }
-        Records::Sidecar { .. } => Ok((tree.compound(chain).await?, RecordAnswer::Later)),
+        Records::Sidecar { .. } => Ok((tree.smb().compound(chain).await?, RecordAnswer::Later)),
     }
 }
 
@@ -322,7 +323,7 @@ pub async fn stat_key(tree: &Tree, path: &str) -> Result<Option<FileKey>> {
 /// Errors: the CREATE's NTSTATUS, e.g. STATUS_OBJECT_NAME_NOT_FOUND.
 pub(crate) async fn stat_created(tree: &Tree, path: &str) -> Result<CreateResponse> {
     let open = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..read_req(path) };
-    let [created, _closed] = take(tree.compound(&[&open, &CLOSE_RELATED]).await?)?;
+    let [created, _closed] = take(tree.smb().compound(&[&open, &CLOSE_RELATED]).await?)?;
     Ok(created.ok_or_status(&[])?.body(CreateResponse::decode)?)
 }
 
@@ -383,7 +384,7 @@ pub async fn normalized_names(tree: &Tree, paths: &[String]) -> Result<Vec<Optio
         opens.iter().map(|o| [o as &dyn Request, &NAME_QUERY, &CLOSE_RELATED]).collect();
     let refs: Vec<&[&dyn Request]> = chains.iter().map(|c| &c[..]).collect();
     let mut out = Vec::with_capacity(paths.len());
-    for chain in tree.compounds(&refs).await? {
+    for chain in tree.smb().compounds(&refs).await? {
         let [created, name, _closed] = take(chain)?;
         out.push(if created.status() == NtStatus::STATUS_SUCCESS { decode_name(&name)? } else { None });
     }

@@ -27,6 +27,7 @@ mod record_io;
 pub mod records;
 mod replace;
 mod requests;
+mod seal;
 mod temp;
 
 pub use connections::{connection, connection_of, idle_connection, other_connections};
@@ -35,9 +36,10 @@ use failure::SmbFailure;
 
 // The share's vocabulary, as the store names it. The store holds these
 // (a connection, an open file, what a CREATE or a directory answered) and
-// hands them back to the operations here; only this layer calls their
-// methods, which the workspace's clippy.toml enforces
-// (`disallowed-methods`, allowed in this module alone).
+// hands them back to the operations here; the connection and the open file
+// are this layer's own types (`seal`), whose SMB calls only this module can
+// make. Taking a connection from the pool is refused above this module by
+// the workspace's clippy.toml (`disallowed-methods`, allowed here alone).
 #[cfg(test)]
 pub use failure::failing_with;
 pub use failure::{
@@ -61,7 +63,8 @@ pub use replace::{
     close_and_delete, delete_on_close, open_delete_with_meta, open_for_delete, open_to_replace, rename,
     rename_through_new_handle, swap_in,
 };
-pub use smb_client::{Handle, Pool, Tree};
+pub use seal::{Handle, Tree};
+pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
 pub use temp::{create_temp, create_temp_and_write, publish_and_close, reopen, TempFile};

@@ -6,8 +6,8 @@
 //! (what a cache of open files must see).
 
 use super::Result;
+use super::{Handle, Tree};
 use bytes::Bytes;
-use smb_client::{Handle, Tree};
 use smb_proto::create::{CloseResponse, CreateResponse};
 use smb_proto::info::{DirEntry, FileTimes};
 
@@ -15,7 +15,7 @@ use smb_proto::info::{DirEntry, FileTimes};
 ///
 /// Errors: the CREATE's NTSTATUS (see [`super::Failure`]).
 pub async fn stat(tree: &Tree, path: &str) -> Result<FileTimes> {
-    tree.stat(path).await.map_err(Into::into)
+    tree.smb().stat(path).await.map_err(Into::into)
 }
 
 /// Makes the directory `path`; its parent must exist.
@@ -23,7 +23,7 @@ pub async fn stat(tree: &Tree, path: &str) -> Result<FileTimes> {
 /// Errors: [`super::Failure::Collision`] if the name is taken,
 /// [`super::Failure::PathNotFound`] if the parent is missing.
 pub async fn mkdir(tree: &Tree, path: &str) -> Result<()> {
-    tree.mkdir(path).await.map_err(Into::into)
+    tree.smb().mkdir(path).await.map_err(Into::into)
 }
 
 /// Removes the file, or with `directory` the empty directory, at `path`.
@@ -31,14 +31,14 @@ pub async fn mkdir(tree: &Tree, path: &str) -> Result<()> {
 /// Errors: [`super::Failure::NotEmpty`] for a directory with entries;
 /// not-found and sharing failures as the server answers them.
 pub async fn delete(tree: &Tree, path: &str, directory: bool) -> Result<()> {
-    tree.delete(path, directory).await.map_err(Into::into)
+    tree.smb().delete(path, directory).await.map_err(Into::into)
 }
 
 /// The entries of the directory `path`, `.` and `..` left out.
 ///
 /// Errors: the CREATE's or QUERY_DIRECTORY's NTSTATUS.
 pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
-    tree.list_dir(path).await.map_err(Into::into)
+    tree.smb().list_dir(path).await.map_err(Into::into)
 }
 
 /// Whether the directory `path` is empty, in one round trip however
@@ -47,7 +47,7 @@ pub async fn list_dir(tree: &Tree, path: &str) -> Result<Vec<DirEntry>> {
 /// Errors: not-found ones (a file there: STATUS_NOT_A_DIRECTORY), and the
 /// server's other refusals.
 pub async fn is_empty_dir(tree: &Tree, path: &str) -> Result<bool> {
-    tree.is_empty_dir(path).await.map_err(Into::into)
+    tree.smb().is_empty_dir(path).await.map_err(Into::into)
 }
 
 /// A directory read one QUERY_DIRECTORY answer at a time, so that a
@@ -61,7 +61,7 @@ impl DirReader {
     /// Errors: the CREATE's NTSTATUS (not-found ones for a missing
     /// directory or a file).
     pub async fn open(tree: &Tree, path: &str) -> Result<DirReader> {
-        Ok(DirReader(smb_client::dir_reader::DirReader::open(tree, path).await?))
+        Ok(DirReader(smb_client::dir_reader::DirReader::open(tree.smb(), path).await?))
     }
 
     /// The directory's times as its open answered them, before any entry
@@ -93,7 +93,7 @@ impl DirReader {
 ///
 /// Errors: the CREATE's or READ's NTSTATUS.
 pub async fn read_small(tree: &Tree, path: &str, max_len: u32) -> Result<(CreateResponse, Bytes)> {
-    tree.read_small(path, max_len).await.map_err(Into::into)
+    tree.smb().read_small(path, max_len).await.map_err(Into::into)
 }
 
 /// CREATE (over any file there) + WRITE + CLOSE: `data` as the whole file
@@ -101,7 +101,7 @@ pub async fn read_small(tree: &Tree, path: &str, max_len: u32) -> Result<(Create
 ///
 /// Errors: the NTSTATUS of a step.
 pub async fn write_small(tree: &Tree, path: &str, data: &[u8]) -> Result<CloseResponse> {
-    tree.write_small(path, data, &[]).await.map_err(Into::into)
+    tree.smb().write_small(path, data, &[]).await.map_err(Into::into)
 }
 
 /// Server-side copy (FSCTL_SRV_COPYCHUNK_WRITE) of `len` bytes from `src`
@@ -117,5 +117,5 @@ pub async fn copy_chunks(
     dst_offset: u64,
     len: u64,
 ) -> Result<u64> {
-    tree.copy_chunks(src.id(), src_offset, dst.id(), dst_offset, len).await.map_err(Into::into)
+    tree.smb().copy_chunks(src.smb().id(), src_offset, dst.smb().id(), dst_offset, len).await.map_err(Into::into)
 }

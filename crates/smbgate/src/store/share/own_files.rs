@@ -2,7 +2,8 @@
 //! state, part claims, data files and write lanes.
 
 use super::Result;
-use smb_client::{Error, Handle, Tree};
+use super::{Handle, Tree};
+use smb_client::Error;
 use smb_proto::create::{access, options, share, CreateRequest, Disposition, FileId};
 use smb_proto::info::{class, info_type, SetFileInfo, StandardInfo};
 use smb_proto::io::{WriteRequest, WriteResponse};
@@ -42,7 +43,7 @@ pub async fn create_lock(tree: &Tree, path: &str) -> Result<Option<Handle>> {
         additional_information: 0,
         file_id: FileId::RELATED,
     };
-    let [created, linked] = take(tree.compound(&[&create, &standard]).await?)?;
+    let [created, linked] = take(tree.smb().compound(&[&create, &standard]).await?)?;
     if matches!(
         created.status(),
         NtStatus::STATUS_OBJECT_NAME_COLLISION | NtStatus::STATUS_DELETE_PENDING | NtStatus::STATUS_SHARING_VIOLATION
@@ -119,7 +120,7 @@ pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
 pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
     let create = upload_file_req(path, Disposition::Create);
     let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
-    let [created, written, _closed] = take(tree.compound(&[&create, &write, &CLOSE_RELATED]).await?)?;
+    let [created, written, _closed] = take(tree.smb().compound(&[&create, &write, &CLOSE_RELATED]).await?)?;
     if created.status() == NtStatus::STATUS_OBJECT_NAME_COLLISION {
         return Ok(false);
     }
@@ -133,5 +134,5 @@ pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
 
 /// Truncates or extends the open `handle` to `size` bytes.
 pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
-    handle.tree().set_info(handle.id(), SetFileInfo::EndOfFile(size)).await.map_err(Into::into)
+    handle.tree().smb().set_info(handle.smb().id(), SetFileInfo::EndOfFile(size)).await.map_err(Into::into)
 }

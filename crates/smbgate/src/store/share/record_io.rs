@@ -2,7 +2,8 @@
 //! the startup probe of what records a share can hold.
 
 use super::Result;
-use smb_client::{Error, Handle, Tree};
+use super::{Handle, Tree};
+use smb_client::Error;
 use smb_proto::create::{options, CreateContext, CreateRequest, CreateResponse};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::NtStatus;
@@ -29,7 +30,7 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
                 let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
                 return Err(Error::InvalidArgument(why).into());
             }
-            handle.tree().set_info(handle.id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
+            handle.tree().smb().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
         }
         Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
         Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
@@ -57,7 +58,7 @@ pub async fn rewrite_records(handle: &Handle, rec: &Records, path: &str, eas: &[
         change: 0,
         attributes: 0,
     };
-    handle.tree().set_info(handle.id(), keep).await.map_err(Into::into)
+    handle.tree().smb().set_info(handle.smb().id(), keep).await.map_err(Into::into)
 }
 
 /// The sidecar key of an open file: from its CREATE's answer, or, for a
@@ -65,7 +66,7 @@ pub async fn rewrite_records(handle: &Handle, rec: &Records, path: &str, eas: &[
 ///
 /// Errors: no on-disk id is known.
 pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
-    let id = handle.info().on_disk_id().or_else(|| handle.reopen_info().and_then(|r| r.on_disk_id()));
+    let id = handle.info().on_disk_id().or_else(|| handle.smb().reopen_info().and_then(|r| r.on_disk_id()));
     id.map(|id| FileKey { id, created: handle.info().times.creation })
         .ok_or_else(|| Error::Protocol("the server sent no on-disk file id for a sidecar record".into()))
         .map_err(Into::into)
@@ -78,7 +79,7 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
 /// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
 pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
     match rec {
-        Records::Ea => handle.tree().query_eas(handle.id(), names).await.map_err(Into::into),
+        Records::Ea => handle.tree().smb().query_eas(handle.smb().id(), names).await.map_err(Into::into),
         Records::Stream => {
             let mut out = Vec::new();
             for name in names {
@@ -111,7 +112,7 @@ pub async fn probe_record_support(tree: &Tree, path: &str) -> Result<(bool, bool
             options: options::NON_DIRECTORY_FILE | options::DELETE_ON_CLOSE,
             ..temp_req(path, if with_ea { &ctx[..] } else { &ctx[1..] })
         };
-        let [created, _closed] = take(tree.compound(&[&create, &CLOSE_RELATED]).await?)?;
+        let [created, _closed] = take(tree.smb().compound(&[&create, &CLOSE_RELATED]).await?)?;
         match created.ok_or_status(&[]) {
             Ok(r) => return Ok((with_ea, r.body(CreateResponse::decode)?.on_disk_id().is_some())),
             Err(e) if with_ea && e.status() == Some(NtStatus::STATUS_EAS_NOT_SUPPORTED) => {}

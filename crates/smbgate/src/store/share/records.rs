@@ -24,10 +24,11 @@
 //! got a reused id (inode) has another CreationTime, so a sidecar left
 //! behind by a deleted file never describes a new one.
 
+use super::{Handle, Tree};
 use super::{Result, ShareError, SmbFailure};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use smb_client::{Error, Tree};
+use smb_client::Error;
 use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, CreateResponse, Disposition, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
@@ -139,7 +140,7 @@ impl Records {
             records.insert(ea.name.to_ascii_lowercase(), text);
         }
         if records.is_empty() {
-            return match tree.delete(target.as_str(), false).await {
+            return match tree.smb().delete(target.as_str(), false).await {
                 Err(e) if !e.failure().is_not_found() => Err(e.into()),
                 _ => Ok(()),
             };
@@ -151,7 +152,7 @@ impl Records {
             Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
                 // The first record in this subdirectory.
                 if let Some((sub, _)) = target.split_leaf() {
-                    match tree.mkdir(sub.as_str()).await {
+                    match tree.smb().mkdir(sub.as_str()).await {
                         Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
                         _ => {}
                     }
@@ -181,7 +182,7 @@ impl Records {
         };
         let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
         let chain: [&dyn Request; 4] = [&create, &write, &rename, &close];
-        let rs = tree.compound(&chain).await?;
+        let rs = tree.smb().compound(&chain).await?;
         let [created, written, renamed, _closed]: [_; 4] =
             rs.try_into().map_err(|_| Error::Protocol("a compound of 4 got another count of answers".into()))?;
         created.ok_or_status(&[])?;
@@ -193,7 +194,7 @@ impl Records {
         if outcome.is_err() {
             // Not renamed: the temp file is ours to remove (else the sweep
             // takes it).
-            let _ = tree.delete(temp.as_str(), false).await;
+            let _ = tree.smb().delete(temp.as_str(), false).await;
         }
         outcome.map_err(Into::into)
     }
@@ -213,7 +214,7 @@ impl Records {
         for ea in eas {
             let name = stream_path(path, &ea.name);
             if ea.value.is_empty() {
-                match tree.delete(&name, false).await {
+                match tree.smb().delete(&name, false).await {
                     Err(e) if !e.failure().is_not_found() => return Err(e.into()),
                     _ => continue,
                 }
@@ -224,7 +225,7 @@ impl Records {
             if fresh {
                 let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data: &ea.value };
                 let chain: [&dyn Request; 3] = [&create, &write, &close];
-                let rs = tree.compound(&chain).await?;
+                let rs = tree.smb().compound(&chain).await?;
                 let mut rs = rs.into_iter();
                 rs.next().ok_or_else(|| Error::Protocol("no answer to a stream create".into()))?.ok_or_status(&[])?;
                 let w = rs.next().ok_or_else(|| Error::Protocol("no answer to a stream write".into()))?;
@@ -235,7 +236,7 @@ impl Records {
             let old = h.info().times.end_of_file as usize;
             let mut data = ea.value.clone();
             data.resize(data.len().max(old), b' ');
-            let written = tree.write(h.id(), 0, &data).await;
+            let written = tree.smb().write(h.smb().id(), 0, &data).await;
             let _ = h.close().await;
             check_written(written?, data.len())?;
         }
@@ -250,7 +251,7 @@ impl Records {
         let stream = stream_path(path, name);
         let (open, read, close) = whole_read(&stream, tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
-        whole_read_answer(tree.compound(&chain).await?)
+        whole_read_answer(tree.smb().compound(&chain).await?)
     }
 
     /// The records of the file `key` names, from its sidecar (empty if it
@@ -263,7 +264,7 @@ impl Records {
         let path = Self::sidecar_path(dir, key);
         let (open, read, close) = whole_read(path.as_str(), tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
-        let Some(data) = whole_read_answer(tree.compound(&chain).await?)? else { return Ok(Vec::new()) };
+        let Some(data) = whole_read_answer(tree.smb().compound(&chain).await?)? else { return Ok(Vec::new()) };
         // Unreadable, or another file's (a reused id): no record, so the
         // file is treated as one the gateway did not write.
         let Ok(s) = serde_json::from_slice::<Sidecar>(&data) else { return Ok(Vec::new()) };
@@ -305,10 +306,10 @@ impl Records {
             ..open
         };
         let chain: [&dyn Request; 2] = [&open, &read];
-        let Ok(rs) = tree.compound(&chain).await else { return };
+        let Ok(rs) = tree.smb().compound(&chain).await else { return };
         let mut rs = rs.into_iter();
         let (Some(created), Some(read)) = (rs.next(), rs.next()) else { return };
-        let Ok(handle) = smb_client::Handle::from_response(tree, created) else { return };
+        let Ok(handle) = Handle::from_response(tree, created) else { return };
         let ours = read.status() == NtStatus::STATUS_SUCCESS
             && read
                 .body(ReadResponse::decode)
@@ -316,7 +317,7 @@ impl Records {
                 .and_then(|r| serde_json::from_slice::<Sidecar>(&r.data).ok())
                 .is_some_and(|s| s.id == key.id && s.created == key.created);
         if ours {
-            let _ = tree.set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await;
+            let _ = tree.smb().set_info(handle.smb().id(), SetFileInfo::Disposition { delete_pending: true }).await;
         }
         let _ = handle.close().await;
     }
@@ -369,7 +370,7 @@ fn check_written(count: u32, want: usize) -> smb_client::Result<()> {
 ///
 /// Errors: transport errors, and failing to create or remove `probe`.
 pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> Result<bool> {
-    tree.write_small(probe.as_str(), b"", &[]).await?;
+    tree.smb().write_small(probe.as_str(), b"", &[]).await?;
     let r = async {
         for base in [probe.as_str(), dir.as_str()] {
             let stream = stream_path(base, "smbgate.probe");
@@ -377,7 +378,7 @@ pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> R
                 .options(options::DELETE_ON_CLOSE);
             let close = CloseRequest { file_id: FileId::RELATED, post_query: false };
             let chain: [&dyn Request; 2] = [&create, &close];
-            let rs = tree.compound(&chain).await?;
+            let rs = tree.smb().compound(&chain).await?;
             let created = rs.into_iter().next().ok_or_else(|| Error::Protocol("no answer to a stream probe".into()))?;
             if let Err(e) = created.ok_or_status(&[]) {
                 tracing::debug!(error = %e, "the share keeps no named streams");
@@ -387,7 +388,7 @@ pub async fn probe_streams(tree: &Tree, dir: &SharePath, probe: &SharePath) -> R
         Ok(true)
     }
     .await;
-    tree.delete(probe.as_str(), false).await?;
+    tree.smb().delete(probe.as_str(), false).await?;
     r
 }
 
@@ -420,7 +421,7 @@ pub async fn choose(
         .into());
     }
     let dir = internal.join("meta");
-    match tree.mkdir(dir.as_str()).await {
+    match tree.smb().mkdir(dir.as_str()).await {
         Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
         _ => {}
     }

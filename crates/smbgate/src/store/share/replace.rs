@@ -4,7 +4,7 @@
 //! deletes through a handle.
 
 use super::Result;
-use smb_client::{Handle, Tree};
+use super::{Handle, Tree};
 use smb_proto::create::{access, options, share, CloseRequest, CreateRequest, FileId};
 use smb_proto::info::SetFileInfo;
 use smb_proto::query::SetInfoRequest;
@@ -147,10 +147,10 @@ pub(crate) async fn open_for_delete_once(
 pub async fn swap_in(lock: &Handle, backup: &str, file: &Handle, target: &str) -> Result<(Result<()>, Result<()>)> {
     let (b, t) = (smb_client::tree::smb_path(backup), smb_client::tree::smb_path(target));
     let away =
-        SetInfoRequest { file_id: lock.id(), info: SetFileInfo::Rename { target: &b, replace_if_exists: false } };
+        SetInfoRequest { file_id: lock.smb().id(), info: SetFileInfo::Rename { target: &b, replace_if_exists: false } };
     let into =
-        SetInfoRequest { file_id: file.id(), info: SetFileInfo::Rename { target: &t, replace_if_exists: false } };
-    let [a, i] = take(lock.tree().compound_unrelated(&[&away, &into]).await?)?;
+        SetInfoRequest { file_id: file.smb().id(), info: SetFileInfo::Rename { target: &t, replace_if_exists: false } };
+    let [a, i] = take(lock.tree().smb().compound_unrelated(&[&away, &into]).await?)?;
     Ok((a.ok_or_status(&[]).map(|_| ()).map_err(Into::into), i.ok_or_status(&[]).map(|_| ()).map_err(Into::into)))
 }
 
@@ -168,7 +168,7 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
         file_id: FileId::RELATED,
         info: SetFileInfo::Rename { target: &t, replace_if_exists: replace },
     };
-    let [created, renamed, _closed] = take(tree.compound(&[&open, &rename, &CLOSE_RELATED]).await?)?;
+    let [created, renamed, _closed] = take(tree.smb().compound(&[&open, &rename, &CLOSE_RELATED]).await?)?;
     created.ok_or_status(&[])?;
     renamed.ok_or_status(&[])?;
     Ok(())
@@ -177,12 +177,17 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
 /// Renames the open `handle` to `target`, over an existing file only if
 /// `replace` (else STATUS_OBJECT_NAME_COLLISION).
 pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> {
-    handle.tree().rename(handle.id(), target, replace).await.map_err(Into::into)
+    handle.tree().smb().rename(handle.smb().id(), target, replace).await.map_err(Into::into)
 }
 
 /// Marks the open `handle` delete-on-close.
 pub async fn delete_on_close(handle: &Handle) -> Result<()> {
-    handle.tree().set_info(handle.id(), SetFileInfo::Disposition { delete_pending: true }).await.map_err(Into::into)
+    handle
+        .tree()
+        .smb()
+        .set_info(handle.smb().id(), SetFileInfo::Disposition { delete_pending: true })
+        .await
+        .map_err(Into::into)
 }
 
 /// SET_INFO(delete-on-close) + CLOSE of `handle` in one round trip: the
@@ -190,13 +195,13 @@ pub async fn delete_on_close(handle: &Handle) -> Result<()> {
 ///
 /// Errors: the mark's NTSTATUS (the CLOSE runs either way).
 pub async fn close_and_delete(handle: Handle) -> Result<()> {
-    let mark = SetInfoRequest { file_id: handle.id(), info: SetFileInfo::Disposition { delete_pending: true } };
-    let close = CloseRequest { file_id: handle.id(), post_query: false };
-    let r = handle.tree().compound(&[&mark, &close]).await.map_err(Into::into).and_then(take::<2>);
+    let mark = SetInfoRequest { file_id: handle.smb().id(), info: SetFileInfo::Disposition { delete_pending: true } };
+    let close = CloseRequest { file_id: handle.smb().id(), post_query: false };
+    let r = handle.tree().smb().compound(&[&mark, &close]).await.map_err(Into::into).and_then(take::<2>);
     match r {
         Ok([marked, closed]) => {
             if closed.status() == NtStatus::STATUS_SUCCESS {
-                handle.closed_elsewhere();
+                handle.into_smb().closed_elsewhere();
             }
             marked.ok_or_status(&[]).map(|_| ()).map_err(Into::into)
         }

@@ -1,8 +1,9 @@
 //! Temporary files that delete themselves unless published, and their
 //! publishing by rename (failure classes 15, 16 and 26).
 
+use super::{Handle, Tree};
 use super::{Result, ShareError};
-use smb_client::{Error, Handle, Pool, Tree};
+use smb_client::{Error, Pool};
 use smb_proto::create::{access, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{WriteRequest, WriteResponse};
@@ -50,7 +51,7 @@ pub async fn create_temp_and_write(
             return Ok((TempFile::new(pool, tree.open(&create).await?, path), None));
         }
         let write = WriteRequest { file_id: FileId::RELATED, offset: 0, data };
-        let [created, written] = take(tree.compound(&[&create, &write]).await?)?;
+        let [created, written] = take(tree.smb().compound(&[&create, &write]).await?)?;
         Ok::<_, ShareError>((TempFile::new(pool, Handle::from_response(tree, created)?, path), Some(written)))
     }
     .await;
@@ -89,11 +90,12 @@ pub async fn publish_and_close(
     replace: bool,
 ) -> std::result::Result<(), (ShareError, Option<TempFile>)> {
     temp.publishing.store(true, Ordering::Release);
-    let (tree, id) = (temp.handle().tree().clone(), temp.handle().id());
+    let (tree, id) = (temp.handle().tree().clone(), temp.handle().smb().id());
     let t = smb_client::tree::smb_path(target);
     let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: replace } };
     let close = CloseRequest { file_id: id, post_query: false };
-    let [renamed, closed] = match tree.compound(&[&rename, &close]).await.map_err(Into::into).and_then(take::<2>) {
+    let [renamed, closed] = match tree.smb().compound(&[&rename, &close]).await.map_err(Into::into).and_then(take::<2>)
+    {
         Ok(rs) => rs,
         Err(e) => return Err((e, None)), // dropped: deleted by name, if it was not renamed
     };
@@ -178,7 +180,7 @@ impl TempFile {
     /// connection came back).
     pub async fn revive(&mut self, replacement: Option<Handle>) -> Result<()> {
         let handle = self.handle.as_ref().expect("present until keep or discard");
-        if !handle.tree().conn().is_poisoned() {
+        if !handle.tree().smb().conn().is_poisoned() {
             return Ok(()); // a replacement (if any) is dropped, and closes itself
         }
         let fresh = match replacement {
@@ -207,7 +209,7 @@ impl TempFile {
     fn kept(mut self, handle_closed: bool) {
         let h = self.handle.take().expect("present until keep or discard");
         if handle_closed {
-            h.closed_elsewhere();
+            h.into_smb().closed_elsewhere();
         }
     }
 
@@ -250,12 +252,12 @@ impl Drop for TempFile {
 /// Errors: the handle cannot be reopened (not opened durable), or as
 /// [`Tree::reopen`].
 pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
-    let Some(info) = lost.reopen_info() else {
+    let Some(info) = lost.smb().reopen_info() else {
         return Err(Error::ConnectionLost("the connection holding the file was lost".into()).into());
     };
     let tree = pool.get().await?;
     tracing::info!(name = info.name(), "SMB connection lost under an open file; reopening it on another connection");
-    Ok(tree.reopen(&info).await?.0)
+    Ok(Handle::of(tree.reopen(&info).await?.0))
 }
 
 /// Deletes a temp file: marks it delete-on-close through `handle` and
@@ -312,7 +314,7 @@ pub(crate) async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
 /// with its own, and that one must stay.
 pub(crate) async fn delete_by_name(path: String, pool: Pool, id: Option<u64>) {
     let deleted = match pool.get().await {
-        Ok(t) if id.is_some() && !name_is(&t, &path, id).await => Ok(()),
+        Ok(t) if id.is_some() && !name_is(&Tree::new(t.clone()), &path, id).await => Ok(()),
         Ok(t) => t.delete(&path, false).await,
         Err(e) => Err(e),
     };

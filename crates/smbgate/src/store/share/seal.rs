@@ -1,0 +1,110 @@
+//! The two things the store holds of the share, a connection and an open
+//! file, as types whose SMB calls only this layer can make: the store
+//! passes them back to the operations here and can do nothing else with
+//! them, so no request reaches the server past the layer (failure class
+//! 26). The compiler keeps that seal; the pool, which the store holds
+//! too, is sealed by the workspace's clippy list.
+
+use smb_proto::create::{CloseResponse, CreateResponse};
+
+/// A pooled connection to the share (one SMB tree connect), cheap to
+/// clone. Obtained from [`super::connection`] and its neighbours.
+#[derive(Clone)]
+pub struct Tree(smb_client::Tree);
+
+impl Tree {
+    pub(super) fn new(tree: smb_client::Tree) -> Tree {
+        Tree(tree)
+    }
+
+    /// The client's tree, for this layer's requests.
+    pub(super) fn smb(&self) -> &smb_client::Tree {
+        &self.0
+    }
+
+    /// Opens a file with `req` (one CREATE).
+    ///
+    /// Errors: the CREATE's NTSTATUS.
+    pub(super) async fn open(&self, req: &smb_proto::create::CreateRequest<'_>) -> smb_client::Result<Handle> {
+        Ok(Handle::new(self, self.0.open(req).await?))
+    }
+
+    /// Opens a file with `req`, asking for a durable handle (one CREATE).
+    ///
+    /// Errors: the CREATE's NTSTATUS.
+    pub(super) async fn open_durable(&self, req: &smb_proto::create::CreateRequest<'_>) -> smb_client::Result<Handle> {
+        Ok(Handle::new(self, self.0.open_durable(req).await?))
+    }
+
+    /// The largest READ the server takes on this connection, in bytes.
+    pub fn max_read(&self) -> u32 {
+        self.0.max_read()
+    }
+
+    /// The largest WRITE the server takes on this connection, in bytes.
+    pub fn max_write(&self) -> u32 {
+        self.0.max_write()
+    }
+
+    /// True if `self` and `other` run on one connection (one smbd process,
+    /// one credit window).
+    pub fn same_connection(&self, other: &Tree) -> bool {
+        self.0.conn().same_as(other.0.conn())
+    }
+}
+
+/// An open file or directory on the share. It closes itself when dropped
+/// (also when a request future is dropped mid-flight); [`Handle::close`]
+/// closes it and waits for the server's answer.
+pub struct Handle {
+    /// The connection the file is open on: its file id means nothing on
+    /// another.
+    tree: Tree,
+    file: smb_client::Handle,
+}
+
+impl Handle {
+    pub(super) fn new(tree: &Tree, file: smb_client::Handle) -> Handle {
+        Handle { tree: tree.clone(), file }
+    }
+
+    /// The handle a CREATE answer `r` (sent on `tree`) opened.
+    ///
+    /// Errors: the CREATE's NTSTATUS.
+    pub(super) fn from_response(tree: &Tree, r: smb_client::connection::Response) -> smb_client::Result<Handle> {
+        Ok(Handle::new(tree, smb_client::Handle::from_response(&tree.0, r)?))
+    }
+
+    /// Wraps `file`, open on its own tree.
+    pub(super) fn of(file: smb_client::Handle) -> Handle {
+        Handle { tree: Tree(file.tree().clone()), file }
+    }
+
+    /// The client's handle, for this layer's requests.
+    pub(super) fn smb(&self) -> &smb_client::Handle {
+        &self.file
+    }
+
+    /// The client's handle, taken out (to close it, or to let it go).
+    pub(super) fn into_smb(self) -> smb_client::Handle {
+        self.file
+    }
+
+    /// The connection the file is open on.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// What the CREATE that opened it answered (file id, times, size,
+    /// attributes).
+    pub fn info(&self) -> &CreateResponse {
+        self.file.info()
+    }
+
+    /// Closes the file and waits for the server's CLOSE answer.
+    ///
+    /// Errors: the CLOSE's NTSTATUS, or a lost connection.
+    pub async fn close(self) -> smb_client::Result<CloseResponse> {
+        self.file.close().await
+    }
+}
