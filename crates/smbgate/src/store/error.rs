@@ -1,6 +1,7 @@
 //! Store errors: S3-meaningful outcomes, independent of the HTTP layer.
 
 use super::keys::KeyError;
+use super::share::{count_smb_error, Failure, ShareError};
 
 /// What went wrong in a store operation, in S3 terms.
 #[derive(Debug, thiserror::Error)]
@@ -120,3 +121,37 @@ pub enum StoreError {
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What a failure of the share means to an S3 client; each is counted
+/// for the metrics on the way.
+impl From<ShareError> for StoreError {
+    fn from(e: ShareError) -> Self {
+        count_smb_error(&e);
+        match e.failure() {
+            Failure::AccessDenied | Failure::NetworkAccessDenied => {
+                // The S3 answer names no SMB command; the log does.
+                tracing::debug!(error = %e, "SMB access denied");
+                StoreError::AccessDenied
+            }
+            Failure::SharingViolation | Failure::Exhausted | Failure::LockConflict => StoreError::Busy(e.to_string()),
+            _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
+            _ => StoreError::Smb(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::share::failing_with;
+
+    #[test]
+    fn busy_servers_are_503_and_denials_403() {
+        let from = |f| StoreError::from(failing_with(f));
+        assert!(matches!(from(Failure::SharingViolation), StoreError::Busy(_)));
+        assert!(matches!(from(Failure::Exhausted), StoreError::Busy(_)));
+        assert!(matches!(from(Failure::NetworkAccessDenied), StoreError::AccessDenied));
+        assert!(matches!(from(Failure::NoRoom), StoreError::Smb(_)));
+        assert!(matches!(from(Failure::Other), StoreError::Busy(_)), "a lost connection");
+    }
+}

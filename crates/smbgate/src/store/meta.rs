@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use super::share::FullEa;
 use serde::{Deserialize, Serialize};
+use smb_proto::info::FullEa;
 
 /// Name of the EA holding [`ObjectMeta`] as JSON.
 pub const META_EA: &str = "smbgate.meta";

@@ -16,7 +16,7 @@
 //! `operations` for which files each owns), sharing `conditions`,
 //! `checksum` and `verify`. [`Store`] is the six together.
 
-mod backoff;
+pub(crate) use share::backoff;
 mod beside;
 pub mod body_pace;
 pub mod bucket;

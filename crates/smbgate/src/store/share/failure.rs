@@ -1,12 +1,11 @@
 //! What an SMB failure means to the store: the server's NTSTATUS turned
 //! into a [`Failure`] (MS-ERREF 2.3 names them), so that no rule above the
-//! share layer matches a wire status; the mapping of what is left to a
-//! [`StoreError`]; and the count of SMB errors by status for the metrics.
+//! share layer matches a wire status; and the count of SMB errors by
+//! status for the metrics (what each means to an S3 client is the store's
+//! `error`).
 
 use smb_client::Error as SmbError;
 use smb_proto::NtStatus;
-
-use crate::store::error::StoreError;
 
 /// One kind of failed SMB request, as the store tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,22 +261,6 @@ pub fn failing_with(failure: Failure) -> ShareError {
     ShareError(SmbError::Status { command: smb_proto::Command::Create, status })
 }
 
-impl From<ShareError> for StoreError {
-    fn from(e: ShareError) -> Self {
-        count_smb_error(&e);
-        match e.failure() {
-            Failure::AccessDenied | Failure::NetworkAccessDenied => {
-                // The S3 answer names no SMB command; the log does.
-                tracing::debug!(error = %e, "SMB access denied");
-                StoreError::AccessDenied
-            }
-            Failure::SharingViolation | Failure::Exhausted | Failure::LockConflict => StoreError::Busy(e.to_string()),
-            _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
-            _ => StoreError::Smb(e.to_string()),
-        }
-    }
-}
-
 /// SMB errors that reached the store's error mapping, by status name
 /// (process-wide; read by the metrics at each scrape).
 static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
@@ -286,7 +269,7 @@ static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
 /// Counts one SMB error: its NTSTATUS name (`STATUS_DISK_FULL`), its hex
 /// value when it has no name, `connection` for a lost or poisoned
 /// connection, or `other`.
-fn count_smb_error(e: &ShareError) {
+pub(crate) fn count_smb_error(e: &ShareError) {
     let status = match e.0.status() {
         Some(s) => s.name().map_or_else(|| format!("{:#010x}", s.0), str::to_string),
         None if e.is_connection_error() => "connection".to_string(),
@@ -343,15 +326,5 @@ mod tests {
         }
         assert_eq!(Failure::of_status(NtStatus::STATUS_BAD_NETWORK_NAME), Failure::NoSuchShare);
         assert_eq!(Failure::of_error(&SmbError::Timeout("t")), Failure::Other);
-    }
-
-    #[test]
-    fn busy_servers_are_503_and_denials_403() {
-        let e = |status| ShareError(SmbError::Status { command: smb_proto::Command::Create, status });
-        assert!(matches!(StoreError::from(e(NtStatus::STATUS_SHARING_VIOLATION)), StoreError::Busy(_)));
-        assert!(matches!(StoreError::from(e(NtStatus::STATUS_TOO_MANY_SESSIONS)), StoreError::Busy(_)));
-        assert!(matches!(StoreError::from(e(NtStatus::STATUS_NETWORK_ACCESS_DENIED)), StoreError::AccessDenied));
-        assert!(matches!(StoreError::from(e(NtStatus::STATUS_DISK_FULL)), StoreError::Smb(_)));
-        assert!(matches!(StoreError::from(ShareError(SmbError::Timeout("t"))), StoreError::Busy(_)));
     }
 }

@@ -14,9 +14,9 @@ use smb_proto::io::{ReadRequest, ReadResponse};
 use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::{NtStatus, Request};
 
+use super::backoff::{self, Backoff};
 use super::records::{FileKey, Records};
 use super::requests::{lookup_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
-use crate::store::backoff::{self, Backoff};
 use crate::store::meta::{ObjectMeta, META_EA};
 
 /// The share-relative on-disk path from a [`NAME_QUERY`] answer; `None`

@@ -13,6 +13,7 @@
 // The SMB calls the rest of smbgate may not make (crates/smbgate/clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
+pub(crate) mod backoff;
 mod connections;
 mod dirs;
 mod failure;
@@ -40,6 +41,7 @@ use failure::SmbFailure;
 // are this layer's own types (`seal`), whose SMB calls only this module can
 // make. Taking a connection from the pool is refused above this module by
 // the workspace's clippy.toml (`disallowed-methods`, allowed here alone).
+pub(crate) use failure::count_smb_error;
 #[cfg(test)]
 pub use failure::failing_with;
 pub use failure::{

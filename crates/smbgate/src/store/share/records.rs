@@ -35,7 +35,7 @@ use smb_proto::io::{ReadRequest, ReadResponse, WriteRequest, WriteResponse};
 use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
-use crate::store::backoff;
+use super::backoff;
 use crate::store::path::SharePath;
 
 /// Longest sidecar read, in bytes: an object record of 10,000 parts is

@@ -10,10 +10,10 @@ use smb_proto::info::SetFileInfo;
 use smb_proto::query::SetInfoRequest;
 use smb_proto::NtStatus;
 
+use super::backoff;
 use super::lookup::{compound_with_record, decode_name, opening, record_or_retry, stat_key};
 use super::records::Records;
 use super::requests::{delete_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
-use crate::store::backoff;
 use crate::store::meta::{ObjectMeta, META_EA};
 
 /// Opens an existing file for DELETE, sharing everything (`exclusive`:
