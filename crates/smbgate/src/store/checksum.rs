@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{StoreError, StoreResult};
+use super::error::{StoreError, StoreResult};
 
 /// A checksum algorithm S3 defines (`x-amz-checksum-*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]

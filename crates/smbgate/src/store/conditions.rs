@@ -4,7 +4,7 @@
 //! The order is RFC 9110 13.2.2 as S3 applies it: If-Match, else
 //! If-Unmodified-Since; then If-None-Match, else If-Modified-Since.
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// What the conditions are evaluated against: the current object's ETag
 /// (unquoted) and LastWriteTime (FILETIME).

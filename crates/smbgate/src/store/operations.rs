@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::budget::Budget;
 use super::put_lanes::LastKept;
-use super::Root;
+use super::root::Root;
 
 /// HEAD and GET: cache, open, conditions, range and part bounds, read
 /// plan, and the streamed body.

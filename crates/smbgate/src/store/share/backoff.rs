@@ -1,7 +1,7 @@
 //! Every wait of the store, in one place: each retry is a named [`Policy`]
 //! that says what it waits for, how its pauses grow, when it gives up, and
 //! why that long. No other file of the store sleeps or writes a duration;
-//! the settings ([`crate::store::StoreOptions`]) hold the rest. It lives in
+//! the settings (the store's `StoreOptions`) hold the rest. It lives in
 //! the share layer, which waits on the server's answers too, so that the
 //! layer imports nothing of the rules above it; the store reaches it as
 //! `store::backoff`.
