@@ -222,7 +222,7 @@ impl Collector for SmbGauges {
         }
         let help = "SMB errors that reached an S3 request, by NTSTATUS name";
         errors.encode(encoder.encode_descriptor("smb_errors", help, None, errors.metric_type())?)?;
-        let (hits, misses) = crate::store::object_cache::lookups();
+        let (hits, misses) = crate::store::reads::object_cache::lookups();
         let lookups = Family::<ResultLabels, Counter>::default();
         lookups.get_or_create(&ResultLabels { result: "hit" }).inc_by(hits);
         lookups.get_or_create(&ResultLabels { result: "miss" }).inc_by(misses);

@@ -146,14 +146,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         body_min_rate: args.body_min_rate,
         list_max_dirs: args.list_max_dirs,
         list_window: args.list_window,
-        cache: crate::store::object_cache::CacheOptions {
+        cache: crate::store::reads::object_cache::CacheOptions {
             enabled: args.cache,
             entries: args.cache_entries,
             bytes: usize::try_from(args.cache_size).unwrap_or(usize::MAX),
             object_max: args.cache_object_max as u32,
             max_age: args.cache_max_age,
         },
-        listing_cache: crate::store::listing_cache::ListingBudget::new(
+        listing_cache: crate::store::listings::listing_cache::ListingBudget::new(
             usize::try_from(args.listing_cache_size).unwrap_or(usize::MAX),
         ),
         ..Default::default()

@@ -140,8 +140,13 @@ async fn a_forged_read_answer_never_reaches_a_get_which_resumes_to_the_right_byt
     let (opened, info, head) = st.reads().open_object("fg", "obj.bin", None).await.expect("open");
     assert!(head.is_none());
     assert_eq!(forged.load(std::sync::atomic::Ordering::SeqCst), 0, "no READ before the GET's");
-    let mut body =
-        smbgate::store::stream::object_stream(st.reads().clone(), Some(opened), info, 0..data.len() as u64, None);
+    let mut body = smbgate::store::reads::stream::object_stream(
+        st.reads().clone(),
+        Some(opened),
+        info,
+        0..data.len() as u64,
+        None,
+    );
     let mut got = Vec::new();
     while let Some(chunk) = body.next().await {
         got.extend_from_slice(&chunk.expect("the GET goes on after the forgery"));

@@ -13,7 +13,7 @@ use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::meta::ObjectMeta;
-use crate::store::read_plan::ReadRequest;
+use crate::store::reads::read_plan::ReadRequest;
 
 /// The attributes a request may name.
 const KNOWN: [&str; 5] = [

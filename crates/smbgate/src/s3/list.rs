@@ -7,7 +7,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::convert::{etag, owner, timestamp, url_encode};
 use super::{s3_error, Gateway};
-use crate::store::walk::{ListRequest, ListResult, Listed};
+use crate::store::listings::walk::{ListRequest, ListResult, Listed};
 
 const MAX_KEYS: i32 = 1000;
 const TOKEN_PREFIX: &str = "smbgate1:";

@@ -11,10 +11,10 @@ use super::convert::*;
 use super::object::copy_source;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
-use crate::store::complete::RequestedPart;
-use crate::store::part_checksums::{self, UploadChecksum};
 use crate::store::types::PutRequest;
-use crate::store::upload_listing::UploadMarker;
+use crate::store::uploads::complete::RequestedPart;
+use crate::store::uploads::part_checksums::{self, UploadChecksum};
+use crate::store::uploads::upload_listing::UploadMarker;
 use crate::store::StoreError;
 
 pub async fn create(

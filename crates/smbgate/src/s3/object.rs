@@ -9,10 +9,10 @@ use super::convert::*;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
-use crate::store::copy::CopyRequest;
 use crate::store::keys::map_key;
-use crate::store::read_plan::{ByteRange, Read, ReadRequest};
+use crate::store::reads::read_plan::{ByteRange, Read, ReadRequest};
 use crate::store::types::{ObjectInfo, PutRequest, Target};
+use crate::store::writes::copy::CopyRequest;
 
 /// Most keys one DeleteObjects request may name.
 const MAX_DELETE_KEYS: usize = 1000;

@@ -12,62 +12,41 @@
 //! the [`Root`] holds one share root and the rules every operation shares
 //! (paths, case, creation locks, the caches a change is told to); above
 //! it, six owners split the S3 operations between them ([`Reads`],
-//! [`Writes`], [`Deletes`], [`Uploads`], [`Listings`], [`Buckets`]; see
-//! `operations` for which files each owns), sharing `conditions`,
+//! [`Writes`], [`Deletes`], [`Uploads`], [`Listings`], [`Buckets`]), each
+//! in a folder of its name (see `operations`), sharing `conditions`,
 //! `checksum` and `verify`. [`Store`] is the six together.
 
 pub(crate) use share::backoff;
 mod beside;
 pub mod body_pace;
-pub mod bucket;
-mod bucket_cors;
+pub mod buckets;
 pub mod budget;
 mod case;
 pub mod checksum;
-mod coherence;
-pub mod complete;
 pub mod conditions;
-pub mod copy;
 mod create_lock;
 mod delete;
-mod dir_reads;
-pub mod dir_source;
-pub mod dir_window;
 pub mod error;
 pub mod fan_out;
 mod folders;
 pub mod keys;
-pub mod listing_cache;
+pub mod listings;
 #[cfg(test)]
 mod memory_share;
 pub mod meta;
-pub mod multipart;
-pub mod object_cache;
-mod object_open;
 pub mod operations;
-pub mod part_checksums;
 pub mod path;
-pub mod prefetch_depth;
-mod publish;
-mod put;
-pub mod put_lanes;
-pub mod read_plan;
+pub mod reads;
 mod root;
 mod root_open;
+pub mod uploads;
+pub mod writes;
 pub use share::records;
 pub mod share;
 mod share_ops;
-mod spread;
-mod state_files;
-pub mod stream;
-mod swap;
-mod sweep;
-pub mod tagging;
 pub mod tags;
 pub mod types;
-pub mod upload_listing;
 pub mod verify;
-pub mod walk;
 
 use std::time::Duration;
 
@@ -109,11 +88,11 @@ pub struct StoreOptions {
     pub body_min_rate: u64,
     /// How long a directory listing is kept for the next pages of a
     /// paginated ListObjects (each use checks the directory's times first,
-    /// see [`listing_cache::DirCache`]).
+    /// see [`listings::listing_cache::DirCache`]).
     pub listing_cache_ttl: Duration,
     /// Bytes all cached listings may hold together (see
-    /// [`listing_cache::ListingBudget`]); clones of these options share it.
-    pub listing_cache: listing_cache::ListingBudget,
+    /// [`listings::listing_cache::ListingBudget`]); clones of these options share it.
+    pub listing_cache: listings::listing_cache::ListingBudget,
     /// Most directories one ListObjects page enters; a page that reaches it
     /// ends early, truncated, with a continuation token (see
     /// [`walk::ListRequest::max_dirs`]).
@@ -123,7 +102,7 @@ pub struct StoreOptions {
     /// read of it on the share (see [`dir_window`]).
     pub list_window: usize,
     /// The object cache for HEAD and small GETs (see [`object_cache`]).
-    pub cache: object_cache::CacheOptions,
+    pub cache: reads::object_cache::CacheOptions,
 }
 
 impl Default for StoreOptions {
@@ -140,10 +119,10 @@ impl Default for StoreOptions {
             body_read_timeout: Duration::from_secs(60),
             body_min_rate: 1024,
             listing_cache_ttl: Duration::from_secs(30),
-            listing_cache: listing_cache::ListingBudget::new(64 << 20),
+            listing_cache: listings::listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
             list_window: 100_000,
-            cache: object_cache::CacheOptions::default(),
+            cache: reads::object_cache::CacheOptions::default(),
         }
     }
 }

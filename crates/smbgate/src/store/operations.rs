@@ -4,14 +4,14 @@
 //! key is kept, its creation lock, the caches a change must be told to)
 //! stay on the [`Root`].
 //!
-//! | owner | operations | files |
+//! | owner | operations | folder |
 //! |---|---|---|
-//! | [`Reads`] | HEAD, GET, the object cache's reading side | `object_open`, `coherence`, `read_plan`, `stream` |
-//! | [`Writes`] | PUT, POST, CopyObject, object tags | `put`, `publish`, `copy`, `spread`, `tagging` |
-//! | [`Deletes`] | DeleteObject(s) | `delete` |
-//! | [`Uploads`] | multipart uploads, from create to complete | `multipart`, `complete`, `upload_listing`, `sweep` |
-//! | [`Listings`] | ListObjects, ListObjectsV2 | `dir_source`, `walk` |
-//! | [`Buckets`] | buckets, their tags and CORS rules | `bucket`, `bucket_cors`, `tagging` |
+//! | [`Reads`] | HEAD, GET, the object cache's reading side | `reads/` |
+//! | [`Writes`] | PUT, POST, CopyObject, object tags | `writes/` |
+//! | [`Deletes`] | DeleteObject(s) | `delete.rs` |
+//! | [`Uploads`] | multipart uploads, from create to complete, and their sweep | `uploads/` |
+//! | [`Listings`] | ListObjects, ListObjectsV2 | `listings/` |
+//! | [`Buckets`] | buckets, their tags and CORS rules | `buckets/` |
 //!
 //! An owner is cheap to clone (handles to shared state); one that builds
 //! on another holds it (a copy reads, a completion publishes).
@@ -19,8 +19,8 @@
 use std::sync::Arc;
 
 use super::budget::Budget;
-use super::put_lanes::LastKept;
 use super::root::Root;
+use super::writes::put_lanes::LastKept;
 
 /// HEAD and GET: cache, open, conditions, range and part bounds, read
 /// plan, and the streamed body.

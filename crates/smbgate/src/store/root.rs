@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::keys;
-use super::listing_cache;
-use super::object_cache;
+use super::listings::listing_cache;
 use super::path::SharePath;
+use super::reads::object_cache;
 use super::records;
 use super::share::{self, Pool, Tree};
 use super::{StoreError, StoreOptions, StoreResult, INTERNAL};

@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
+use super::listings::listing_cache;
 use super::path::SharePath;
+use super::reads::object_cache;
 use super::root::Inner;
 use super::share::{self, Failure, Pool};
-use super::{
-    case, listing_cache, object_cache, records, sweep, Budget, Root, Store, StoreError, StoreOptions, StoreResult,
-    INTERNAL,
-};
+use super::uploads::sweep;
+use super::{case, records, Budget, Root, Store, StoreError, StoreOptions, StoreResult, INTERNAL};
 
 impl Store {
     /// A store on `pool`, rooted at `root` inside the share (`\`-separated).

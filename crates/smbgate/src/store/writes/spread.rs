@@ -25,13 +25,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::share::Handle;
+use crate::store::share::Handle;
 
-use super::budget::Held;
-use super::fan_out::FanOut;
 use super::put_lanes::{self, LaneCount};
-use super::share::lane::Lane;
-use super::{share, StoreResult, Writes};
+use crate::store::budget::Held;
+use crate::store::fan_out::FanOut;
+use crate::store::share::lane::Lane;
+use crate::store::{share, StoreResult, Writes};
 
 /// Writes a body at `base..` of one file over up to W connections; see the
 /// module docs.

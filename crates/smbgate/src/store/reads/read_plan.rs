@@ -4,13 +4,13 @@
 //! [`ReadPlan`] (or the refusal, a [`StoreError`] carrying what its headers
 //! need) to HTTP.
 
-use super::Reads;
+use crate::store::Reads;
 use std::ops::Range;
 
-use super::conditions::Conditions;
 use super::stream::object_stream;
-use super::types::ObjectInfo;
-use super::{StoreError, StoreResult};
+use crate::store::conditions::Conditions;
+use crate::store::types::ObjectInfo;
+use crate::store::{StoreError, StoreResult};
 
 /// Bytes read with the open itself (one round trip for a small object)
 /// when the first byte to send is known before the object is.

@@ -2,8 +2,8 @@
 //! of a paginated ListObjects, bounded in directories and, across every
 //! store of the process, in bytes ([`ListingBudget`]).
 
-use super::share;
 use super::walk::{DirItem, Needed, Prepared, Window};
+use crate::store::share;
 
 /// Recent directory listings, so that paging through a large directory
 /// reads it once rather than once per page. Only continuation requests use
@@ -15,7 +15,7 @@ use super::walk::{DirItem, Needed, Prepared, Window};
 /// 30).
 pub struct DirCache {
     dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
-    /// How long a listing is kept ([`super::StoreOptions::listing_cache_ttl`]).
+    /// How long a listing is kept ([`crate::store::StoreOptions::listing_cache_ttl`]).
     ttl: std::time::Duration,
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
@@ -30,7 +30,7 @@ type CachedDir = (std::time::Instant, DirStamp, Needed, Window, usize);
 
 /// Bytes all cached directory listings may hold together
 /// (`--listing-cache-size`): shared by every store made from the same
-/// [`super::StoreOptions`] (each share root, each SMB identity), so that
+/// [`crate::store::StoreOptions`] (each share root, each SMB identity), so that
 /// many identities paging through large directories cannot grow the
 /// process without bound. A listing that does not fit, after the oldest
 /// ones of its own cache made room, is simply not kept: later pages read
@@ -155,7 +155,7 @@ impl Drop for DirCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::walk::prepare;
+    use crate::store::listings::walk::prepare;
 
     fn listing(entries: usize) -> Window {
         Window::whole(prepare(

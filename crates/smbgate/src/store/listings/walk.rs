@@ -247,13 +247,13 @@ pub async fn list<S: DirSource>(src: &S, req: &ListRequest) -> Result<ListResult
 /// one no key can have (empty, `.`, `..`, too long, a character the mapping refuses, the internal
 /// directory). So a hostile prefix (thousands of `a/`) costs nothing on the share.
 pub(crate) fn start_dir(prefix: &str) -> Option<Vec<String>> {
-    if prefix.len() > super::keys::MAX_KEY_BYTES {
+    if prefix.len() > crate::store::keys::MAX_KEY_BYTES {
         return None;
     }
     let Some((dirs, _)) = prefix.rsplit_once('/') else {
         return Some(Vec::new());
     };
-    super::keys::map_key(&format!("{dirs}/")).ok()?;
+    crate::store::keys::map_key(&format!("{dirs}/")).ok()?;
     Some(dirs.split('/').map(str::to_owned).collect())
 }
 

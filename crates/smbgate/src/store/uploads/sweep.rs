@@ -12,8 +12,8 @@
 //!   directory's creation time, from one directory listing: no upload
 //!   record is read.
 
-use super::share::Failure;
-use super::{backoff, share, Uploads};
+use crate::store::share::Failure;
+use crate::store::{backoff, share, Uploads};
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Uploads) {

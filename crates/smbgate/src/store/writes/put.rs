@@ -6,23 +6,23 @@
 
 use std::collections::BTreeMap;
 
-use super::share::{Handle, Tree};
+use crate::store::share::{Handle, Tree};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 
-use super::beside::nothing_beside;
-use super::body_pace::BodyPace;
-use super::case::Seen;
-use super::checksum::{Algorithm, Checksums};
-use super::keys::{map_key, MappedKey};
-use super::meta::record_write_error;
-use super::share::is_not_found;
-use super::share::{self, TempFile};
 use super::spread::SpreadWriter;
-use super::types::{ObjectInfo, PutRequest, PutResult, Target};
-use super::verify::{hash_now, verified_meta, HashWorker};
-use super::{StoreError, StoreResult, Writes};
+use crate::store::beside::nothing_beside;
+use crate::store::body_pace::BodyPace;
+use crate::store::case::Seen;
+use crate::store::checksum::{Algorithm, Checksums};
+use crate::store::keys::{map_key, MappedKey};
+use crate::store::meta::record_write_error;
+use crate::store::share::is_not_found;
+use crate::store::share::{self, TempFile};
+use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
+use crate::store::verify::{hash_now, verified_meta, HashWorker};
+use crate::store::{StoreError, StoreResult, Writes};
 
 /// Bodies up to this size are buffered and written with one compound.
 const SMALL_PUT: usize = 1 << 20;
@@ -52,7 +52,7 @@ impl Writes {
             if limit.is_some_and(|l| size > l) {
                 return Err(StoreError::IncompleteBody);
             }
-            if size > super::multipart::MAX_PART_SIZE {
+            if size > crate::store::uploads::multipart::MAX_PART_SIZE {
                 return Err(StoreError::EntityTooLarge);
             }
             writer.write(&chunk).await?;
@@ -230,7 +230,7 @@ impl Writes {
         // key inside another writer's If-Match swap is absent for an
         // instant: only then look again. `If-None-Match: *` on a new key,
         // the lock-file case, pays no wait.
-        let found = if req.conditions.if_match.is_some() { super::retry_swap(stat).await } else { stat().await };
+        let found = if req.conditions.if_match.is_some() { crate::store::retry_swap(stat).await } else { stat().await };
         let current = match found {
             Ok((c, m, path)) => Some(ObjectInfo::new(&c, m, &path)),
             Err(e) if is_not_found(&e) => None,
@@ -352,10 +352,10 @@ impl Writes {
         E: std::fmt::Display,
     {
         // Refused from the declared length and digest, before a byte is read.
-        if req.content_length.is_some_and(|l| l > super::multipart::MAX_PART_SIZE) {
+        if req.content_length.is_some_and(|l| l > crate::store::uploads::multipart::MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
-        super::verify::check_content_md5(req.content_md5.as_deref())?;
+        crate::store::verify::check_content_md5(req.content_md5.as_deref())?;
         let mut prefix = Vec::new();
         let mut buffered = 0usize;
         let mut ended = false;

@@ -8,24 +8,24 @@
 //! on its pooled connections, so a refused rename is tried again from each
 //! of the other pooled connections before it backs off (failure class 13).
 
-use super::share::{Handle, Tree};
+use crate::store::share::{Handle, Tree};
 
-use super::beside::too_long_to_keep_beside;
-use super::conditions::{Conditions, EtagCondition};
-use super::keys::MappedKey;
-use super::object_open::check_record_key;
-use super::path::SharePath;
-use super::records::FileKey;
-use super::share::is_busy;
-use super::share::not_a_file;
-use super::share::{self, TempFile};
-use super::share::{is_bad_path, is_not_found, is_unholdable_name};
-use super::share::{Failure, ShareError};
-use super::share_ops::LiveShare;
 use super::swap::{swap_if_match, SwapPaths, Swapped};
-use super::types::ObjectInfo;
-use super::types::Target;
-use super::{retry_busy, StoreError, StoreResult, Writes};
+use crate::store::beside::too_long_to_keep_beside;
+use crate::store::conditions::{Conditions, EtagCondition};
+use crate::store::keys::MappedKey;
+use crate::store::path::SharePath;
+use crate::store::reads::object_open::check_record_key;
+use crate::store::records::FileKey;
+use crate::store::share::is_busy;
+use crate::store::share::not_a_file;
+use crate::store::share::{self, TempFile};
+use crate::store::share::{is_bad_path, is_not_found, is_unholdable_name};
+use crate::store::share::{Failure, ShareError};
+use crate::store::share_ops::LiveShare;
+use crate::store::types::ObjectInfo;
+use crate::store::types::Target;
+use crate::store::{retry_busy, StoreError, StoreResult, Writes};
 
 /// How often a replacing rename warns the object cache's holders while
 /// the key comes and goes between the warning and the rename (then it

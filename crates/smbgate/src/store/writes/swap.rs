@@ -10,12 +10,12 @@
 //! expect the same ETag, the second opens the file only once the first has
 //! closed its lock, and then finds the first one's version.
 
-use super::beside::nothing_beside;
-use super::create_lock::take_lock;
-use super::meta::ObjectMeta;
-use super::share::{is_busy, is_not_found, Failure, ShareError};
-use super::share_ops::ShareOps;
-use super::{retry_busy, retry_swap, StoreError, StoreResult};
+use crate::store::beside::nothing_beside;
+use crate::store::create_lock::take_lock;
+use crate::store::meta::ObjectMeta;
+use crate::store::share::{is_busy, is_not_found, Failure, ShareError};
+use crate::store::share_ops::ShareOps;
+use crate::store::{retry_busy, retry_swap, StoreError, StoreResult};
 
 /// What a swap's two renames answered: the old version aside, the new in.
 type SwapSteps = (Result<(), ShareError>, Result<(), ShareError>);

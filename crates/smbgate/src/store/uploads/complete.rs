@@ -7,15 +7,15 @@ use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
 
-use super::checksum::{Algorithm, ChecksumType};
-use super::conditions::Conditions;
-use super::keys::{map_key, MappedKey};
-use super::meta::ObjectMeta;
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
 use super::part_checksums::UploadChecksum;
-use super::share;
-use super::types::{PutRequest, PutResult, Target};
-use super::{StoreError, StoreResult, Uploads};
+use crate::store::checksum::{Algorithm, ChecksumType};
+use crate::store::conditions::Conditions;
+use crate::store::keys::{map_key, MappedKey};
+use crate::store::meta::ObjectMeta;
+use crate::store::share;
+use crate::store::types::{PutRequest, PutResult, Target};
+use crate::store::{StoreError, StoreResult, Uploads};
 
 /// A checked CompleteMultipartUpload: what will be published.
 #[derive(Debug, Clone)]

@@ -3,13 +3,13 @@
 //! file renamed over the old one (so readers see the old or the new), and
 //! removed. Every instance serving the share sees the same.
 
-use super::path::SharePath;
-use super::share::{is_not_found, Failure, Tree};
-use super::{share, Buckets, StoreError, StoreResult};
+use crate::store::path::SharePath;
+use crate::store::share::{is_not_found, Failure, Tree};
+use crate::store::{share, Buckets, StoreError, StoreResult};
 
 impl Buckets {
     /// The file `name` of the gateway's folder `kind` (`.smbgate/<kind>/<name>`).
-    pub(super) fn state_file(&self, kind: &str, name: &str) -> SharePath {
+    pub(in crate::store) fn state_file(&self, kind: &str, name: &str) -> SharePath {
         self.root.internal(kind).join(name)
     }
 
@@ -17,7 +17,7 @@ impl Buckets {
     /// file.
     ///
     /// Errors: SMB failures other than not-found.
-    pub(super) async fn read_state_file(
+    pub(in crate::store) async fn read_state_file(
         &self,
         tree: &Tree,
         path: &SharePath,
@@ -35,7 +35,12 @@ impl Buckets {
     ///
     /// Errors: SMB failures (the temp file is then removed); Busy for a
     /// short write.
-    pub(super) async fn replace_state_file(&self, tree: &Tree, path: &SharePath, body: &[u8]) -> StoreResult<()> {
+    pub(in crate::store) async fn replace_state_file(
+        &self,
+        tree: &Tree,
+        path: &SharePath,
+        body: &[u8],
+    ) -> StoreResult<()> {
         if let Some((dir, _)) = path.split_leaf() {
             match share::mkdir(tree, &dir).await {
                 Ok(()) => {}
@@ -72,7 +77,7 @@ impl Buckets {
     /// Removes `path`; none is not an error.
     ///
     /// Errors: SMB failures other than not-found.
-    pub(super) async fn remove_state_file(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
+    pub(in crate::store) async fn remove_state_file(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
         match share::delete(tree, path, false).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),

@@ -2,18 +2,18 @@
 //! into a temporary file, checked for a source that changed meanwhile
 //! (failure class 15), then published like a PUT.
 
-use super::Writes;
+use crate::store::Writes;
 use std::ops::Range;
 
 use md5::{Digest, Md5};
 
-use super::checksum::{Algorithm, Checksums};
-use super::conditions::Conditions;
-use super::meta::{record_write_error, ObjectMeta};
-use super::share;
-use super::tags::TagSet;
-use super::types::{ObjectInfo, PutResult, Target};
-use super::{StoreError, StoreResult};
+use crate::store::checksum::{Algorithm, Checksums};
+use crate::store::conditions::Conditions;
+use crate::store::meta::{record_write_error, ObjectMeta};
+use crate::store::share;
+use crate::store::tags::TagSet;
+use crate::store::types::{ObjectInfo, PutResult, Target};
+use crate::store::{StoreError, StoreResult};
 
 /// What a copy takes from its source and what it computes.
 #[derive(Debug, Default)]

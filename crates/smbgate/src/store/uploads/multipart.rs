@@ -14,26 +14,26 @@
 
 use std::collections::BTreeMap;
 
-use super::share::FullEa;
-use super::share::Tree;
+use crate::store::share::FullEa;
+use crate::store::share::Tree;
 use bytes::Bytes;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 
-use super::checksum::Algorithm;
-use super::copy::CopyRequest;
-use super::keys::map_key;
-use super::meta::ObjectMeta;
 use super::part_checksums::UploadChecksum;
-use super::path::SharePath;
-use super::records::{FileKey, Records};
-use super::share::is_not_found;
-use super::share::Failure;
-use super::share::{self, TempFile};
-use super::spread::SpreadWriter;
-use super::types::{ObjectInfo, PutRequest, PutResult, Target};
-use super::verify::verified_meta;
-use super::{backoff, StoreError, StoreResult, Uploads};
+use crate::store::checksum::Algorithm;
+use crate::store::keys::map_key;
+use crate::store::meta::ObjectMeta;
+use crate::store::path::SharePath;
+use crate::store::records::{FileKey, Records};
+use crate::store::share::is_not_found;
+use crate::store::share::Failure;
+use crate::store::share::{self, TempFile};
+use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
+use crate::store::verify::verified_meta;
+use crate::store::writes::copy::CopyRequest;
+use crate::store::writes::spread::SpreadWriter;
+use crate::store::{backoff, StoreError, StoreResult, Uploads};
 
 /// Minimum size of every part but the last (S3: 5 MiB).
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -198,7 +198,7 @@ impl Uploads {
         mut claim: TempFile,
         mut body: S,
         req: PutRequest,
-        trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
+        trailer: impl FnOnce() -> BTreeMap<crate::store::checksum::Algorithm, String>,
     ) -> StoreResult<PutResult>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -367,7 +367,7 @@ impl Uploads {
         n: i32,
         body: S,
         mut req: PutRequest,
-        trailer: impl FnOnce() -> BTreeMap<super::checksum::Algorithm, String>,
+        trailer: impl FnOnce() -> BTreeMap<crate::store::checksum::Algorithm, String>,
     ) -> StoreResult<PutResult>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -386,7 +386,7 @@ impl Uploads {
         if req.content_length.is_some_and(|l| l > MAX_PART_SIZE) {
             return Err(StoreError::EntityTooLarge);
         }
-        super::verify::check_content_md5(req.content_md5.as_deref())?;
+        crate::store::verify::check_content_md5(req.content_md5.as_deref())?;
         if let Some(len) = req.content_length.filter(|&l| l > 0) {
             if let Some(stride) = self.stride(&tree, id, len).await? {
                 // A stride over the part limit (a damaged or foreign stride

@@ -2,23 +2,23 @@
 //! walk in [`super::walk`], and ETags for the returned objects fetched with
 //! concurrent CREATE+QUERY_INFO+CLOSE compounds.
 
-use super::Listings;
+use crate::store::Listings;
 use std::collections::HashSet;
 
-use super::share::Tree;
+use crate::store::share::Tree;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
-use super::keys::map_key;
-use super::keys::{self, decode_component, encode_component};
 use super::listing_cache::{stamp, DirCache};
-use super::meta::{derived_etag, ObjectMeta, META_EA};
-use super::path::SharePath;
-use super::records::{FileKey, Records};
-use super::share::{self, is_not_found, ShareError};
-use super::types::ObjectInfo;
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
-use super::{StoreError, StoreResult};
+use crate::store::keys::map_key;
+use crate::store::keys::{self, decode_component, encode_component};
+use crate::store::meta::{derived_etag, ObjectMeta, META_EA};
+use crate::store::path::SharePath;
+use crate::store::records::{FileKey, Records};
+use crate::store::share::{self, is_not_found, ShareError};
+use crate::store::types::ObjectInfo;
+use crate::store::{StoreError, StoreResult};
 
 /// Object ETag lookups in flight at once per listing page.
 const ETAG_CONCURRENCY: usize = 64;
@@ -32,7 +32,7 @@ struct SmbSource<'a> {
     /// Where records live. With EAs a directory entry's EaSize tells
     /// whether the file has one; with sidecars only the sidecar does.
     records: &'a Records,
-    /// Most entries of one directory held at once ([`super::StoreOptions::list_window`]).
+    /// Most entries of one directory held at once ([`crate::store::StoreOptions::list_window`]).
     window: usize,
 }
 

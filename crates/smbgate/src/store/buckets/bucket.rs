@@ -1,8 +1,8 @@
 //! Buckets: the top-level directories under the share root.
 
-use super::share::Failure;
-use super::share::{self, is_not_found};
-use super::{Buckets, StoreError, StoreResult, INTERNAL};
+use crate::store::share::Failure;
+use crate::store::share::{self, is_not_found};
+use crate::store::{Buckets, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl Buckets {
     fn remove_empty_tree<'a>(
         &'a self,
         tree: &'a share::Tree,
-        dir: &'a super::path::SharePath,
+        dir: &'a crate::store::path::SharePath,
     ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {
             for e in share::list_dir(tree, dir).await? {
@@ -63,7 +63,7 @@ impl Buckets {
                 let sub = dir.join(&e.name);
                 // Without EAs, only its stream or sidecar tells a marker apart.
                 if !self.root.records().in_eas()
-                    && matches!(super::share::stat_with_meta(tree, self.root.records(), sub.as_str()).await,
+                    && matches!(crate::store::share::stat_with_meta(tree, self.root.records(), sub.as_str()).await,
                         Ok((_, Some(m))) if m.marker)
                 {
                     return Ok(false);

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::fan_out::FanOut;
+use crate::store::fan_out::FanOut;
 
 /// A segment slower than this share of the best recent rate says that the
 /// segments in flight share one bottleneck.

@@ -90,7 +90,7 @@ impl WindowBuilder {
     }
 
     /// The window, with `extra` entries (objects kept beside their
-    /// directory, `super::beside`) merged in: where a plain non-directory
+    /// directory, `crate::store::beside`) merged in: where a plain non-directory
     /// entry has the same name, it stays and loses its ETag hint (the
     /// lookup decides which answers); extras past the window's end wait
     /// for the window that holds them.

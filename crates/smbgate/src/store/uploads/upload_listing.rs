@@ -6,14 +6,14 @@
 //! at a time, and only the page's `max + 1` first uploads are kept: memory
 //! is bounded by the page, not by the number of uploads.
 
-use super::Uploads;
+use crate::store::Uploads;
 use std::collections::BinaryHeap;
 
 use futures::StreamExt;
 
 use super::multipart::{valid_upload_id, UploadInfo};
-use super::share::{self, is_not_found};
-use super::StoreResult;
+use crate::store::share::{self, is_not_found};
+use crate::store::StoreResult;
 
 /// Where a page starts: after `key`, or, with an `upload_id` too, after
 /// that upload of `key` (ListMultipartUploads' `key-marker` and
@@ -163,7 +163,7 @@ impl Uploads {
 mod tests {
     use super::*;
     use crate::store::meta::ObjectMeta;
-    use crate::store::multipart::UploadRecord;
+    use crate::store::uploads::multipart::UploadRecord;
 
     fn upload(key: &str, initiated: i64, id: &str) -> UploadInfo {
         UploadInfo {

@@ -6,15 +6,15 @@
 //! (on any instance) from another connection, keeping that open until the
 //! rename is done.
 
-use super::backoff;
-use super::folders::Found;
-use super::keys::map_key;
-use super::meta::ObjectMeta;
 use super::object_cache::{Age, Cached};
-use super::path::SharePath;
-use super::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
-use super::types::ObjectInfo;
-use super::{Reads, Root, StoreResult};
+use crate::store::backoff;
+use crate::store::folders::Found;
+use crate::store::keys::map_key;
+use crate::store::meta::ObjectMeta;
+use crate::store::path::SharePath;
+use crate::store::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
+use crate::store::types::ObjectInfo;
+use crate::store::{Reads, Root, StoreResult};
 
 /// Most bytes a HEAD that holds a file reads with it (fewer if
 /// `--cache-object-max` is smaller), so that a GET that follows is served

@@ -3,17 +3,17 @@
 
 use bytes::Bytes;
 
-use super::beside::{kept_as, nothing_beside, stands_for};
-use super::folders::{stands_as_folder, Found};
-use super::keys::{map_key, KeyError, MappedKey};
-use super::meta::ObjectMeta;
-use super::path::SharePath;
-use super::share::not_a_file;
-use super::share::records::Records;
-use super::share::{is_not_found, is_unholdable_name};
-use super::share::{Failure, ShareError};
-use super::types::{ObjectInfo, Opened};
-use super::{backoff, retry_sharing, share, Reads, StoreError, StoreResult};
+use crate::store::beside::{kept_as, nothing_beside, stands_for};
+use crate::store::folders::{stands_as_folder, Found};
+use crate::store::keys::{map_key, KeyError, MappedKey};
+use crate::store::meta::ObjectMeta;
+use crate::store::path::SharePath;
+use crate::store::share::not_a_file;
+use crate::store::share::records::Records;
+use crate::store::share::{is_not_found, is_unholdable_name};
+use crate::store::share::{Failure, ShareError};
+use crate::store::types::{ObjectInfo, Opened};
+use crate::store::{backoff, retry_sharing, share, Reads, StoreError, StoreResult};
 
 /// Checks the record's key against the requested one: `Err(NoSuchKey)` if
 /// the open landed on a case-variant of the key (case-insensitive share),
@@ -44,7 +44,7 @@ fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -
 /// What an open of a key is for ([`Reads::open_key`]): the share
 /// operation it runs where the key is kept (one round trip: the CREATE,
 /// the record, and what else it needs), and how the checks read its answer.
-pub(super) trait OpenFor: Copy {
+pub(in crate::store) trait OpenFor: Copy {
     /// What the share operation answers.
     type Answer;
     /// Runs it on `path`; `exact`: also asks for the on-disk name;
@@ -68,7 +68,7 @@ pub(super) trait OpenFor: Copy {
 /// GET ([`share::open_with_meta`]): the handle kept, and `(offset,
 /// length)` read with the open.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct ForRead(pub Option<(u64, u32)>);
+pub(in crate::store) struct ForRead(pub Option<(u64, u32)>);
 
 impl OpenFor for ForRead {
     type Answer = (share::Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>);
@@ -96,7 +96,7 @@ impl OpenFor for ForRead {
 /// HEAD ([`share::stat_with_meta_and_name`]): the object's info; the
 /// handle closes in the same round trip.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct ForStat;
+pub(in crate::store) struct ForStat;
 
 impl OpenFor for ForStat {
     type Answer = (share::CreateResponse, Option<ObjectMeta>, Option<String>);
@@ -124,7 +124,7 @@ impl OpenFor for ForStat {
 /// A record change ([`share::open_to_update_record`]): the handle kept,
 /// held so that no other file can take the name until it closes.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct ForRecordChange;
+pub(in crate::store) struct ForRecordChange;
 
 impl OpenFor for ForRecordChange {
     type Answer = (share::Handle, Option<ObjectMeta>, Option<String>);
@@ -173,7 +173,7 @@ impl Reads {
     /// taken out), the checked record, the object's info and its path.
     ///
     /// Errors: as [`Reads::open_object`].
-    pub(super) async fn open_key<K: OpenFor>(
+    pub(in crate::store) async fn open_key<K: OpenFor>(
         &self,
         bucket: &str,
         key: &str,
@@ -207,7 +207,7 @@ impl Reads {
     ///
     /// Errors: NoSuchKey; SMB failures of the name lookup.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn checked(
+    pub(in crate::store) async fn checked(
         &self,
         tree: &share::Tree,
         bucket: &str,
@@ -247,7 +247,7 @@ impl Reads {
     /// a 404.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
-    pub(super) async fn open_stored<T, F, Fut>(
+    pub(in crate::store) async fn open_stored<T, F, Fut>(
         &self,
         tree: &share::Tree,
         bucket: &str,
@@ -375,7 +375,12 @@ impl Reads {
     /// have (a component too long for the share, `a//b`, `..`) is simply
     /// not there: NoSuchKey (or NoSuchBucket), where a PUT of it is a 400.
     /// An empty key or one over 1024 bytes stays the S3 error it is.
-    pub(super) async fn map_key_to_read(&self, tree: &share::Tree, bucket: &str, key: &str) -> StoreResult<MappedKey> {
+    pub(in crate::store) async fn map_key_to_read(
+        &self,
+        tree: &share::Tree,
+        bucket: &str,
+        key: &str,
+    ) -> StoreResult<MappedKey> {
         match map_key(key) {
             Ok(m) => Ok(m),
             Err(e @ (KeyError::Empty | KeyError::TooLong)) => Err(StoreError::InvalidKey(e)),

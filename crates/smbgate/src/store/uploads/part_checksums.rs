@@ -8,8 +8,8 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use super::checksum::{Algorithm, ChecksumType, Checksums};
-use super::error::{StoreError, StoreResult};
+use crate::store::checksum::{Algorithm, ChecksumType, Checksums};
+use crate::store::error::{StoreError, StoreResult};
 
 /// The checksum an upload was created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

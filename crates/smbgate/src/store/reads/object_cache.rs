@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::share::{CreateResponse, Held};
-use super::types::ObjectInfo;
+use crate::store::share::{CreateResponse, Held};
+use crate::store::types::ObjectInfo;
 
 /// What the cache may hold (`--cache`, `--cache-entries`, `--cache-size`,
 /// `--cache-object-max`, `--cache-max-age`).

@@ -3,14 +3,14 @@
 //! every instance serving the share applies the same rules. The store
 //! keeps the bytes; what they say is `crate::cors`'s.
 
-use super::{Buckets, StoreError, StoreResult};
+use crate::store::{Buckets, StoreError, StoreResult};
 
 /// Largest configuration kept, in bytes (AWS allows 64 KB of XML; the JSON
 /// form is smaller).
 const MAX_CONFIG: u32 = 64 << 10;
 
 impl Buckets {
-    pub(super) fn cors_path(&self, bucket: &str) -> super::path::SharePath {
+    pub(in crate::store) fn cors_path(&self, bucket: &str) -> crate::store::path::SharePath {
         self.state_file("cors", bucket)
     }
 }

@@ -20,12 +20,12 @@ use futures::Stream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-use super::share::Handle;
+use crate::store::share::Handle;
 
 use super::prefetch_depth::PrefetchDepth;
-use super::share::{self, ShareError};
-use super::types::{ObjectInfo, Opened};
-use super::{backoff, Reads};
+use crate::store::share::{self, ShareError};
+use crate::store::types::{ObjectInfo, Opened};
+use crate::store::{backoff, Reads};
 
 /// The response body: bytes from the segment pipeline, in order.
 pub struct BodyStream {

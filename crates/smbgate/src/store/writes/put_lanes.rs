@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fan_out::FanOut;
+use crate::store::fan_out::FanOut;
 
 /// Most lanes an adaptive body uses; fewer when the write-behind budget
 /// fills fewer segments or the pool has no other connection.

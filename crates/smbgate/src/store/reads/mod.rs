@@ -1,0 +1,17 @@
+//! HEAD and GET ([`Reads`](super::Reads)), from the cache to the streamed
+//! body. A GET runs, in order: `read_plan` (`Reads::get_object`: the cache,
+//! then the open), `object_open` (one compound: CREATE, record, first
+//! READ; the key looked for where it is kept and checked), `read_plan`
+//! again (conditions, range and part bounds decided from what opened), and
+//! `stream` (the body: reads on the GET's own handle, and for a large range
+//! ordered segments fetched ahead on pooled connections). `object_cache`
+//! and `coherence` keep HEADs and small GETs in memory while the server's
+//! lease says the file is unchanged; `prefetch_depth` adapts how far ahead
+//! a large GET fetches.
+
+pub(super) mod coherence;
+pub mod object_cache;
+pub(super) mod object_open;
+pub mod prefetch_depth;
+pub mod read_plan;
+pub mod stream;

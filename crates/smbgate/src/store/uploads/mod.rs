@@ -1,0 +1,11 @@
+//! Multipart uploads ([`Uploads`](super::Uploads)), with all state on the
+//! share: `multipart` (create, parts, abort), `part_checksums` (the
+//! upload's checksum rules), `complete` (the parts joined and published
+//! as a PUT is), `upload_listing` (ListMultipartUploads), and `sweep`
+//! (what dead clients and expired uploads left behind).
+
+pub mod complete;
+pub mod multipart;
+pub mod part_checksums;
+pub(super) mod sweep;
+pub mod upload_listing;

@@ -1,0 +1,14 @@
+//! PUT, POST, CopyObject and object tags ([`Writes`](super::Writes)). A PUT
+//! runs `put` (the body streamed to a temp file, on one connection or
+//! `spread` over several in lanes that `put_lanes` sizes, then verified),
+//! then `publish` (the rename into place under the write's conditions:
+//! `swap` for If-Match). `copy` copies on the server; `object_tags`
+//! rewrites an object's record.
+
+pub mod copy;
+pub(super) mod object_tags;
+pub(super) mod publish;
+pub(super) mod put;
+pub mod put_lanes;
+pub(super) mod spread;
+pub(super) mod swap;
