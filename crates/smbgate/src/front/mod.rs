@@ -1,0 +1,113 @@
+//! The HTTP front door: the s3s service wrapped in tower layers, one
+//! concern each, in the order a request meets them:
+//!
+//! 1. [`health`]: load-balancer probes (`HEAD /`), answered from the pool.
+//! 2. [`answer`]: a request ID (headers, error bodies, a field of every log
+//!    line about it), the metrics, the log of each answer (server faults at
+//!    ERROR, client errors at DEBUG), the log of failed authentications,
+//!    the access-log line, and the fixes to what s3s writes otherwise than
+//!    AWS.
+//! 3. [`cors`]: CORS preflights answered from the bucket's rules, and the
+//!    headers of the allowing rule on a cross-origin request's answer.
+//! 4. [`prechecks`]: what is refused before s3s verifies a signature (the
+//!    precheck rules, SigV2, a presigned URL's checksum), and the
+//!    admissions that let s3s take what AWS takes.
+//! 5. [`whole_bodies`]: a body read whole takes its share of the budget
+//!    first.
+//! 6. [`forms`]: form uploads (POST Object), answered by `post_object`.
+//! 7. [`s3_call`]: the body as s3s gets it (paced, chunk-bounded, or drained
+//!    when dropped), and s3s itself.
+//!
+//! Every layer is always ready (none holds back a request in
+//! `poll_ready`); what a request must wait for, it waits for in its call.
+
+mod answer;
+mod cors;
+mod forms;
+mod health;
+mod prechecks;
+mod s3_call;
+mod whole_bodies;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use s3s::service::S3Service;
+use s3s::{HttpError, HttpResponse};
+use tower::{Service, ServiceBuilder};
+
+use crate::conn_limits::RequestBody;
+use crate::metrics::Metrics;
+use crate::store::share::Pool;
+
+pub use answer::PREFLIGHT_OPERATION;
+
+/// A request as the front takes it.
+type Request = http::Request<RequestBody>;
+
+/// What every layer answers with.
+type Answering = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
+
+/// The layers around s3s, built once; cloned per request.
+type Stack = health::Health<
+    answer::Answer<cors::Cors<prechecks::Prechecks<whole_bodies::WholeBodies<forms::Forms<s3_call::S3Call>>>>>,
+>;
+
+/// The service hyper runs for each connection.
+#[derive(Clone)]
+pub struct Front {
+    stack: Stack,
+}
+
+impl Front {
+    /// Wraps the s3s service; `pool` answers health probes, `metrics`
+    /// counts every request, `rules` are checked before s3s verifies a
+    /// signature, `users` check SigV2 signatures in constant time before
+    /// s3s does, `bodies` bounds the XML bodies held at once, `cors`
+    /// answers preflights and decorates requests with an Origin, `domain`
+    /// is `--domain`, `post` answers form uploads, `pace` holds the bodies
+    /// read whole to a pace.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        s3: S3Service,
+        pool: Pool,
+        metrics: Arc<Metrics>,
+        rules: crate::precheck::Rules,
+        users: crate::users::Directory,
+        bodies: crate::body_budget::BodyBudget,
+        cors: crate::cors::Cache,
+        domain: Option<crate::vhost::Domain>,
+        post: crate::s3s_patches::post_object::PostObject,
+        pace: crate::paced_body::Pace,
+    ) -> Front {
+        let sigv2 = Arc::new(crate::s3s_patches::sigv2::Verifier::new(users, domain.clone()));
+        let cors = Arc::new(cors::CorsRules { cache: cors, domain: domain.clone() });
+        let (rules, post) = (Arc::new(rules), Arc::new(post));
+        let stack = ServiceBuilder::new()
+            .layer_fn(|inner| health::Health { inner, pool: pool.clone() })
+            .layer_fn(|inner| answer::Answer::new(inner, metrics.clone(), domain.clone()))
+            .layer_fn(|inner| cors::Cors { inner, rules: cors.clone() })
+            .layer_fn(|inner| prechecks::Prechecks::new(inner, rules.clone(), sigv2.clone()))
+            .layer_fn(|inner| whole_bodies::WholeBodies { inner, bodies: bodies.clone() })
+            .layer_fn(|inner| forms::Forms { inner, post: post.clone() })
+            .service(s3_call::S3Call { s3, pace });
+        Front { stack }
+    }
+}
+
+impl hyper::service::Service<Request> for Front {
+    type Response = HttpResponse;
+    type Error = HttpError;
+    type Future = Answering;
+
+    fn call(&self, req: Request) -> Self::Future {
+        // Every layer is always ready (see the module docs).
+        self.stack.clone().call(req)
+    }
+}
+
+/// The `poll_ready` of a layer that never holds back a request.
+fn always_ready() -> std::task::Poll<Result<(), HttpError>> {
+    std::task::Poll::Ready(Ok(()))
+}
