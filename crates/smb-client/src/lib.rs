@@ -26,6 +26,7 @@ pub mod dir_reader;
 pub mod durable;
 pub mod error;
 pub mod file;
+mod handshake;
 pub mod lease;
 pub mod logon;
 mod oplock;

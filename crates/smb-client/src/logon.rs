@@ -116,6 +116,15 @@ impl Logon {
         }
     }
 
+    /// What the session setup's last checks need of a finished logon.
+    pub(crate) fn facts(&self) -> crate::handshake::LogonFacts {
+        crate::handshake::LogonFacts {
+            kerberos: self.is_kerberos(),
+            anonymous: self.is_anonymous(),
+            ticket_lifetime: self.ticket_lifetime(),
+        }
+    }
+
     /// True for a Kerberos logon.
     pub(crate) fn is_kerberos(&self) -> bool {
         matches!(self, Logon::Kerberos(_))

@@ -1,15 +1,14 @@
-//! Connection setup: NEGOTIATE (with SMB 3.1.1 contexts and the preauth
-//! integrity hash), SESSION_SETUP with NTLMv2 or Kerberos in SPNEGO (see
-//! `logon.rs`) and key derivation (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3);
-//! TREE_CONNECT on a session is `tree_connect.rs`.
+//! An SMB session on one connection: set up by NEGOTIATE (with SMB 3.1.1
+//! contexts and the preauth integrity hash), SESSION_SETUP with NTLMv2 or
+//! Kerberos in SPNEGO (see `logon.rs`) and key derivation (MS-SMB2
+//! 3.2.4.2, 3.2.5.2, 3.2.5.3), whose states are `handshake.rs`; the
+//! negotiate validation of 3.0.x trees, ECHO and LOGOFF. TREE_CONNECT on
+//! a session is `tree_connect.rs`.
 
 use std::time::Duration;
 
 use smb_proto::message::Empty;
-use smb_proto::negotiate::{
-    capabilities, dialect, security_mode, Cipher, NegotiateRequest, NegotiateResponse, SigningAlgorithm,
-};
-use smb_proto::session::{session_flags, SessionSetupRequest, SessionSetupResponse};
+use smb_proto::negotiate::{Cipher, NegotiateResponse, SigningAlgorithm};
 use smb_proto::{Command, NtStatus};
 
 use smb_proto::create::FileId;
@@ -17,8 +16,8 @@ use smb_proto::ioctl::{IoctlRequest, IoctlResponse, FSCTL_VALIDATE_NEGOTIATE_INF
 
 pub use crate::client_config::{ClientConfig, MAX_IO_SIZE};
 use crate::connection::{Connection, Op};
-use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
+use crate::handshake::{AfterSetup, Established, ExpectNegotiate, SetupAnswer, ValidateNegotiate};
 use crate::logon::Logon;
 
 /// What NEGOTIATE and SESSION_SETUP settled on.
@@ -63,19 +62,6 @@ pub struct Session {
     validate: Option<std::sync::Arc<ValidateNegotiate>>,
 }
 
-/// Both sides of a NEGOTIATE, as FSCTL_VALIDATE_NEGOTIATE_INFO compares
-/// them (MS-SMB2 2.2.31.4, 2.2.32.6).
-struct ValidateNegotiate {
-    /// What we sent: Capabilities, ClientGuid, SecurityMode, Dialects.
-    capabilities: u32,
-    guid: [u8; 16],
-    security_mode: u16,
-    dialects: Vec<u16>,
-    /// What the server answered: Capabilities, ServerGuid, SecurityMode,
-    /// DialectRevision.
-    server: (u32, [u8; 16], u16, u16),
-}
-
 impl Session {
     /// Connects, negotiates, authenticates and derives keys.
     ///
@@ -93,167 +79,34 @@ impl Session {
         }
     }
 
+    /// Drives the setup's states (`handshake`) over `conn`: NEGOTIATE,
+    /// the logon's SESSION_SETUP rounds, and the keys installed on the
+    /// connection.
     async fn setup(conn: Connection, config: &ClientConfig) -> Result<Session> {
-        let mut preauth = PreauthHash::new();
-        let mut sec_mode = security_mode::SIGNING_ENABLED;
-        if config.require_signing {
-            sec_mode |= security_mode::SIGNING_REQUIRED;
-        }
-        let client_caps = capabilities::LARGE_MTU | capabilities::ENCRYPTION;
-        let client_guid: [u8; 16] = rand::random();
-        let req = NegotiateRequest {
-            dialects: config.dialects.clone(),
-            security_mode: sec_mode,
-            capabilities: client_caps,
-            client_guid,
-            salt: rand::random(),
-            ciphers: vec![Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm],
-            signing: vec![SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256],
-        };
-        let (resp, sent) = conn.call_captured(Op { body: &req, tree_id: 0 }).await?;
+        let negotiate = ExpectNegotiate::new(config);
+        let (resp, sent) = conn.call_captured(Op { body: negotiate.request(), tree_id: 0 }).await?;
         let resp = resp.ok_or_status(&[])?;
         let neg = resp.body(NegotiateResponse::decode)?;
-        if !config.dialects.contains(&neg.dialect) {
-            return Err(Error::Protocol(format!("server chose dialect {:#06x}, which we did not offer", neg.dialect)));
-        }
-        let is_311 = neg.dialect == dialect::SMB311;
-        if is_311 {
-            if !neg.preauth_sha512 {
-                return Err(Error::Protocol("server did not select SHA-512 preauth integrity".into()));
-            }
-            preauth.update(&sent);
-            preauth.update(&resp.msg);
-        }
-        if neg.max_read_size < 4096 || neg.max_write_size < 4096 || neg.max_transact_size < 4096 {
-            return Err(Error::Protocol(format!(
-                "server limits too small: read {} write {} transact {}",
-                neg.max_read_size, neg.max_write_size, neg.max_transact_size
-            )));
-        }
-        let signing_alg =
-            if is_311 { neg.signing.unwrap_or(SigningAlgorithm::AesCmac) } else { SigningAlgorithm::AesCmac };
-        let cipher = if is_311 {
-            neg.cipher
-        } else if neg.capabilities & capabilities::ENCRYPTION != 0 {
-            Some(Cipher::Aes128Ccm)
-        } else {
-            None
-        };
-        // 3.0 and 3.0.2 have no preauth hash: their NEGOTIATE is checked
-        // afterwards with a signed FSCTL_VALIDATE_NEGOTIATE_INFO, so they
-        // always sign (MS-SMB2 3.2.5.14.12).
-        let sign_required = config.require_signing || neg.security_mode & security_mode::SIGNING_REQUIRED != 0;
-        let sign_all = sign_required || !is_311;
-
-        // SESSION_SETUP rounds.
-        let (mut logon, mut token) = Logon::start(config, &neg.security_buffer).await?;
-        let mut session_id = 0u64;
-        let mut round = 0;
-        let (final_resp, final_flags) = loop {
-            round += 1;
-            if round > 4 {
-                return Err(Error::Protocol("SESSION_SETUP did not converge".into()));
-            }
-            let req = SessionSetupRequest { security_mode: sec_mode as u8, capabilities: 0, token: &token };
-            {
+        let logon_start = negotiate.answer(&sent, &resp.msg, neg)?;
+        let (logon, token) = Logon::start(config, logon_start.security_buffer()).await?;
+        let mut setup = logon_start.started(logon, token);
+        let done = loop {
+            let (resp, sent) = {
+                let (req, session_id) = setup.request();
                 conn.inner.security.write().unwrap().session_id = session_id;
+                conn.call_captured(Op { body: &req, tree_id: 0 }).await?
+            };
+            let answer = SetupAnswer { status: resp.status(), session_id: resp.header.session_id, msg: &resp.msg };
+            match setup.answer(&sent, answer, config)? {
+                AfterSetup::More(next) => setup = next,
+                AfterSetup::Done(done) => break *done,
             }
-            let (resp, sent) = conn.call_captured(Op { body: &req, tree_id: 0 }).await?;
-            if is_311 {
-                preauth.update(&sent);
-            }
-            let status = resp.status();
-            if status == NtStatus::STATUS_MORE_PROCESSING_REQUIRED {
-                if is_311 {
-                    preauth.update(&resp.msg);
-                }
-                session_id = resp.header.session_id;
-                let ss = resp.body(SessionSetupResponse::decode)?;
-                token = logon.step(&ss.token)?;
-                continue;
-            }
-            let resp = resp.ok_or_status(&[])?;
-            let ss = resp.body(SessionSetupResponse::decode)?;
-            logon.finish(&ss.token)?;
-            break (resp, ss.session_flags);
         };
-        session_id = final_resp.header.session_id;
-        let is_guest = final_flags & session_flags::IS_GUEST != 0;
-        let is_anonymous = final_flags & session_flags::IS_NULL != 0 || logon.is_anonymous();
-        let has_credentials = logon.is_kerberos() || !(config.user.is_empty() && config.password.is_empty());
-        if has_credentials && (is_guest || is_anonymous) {
-            // A server that maps a bad password to guest, or an answer whose
-            // flags were flipped on the way: either way there is no key to
-            // sign with, and not the identity asked for.
-            tracing::warn!(
-                user = %config.user,
-                "the SMB server answered with a guest or anonymous session although credentials were given; refusing it"
-            );
-            return Err(Error::Status { command: Command::SessionSetup, status: NtStatus::STATUS_LOGON_FAILURE });
-        }
-        let encrypt_all = final_flags & session_flags::ENCRYPT_DATA != 0 || config.require_encryption;
-
-        let mut sec = crate::connection::Security { session_id, ..Default::default() };
-        let mut signing = None;
-        match logon.session_key() {
-            Some(key) if !is_guest && !is_anonymous => {
-                let keys = derive_keys(&key, neg.dialect, &preauth, cipher);
-                let signer = Signer::new(signing_alg, &keys.signing);
-                // The final SESSION_SETUP response is signed with the new key
-                // (3.1.1 always; 3.0.x when either side requires signing). An
-                // unsigned one is then refused, not skipped; otherwise on 3.0.x
-                // the signed VALIDATE_NEGOTIATE_INFO checks the key.
-                let mut msg = final_resp.msg.to_vec();
-                let signed = final_resp.header.flags & smb_proto::header::flags::SIGNED != 0;
-                if !signed && (is_311 || sign_required) {
-                    return Err(Error::Integrity("final SESSION_SETUP response is not signed"));
-                }
-                if signed && !signer.verify(&mut msg) {
-                    return Err(Error::Integrity("SESSION_SETUP response signature (key derivation mismatch?)"));
-                }
-                sec.signer = Some(signer);
-                signing = Some(signing_alg);
-                sec.cipher = cipher.map(|c| Cipherer::new(c, &keys));
-            }
-            _ => {
-                if sign_all {
-                    return Err(Error::SigningNeedsAccount);
-                }
-            }
-        }
-        if encrypt_all && sec.cipher.is_none() {
-            return Err(Error::Protocol(
-                "encryption is required (require_encryption, or the server's session flag) but the server \
-                 offers no SMB encryption cipher (or gave no session key)"
-                    .into(),
-            ));
-        }
-        sec.sign_all = sign_all && sec.signer.is_some();
-        sec.encrypt_all = encrypt_all;
-        let negotiated = Negotiated {
-            dialect: neg.dialect,
-            max_read_size: neg.max_read_size.min(config.max_io_size),
-            max_write_size: neg.max_write_size.min(config.max_io_size),
-            max_transact_size: neg.max_transact_size.min(config.max_io_size),
-            signing,
-            sign_all: sec.sign_all,
-            cipher: if sec.cipher.is_some() { cipher } else { None },
-            encrypt_all,
-            is_guest,
-            is_anonymous,
-        };
-        *conn.inner.security.write().unwrap() = sec;
+        let Established { security, negotiated, validate, ticket_lifetime } = done;
+        *conn.inner.security.write().unwrap() = security;
         tracing::debug!(?negotiated, "SMB session established");
-        let validate = (!is_311 && signing.is_some()).then(|| {
-            std::sync::Arc::new(ValidateNegotiate {
-                capabilities: client_caps,
-                guid: client_guid,
-                security_mode: sec_mode,
-                dialects: config.dialects.clone(),
-                server: (neg.capabilities, neg.server_guid, neg.security_mode, neg.dialect),
-            })
-        });
-        let renew_at = logon.ticket_lifetime().map(|left| std::time::Instant::now() + left - left / 4);
+        let renew_at = ticket_lifetime.map(|left| std::time::Instant::now() + left - left / 4);
+        let validate = validate.map(std::sync::Arc::new);
         Ok(Session { conn, negotiated, config: std::sync::Arc::new(config.clone()), renew_at, validate })
     }
 
