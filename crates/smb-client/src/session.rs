@@ -93,7 +93,7 @@ impl Session {
         let done = loop {
             let (resp, sent) = {
                 let (req, session_id) = setup.request();
-                conn.inner.security.write().unwrap().session_id = session_id;
+                conn.set_session_id(session_id);
                 conn.call_captured(Op { body: &req, tree_id: 0 }).await?
             };
             let answer = SetupAnswer { status: resp.status(), session_id: resp.header.session_id, msg: &resp.msg };
@@ -103,7 +103,7 @@ impl Session {
             }
         };
         let Established { security, negotiated, validate, ticket_lifetime } = done;
-        *conn.inner.security.write().unwrap() = security;
+        conn.install_security(security);
         tracing::debug!(?negotiated, "SMB session established");
         let renew_at = ticket_lifetime.map(|left| std::time::Instant::now() + left - left / 4);
         let validate = validate.map(std::sync::Arc::new);

@@ -264,6 +264,16 @@ impl Connection {
     pub fn close(&self) {
         self.inner.shut(Error::ConnectionLost("connection closed by the client".into()), false);
     }
+    /// The SessionId sent with the next requests: what a SESSION_SETUP
+    /// round answered, while the session is being set up.
+    pub(crate) fn set_session_id(&self, session_id: u64) {
+        self.inner.security.write().unwrap().session_id = session_id;
+    }
+
+    /// The set-up session's keys and rules, from now on.
+    pub(crate) fn install_security(&self, security: Security) {
+        *self.inner.security.write().unwrap() = security;
+    }
 
     /// The SessionId in use (0 before SESSION_SETUP).
     pub fn session_id(&self) -> u64 {
