@@ -36,7 +36,7 @@ impl Deletes {
         path: &SharePath,
     ) -> Result<StoreResult<bool>, ShareError> {
         let exact = self.root.exact_names_for(mapped);
-        let checked = !conditions.is_empty() || exact || self.root.records().in_sidecars();
+        let checked = !conditions.is_empty() || exact || self.root.records().kept_by_file_id();
         if !checked {
             return share::delete(tree, path, false).await.map(|_| Ok(true));
         }

@@ -62,7 +62,7 @@ impl Buckets {
                 }
                 let sub = dir.join(&e.name);
                 // Without EAs, only its stream or sidecar tells a marker apart.
-                if !self.root.records().in_eas()
+                if !self.root.records().shown_in_listings()
                     && matches!(crate::store::share::stat_with_meta(tree, self.root.records(), sub.as_str()).await,
                         Ok((_, Some(m))) if m.marker)
                 {

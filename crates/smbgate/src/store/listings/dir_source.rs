@@ -13,7 +13,7 @@ use super::listing_cache::{stamp, DirCache};
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
 use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
-use crate::store::meta::{derived_etag, ObjectMeta, META_EA};
+use crate::store::meta::derived_etag;
 use crate::store::path::SharePath;
 use crate::store::records::{FileKey, Records};
 use crate::store::share::{self, is_not_found, ShareError};
@@ -82,7 +82,7 @@ impl SmbSource<'_> {
     ///
     /// Errors: a record read failed.
     async fn record_markers(&self, dir: &str, entries: &[share::DirEntry]) -> StoreResult<HashSet<u64>> {
-        if self.records.in_eas() {
+        if self.records.shown_in_listings() {
             return Ok(HashSet::new());
         }
         let parent = SharePath::root(dir);
@@ -94,12 +94,7 @@ impl SmbSource<'_> {
         let (records, tree) = (self.records, &self.tree);
         let found: Vec<Result<Option<u64>, ShareError>> = stream::iter(dirs)
             .map(|(key, path)| async move {
-                let meta = match records.in_streams() {
-                    true => {
-                        records.read_stream(tree, path.as_str(), META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b))
-                    }
-                    false => ObjectMeta::from_eas(&records.read_sidecar(tree, key).await?),
-                };
+                let meta = records.read_of(tree, path.as_str(), key).await?;
                 Ok(meta.filter(|m| m.marker).map(|_| key.id))
             })
             .buffer_unordered(ETAG_CONCURRENCY)
@@ -222,7 +217,7 @@ impl SmbSource<'_> {
                 continue;
             }
             let is_dir = e.times.is_directory();
-            let candidate = match self.records.in_eas() {
+            let candidate = match self.records.shown_in_listings() {
                 true => e.ea_size > 0,
                 false => markers.contains(&e.file_id),
             };
@@ -246,7 +241,7 @@ impl SmbSource<'_> {
                 // A file without EAs has no record of ours: its ETag is the
                 // derived one, known from the directory entry alone (the
                 // entry's FileId is the on-disk id the open would report).
-                etag_hint: (!is_dir && self.records.in_eas() && e.ea_size == 0)
+                etag_hint: (!is_dir && self.records.shown_in_listings() && e.ea_size == 0)
                     .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
             });
         }

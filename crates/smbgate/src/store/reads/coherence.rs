@@ -91,7 +91,7 @@ impl Reads {
     /// may be cached: the cache is on, records are EAs (whose changes this
     /// store warns holders of), and the key is not a directory marker.
     fn cache_path(&self, bucket: &str, key: &str) -> Option<SharePath> {
-        if !self.root.objects().enabled() || !self.root.records().in_eas() {
+        if !self.root.objects().enabled() || !self.root.records().part_of_the_file() {
             return None;
         }
         let mapped = map_key(key).ok().filter(|m| !m.dir_marker)?;

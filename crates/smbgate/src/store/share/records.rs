@@ -36,6 +36,7 @@ use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
 use super::backoff;
+use crate::store::meta::{ObjectMeta, META_EA};
 use crate::store::path::SharePath;
 
 /// Longest sidecar read, in bytes: an object record of 10,000 parts is
@@ -89,18 +90,58 @@ struct Sidecar {
 }
 
 impl Records {
+    /// True if a file's record is found by its on-disk id (sidecars): only
+    /// an open or a directory entry tells that id, and a record left by a
+    /// replaced or deleted file must be forgotten ([`Records::forget`]).
+    pub fn kept_by_file_id(&self) -> bool {
+        self.in_sidecars()
+    }
+
+    /// True if a directory entry says whether its file has a record (EAs:
+    /// the entry's EaSize), so that a listing needs no look at each file.
+    pub fn shown_in_listings(&self) -> bool {
+        self.in_eas()
+    }
+
+    /// True if the record is part of the file itself (EAs): renamed,
+    /// replaced and deleted with it, and changed only through a handle on
+    /// it, which breaks other clients' leases on the file.
+    pub fn part_of_the_file(&self) -> bool {
+        self.in_eas()
+    }
+
+    /// True unless a record of `len` bytes is over what this kind of
+    /// record can carry at all (an EA's value, [`super::MAX_EA_VALUE`]); a
+    /// record that may fit can still be refused by the share.
+    pub fn may_hold(&self, len: usize) -> bool {
+        !self.in_eas() || len <= super::MAX_EA_VALUE
+    }
+
+    /// The record of the file or directory at `path` (whose on-disk id
+    /// and creation time are `key`, from its directory entry): read from
+    /// its stream or sidecar, or with an open where it is an EA.
+    ///
+    /// Errors: the read's SMB failures; not-found ones where `path` is gone.
+    pub async fn read_of(&self, tree: &Tree, path: &str, key: FileKey) -> Result<Option<ObjectMeta>> {
+        Ok(match self {
+            Records::Ea => super::stat_with_meta(tree, self, path).await?.1,
+            Records::Stream => self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)),
+            Records::Sidecar { .. } => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
+        })
+    }
+
     /// True if records travel inside the open's compound (EAs).
-    pub fn in_eas(&self) -> bool {
+    pub(super) fn in_eas(&self) -> bool {
         matches!(self, Records::Ea)
     }
 
     /// True if records are named streams of their files.
-    pub fn in_streams(&self) -> bool {
+    pub(super) fn in_streams(&self) -> bool {
         matches!(self, Records::Stream)
     }
 
     /// True if records are sidecar files, found by file id.
-    pub fn in_sidecars(&self) -> bool {
+    pub(super) fn in_sidecars(&self) -> bool {
         matches!(self, Records::Sidecar { .. })
     }
 

@@ -73,7 +73,7 @@ impl Uploads {
             let ea = meta.to_ea();
             // Over what an EA can carry: too large without asking
             // (`refused` is then None).
-            let refused = match self.root.records().in_eas() && ea.value.len() > share::MAX_EA_VALUE {
+            let refused = match !self.root.records().may_hold(ea.value.len()) {
                 true => None,
                 false => match share::set_eas(handle, self.root.records(), path, &[ea]).await {
                     Err(e) if e.is_record_too_large() => Some(e),

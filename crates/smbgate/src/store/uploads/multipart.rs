@@ -262,7 +262,7 @@ impl Uploads {
         let dir = self.upload_dir(id);
         let records = self.root.records();
         // Sidecars are found by id, which only an open or a listing tells.
-        let dir_key = if records.in_sidecars() {
+        let dir_key = if records.kept_by_file_id() {
             share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()))
         } else {
             None
@@ -445,7 +445,7 @@ impl Uploads {
         for e in share::list_dir(&tree, &dir).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = dir.join(&e.name);
-            if (e.ea_size > 0 || !self.root.records().in_eas()) && e.times.end_of_file == 0 {
+            if (e.ea_size > 0 || !self.root.records().shown_in_listings()) && e.times.end_of_file == 0 {
                 // Possibly a record of a part in the data file.
                 if let Some(rec) = read_part_record(&tree, self.root.records(), &path).await? {
                     parts.push(PartInfo {

@@ -187,7 +187,7 @@ impl Writes {
     /// replacing publish is about to replace (`None` with EAs, which go
     /// with their file, or if nothing is there).
     pub(crate) async fn key_before_replace(&self, tree: &Tree, path: &str) -> Option<FileKey> {
-        if !self.root.records().in_sidecars() {
+        if !self.root.records().kept_by_file_id() {
             return None;
         }
         share::stat_key(tree, path).await.ok().flatten()
