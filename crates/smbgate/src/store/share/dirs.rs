@@ -9,7 +9,7 @@ use smb_proto::info::{FileTimes, FullEa, SetFileInfo};
 use smb_proto::query::SetInfoRequest;
 
 use super::lookup::key_of;
-use super::records::Records;
+use super::records::{Kind, Records};
 use super::requests::{take, CLOSE_RELATED, QFID};
 
 /// The sub-second part of the CreationTime (FILETIME, 100 ns units) of
@@ -61,10 +61,10 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
     let req = CreateRequest::new_directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] });
     let [created, _closed] = take(tree.smb().compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
-    match rec {
-        Records::Ea => {}
-        Records::Stream => rec.write_streams(tree, path, eas, true).await?,
-        Records::Sidecar { .. } => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
+    match rec.kind() {
+        Kind::Ea => {}
+        Kind::Stream => rec.write_streams(tree, path, eas, true).await?,
+        Kind::Sidecar { .. } => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
     }
     Ok(())
 }

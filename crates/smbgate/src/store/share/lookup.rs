@@ -15,7 +15,7 @@ use smb_proto::query::{OutputBuffer, QueryInfoRequest};
 use smb_proto::{NtStatus, Request};
 
 use super::backoff::{self, Backoff};
-use super::records::{FileKey, Records};
+use super::records::{FileKey, Kind, Records};
 use super::requests::{lookup_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
 use crate::store::meta::{ObjectMeta, META_EA};
 
@@ -160,8 +160,8 @@ pub(crate) async fn compound_with_record(
         Err(e) if e.status().is_some() => Ok(RecordAnswer::StreamFailed),
         Err(e) => Err(e),
     };
-    match rec {
-        Records::Ea => {
+    match rec.kind() {
+        Kind::Ea => {
             let mut rs = tree.smb().compound(chain).await?;
             if rs.len() < 2 {
                 return Err(Error::Protocol(format!("{} answers to a compound of {}", rs.len(), chain.len())).into());
@@ -169,12 +169,12 @@ pub(crate) async fn compound_with_record(
             let answer = rs.remove(1);
             Ok((rs, RecordAnswer::Ea(answer)))
         }
-        Records::Stream if pins => {
+        Kind::Stream if pins => {
             let rs = tree.smb().compound(chain).await?;
             let answer = stream_answer(rec.read_stream(tree, path, META_EA).await)?;
             Ok((rs, answer))
         }
-        Records::Stream => {
+        Kind::Stream => {
             let stream = super::records::stream_path(path, META_EA);
             let (o, r, c) = super::records::whole_read(&stream, tree.max_read());
             let side: [&dyn Request; 3] = [&o, &r, &c];
@@ -184,7 +184,7 @@ pub(crate) async fn compound_with_record(
             };
             Ok((main, stream_answer(super::records::whole_read_answer(s))?))
         }
-        Records::Sidecar { .. } => Ok((tree.smb().compound(chain).await?, RecordAnswer::Later)),
+        Kind::Sidecar { .. } => Ok((tree.smb().compound(chain).await?, RecordAnswer::Later)),
     }
 }
 

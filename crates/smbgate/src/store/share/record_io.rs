@@ -8,7 +8,7 @@ use smb_proto::create::{options, CreateContext, CreateRequest, CreateResponse};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::NtStatus;
 
-use super::records::{FileKey, Records};
+use super::records::{FileKey, Kind, Records};
 use super::requests::{take, temp_req, CLOSE_RELATED};
 
 /// Longest record value an EA can carry, in bytes (its length is 16 bits
@@ -24,16 +24,16 @@ pub const MAX_EA_VALUE: usize = u16::MAX as usize;
 /// value over 65,535 bytes (an EA's length is 16 bits on the wire) is
 /// refused before anything is sent, never cut ([`MAX_EA_VALUE`]).
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
-    match rec {
-        Records::Ea => {
+    match rec.kind() {
+        Kind::Ea => {
             if let Some(big) = eas.iter().find(|e| e.value.len() > MAX_EA_VALUE) {
                 let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
                 return Err(Error::InvalidArgument(why).into());
             }
             handle.tree().smb().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
         }
-        Records::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
-        Records::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
+        Kind::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
+        Kind::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
     }
 }
 
@@ -78,9 +78,9 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
 ///
 /// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
 pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
-    match rec {
-        Records::Ea => handle.tree().smb().query_eas(handle.smb().id(), names).await.map_err(Into::into),
-        Records::Stream => {
+    match rec.kind() {
+        Kind::Ea => handle.tree().smb().query_eas(handle.smb().id(), names).await.map_err(Into::into),
+        Kind::Stream => {
             let mut out = Vec::new();
             for name in names {
                 if let Some(value) = rec.read_stream(handle.tree(), path, name).await? {
@@ -89,7 +89,7 @@ pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[
             }
             Ok(out)
         }
-        Records::Sidecar { .. } => match handle_key(handle) {
+        Kind::Sidecar { .. } => match handle_key(handle) {
             Ok(key) => rec.read_sidecar(handle.tree(), key).await,
             Err(_) => Ok(Vec::new()),
         },

@@ -1,10 +1,10 @@
 //! Where the gateway keeps its records on a share: the object record
 //! (`meta`), the upload record and the part records of multipart uploads.
 //!
-//! - [`Records::Ea`]: one extended attribute on the file or directory it
+//! - [`Kind::Ea`]: one extended attribute on the file or directory it
 //!   describes. Read in the same compound as the open, and renamed,
 //!   copied and deleted with the file by the server itself.
-//! - [`Records::Stream`]: for shares that store no EAs but have alternate
+//! - [`Kind::Stream`]: for shares that store no EAs but have alternate
 //!   data streams (Samba with `ea support = no` and `streams_xattr`, some
 //!   NAS): a stream `file:smbgate.meta` on the file, which renames, copies
 //!   and deletes take along like an EA. It is addressed by name, not by
@@ -12,7 +12,7 @@
 //!   another version of the file during a rename; object records name the
 //!   file id they were written for, and a record for another id makes the
 //!   caller open both again.
-//! - [`Records::Sidecar`]: for shares that store neither EAs nor streams
+//! - [`Kind::Sidecar`]: for shares that store neither EAs nor streams
 //!   (Samba with `ea support = no`, Azure Files, several NAS). A small file under
 //!   `.smbgate\meta`, named after the on-disk file id of the file it
 //!   describes, which a rename keeps. It is written before the file is
@@ -44,9 +44,14 @@ use crate::store::path::SharePath;
 const MAX_SIDECAR: u32 = 1 << 20;
 
 /// How this share keeps the gateway's records; chosen once per store root
-/// at startup by [`probe`].
+/// at startup by [`choose`]. Which kind it is stays inside the share
+/// layer: the rules above ask what they need of it.
 #[derive(Debug, Clone)]
-pub enum Records {
+pub struct Records(Kind);
+
+/// The kinds of record store.
+#[derive(Debug, Clone)]
+pub(super) enum Kind {
     /// In an EA on each file (the default; see the module docs).
     Ea,
     /// In a named stream on each file, one per record name.
@@ -123,34 +128,39 @@ impl Records {
     ///
     /// Errors: the read's SMB failures; not-found ones where `path` is gone.
     pub async fn read_of(&self, tree: &Tree, path: &str, key: FileKey) -> Result<Option<ObjectMeta>> {
-        Ok(match self {
-            Records::Ea => super::stat_with_meta(tree, self, path).await?.1,
-            Records::Stream => self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)),
-            Records::Sidecar { .. } => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
+        Ok(match &self.0 {
+            Kind::Ea => super::stat_with_meta(tree, self, path).await?.1,
+            Kind::Stream => self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)),
+            Kind::Sidecar { .. } => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
         })
+    }
+
+    /// Which kind of store this is, for the share layer's own operations.
+    pub(super) fn kind(&self) -> &Kind {
+        &self.0
     }
 
     /// True if records travel inside the open's compound (EAs).
     pub(super) fn in_eas(&self) -> bool {
-        matches!(self, Records::Ea)
+        matches!(self.0, Kind::Ea)
     }
 
     /// True if records are named streams of their files.
     pub(super) fn in_streams(&self) -> bool {
-        matches!(self, Records::Stream)
+        matches!(self.0, Kind::Stream)
     }
 
     /// True if records are sidecar files, found by file id.
     pub(super) fn in_sidecars(&self) -> bool {
-        matches!(self, Records::Sidecar { .. })
+        matches!(self.0, Kind::Sidecar { .. })
     }
 
     /// A name for the logs.
     pub fn describe(&self) -> &'static str {
-        match self {
-            Records::Ea => "extended attributes",
-            Records::Stream => "alternate data streams",
-            Records::Sidecar { .. } => "sidecar files under .smbgate/meta",
+        match &self.0 {
+            Kind::Ea => "extended attributes",
+            Kind::Stream => "alternate data streams",
+            Kind::Sidecar { .. } => "sidecar files under .smbgate/meta",
         }
     }
 
@@ -160,7 +170,7 @@ impl Records {
     }
 
     /// Writes `eas` (empty values remove) as the records of the file `key`
-    /// names. Only for [`Records::Sidecar`]; the EA form is set by the
+    /// names. Only for [`Kind::Sidecar`]; the EA form is set by the
     /// caller on its handle.
     ///
     /// Sidecar form: CREATE(temp) + WRITE + SET_INFO(rename over the
@@ -170,7 +180,7 @@ impl Records {
     ///
     /// Errors: the first failing step's NTSTATUS.
     pub async fn write_sidecar(&self, tree: &Tree, key: FileKey, eas: &[FullEa]) -> Result<()> {
-        let Records::Sidecar { dir, tmp } = self else {
+        let Kind::Sidecar { dir, tmp } = &self.0 else {
             return Err(Error::InvalidArgument("this share keeps no sidecar records".into()).into());
         };
         let target = Self::sidecar_path(dir, key);
@@ -241,7 +251,7 @@ impl Records {
     }
 
     /// Writes `eas` (empty values remove) as named streams of the file or
-    /// directory at `path`. Only for [`Records::Stream`].
+    /// directory at `path`. Only for [`Kind::Stream`].
     ///
     /// A file nobody else reads yet (`fresh`: a temp file, a new upload
     /// directory, a new part claim): CREATE(overwrite) + WRITE + CLOSE. An
@@ -285,7 +295,7 @@ impl Records {
     }
 
     /// The record `name` of the file or directory at `path`, from its
-    /// stream (`None` if it has none). Only for [`Records::Stream`].
+    /// stream (`None` if it has none). Only for [`Kind::Stream`].
     ///
     /// Errors: a failing status other than not-found, a transport error.
     pub async fn read_stream(&self, tree: &Tree, path: &str, name: &str) -> Result<Option<Bytes>> {
@@ -297,11 +307,11 @@ impl Records {
 
     /// The records of the file `key` names, from its sidecar (empty if it
     /// has none, or if the sidecar was written for another file). Only for
-    /// [`Records::Sidecar`].
+    /// [`Kind::Sidecar`].
     ///
     /// Errors: a failing status other than not-found, a transport error.
     pub async fn read_sidecar(&self, tree: &Tree, key: FileKey) -> Result<Vec<FullEa>> {
-        let Records::Sidecar { dir, .. } = self else { return Ok(Vec::new()) };
+        let Kind::Sidecar { dir, .. } = &self.0 else { return Ok(Vec::new()) };
         let path = Self::sidecar_path(dir, key);
         let (open, read, close) = whole_read(path.as_str(), tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
@@ -322,7 +332,7 @@ impl Records {
     /// ETag). Runs on `tree`'s connection; best effort, since a leftover is
     /// harmless (see the module docs) and small.
     pub fn forget(&self, tree: &Tree, key: Option<FileKey>) {
-        let (Records::Sidecar { .. }, Some(key)) = (self, key) else { return };
+        let (Kind::Sidecar { .. }, Some(key)) = (&self.0, key) else { return };
         let (records, tree) = (self.clone(), tree.clone());
         tokio::spawn(async move {
             backoff::pause(backoff::SIDECAR_FORGET_DELAY).await;
@@ -337,7 +347,7 @@ impl Records {
     /// [`Records::write_sidecar`]; readers go on), read, and deleted through
     /// that handle only if it names `key`.
     async fn forget_now(&self, tree: &Tree, key: FileKey) {
-        let Records::Sidecar { dir, .. } = self else { return };
+        let Kind::Sidecar { dir, .. } = &self.0 else { return };
         let path = Self::sidecar_path(dir, key);
         let (open, read, _) = whole_read(path.as_str(), tree.max_read());
         let open = CreateRequest {
@@ -448,10 +458,10 @@ pub async fn choose(
     has_disk_ids: bool,
 ) -> Result<Records> {
     if ea_supported {
-        return Ok(Records::Ea);
+        return Ok(Records(Kind::Ea));
     }
     if streams && has_disk_ids {
-        return Ok(Records::Stream);
+        return Ok(Records(Kind::Stream));
     }
     if !has_disk_ids {
         return Err(Error::InvalidArgument(
@@ -466,7 +476,7 @@ pub async fn choose(
         Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
         _ => {}
     }
-    Ok(Records::Sidecar { dir, tmp: internal.join("tmp") })
+    Ok(Records(Kind::Sidecar { dir, tmp: internal.join("tmp") }))
 }
 
 #[cfg(test)]
