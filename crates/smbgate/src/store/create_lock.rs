@@ -22,7 +22,7 @@ use md5::{Digest, Md5};
 
 use super::path::SharePath;
 use super::share_ops::{LiveShare, ShareOps};
-use super::{backoff, share, Root, StoreError, StoreResult};
+use super::{backoff, Root, StoreError, StoreResult};
 
 /// A held creation lock; released by [`CreateLock::release`] (or, if
 /// dropped, by its handle's close).
@@ -48,10 +48,8 @@ impl Root {
     /// be absent (a stat of it answers not-found): while it is held, the
     /// key may be between the two renames of an If-Match swap.
     pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
-        match share::stat(tree, self.create_lock_path(object).as_str()).await {
-            Err(e) => !super::share::is_not_found(&e),
-            Ok(_) => true,
-        }
+        let live = LiveShare { tree, records: self.records() };
+        live.is_locked(self.create_lock_path(object).as_str()).await
     }
 
     /// Takes the creation lock of the object at `object`, waiting

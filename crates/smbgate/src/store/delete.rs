@@ -4,18 +4,18 @@
 //! between.
 
 use super::share::Tree;
+use super::share_ops::{LiveShare, ShareOps};
 
 use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
-use super::meta::META_EA;
+use super::meta::{ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::reads::object_open::check_record_key;
-use super::records::FileKey;
 use super::share::is_not_found;
 use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
-use super::{retry_sharing, share, Deletes, Root, StoreError, StoreResult};
+use super::{backoff, retry_sharing, share, Deletes, Root, StoreError, StoreResult};
 
 impl Deletes {
     /// Deletes the file at `path`, the object `key`: `Ok(true)` if it went,
@@ -42,42 +42,48 @@ impl Deletes {
         }
         // Open first to read the record: on a case-insensitive share
         // `mixed` would otherwise delete `Mixed` (and `PROGRA~1` the long
-        // name it aliases), and If-Match needs the
-        // ETag of exactly the file being deleted.
-        let (handle, meta, on_disk) =
-            share::open_delete_with_meta(tree, self.root.records(), path, exact, !conditions.is_empty()).await?;
-        let meta = match check_record_key(meta, key) {
-            Ok(m) => m,
-            Err(_) => return Ok(Ok(false)), // only a case-variant exists
-        };
-        // A file without a record naming its key (someone else's): its
-        // on-disk name decides, never a case-insensitive match.
+        // name it aliases), and If-Match needs the ETag of exactly the file
+        // being deleted. A file without a record naming its key (someone
+        // else's): its on-disk name decides, never a case-insensitive match.
         let kept = kept_as(mapped, *path != self.root.object_path(bucket, mapped));
-        match self.reads.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await {
-            Ok(()) => {}
-            Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
-            Err(e) => return Ok(Err(e)),
-        }
-        // Another conditional delete may have unlinked it between its close
-        // and our open (Samba lets an open reach a file whose last handle
-        // is closing): then it is gone, not ours to delete again, whatever
-        // its ETag (a stream record of a going file no longer opens).
-        if !conditions.is_empty() && share::is_going(&handle).await? {
-            let _ = handle.close().await;
-            return Ok(Ok(false));
-        }
-        let info = ObjectInfo::new(handle.info(), meta, path);
-        if let Err(e) = conditions.check_write(Some(info.current())) {
-            return Ok(Err(e));
-        }
-        let r = share::delete_on_close(&handle).await;
-        let file = FileKey::of(handle.info());
-        let _ = handle.close().await;
-        if r.is_ok() {
-            self.root.records().forget(tree, file);
-        }
-        r.map(|_| Ok(true))
+        let names = |meta: Option<ObjectMeta>, on_disk: Option<String>| async move {
+            self.reads.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await
+        };
+        let live = LiveShare { tree, records: self.root.records() };
+        delete_checked(&live, path.as_str(), key, conditions, exact, names).await
     }
+    /// The delete of `key` ([`Deletes::delete_file`]) where it is kept:
+    /// at its own path, else beside a directory of its name, else at its
+    /// own path once more (it may have just taken that name back, see
+    /// `beside`). Returns what the last try answered and where it was.
+    async fn delete_found(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        key: &str,
+        conditions: &Conditions,
+        path: &SharePath,
+    ) -> (Result<StoreResult<bool>, ShareError>, SharePath) {
+        let mut at = path.clone();
+        let mut deleted = retry_sharing(|| self.delete_file(tree, bucket, mapped, key, conditions, &at)).await;
+        // Not at its own path: other keys continue under it (a directory
+        // there), or it is moving between the two names; look beside.
+        let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
+        if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
+            let was_directory = directory(&deleted);
+            at = path.beside(false);
+            deleted = retry_sharing(|| self.delete_file(tree, bucket, mapped, key, conditions, &at)).await;
+            // Not beside either, though a directory stood at its name: it
+            // may have just taken that name back (see `beside`).
+            if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
+                at = path.clone();
+                deleted = retry_sharing(|| self.delete_file(tree, bucket, mapped, key, conditions, &at)).await;
+            }
+        }
+        (deleted, at)
+    }
+
     /// Removes now-empty directories that the gateway made for keys (see
     /// `share::mkdir_own`) and that are not markers, deepest first, from
     /// where `from` says; stops at the first that is not empty, or not the
@@ -119,6 +125,104 @@ impl Deletes {
             }
         }
     }
+}
+
+/// Runs `attempt` (a delete of a key wherever it is kept) again while it
+/// finds nothing (`nothing`) but the key's creation lock at `lock` is
+/// held: an If-Match swap between its two renames, or an object moving
+/// beside its directory or back ([`backoff::KEY_IN_MOTION`]). With
+/// `look_again`, a miss whose lock is free is tried once more, since the
+/// move may have ended between the miss and the look at its lock: a
+/// conditional delete then meets the version before or after the move,
+/// never neither (an unconditional one succeeds on a miss either way).
+/// Returns the last answer.
+pub(crate) async fn while_in_motion<S, T, F, Fut>(
+    s: &S,
+    lock: &str,
+    look_again: bool,
+    mut attempt: F,
+    nothing: impl Fn(&T) -> bool,
+) -> T
+where
+    S: ShareOps,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut motion = backoff::KEY_IN_MOTION.start();
+    let mut looked_again = !look_again;
+    loop {
+        let answer = attempt().await;
+        if !nothing(&answer) {
+            return answer;
+        }
+        if s.is_locked(lock).await {
+            match motion.wait().await {
+                true => continue,
+                false => return answer,
+            }
+        }
+        if looked_again {
+            return answer;
+        }
+        looked_again = true;
+    }
+}
+
+/// The checked delete of the object `key` at `path` on `s`, the rule of
+/// [`Deletes::delete_file`] once a check is needed: the file opened for
+/// DELETE with its record (sharing only READ under `conditions`, so that of
+/// racing conditional deletes one holds the file at a time); a record
+/// naming another key (a case-variant) or a name `names` refuses is not
+/// this object; under `conditions`, a file already going (another delete
+/// unlinked it between its close and our open: Samba lets such an open
+/// through) is gone, not ours to delete again; the conditions are checked
+/// on the handle that deletes; the file is deleted when that handle
+/// closes, and its record forgotten after.
+///
+/// Returns `Ok(true)` if it went, `Ok(false)` if the file there is not
+/// this object or is gone, `Err` inside for a failed condition.
+///
+/// Errors: the share's (not-found, a directory, a sharing violation to
+/// retry).
+pub(crate) async fn delete_checked<S, N, F>(
+    s: &S,
+    path: &str,
+    key: &str,
+    conditions: &Conditions,
+    exact: bool,
+    names: N,
+) -> Result<StoreResult<bool>, ShareError>
+where
+    S: ShareOps,
+    N: FnOnce(Option<ObjectMeta>, Option<String>) -> F,
+    F: std::future::Future<Output = StoreResult<()>>,
+{
+    let (handle, meta, on_disk) = s.open_delete_with_meta(path, exact, !conditions.is_empty()).await?;
+    // On a refusal the handle closes itself when dropped: the answer
+    // waits for no CLOSE.
+    let Ok(meta) = check_record_key(meta, key) else {
+        return Ok(Ok(false)); // only a case-variant exists
+    };
+    match names(meta.clone(), on_disk).await {
+        Ok(()) => {}
+        Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
+        Err(e) => return Ok(Err(e)),
+    }
+    if !conditions.is_empty() && s.is_going(&handle).await? {
+        s.close(handle).await;
+        return Ok(Ok(false));
+    }
+    let info = s.info(&handle, meta, path);
+    if let Err(e) = conditions.check_write(Some(info.current())) {
+        return Ok(Err(e));
+    }
+    let r = s.delete_on_close(&handle).await;
+    let record = s.record_key(&handle);
+    s.close(handle).await;
+    if r.is_ok() {
+        s.forget_record_of(record);
+    }
+    r.map(|_| Ok(true))
 }
 
 impl Root {
@@ -204,22 +308,20 @@ impl Deletes {
             self.prune_parents(&tree, bucket, &mapped, Prune::Folder).await;
             return Ok(());
         }
-        let mut at = path.clone();
-        let mut deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-        // Not at its own path: other keys continue under it (a directory
-        // there), or it is moving between the two names; look beside.
-        let directory = |d: &Result<_, ShareError>| matches!(d, Err(e) if e.failure() == Failure::IsDirectory);
-        if directory(&deleted) || matches!(&deleted, Err(e) if is_not_found(e)) {
-            let was_directory = directory(&deleted);
-            at = path.beside(false);
-            deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-            // Not beside either, though a directory stood at its name: it
-            // may have just taken that name back (see `beside`).
-            if was_directory && matches!(&deleted, Err(e) if nothing_beside(e)) {
-                at = path.clone();
-                deleted = retry_sharing(|| self.delete_file(&tree, bucket, &mapped, key, conditions, &at)).await;
-            }
-        }
+        // Found at neither name while the key's creation lock is held: an
+        // If-Match swap is between its two renames, or the object is moving
+        // beside its directory or back. Looked for again (see
+        // `while_in_motion`).
+        let live = LiveShare { tree: &tree, records: self.root.records() };
+        let lock = self.root.create_lock_path(&path);
+        let (deleted, at) = while_in_motion(
+            &live,
+            lock.as_str(),
+            !conditions.is_empty(),
+            || self.delete_found(&tree, bucket, &mapped, key, conditions, &path),
+            |(d, _)| matches!(d, Err(e) if nothing_beside(e)),
+        )
+        .await;
         match deleted {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => return conditions.check_write(None),
@@ -236,3 +338,7 @@ impl Deletes {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "delete_test.rs"]
+mod tests;

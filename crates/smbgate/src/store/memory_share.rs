@@ -21,8 +21,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::meta::ObjectMeta;
+use super::records::FileKey;
 use super::share::{failing_with, Failure, Result};
 use super::share_ops::ShareOps;
+use super::types::ObjectInfo;
 
 /// Access and sharing bits (one layout for both, as in a CREATE).
 pub(crate) const READ: u8 = 1;
@@ -340,6 +342,43 @@ impl ShareOps for MemoryShare {
     }
 
     fn forget_record(&self, _file: &MemHandle) {}
+
+    async fn open_delete_with_meta(
+        &self,
+        path: &str,
+        _name: bool,
+        exclusive: bool,
+    ) -> Result<(MemHandle, Option<ObjectMeta>, Option<String>)> {
+        self.gate.step("open_delete_with_meta").await;
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, DELETE, if exclusive { READ } else { ALL }, false)?;
+        let etag = s.nodes[&s.opens[&id].node].etag.clone();
+        drop(s);
+        Ok((self.handle(id), Some(ObjectMeta { etag, ..Default::default() }), None))
+    }
+
+    async fn is_going(&self, file: &MemHandle) -> Result<bool> {
+        self.gate.step("is_going").await;
+        let s = self.state.lock().unwrap();
+        let node = s.opens.get(&file.id).map(|o| o.node);
+        Ok(node.and_then(|n| s.nodes.get(&n)).is_none_or(|n| n.delete_pending))
+    }
+
+    fn info(&self, _file: &MemHandle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
+        let meta = meta.unwrap_or_default();
+        ObjectInfo { size: 0, last_modified: 0, etag: meta.etag.clone(), meta, path: path.to_string(), disk_id: None }
+    }
+
+    fn record_key(&self, _file: &MemHandle) -> Option<FileKey> {
+        None
+    }
+
+    fn forget_record_of(&self, _key: Option<FileKey>) {}
+
+    async fn is_locked(&self, lock: &str) -> bool {
+        self.gate.step("is_locked").await;
+        self.state.lock().unwrap().names.contains_key(lock)
+    }
 }
 
 /// Runs `racers` to their ends on `share`, letting one waiting share

@@ -1,9 +1,9 @@
-//! The share operations the store's write rules take, as a trait: the
-//! creation lock (`create_lock`), the If-Match swap (`swap`) and the move
-//! of an object beside a directory of its name (`beside`) run on the
-//! live share ([`LiveShare`]) in the gateway and, in their unit tests, on
-//! an in-memory share that interleaves racing writers step by step
-//! (`memory_share`). Each operation means what the share layer's function
+//! The share operations the store's write and delete rules take, as a
+//! trait: the creation lock (`create_lock`), the If-Match swap (`swap`),
+//! the move of an object beside a directory of its name (`beside`) and
+//! the checked delete (`delete`) run on the live share ([`LiveShare`]) in
+//! the gateway and, in their unit tests, on an in-memory share that
+//! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
 //! rely on (sharing modes, rename without and with replace, delete on
 //! close), the live one is those functions.
@@ -13,6 +13,7 @@ use std::future::Future;
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
 use super::share::{self, not_a_file, Handle, Result, Tree};
+use super::types::ObjectInfo;
 
 /// What the creation lock and the If-Match swap do on a share. Paths are
 /// share-relative, `\`-separated.
@@ -75,6 +76,35 @@ pub(crate) trait ShareOps: Sync {
     /// The record of the file `file` held is no longer needed (it was
     /// replaced or deleted): a sidecar record goes; an EA went with it.
     fn forget_record(&self, file: &Self::Handle);
+
+    /// Opens the file at `path` for DELETE with its record (and with
+    /// `name` its on-disk name), sharing only READ if `exclusive`, else
+    /// everything (`share::open_delete_with_meta`).
+    fn open_delete_with_meta(
+        &self,
+        path: &str,
+        name: bool,
+        exclusive: bool,
+    ) -> impl Future<Output = Result<(Self::Handle, Option<ObjectMeta>, Option<String>)>> + Send;
+
+    /// True if the file `file` holds is being deleted (`share::is_going`).
+    fn is_going(&self, file: &Self::Handle) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The object `file` holds at `path`, with its record `meta`
+    /// ([`ObjectInfo::new`]).
+    fn info(&self, file: &Self::Handle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo;
+
+    /// What finds the record of the file `file` holds, once it is gone
+    /// ([`FileKey::of`]); `None` where the record went with the file.
+    fn record_key(&self, file: &Self::Handle) -> Option<FileKey>;
+
+    /// Forgets the record `key` names ([`ShareOps::record_key`]).
+    fn forget_record_of(&self, key: Option<FileKey>);
+
+    /// True unless the creation lock at `lock` is known to be absent (a
+    /// stat of it answers not-found): while it is held, its key may be
+    /// between the two renames of an If-Match swap (`Root::is_locked`).
+    fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send;
 }
 
 /// The live share: one pooled connection and the root's records.
@@ -144,5 +174,37 @@ impl ShareOps for LiveShare<'_> {
 
     fn forget_record(&self, file: &Handle) {
         self.records.forget(self.tree, FileKey::of(file.info()));
+    }
+
+    fn open_delete_with_meta(
+        &self,
+        path: &str,
+        name: bool,
+        exclusive: bool,
+    ) -> impl Future<Output = Result<(Handle, Option<ObjectMeta>, Option<String>)>> + Send {
+        share::open_delete_with_meta(self.tree, self.records, path, name, exclusive)
+    }
+
+    fn is_going(&self, file: &Handle) -> impl Future<Output = Result<bool>> + Send {
+        share::is_going(file)
+    }
+
+    fn info(&self, file: &Handle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
+        ObjectInfo::new(file.info(), meta, path)
+    }
+
+    fn record_key(&self, file: &Handle) -> Option<FileKey> {
+        FileKey::of(file.info())
+    }
+
+    fn forget_record_of(&self, key: Option<FileKey>) {
+        self.records.forget(self.tree, key);
+    }
+
+    async fn is_locked(&self, lock: &str) -> bool {
+        match share::stat(self.tree, lock).await {
+            Err(e) => !share::is_not_found(&e),
+            Ok(_) => true,
+        }
     }
 }

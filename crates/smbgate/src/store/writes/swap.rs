@@ -183,4 +183,4 @@ async fn settle<S: ShareOps>(
 
 #[cfg(test)]
 #[path = "swap_test.rs"]
-mod tests;
+pub(crate) mod tests;

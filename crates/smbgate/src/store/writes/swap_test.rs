@@ -10,17 +10,17 @@ use super::*;
 use crate::store::create_lock::take_lock;
 use crate::store::memory_share::{interleave, MemHandle, MemoryShare, DELETE, READ};
 
-const KEY: &str = "b\\k";
+pub(crate) const KEY: &str = "b\\k";
 const BESIDE: &str = "b\\k+";
-const LOCK: &str = "tmp\\lock-k";
+pub(crate) const LOCK: &str = "tmp\\lock-k";
 /// Interleavings tried per race.
 const SEEDS: u64 = 400;
 
-type Racer<'a> = Pin<Box<dyn Future<Output = StoreResult<()>> + 'a>>;
+pub(crate) type Racer<'a> = Pin<Box<dyn Future<Output = StoreResult<()>> + 'a>>;
 
 /// An If-Match write of a new version (`etag`) from the temp file `temp`,
 /// expecting the object's ETag to be `expect`.
-fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, expect: &'a str) -> Racer<'a> {
+pub(crate) fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, expect: &'a str) -> Racer<'a> {
     Box::pin(async move {
         let file = s.create_temp(temp, etag);
         let backup = format!("tmp\\backup-{temp}");
