@@ -9,7 +9,7 @@
 //!
 //! The moves between the two forms hold the object's creation lock (see
 //! `create_lock`): a reader that finds neither form waits while the lock
-//! is held (`open_existing`), and conditional writers of the key take
+//! is held (`Reads::open_stored`), and conditional writers of the key take
 //! turns with the move.
 
 use super::share::Tree;
