@@ -6,13 +6,11 @@
 //! It also closes a connection that cannot carry another request.
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 use tracing::Instrument;
 
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 use crate::access_check::OperationSlot;
 use crate::metrics::{Metrics, UNKNOWN_OPERATION};
 use crate::precheck;
@@ -46,15 +44,9 @@ impl<S> Answer<S> {
 
 impl<S> Service<Request> for Answer<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>,
+    S: Layer,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, mut req: Request) -> Answering {
         let is_head = req.method() == http::Method::HEAD;

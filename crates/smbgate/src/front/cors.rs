@@ -3,12 +3,11 @@
 //! answer gets the headers of the rule that allows it (see `crate::cors`).
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use s3s::{HttpError, HttpResponse};
+use s3s::HttpResponse;
 use tower::Service;
 
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 
 /// What the layer needs: the buckets' rules, and the domain of
 /// virtual-hosted-style names (to find a request's bucket).
@@ -65,15 +64,9 @@ pub(super) struct Cors<S> {
 
 impl<S> Service<Request> for Cors<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>,
+    S: Layer,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Answering {
         let rules = self.rules.clone();

@@ -4,13 +4,11 @@
 //! extension ([`super::answer::FormKey`]).
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 
 use super::answer::FormKey;
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 use crate::access_check::{OperationSlot, Resolved};
 use crate::s3s_patches::post_object::{PostObject, OPERATION};
 
@@ -23,15 +21,9 @@ pub(super) struct Forms<S> {
 
 impl<S> Service<Request> for Forms<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>,
+    S: Layer,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Answering {
         if !crate::precheck::is_form(&req) {

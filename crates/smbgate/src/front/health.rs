@@ -1,12 +1,9 @@
 //! Load-balancer probes: `HEAD /` answers 200 while an SMB connection is
 //! up, else 503, before anything else looks at the request.
 
-use std::task::{Context, Poll};
-
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 use crate::store::share::Pool;
 
 /// The health layer; see the module docs.
@@ -19,15 +16,9 @@ pub(super) struct Health<S> {
 
 impl<S> Service<Request> for Health<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>,
+    S: Layer,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Answering {
         if req.method() == http::Method::HEAD && req.uri().path() == "/" {

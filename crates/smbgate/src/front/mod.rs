@@ -21,14 +21,6 @@
 //! Every layer is always ready (none holds back a request in
 //! `poll_ready`); what a request must wait for, it waits for in its call.
 
-mod answer;
-mod cors;
-mod forms;
-mod health;
-mod prechecks;
-mod s3_call;
-mod whole_bodies;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,6 +32,14 @@ use tower::{Service, ServiceBuilder};
 use crate::conn_limits::RequestBody;
 use crate::metrics::Metrics;
 use crate::store::share::Pool;
+
+mod answer;
+mod cors;
+mod forms;
+mod health;
+mod prechecks;
+mod s3_call;
+mod whole_bodies;
 
 pub use answer::PREFLIGHT_OPERATION;
 
@@ -107,7 +107,23 @@ impl hyper::service::Service<Request> for Front {
     }
 }
 
-/// The `poll_ready` of a layer that never holds back a request.
-fn always_ready() -> std::task::Poll<Result<(), HttpError>> {
-    std::task::Poll::Ready(Ok(()))
+/// What every layer is to the layer outside it: a service of front
+/// requests that answers with an HTTP response.
+trait Layer: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering> {}
+
+impl<S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>> Layer for S {}
+
+/// The parts of `tower::Service` every layer has alike: its types, and a
+/// `poll_ready` that never holds back a request (see the module docs).
+macro_rules! always_ready {
+    () => {
+        type Response = s3s::HttpResponse;
+        type Error = s3s::HttpError;
+        type Future = super::Answering;
+
+        fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), s3s::HttpError>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    };
 }
+use always_ready;

@@ -8,12 +8,10 @@
 //! without its announcement).
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 use crate::precheck;
 
 /// The prechecks layer; see the module docs.
@@ -36,15 +34,9 @@ impl<S> Prechecks<S> {
 
 impl<S> Service<Request> for Prechecks<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering>,
+    S: Layer,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, mut req: Request) -> Answering {
         let now = time::OffsetDateTime::now_utc();

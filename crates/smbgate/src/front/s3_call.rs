@@ -4,10 +4,7 @@
 //! s3s buffers one (`s3s_patches::chunk_bounds`); any other is drained
 //! when s3s drops it unread (`crate::unread_body`).
 
-use std::task::{Context, Poll};
-
 use s3s::service::S3Service;
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 
 use super::whole_bodies::ReadWhole;
@@ -25,13 +22,7 @@ pub(super) struct S3Call {
 }
 
 impl Service<Request> for S3Call {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Answering {
         let s3 = self.s3.clone();

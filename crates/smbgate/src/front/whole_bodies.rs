@@ -4,12 +4,9 @@
 //! until the answer is made; while it holds it, it must keep coming (the
 //! innermost layer paces it, see `s3_call`).
 
-use std::task::{Context, Poll};
-
-use s3s::{HttpError, HttpResponse};
 use tower::Service;
 
-use super::{always_ready, Answering, Request};
+use super::{always_ready, Answering, Layer, Request};
 
 /// A request extension: this request's body is read whole and holds a
 /// share of the budget, so it is paced.
@@ -25,15 +22,9 @@ pub(super) struct WholeBodies<S> {
 
 impl<S> Service<Request> for WholeBodies<S>
 where
-    S: Service<Request, Response = HttpResponse, Error = HttpError, Future = Answering> + Clone + Send + 'static,
+    S: Layer + Clone + Send + 'static,
 {
-    type Response = HttpResponse;
-    type Error = HttpError;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HttpError>> {
-        always_ready()
-    }
+    always_ready!();
 
     fn call(&mut self, mut req: Request) -> Answering {
         let Some(needs) = crate::body_budget::needed(&req) else { return self.inner.call(req) };
