@@ -15,6 +15,9 @@
 use crate::store::share::Failure;
 use crate::store::{backoff, share, Uploads};
 
+/// The log target of these events: the name `SMBGATE_LOG` filters by, kept when the file moved.
+const LOG_TARGET: &str = "smbgate::store::sweep";
+
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Uploads) {
     loop {
@@ -42,14 +45,18 @@ async fn sweep_once(store: &Uploads) {
             match share::open_for_delete(&tree, &path, true).await {
                 Ok(h) => match share::close_and_delete(h).await {
                     Ok(()) => {
-                        tracing::info!(temp = %e.name, bytes = e.times.end_of_file, "dead writer's temp file removed")
+                        tracing::info!(target: LOG_TARGET, temp = %e.name, bytes = e.times.end_of_file, "dead writer's temp file removed")
                     }
-                    Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),
+                    Err(err) => {
+                        tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
+                    }
                 },
                 Err(err) if err.failure() == Failure::SharingViolation => {
-                    tracing::debug!(temp = %e.name, "temp file held open by a live writer; kept")
+                    tracing::debug!(target: LOG_TARGET, temp = %e.name, "temp file held open by a live writer; kept")
                 }
-                Err(err) => tracing::debug!(temp = %e.name, error = %err, "temp file not removed yet"),
+                Err(err) => {
+                    tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
+                }
             }
         }
     }
@@ -61,8 +68,12 @@ async fn sweep_once(store: &Uploads) {
                 && e.times.creation.saturating_add(expiry) < now
             {
                 match store.remove_upload(&e.name).await {
-                    Ok(()) => tracing::info!(upload_id = %e.name, "expired multipart upload removed"),
-                    Err(err) => tracing::debug!(upload_id = %e.name, error = %err, "expired upload not removed yet"),
+                    Ok(()) => {
+                        tracing::info!(target: LOG_TARGET, upload_id = %e.name, "expired multipart upload removed")
+                    }
+                    Err(err) => {
+                        tracing::debug!(target: LOG_TARGET, upload_id = %e.name, error = %err, "expired upload not removed yet")
+                    }
                 }
             }
         }

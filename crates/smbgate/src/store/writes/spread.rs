@@ -33,6 +33,9 @@ use crate::store::fan_out::FanOut;
 use crate::store::share::lane::Lane;
 use crate::store::{share, StoreResult, Writes};
 
+/// The log target of these events: the name `SMBGATE_LOG` filters by (docs/configuration.md), kept when the file moved.
+const LOG_TARGET: &str = "smbgate::store::spread";
+
 /// Writes a body at `base..` of one file over up to W connections; see the
 /// module docs.
 pub(crate) struct SpreadWriter {
@@ -139,7 +142,7 @@ impl SpreadWriter {
             return;
         }
         self.lane = if lanes > before { before } else { 0 };
-        tracing::debug!(path = %self.path, segment = seg, before, now = lanes, "PUT lanes changed");
+        tracing::debug!(target: LOG_TARGET, path = %self.path, segment = seg, before, now = lanes, "PUT lanes changed");
     }
 
     /// Lane `idx` (below the count), opening another connection's handle
@@ -164,7 +167,7 @@ impl SpreadWriter {
         match Lane::open(tree, &self.path, self.lane_budget).await {
             Ok(lane) => Some(lane),
             Err(e) => {
-                tracing::debug!(error = %e, "parallel PUT lane not opened; continuing with fewer lanes");
+                tracing::debug!(target: LOG_TARGET, error = %e, "parallel PUT lane not opened; continuing with fewer lanes");
                 None
             }
         }
