@@ -13,10 +13,10 @@
 //!   give (Object Lock, SSE-C, SSE-KMS, ...), refused rather than ignored.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
 //!   rules s3s leaves to us; [`routes`]: requests s3s hands us once their
-//!   signature holds: [`ignored_range`] (GET and HEAD with a Range that
-//!   does not parse, answered whole) and [`delete_objects`] (a key list
+//!   signature holds: [`s3s_patches::ignored_range`] (GET and HEAD with a Range that
+//!   does not parse, answered whole) and [`s3s_patches::delete_objects`] (a key list
 //!   checked against its digest); [`paced_body`]: bodies read whole must
-//!   keep coming; [`chunk_bounds`]: aws-chunked chunks held to a size.
+//!   keep coming; [`s3s_patches::chunk_bounds`]: aws-chunked chunks held to a size.
 //! - [`server`]: listeners, the connection cap, drain and reload signals;
 //!   [`conn_limits`]: what one connection may hold (first-request deadline,
 //!   idle timeout, the least rate it must take its answers at);

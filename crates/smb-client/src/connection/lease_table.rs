@@ -22,7 +22,7 @@ struct Held {
     ceiling: u32,
     state: watch::Sender<u32>,
     /// With [`OnBreak::CloseFirst`]: the handle to close when Handle
-    /// caching is broken, and its open flag (shared with the [`Handle`]).
+    /// caching is broken, and its open flag (shared with the [`crate::file::Handle`]).
     close: Option<(FileId, Arc<AtomicBool>)>,
     on_break: OnBreak,
     /// False until the opener has seen the CREATE's answer.
@@ -74,7 +74,7 @@ pub(crate) struct LeaseAck {
 
 impl Leases {
     /// Registers `key`, about to be asked for on `tree_id`, with no state
-    /// granted yet; returns what its [`Lease`] watches.
+    /// granted yet; returns what its [`crate::lease::Lease`] watches.
     pub(crate) fn register(
         &self,
         key: [u8; 16],

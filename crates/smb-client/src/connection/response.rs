@@ -101,7 +101,7 @@ pub struct Op<'a> {
     pub tree_id: u32,
 }
 
-/// A response on its way; await it with [`Connection::wait`].
+/// A response on its way; await it with [`super::Connection::wait`].
 pub struct ResponseFuture {
     pub(super) rx: oneshot::Receiver<Result<Response>>,
     /// Its MessageId: on a timeout, the pending entry says whether an

@@ -179,7 +179,7 @@ const RECORD_ALWAYS_FITS: usize = 2048;
 
 /// A failed write of a record of `record_len` bytes, in S3 terms: the
 /// share's "no room" (STATUS_DISK_FULL, STATUS_EA_TOO_LARGE) for a record
-/// over [`RECORD_ALWAYS_FITS`] is [`StoreError::MetadataTooLarge`] (400),
+/// over [`RECORD_ALWAYS_FITS`] is [`super::StoreError::MetadataTooLarge`] (400),
 /// since a full disk and a record over the share's per-file room answer
 /// alike; anything else stays the share's error.
 pub(crate) fn record_write_error(e: super::share::ShareError, record_len: usize) -> super::StoreError {

@@ -66,10 +66,10 @@ pub struct StoreOptions {
     /// Segments fetched ahead for large GETs (1 = no split streaming).
     pub prefetch: fan_out::FanOut,
     /// Connections one large PUT or UploadPart body is spread over: fixed
-    /// (1 = one connection) or chosen per body; see [`put_lanes`].
+    /// (1 = one connection) or chosen per body; see [`writes::put_lanes`].
     pub put_parallel: fan_out::FanOut,
     /// Bytes all GETs together may read ahead of their clients (READs in
-    /// flight plus segments fetched ahead); see [`stream`].
+    /// flight plus segments fetched ahead); see [`reads::stream`].
     pub read_ahead_budget: u64,
     /// Bytes all PUT and UploadPart bodies together may have in flight to
     /// the server (WRITEs sent, not yet acknowledged).
@@ -95,13 +95,13 @@ pub struct StoreOptions {
     pub listing_cache: listings::listing_cache::ListingBudget,
     /// Most directories one ListObjects page enters; a page that reaches it
     /// ends early, truncated, with a continuation token (see
-    /// [`walk::ListRequest::max_dirs`]).
+    /// [`listings::walk::ListRequest::max_dirs`]).
     pub list_max_dirs: usize,
     /// Most entries of one directory a listing holds at once: a larger
     /// directory is listed in windows of this many entries, each one full
-    /// read of it on the share (see [`dir_window`]).
+    /// read of it on the share (see [`listings::dir_window`]).
     pub list_window: usize,
-    /// The object cache for HEAD and small GETs (see [`object_cache`]).
+    /// The object cache for HEAD and small GETs (see [`reads::object_cache`]).
     pub cache: reads::object_cache::CacheOptions,
 }
 

@@ -53,7 +53,7 @@ impl Root {
     }
 
     /// The name of the one bucket this store serves, if it serves only one
-    /// ([`Store::open_bucket`]).
+    /// ([`super::Store::open_bucket`]).
     pub fn single_bucket(&self) -> Option<&str> {
         self.inner.single_bucket.as_deref()
     }

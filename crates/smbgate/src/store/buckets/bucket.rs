@@ -90,7 +90,7 @@ fn check_name(bucket: &str) -> StoreResult<()> {
 impl Buckets {
     /// ListBuckets: every directory under the root that a client can
     /// address as a bucket, under the name it can use, in name order; for
-    /// a store of one bucket ([`Store::open_bucket`]), that bucket. On a
+    /// a store of one bucket ([`crate::store::Store::open_bucket`]), that bucket. On a
     /// case-insensitive share a folder such as `Photos` is listed as
     /// `photos` (which reaches it); a folder no bucket name can reach
     /// (`Team Photos`, `x_y`, `.smbgate`) is left out: see

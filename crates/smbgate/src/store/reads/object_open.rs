@@ -342,7 +342,7 @@ impl Reads {
     /// NoSuchKey if the file that opened is named otherwise than `mapped`:
     /// in another case on a case-insensitive share (S3 keys are
     /// case-sensitive), or a long name `mapped` is an 8.3 alias of
-    /// ([`Root::exact_names_for`]).
+    /// ([`crate::store::Root::exact_names_for`]).
     /// A record naming its key has already been compared
     /// ([`check_record_key`]); a file without one (put there by someone
     /// else) is judged by `on_disk`, its path as the open's compound read

@@ -234,7 +234,7 @@ async fn run(
 /// or else a handle opened on a pooled connection. After a connection
 /// failure it goes on from the first byte not yet sent, on a new handle from
 /// another connection, if the object is still the same generation (at most
-/// [`ATTEMPTS`] in a row without progress). Closes every handle it opens or
+/// as many tries in a row without progress as [`backoff::SEGMENT`] allows). Closes every handle it opens or
 /// is given.
 ///
 /// Errors: the last SMB error; "object changed" or "object shrank" when the

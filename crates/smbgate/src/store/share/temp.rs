@@ -250,7 +250,7 @@ impl Drop for TempFile {
 /// connection: its durable handle reclaimed, or the same file by name.
 ///
 /// Errors: the handle cannot be reopened (not opened durable), or as
-/// [`Tree::reopen`].
+/// `smb_client::Tree::reopen`.
 pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
     let Some(info) = lost.smb().reopen_info() else {
         return Err(Error::ConnectionLost("the connection holding the file was lost".into()).into());

@@ -445,7 +445,7 @@ impl Writes {
     /// last, and the last too if `own` (an empty marker is its own
     /// directory; a file, a marker's body included, needs only its parents).
     /// An object named like one of them moves beside it
-    /// ([`Root::displace`]).
+    /// ([`crate::store::Root::displace`]).
     ///
     /// Errors: Conflict if a prefix of the key vanished into a file midway;
     /// Busy if an object in the way could not move; SMB errors.
@@ -464,7 +464,7 @@ impl Writes {
     }
 
     /// Makes the directory `path` unless it is one: an object there moves
-    /// beside it ([`Root::displace`]). A name that comes and goes between
+    /// beside it ([`crate::store::Root::displace`]). A name that comes and goes between
     /// the mkdir and the look at it (another writer moving the object
     /// beside) is tried again, a few times.
     ///
