@@ -20,6 +20,9 @@
 //!
 //! Every layer is always ready (none holds back a request in
 //! `poll_ready`); what a request must wait for, it waits for in its call.
+//! So the stack is called without `poll_ready`, once per clone: a tower
+//! middleware that relies on readiness (a concurrency limit) would need
+//! `Front` to drive it first.
 
 use std::future::Future;
 use std::pin::Pin;

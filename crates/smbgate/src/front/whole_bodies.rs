@@ -1,8 +1,8 @@
 //! A body the gateway reads whole (an XML body: DeleteObjects, tagging,
 //! CORS, CompleteMultipartUpload …) takes its share of the process's
 //! budget before anything reads it (`crate::body_budget`), and holds it
-//! until the answer is made; while it holds it, it must keep coming (the
-//! innermost layer paces it, see `s3_call`).
+//! until s3s has answered (by then the body is read); while it holds it,
+//! it must keep coming (the innermost layer paces it, see `s3_call`).
 
 use tower::Service;
 
