@@ -29,12 +29,36 @@ use crate::client_config::ClientConfig;
 use crate::connection::Security;
 use crate::crypto::{derive_keys, Cipherer, PreauthHash, Signer};
 use crate::error::{Error, Result};
-use crate::logon::Logon;
-use crate::session::Negotiated;
+use crate::logon::{Logon, LogonFacts};
 
 /// Most SESSION_SETUP round trips a logon may take (NTLM takes two,
 /// Kerberos one or two).
 const MAX_ROUNDS: u32 = 4;
+
+/// What NEGOTIATE and SESSION_SETUP settled on.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    /// Dialect revision (0x0300, 0x0302 or 0x0311).
+    pub dialect: u16,
+    /// Largest READ in bytes.
+    pub max_read_size: u32,
+    /// Largest WRITE in bytes.
+    pub max_write_size: u32,
+    /// Largest QUERY/IOCTL buffer in bytes.
+    pub max_transact_size: u32,
+    /// Signing algorithm in use, if the session is signed.
+    pub signing: Option<SigningAlgorithm>,
+    /// Whether every message is signed.
+    pub sign_all: bool,
+    /// Cipher available for encryption.
+    pub cipher: Option<Cipher>,
+    /// The whole session is encrypted.
+    pub encrypt_all: bool,
+    /// The server made this a guest session.
+    pub is_guest: bool,
+    /// Anonymous (null) session.
+    pub is_anonymous: bool,
+}
 
 /// Both sides of a NEGOTIATE, as FSCTL_VALIDATE_NEGOTIATE_INFO compares
 /// them (MS-SMB2 2.2.31.4, 2.2.32.6).
@@ -250,13 +274,6 @@ struct Final<'a> {
     session_id: u64,
     flags: u16,
     msg: &'a [u8],
-}
-
-/// What the logon says of itself once finished.
-pub(crate) struct LogonFacts {
-    pub(crate) kerberos: bool,
-    pub(crate) anonymous: bool,
-    pub(crate) ticket_lifetime: Option<std::time::Duration>,
 }
 
 /// The set-up session: the keys for the connection, what was negotiated,

@@ -117,8 +117,8 @@ impl Logon {
     }
 
     /// What the session setup's last checks need of a finished logon.
-    pub(crate) fn facts(&self) -> crate::handshake::LogonFacts {
-        crate::handshake::LogonFacts {
+    pub(crate) fn facts(&self) -> LogonFacts {
+        LogonFacts {
             kerberos: self.is_kerberos(),
             anonymous: self.is_anonymous(),
             ticket_lifetime: self.ticket_lifetime(),
@@ -129,4 +129,11 @@ impl Logon {
     pub(crate) fn is_kerberos(&self) -> bool {
         matches!(self, Logon::Kerberos(_))
     }
+}
+
+/// What the logon says of itself once finished.
+pub(crate) struct LogonFacts {
+    pub(crate) kerberos: bool,
+    pub(crate) anonymous: bool,
+    pub(crate) ticket_lifetime: Option<std::time::Duration>,
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use smb_proto::message::Empty;
-use smb_proto::negotiate::{Cipher, NegotiateResponse, SigningAlgorithm};
+use smb_proto::negotiate::NegotiateResponse;
 use smb_proto::{Command, NtStatus};
 
 use smb_proto::create::FileId;
@@ -17,33 +17,9 @@ use smb_proto::ioctl::{IoctlRequest, IoctlResponse, FSCTL_VALIDATE_NEGOTIATE_INF
 pub use crate::client_config::{ClientConfig, MAX_IO_SIZE};
 use crate::connection::{Connection, Op};
 use crate::error::{Error, Result};
+pub use crate::handshake::Negotiated;
 use crate::handshake::{AfterSetup, Established, ExpectNegotiate, SetupAnswer, ValidateNegotiate};
 use crate::logon::Logon;
-
-/// What NEGOTIATE and SESSION_SETUP settled on.
-#[derive(Debug, Clone)]
-pub struct Negotiated {
-    /// Dialect revision (0x0300, 0x0302 or 0x0311).
-    pub dialect: u16,
-    /// Largest READ in bytes.
-    pub max_read_size: u32,
-    /// Largest WRITE in bytes.
-    pub max_write_size: u32,
-    /// Largest QUERY/IOCTL buffer in bytes.
-    pub max_transact_size: u32,
-    /// Signing algorithm in use, if the session is signed.
-    pub signing: Option<SigningAlgorithm>,
-    /// Whether every message is signed.
-    pub sign_all: bool,
-    /// Cipher available for encryption.
-    pub cipher: Option<Cipher>,
-    /// The whole session is encrypted.
-    pub encrypt_all: bool,
-    /// The server made this a guest session.
-    pub is_guest: bool,
-    /// Anonymous (null) session.
-    pub is_anonymous: bool,
-}
 
 /// An authenticated session on one connection.
 #[derive(Clone)]
