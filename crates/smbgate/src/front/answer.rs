@@ -32,13 +32,14 @@ pub(super) struct Answer<S> {
     metrics: Arc<Metrics>,
     auth_log: Arc<crate::auth_log::AuthLog>,
     /// `--domain`: a request's bucket by its Host, for the access log of a
-    /// request s3s resolved no bucket for.
-    domain: Option<crate::vhost::Domain>,
+    /// request s3s resolved no bucket for (shared: the stack is cloned per
+    /// request).
+    domain: Option<Arc<crate::vhost::Domain>>,
 }
 
 impl<S> Answer<S> {
     pub(super) fn new(inner: S, metrics: Arc<Metrics>, domain: Option<crate::vhost::Domain>) -> Answer<S> {
-        Answer { inner, metrics, auth_log: Arc::default(), domain }
+        Answer { inner, metrics, auth_log: Arc::default(), domain: domain.map(Arc::new) }
     }
 }
 
@@ -69,7 +70,7 @@ where
         // What only the access log needs is gathered only then.
         let logged = crate::access_line::enabled();
         let named_bucket = logged
-            .then(|| crate::vhost::addressed(self.domain.as_ref(), &req).map(|a| a.bucket))
+            .then(|| crate::vhost::addressed(self.domain.as_deref(), &req).map(|a| a.bucket))
             .flatten()
             .filter(|b| s3s::path::check_bucket_name(b));
         // Who asked, for the access log and the log of failed

@@ -85,12 +85,11 @@ where
             Some((origin, rules.bucket_of(&req)?, method))
         });
         let answering = self.inner.call(req);
+        let Some((origin, bucket, method)) = asked else { return answering };
         Box::pin(async move {
             let mut resp = answering.await?;
-            if let Some((origin, bucket, method)) = asked {
-                if let Ok(Some(c)) = rules.cache.get(&bucket).await {
-                    crate::cors::decorate(resp.headers_mut(), &c, &origin, &method);
-                }
+            if let Ok(Some(c)) = rules.cache.get(&bucket).await {
+                crate::cors::decorate(resp.headers_mut(), &c, &origin, &method);
             }
             Ok(resp)
         })

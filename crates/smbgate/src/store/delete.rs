@@ -9,9 +9,9 @@ use super::share_ops::{LiveShare, ShareOps};
 use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
-use super::meta::{ObjectMeta, META_EA};
+use super::meta::META_EA;
 use super::path::SharePath;
-use super::reads::object_open::check_record_key;
+use super::reads::object_open::{check_record_key, keyed};
 use super::share::is_not_found;
 use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
@@ -46,8 +46,8 @@ impl Deletes {
         // being deleted. A file without a record naming its key (someone
         // else's): its on-disk name decides, never a case-insensitive match.
         let kept = kept_as(mapped, *path != self.root.object_path(bucket, mapped));
-        let names = |meta: Option<ObjectMeta>, on_disk: Option<String>| async move {
-            self.reads.check_exact_name(tree, bucket, &kept, &meta, on_disk.as_deref()).await
+        let names = |keyed: bool, on_disk: Option<String>| async move {
+            self.reads.check_exact_name(tree, bucket, &kept, keyed, on_disk.as_deref()).await
         };
         let live = LiveShare { tree, records: self.root.records() };
         delete_checked(&live, path.as_str(), key, conditions, exact, names).await
@@ -194,7 +194,7 @@ pub(crate) async fn delete_checked<S, N, F>(
 ) -> Result<StoreResult<bool>, ShareError>
 where
     S: ShareOps,
-    N: FnOnce(Option<ObjectMeta>, Option<String>) -> F,
+    N: FnOnce(bool, Option<String>) -> F,
     F: std::future::Future<Output = StoreResult<()>>,
 {
     let (handle, meta, on_disk) = s.open_delete_with_meta(path, exact, !conditions.is_empty()).await?;
@@ -203,7 +203,7 @@ where
     let Ok(meta) = check_record_key(meta, key) else {
         return Ok(Ok(false)); // only a case-variant exists
     };
-    match names(meta.clone(), on_disk).await {
+    match names(keyed(&meta), on_disk).await {
         Ok(()) => {}
         Err(StoreError::NoSuchKey) => return Ok(Ok(false)),
         Err(e) => return Ok(Err(e)),

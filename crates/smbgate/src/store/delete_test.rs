@@ -19,7 +19,7 @@ const SEEDS: u64 = 300;
 fn delete_if_match<'a>(s: &'a MemoryShare, etag: &'a str) -> Racer<'a> {
     Box::pin(async move {
         let cond = Conditions { if_match: Some(EtagCondition::parse(&format!("\"{etag}\""))), ..Default::default() };
-        let names = || |_: Option<ObjectMeta>, _: Option<String>| async { Ok(()) };
+        let names = || |_: bool, _: Option<String>| async { Ok(()) };
         let attempt = || retry_sharing(|| delete_checked(s, KEY, "k", &cond, false, names()));
         let nothing = |r: &Result<StoreResult<bool>, ShareError>| matches!(r, Err(e) if is_not_found(e));
         match while_in_motion(s, LOCK, true, attempt, nothing).await {

@@ -82,6 +82,7 @@ pub struct Store {
 }
 
 struct Owners {
+    root: Root,
     reads: Reads,
     writes: Writes,
     deletes: Deletes,
@@ -101,7 +102,8 @@ impl Store {
                 deletes: Deletes { root: root.clone(), reads: reads.clone() },
                 uploads: Uploads { root: root.clone(), writes: writes.clone() },
                 listings: Listings { root: root.clone() },
-                buckets: Buckets { root },
+                buckets: Buckets { root: root.clone() },
+                root,
                 reads,
                 writes,
             }),
@@ -140,7 +142,7 @@ impl Store {
 
     /// The share root all six work on.
     pub fn root(&self) -> &Root {
-        &self.inner.buckets.root
+        &self.inner.root
     }
 
     /// The GET read-ahead budget (see `stream`).

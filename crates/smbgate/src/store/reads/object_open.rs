@@ -31,6 +31,12 @@ pub(crate) fn check_record_key(meta: Option<ObjectMeta>, key: &str) -> StoreResu
     }
 }
 
+/// True if `meta` is a record that names its key (written through S3),
+/// which [`check_record_key`] has compared: no name lookup is then needed.
+pub(crate) fn keyed(meta: &Option<ObjectMeta>) -> bool {
+    meta.as_ref().is_some_and(|m| m.key.is_some())
+}
+
 /// NoSuchKey unless what opened is what the key names: a file for a plain
 /// key, a directory carrying a marker record (or an empty folder, as
 /// `found` says) for a key ending in `/`.
@@ -218,7 +224,7 @@ impl Reads {
         (path, found): (&SharePath, Found),
     ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
         let meta = check_record_key(meta, key)?;
-        self.check_exact_name(tree, bucket, &kept_as(mapped, found == Found::Beside), &meta, on_disk).await?;
+        self.check_exact_name(tree, bucket, &kept_as(mapped, found == Found::Beside), keyed(&meta), on_disk).await?;
         let info = ObjectInfo::new(create, meta.clone(), path);
         check_kind(create.times.is_directory(), mapped.dir_marker && found != Found::Beside, found, &info)?;
         Ok((meta, info))
@@ -343,7 +349,7 @@ impl Reads {
     /// in another case on a case-insensitive share (S3 keys are
     /// case-sensitive), or a long name `mapped` is an 8.3 alias of
     /// ([`crate::store::Root::exact_names_for`]).
-    /// A record naming its key has already been compared
+    /// A record naming its key (`keyed`) has already been compared
     /// ([`check_record_key`]); a file without one (put there by someone
     /// else) is judged by `on_disk`, its path as the open's compound read
     /// it, or, if the server gave none, by one more batch of name lookups.
@@ -354,10 +360,10 @@ impl Reads {
         tree: &share::Tree,
         bucket: &str,
         mapped: &MappedKey,
-        meta: &Option<ObjectMeta>,
+        keyed: bool,
         on_disk: Option<&str>,
     ) -> StoreResult<()> {
-        if !self.root.exact_names_for(mapped) || meta.as_ref().is_some_and(|m| m.key.is_some()) {
+        if !self.root.exact_names_for(mapped) || keyed {
             return Ok(());
         }
         let differs = match on_disk {

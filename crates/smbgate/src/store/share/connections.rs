@@ -27,7 +27,7 @@ pub fn other_connections(pool: &Pool, n: usize, holding: &[&Tree]) -> Vec<Tree> 
 }
 
 /// The connection `handle` is open on (a handle's file id means nothing on
-/// another connection).
-pub fn connection_of(handle: &Handle) -> &Tree {
+/// another connection), as a tree of its own.
+pub fn connection_of(handle: &Handle) -> Tree {
     handle.tree()
 }

@@ -11,7 +11,7 @@ use smb_proto::info::FileTimes;
 ///
 /// Errors: the QUERY_INFO's NTSTATUS.
 pub async fn query_times(handle: &Handle) -> Result<FileTimes> {
-    handle.tree().smb().query_times(handle.smb().id()).await.map_err(Into::into)
+    handle.smb().tree().query_times(handle.smb().id()).await.map_err(Into::into)
 }
 
 /// True if the open `handle`'s file is being deleted: its last handle is
@@ -19,7 +19,7 @@ pub async fn query_times(handle: &Handle) -> Result<FileTimes> {
 ///
 /// Errors: the QUERY_INFO's NTSTATUS.
 pub async fn is_going(handle: &Handle) -> Result<bool> {
-    Ok(handle.tree().smb().query_standard(handle.smb().id()).await?.is_going())
+    Ok(handle.smb().tree().query_standard(handle.smb().id()).await?.is_going())
 }
 
 /// True if what opened is a directory, or no file at all: an open of a

@@ -54,7 +54,7 @@ impl Lane {
     /// A lane on the caller's open `file`, writing from file offset `at`
     /// with up to `budget` bytes in flight.
     pub fn on(file: &Handle, at: u64, budget: usize) -> Lane {
-        let tree = file.tree().clone();
+        let tree = file.tree();
         let writer = tree.smb().writer(file.smb().id(), at, budget);
         Lane { tree, own: None, writer, budget, reopen: file.smb().reopen_info(), acked_before: 0, reopens: 0 }
     }
@@ -124,7 +124,7 @@ impl Lane {
             );
             let tree = connection(pool).await?;
             let handle = match tree.smb().reopen(&reopen).await {
-                Ok((h, _)) => Handle::new(&tree, h),
+                Ok((h, _)) => Handle::of(h),
                 Err(e) => {
                     cause = e.into();
                     continue;

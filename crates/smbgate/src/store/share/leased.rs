@@ -49,7 +49,7 @@ impl Held {
     pub fn holds(&self) -> bool {
         self.lease.state() & HOLD == HOLD
             && self.handle.smb().is_open()
-            && !self.handle.tree().smb().conn().is_poisoned()
+            && !self.handle.smb().tree().conn().is_poisoned()
     }
 }
 
@@ -117,7 +117,7 @@ pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> R
     let mut rs = answers.into_iter();
     let handle = smb_client::Handle::from_response(tree.smb(), rs.next().expect("one answer per request"))?;
     let (handle, lease) = leased.opened(handle).await?;
-    let handle = Handle::new(tree, handle);
+    let handle = Handle::of(handle);
     let Some(held) = held(handle, lease).await else { return Ok(None) };
     let meta = rs.next().and_then(|a| decode_meta(&a, held.created()));
     let data = match (read > 0).then(|| rs.next()).flatten() {

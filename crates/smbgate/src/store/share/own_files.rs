@@ -134,5 +134,5 @@ pub async fn create_once(tree: &Tree, path: &str, data: &[u8]) -> Result<bool> {
 
 /// Truncates or extends the open `handle` to `size` bytes.
 pub async fn set_end_of_file(handle: &Handle, size: u64) -> Result<()> {
-    handle.tree().smb().set_info(handle.smb().id(), SetFileInfo::EndOfFile(size)).await.map_err(Into::into)
+    handle.smb().tree().set_info(handle.smb().id(), SetFileInfo::EndOfFile(size)).await.map_err(Into::into)
 }

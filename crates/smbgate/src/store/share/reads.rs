@@ -29,7 +29,7 @@ impl RangeReader {
 /// Errors: the range overflows.
 pub fn read_range(handle: &Handle, range: Range<u64>, in_flight: usize) -> Result<RangeReader> {
     let len = range.end.saturating_sub(range.start);
-    Ok(RangeReader(handle.tree().smb().reader(handle.smb().id(), range.start, len, in_flight)?))
+    Ok(RangeReader(handle.smb().tree().reader(handle.smb().id(), range.start, len, in_flight)?))
 }
 
 /// Reads `range` of the open `handle` into memory. Returns the pieces and
@@ -57,5 +57,5 @@ pub async fn read_all(handle: &Handle, len: u64, in_flight: usize, mut sink: imp
         sink(b);
         Ok(())
     };
-    handle.tree().smb().read_pipelined(handle.smb().id(), 0, len, in_flight, sink).await.map_err(Into::into)
+    handle.smb().tree().read_pipelined(handle.smb().id(), 0, len, in_flight, sink).await.map_err(Into::into)
 }

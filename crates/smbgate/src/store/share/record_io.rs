@@ -30,10 +30,10 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
                 let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
                 return Err(Error::InvalidArgument(why).into());
             }
-            handle.tree().smb().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
+            handle.smb().tree().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
         }
-        Kind::Stream => rec.write_streams(handle.tree(), path, eas, true).await,
-        Kind::Sidecar { .. } => rec.write_sidecar(handle.tree(), handle_key(handle)?, eas).await,
+        Kind::Stream => rec.write_streams(&handle.tree(), path, eas, true).await,
+        Kind::Sidecar { .. } => rec.write_sidecar(&handle.tree(), handle_key(handle)?, eas).await,
     }
 }
 
@@ -58,7 +58,7 @@ pub async fn rewrite_records(handle: &Handle, rec: &Records, path: &str, eas: &[
         change: 0,
         attributes: 0,
     };
-    handle.tree().smb().set_info(handle.smb().id(), keep).await.map_err(Into::into)
+    handle.smb().tree().set_info(handle.smb().id(), keep).await.map_err(Into::into)
 }
 
 /// The sidecar key of an open file: from its CREATE's answer, or, for a
@@ -79,18 +79,18 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
 /// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
 pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
     match rec.kind() {
-        Kind::Ea => handle.tree().smb().query_eas(handle.smb().id(), names).await.map_err(Into::into),
+        Kind::Ea => handle.smb().tree().query_eas(handle.smb().id(), names).await.map_err(Into::into),
         Kind::Stream => {
             let mut out = Vec::new();
             for name in names {
-                if let Some(value) = rec.read_stream(handle.tree(), path, name).await? {
+                if let Some(value) = rec.read_stream(&handle.tree(), path, name).await? {
                     out.push(FullEa { name: name.to_string(), value: value.to_vec() });
                 }
             }
             Ok(out)
         }
         Kind::Sidecar { .. } => match handle_key(handle) {
-            Ok(key) => rec.read_sidecar(handle.tree(), key).await,
+            Ok(key) => rec.read_sidecar(&handle.tree(), key).await,
             Err(_) => Ok(Vec::new()),
         },
     }

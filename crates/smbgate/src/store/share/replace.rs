@@ -150,7 +150,7 @@ pub async fn swap_in(lock: &Handle, backup: &str, file: &Handle, target: &str) -
         SetInfoRequest { file_id: lock.smb().id(), info: SetFileInfo::Rename { target: &b, replace_if_exists: false } };
     let into =
         SetInfoRequest { file_id: file.smb().id(), info: SetFileInfo::Rename { target: &t, replace_if_exists: false } };
-    let [a, i] = take(lock.tree().smb().compound_unrelated(&[&away, &into]).await?)?;
+    let [a, i] = take(lock.smb().tree().compound_unrelated(&[&away, &into]).await?)?;
     Ok((a.ok_or_status(&[]).map(|_| ()).map_err(Into::into), i.ok_or_status(&[]).map(|_| ()).map_err(Into::into)))
 }
 
@@ -177,14 +177,14 @@ pub async fn rename_through_new_handle(tree: &Tree, source: &str, target: &str, 
 /// Renames the open `handle` to `target`, over an existing file only if
 /// `replace` (else STATUS_OBJECT_NAME_COLLISION).
 pub async fn rename(handle: &Handle, target: &str, replace: bool) -> Result<()> {
-    handle.tree().smb().rename(handle.smb().id(), target, replace).await.map_err(Into::into)
+    handle.smb().tree().rename(handle.smb().id(), target, replace).await.map_err(Into::into)
 }
 
 /// Marks the open `handle` delete-on-close.
 pub async fn delete_on_close(handle: &Handle) -> Result<()> {
     handle
-        .tree()
         .smb()
+        .tree()
         .set_info(handle.smb().id(), SetFileInfo::Disposition { delete_pending: true })
         .await
         .map_err(Into::into)
@@ -197,7 +197,7 @@ pub async fn delete_on_close(handle: &Handle) -> Result<()> {
 pub async fn close_and_delete(handle: Handle) -> Result<()> {
     let mark = SetInfoRequest { file_id: handle.smb().id(), info: SetFileInfo::Disposition { delete_pending: true } };
     let close = CloseRequest { file_id: handle.smb().id(), post_query: false };
-    let r = handle.tree().smb().compound(&[&mark, &close]).await.map_err(Into::into).and_then(take::<2>);
+    let r = handle.smb().tree().compound(&[&mark, &close]).await.map_err(Into::into).and_then(take::<2>);
     match r {
         Ok([marked, closed]) => {
             if closed.status() == NtStatus::STATUS_SUCCESS {

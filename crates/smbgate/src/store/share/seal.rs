@@ -26,14 +26,14 @@ impl Tree {
     ///
     /// Errors: the CREATE's NTSTATUS.
     pub(super) async fn open(&self, req: &smb_proto::create::CreateRequest<'_>) -> smb_client::Result<Handle> {
-        Ok(Handle::new(self, self.0.open(req).await?))
+        Ok(Handle::of(self.0.open(req).await?))
     }
 
     /// Opens a file with `req`, asking for a durable handle (one CREATE).
     ///
     /// Errors: the CREATE's NTSTATUS.
     pub(super) async fn open_durable(&self, req: &smb_proto::create::CreateRequest<'_>) -> smb_client::Result<Handle> {
-        Ok(Handle::new(self, self.0.open_durable(req).await?))
+        Ok(Handle::of(self.0.open_durable(req).await?))
     }
 
     /// The largest READ the server takes on this connection, in bytes.
@@ -57,27 +57,20 @@ impl Tree {
 /// (also when a request future is dropped mid-flight); [`Handle::close`]
 /// closes it and waits for the server's answer.
 pub struct Handle {
-    /// The connection the file is open on: its file id means nothing on
-    /// another.
-    tree: Tree,
     file: smb_client::Handle,
 }
 
 impl Handle {
-    pub(super) fn new(tree: &Tree, file: smb_client::Handle) -> Handle {
-        Handle { tree: tree.clone(), file }
+    /// Wraps `file` (which knows its own connection).
+    pub(super) fn of(file: smb_client::Handle) -> Handle {
+        Handle { file }
     }
 
     /// The handle a CREATE answer `r` (sent on `tree`) opened.
     ///
     /// Errors: the CREATE's NTSTATUS.
     pub(super) fn from_response(tree: &Tree, r: smb_client::connection::Response) -> smb_client::Result<Handle> {
-        Ok(Handle::new(tree, smb_client::Handle::from_response(&tree.0, r)?))
-    }
-
-    /// Wraps `file`, open on its own tree.
-    pub(super) fn of(file: smb_client::Handle) -> Handle {
-        Handle { tree: Tree(file.tree().clone()), file }
+        Ok(Handle::of(smb_client::Handle::from_response(&tree.0, r)?))
     }
 
     /// The client's handle, for this layer's requests.
@@ -90,9 +83,11 @@ impl Handle {
         self.file
     }
 
-    /// The connection the file is open on.
-    pub fn tree(&self) -> &Tree {
-        &self.tree
+    /// The connection the file is open on (its file id means nothing on
+    /// another), as a tree of its own: a clone, so the layer's requests on
+    /// the handle use [`Handle::smb`]'s instead.
+    pub fn tree(&self) -> Tree {
+        Tree(self.file.tree().clone())
     }
 
     /// What the CREATE that opened it answered (file id, times, size,

@@ -90,7 +90,7 @@ pub async fn publish_and_close(
     replace: bool,
 ) -> std::result::Result<(), (ShareError, Option<TempFile>)> {
     temp.publishing.store(true, Ordering::Release);
-    let (tree, id) = (temp.handle().tree().clone(), temp.handle().smb().id());
+    let (tree, id) = (temp.handle().tree(), temp.handle().smb().id());
     let t = smb_client::tree::smb_path(target);
     let rename = SetInfoRequest { file_id: id, info: SetFileInfo::Rename { target: &t, replace_if_exists: replace } };
     let close = CloseRequest { file_id: id, post_query: false };
@@ -180,7 +180,7 @@ impl TempFile {
     /// connection came back).
     pub async fn revive(&mut self, replacement: Option<Handle>) -> Result<()> {
         let handle = self.handle.as_ref().expect("present until keep or discard");
-        if !handle.tree().smb().conn().is_poisoned() {
+        if !handle.smb().tree().conn().is_poisoned() {
             return Ok(()); // a replacement (if any) is dropped, and closes itself
         }
         let fresh = match replacement {
@@ -269,7 +269,7 @@ pub(crate) async fn discard(handle: Handle, path: String, pool: Pool, by_name: b
     // by a concurrent upload of the part) would go in its place: mark ours
     // only while the name is still ours. Private temp names need no look.
     let id = shared_name.then(|| handle.info().on_disk_id()).flatten();
-    if !by_name && id.is_some() && !name_is(handle.tree(), &path, id).await {
+    if !by_name && id.is_some() && !name_is(&handle.tree(), &path, id).await {
         let _ = handle.close().await;
         return;
     }

@@ -37,7 +37,7 @@ impl Writes {
         }
         record.tags = tags;
         let written = share::rewrite_records(&handle, self.root.records(), path.as_str(), &[record.to_ea()]).await;
-        let tree = share::connection_of(&handle).clone();
+        let tree = share::connection_of(&handle);
         let _ = handle.close().await;
         self.root.warn_holders_after(&tree, path.as_str()).await;
         written.map_err(|e| record_write_error(e, record.record_len()))

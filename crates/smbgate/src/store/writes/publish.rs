@@ -71,7 +71,7 @@ impl Writes {
         key: &str,
         cond: &EtagCondition,
     ) -> StoreResult<()> {
-        let tree = share::connection_of(file);
+        let tree = &share::connection_of(file);
         let plain = self.root.object_path(bucket, mapped);
         let path = self.root.write_path(bucket, mapped);
         self.root.forget_listing(bucket, mapped);
@@ -123,7 +123,7 @@ impl Writes {
                 self.publish_if_match(file, publishing, bucket, key, &original, cond).await?;
                 if key.dir_marker {
                     self.root
-                        .body_replaces_empty_marker(share::connection_of(file), &self.root.object_path(bucket, key))
+                        .body_replaces_empty_marker(&share::connection_of(file), &self.root.object_path(bucket, key))
                         .await;
                 }
                 Ok(())
@@ -147,7 +147,7 @@ impl Writes {
     /// upload of the part holds its record); PreconditionFailed; SMB errors
     /// otherwise.
     async fn publish_if(&self, file: &Handle, source: &str, target: &Target, replace: bool) -> StoreResult<()> {
-        let tree = share::connection_of(file);
+        let tree = &share::connection_of(file);
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),
             Target::Part(path) => {
@@ -303,7 +303,7 @@ impl Writes {
     /// the target open, through a new handle on `source` from each other
     /// pooled connection.
     async fn rename_over(&self, file: &Handle, source: &str, target: &str, replace: bool) -> Result<(), ShareError> {
-        let tree = share::connection_of(file);
+        let tree = &share::connection_of(file);
         if !replace {
             return self.rename_over_warned(file, source, target, false).await;
         }
@@ -332,7 +332,7 @@ impl Writes {
         target: &str,
         replace: bool,
     ) -> Result<(), ShareError> {
-        let tree = share::connection_of(file);
+        let tree = &share::connection_of(file);
         retry_busy(|| async {
             let refused = match share::rename(file, target, replace).await {
                 Err(e) if e.failure() == Failure::AccessDenied => e,

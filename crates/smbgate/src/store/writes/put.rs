@@ -131,7 +131,7 @@ impl Writes {
             // replace, so a file that came meanwhile is warned about on
             // the slow path.
             Seen::Absent => self.root.absent_for_cache(&target_path),
-            _ => self.root.warn_holders(&share::connection_of(temp.handle()).clone(), &target_path).await,
+            _ => self.root.warn_holders(&share::connection_of(temp.handle()), &target_path).await,
         };
         // A failed compound (a file came where none was warned about, a
         // missing parent) publishes the slow way, which warns again.
@@ -177,7 +177,7 @@ impl Writes {
             .await
             .map_err(|e| record_write_error(e, meta.record_len()))?;
         if let Target::Object { bucket, key } = target {
-            self.check_write_conditions(share::connection_of(temp.handle()), bucket, key, &req).await?;
+            self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
         self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
