@@ -216,7 +216,7 @@ pub(crate) struct SetupAnswer<'a> {
 /// What a SESSION_SETUP answer leads to.
 pub(crate) enum AfterSetup {
     /// Another round: send [`ExpectSessionSetup::request`] again.
-    More(ExpectSessionSetup),
+    More(Box<ExpectSessionSetup>),
     /// The session is set up.
     Done(Box<Established>),
 }
@@ -255,7 +255,7 @@ impl ExpectSessionSetup {
             self.token = self.logon.step(&body.token)?;
             self.session_id = answer.session_id;
             self.round += 1;
-            return Ok(AfterSetup::More(self));
+            return Ok(AfterSetup::More(Box::new(self)));
         }
         if answer.status != NtStatus::STATUS_SUCCESS {
             return Err(Error::Status { command: Command::SessionSetup, status: answer.status });

@@ -74,7 +74,7 @@ impl Session {
             };
             let answer = SetupAnswer { status: resp.status(), session_id: resp.header.session_id, msg: &resp.msg };
             match setup.answer(&sent, answer, config)? {
-                AfterSetup::More(next) => setup = next,
+                AfterSetup::More(next) => setup = *next,
                 AfterSetup::Done(done) => break *done,
             }
         };
