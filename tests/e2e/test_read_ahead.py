@@ -15,6 +15,7 @@ import urllib.parse
 import pytest
 
 from conftest import Gateway, open_handles, put_on_share
+from resetproxy import ResetProxy
 
 MIB = 1 << 20
 
@@ -192,19 +193,46 @@ def test_put_over_a_key_a_get_holds_open_succeeds_and_the_get_keeps_the_old_vers
         gw.stop()
 
 
-def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_denied(rsamba):
-    # With one pooled connection the rename has nowhere else to go: the PUT
-    # gets a retryable 503 SlowDown that says why, and the old object stays
-    # whole.
-    from botocore.exceptions import ClientError
+def test_put_over_a_key_held_open_on_every_pooled_connection_goes_through_the_spare(rsamba):
+    # With one pooled connection, and the GET's handle on it, no pooled
+    # connection can rename over the object: the pool's spare connection,
+    # on which the gateway never keeps a file open, can. The held GET keeps
+    # reading the old file, all of it. (With more readers than connections,
+    # an overwrite race on a loaded machine answered a PUT 503 before.)
     old = random.Random(13).randbytes(60 * MIB)
     held = put_on_share(rsamba, "readahead", "held1.bin", old)
     gw = Gateway(rsamba, env={"SMBGATE_SEGMENT_SIZE": str(32 * MIB), "SMBGATE_POOL_SIZE": "1"})
     try:
         s3 = gw.client(signature_version="s3v4")
         c = held_get(gw, s3, "held1.bin")
+        r = s3.put_object(Bucket="readahead", Key="held1.bin", Body=b"new")
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+        assert held.read_bytes() == b"new"
+        got = b"HTTP/1.1 200" + read_to_end(c)
+        c.close()
+        assert got.split(b"\r\n\r\n", 1)[1] == old
+    finally:
+        gw.stop()
+
+
+def test_put_over_a_key_held_open_with_no_connection_left_is_slowdown_not_access_denied(rsamba):
+    # When the spare connection cannot be made either (the server takes no
+    # new connection, here a proxy refusing them), the rename has nowhere
+    # else to go: the PUT gets a retryable 503 SlowDown that says why, and
+    # the old object stays whole.
+    from botocore.exceptions import ClientError
+    old = random.Random(14).randbytes(60 * MIB)
+    held = put_on_share(rsamba, "readahead", "held2.bin", old)
+    proxy = ResetProxy(rsamba.port)
+    share = f"smb://127.0.0.1:{proxy.port}/{rsamba.env['SMB_SHARE']}"
+    gw = Gateway(rsamba, env={"SMBGATE_SHARE": share, "SMBGATE_SEGMENT_SIZE": str(32 * MIB),
+                              "SMBGATE_POOL_SIZE": "1"})
+    try:
+        s3 = gw.client(signature_version="s3v4")
+        c = held_get(gw, s3, "held2.bin")
+        proxy.refuse(True)
         with pytest.raises(ClientError) as exc:
-            s3.put_object(Bucket="readahead", Key="held1.bin", Body=b"new")
+            s3.put_object(Bucket="readahead", Key="held2.bin", Body=b"new")
         err = exc.value.response
         assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
         assert err["Error"]["Code"] == "SlowDown"
@@ -213,6 +241,7 @@ def test_put_over_a_key_held_open_on_the_only_connection_is_slowdown_not_access_
         assert held.read_bytes() == old
     finally:
         gw.stop()
+        proxy.stop()
 
 
 def test_clients_hanging_up_mid_get_leave_no_handle_open(rsamba):

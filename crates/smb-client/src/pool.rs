@@ -78,6 +78,8 @@ struct PoolInner {
     aimd: Mutex<Aimd>,
     /// Connections replaced after a loss, since the pool opened.
     reconnects: std::sync::atomic::AtomicU64,
+    /// The spare connection ([`Pool::spare`]), opened on first use.
+    spare: tokio::sync::Mutex<Option<Tree>>,
 }
 
 /// What a pool's connections are doing now, for metrics.
@@ -135,7 +137,7 @@ impl Pool {
             slots.push(Slot { tree: RwLock::new(t.ok()), reconnecting: AtomicBool::new(false) });
         }
         let aimd = Mutex::new(Aimd::new(cfg.max_in_flight, cfg.min_in_flight, Instant::now()));
-        let inner = Arc::new(PoolInner { cfg, slots, aimd, reconnects: Default::default() });
+        let inner = Arc::new(PoolInner { cfg, slots, aimd, reconnects: Default::default(), spare: Default::default() });
         tokio::spawn(maintain(Arc::downgrade(&inner)));
         Ok(Pool { inner })
     }
@@ -189,6 +191,29 @@ impl Pool {
         v.sort_by_key(|t| t.conn().in_flight());
         v.truncate(n);
         v
+    }
+
+    /// A connection to the share outside the pool's slots: [`Pool::get`],
+    /// [`Pool::try_get`] and [`Pool::spread`] never hand it out, so no
+    /// handle their callers keep open lives on it. Opened on first use and
+    /// kept; opened again once it is lost or its Kerberos session is due for
+    /// renewal. It is for an operation the server refuses while a handle in
+    /// the same server process is open: Samba runs one smbd per connection
+    /// and refuses (STATUS_ACCESS_DENIED) a rename over a file that process
+    /// holds open. Not counted in [`PoolStats`].
+    ///
+    /// Errors: as [`Pool::connect`] for a new connection.
+    pub async fn spare(&self) -> Result<Tree> {
+        let mut spare = self.inner.spare.lock().await;
+        let now = Instant::now();
+        if let Some(t) =
+            spare.as_ref().filter(|t| !t.conn().is_poisoned() && t.session().renew_at().is_none_or(|at| at > now))
+        {
+            return Ok(t.clone());
+        }
+        let t = open_tree(&self.inner.cfg).await?;
+        *spare = Some(t.clone());
+        Ok(t)
     }
 
     /// Number of healthy connections with no request in flight.

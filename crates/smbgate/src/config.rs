@@ -165,7 +165,8 @@ pub struct ServeArgs {
     pub pool_size: usize,
     /// Most pools of S3 users' own SMB identities open at once (the least
     /// recently used is closed to make room); with `--pool-size` this
-    /// bounds the SMB connections: pool_size x (1 + user_pools).
+    /// bounds the SMB connections: (pool_size + 1) x (1 + user_pools), the one
+    /// more being a pool's spare, opened only when needed.
     #[arg(long, env = "SMBGATE_USER_POOLS", default_value_t = 16,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "SMB")]
     pub user_pools: usize,

@@ -26,6 +26,16 @@ pub fn other_connections(pool: &Pool, n: usize, holding: &[&Tree]) -> Vec<Tree> 
     pool.spread(n).into_iter().map(Tree::new).filter(|t| !holding.iter().any(|h| h.same_connection(t))).collect()
 }
 
+/// The pool's spare connection ([`Pool::spare`]), on which the store never
+/// keeps a handle open: a rename over an object that every pooled
+/// connection's smbd process holds open (readers streaming it) still
+/// succeeds there.
+///
+/// Errors: no connection could be made.
+pub async fn spare_connection(pool: &Pool) -> Result<Tree> {
+    pool.spare().await.map(Tree::new).map_err(Into::into)
+}
+
 /// The connection `handle` is open on (a handle's file id means nothing on
 /// another connection), as a tree of its own.
 pub fn connection_of(handle: &Handle) -> Tree {

@@ -31,7 +31,7 @@ mod requests;
 mod seal;
 mod temp;
 
-pub use connections::{connection, connection_of, idle_connection, other_connections};
+pub use connections::{connection, connection_of, idle_connection, other_connections, spare_connection};
 pub use dirs::{create_dir_with_eas, is_own_dir, mkdir_own, set_dir_ea, OWN_DIR_MARK};
 use failure::SmbFailure;
 

@@ -6,7 +6,9 @@
 //! connection; handles on other connections do not block the rename (the
 //! holder keeps reading the old version). A gateway's own GETs hold handles
 //! on its pooled connections, so a refused rename is tried again from each
-//! of the other pooled connections before it backs off (failure class 13).
+//! of the other pooled connections, then from the pool's spare connection,
+//! on which the store keeps nothing open, before it backs off (failure
+//! class 13).
 
 use crate::store::share::{Handle, Tree};
 
@@ -341,22 +343,43 @@ impl Writes {
             tracing::debug!(target, "rename refused on its own connection; trying the other pooled connections");
             let others = share::other_connections(self.root.pool(), usize::MAX, &[tree]);
             for other in others {
-                match share::rename_through_new_handle(&other, source, target, replace).await {
-                    Ok(()) => return Ok(()),
-                    Err(e) if is_busy(&e) => {}
-                    Err(e) => {
-                        // A lost reply may hide a rename that happened: the
-                        // temp name is ours alone, so if it is gone, it moved.
-                        if matches!(share::stat(tree, source).await, Err(ref s) if is_not_found(s)) {
-                            return Ok(());
-                        }
-                        tracing::debug!(error = %e, "rename through another connection failed");
-                    }
+                if self.rename_through(&other, tree, source, target, replace).await {
+                    return Ok(());
                 }
             }
-            Err(refused)
+            // Readers may hold the object on every pooled connection (more
+            // GETs than connections): the spare holds nothing open.
+            tracing::debug!(target, "rename refused on every pooled connection; trying the spare");
+            match share::spare_connection(self.root.pool()).await {
+                Ok(spare) if self.rename_through(&spare, tree, source, target, replace).await => Ok(()),
+                Ok(_) => Err(refused),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no spare connection");
+                    Err(refused)
+                }
+            }
         })
         .await
+    }
+
+    /// One try of the rename of `source` over `target` through a new handle
+    /// on `other`. Returns true once it is done, false if `other` was
+    /// refused too (busy, or failed another way that left the temp file at
+    /// `source`, which is looked at through `tree`).
+    async fn rename_through(&self, other: &Tree, tree: &Tree, source: &str, target: &str, replace: bool) -> bool {
+        match share::rename_through_new_handle(other, source, target, replace).await {
+            Ok(()) => true,
+            Err(e) if is_busy(&e) => false,
+            Err(e) => {
+                // A lost reply may hide a rename that happened: the temp
+                // name is ours alone, so if it is gone, it moved.
+                if matches!(share::stat(tree, source).await, Err(ref s) if is_not_found(s)) {
+                    return true;
+                }
+                tracing::debug!(error = %e, "rename through another connection failed");
+                false
+            }
+        }
     }
 
     /// Maps a rename that still fails to what the client should hear.
