@@ -10,10 +10,10 @@ use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
 use super::listing_cache::{stamp, DirCache};
+use super::names::Hint;
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
 use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
-use crate::store::meta::derived_etag;
 use crate::store::path::SharePath;
 use crate::store::records::{FileKey, Records};
 use crate::store::share::{self, is_not_found, ShareError};
@@ -137,14 +137,14 @@ impl SmbSource<'_> {
     /// exist. A window that cannot end within the cap (all directories)
     /// is read again without one.
     async fn read(&self, dir: &str, needed: &Needed) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
-        let mut cap = self.window;
+        let (mut cap, mut max_bytes) = (self.window, self.cache.window_bytes());
         loop {
             let mut reader = match share::DirReader::open(&self.tree, dir).await {
                 Ok(r) => r,
                 Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
             };
-            let mut window = WindowBuilder::new(needed, cap);
+            let mut window = WindowBuilder::new(needed, cap, max_bytes);
             let mut beside = Vec::new();
             // One QUERY_DIRECTORY answer at a time: only the window and
             // the page being looked at are held.
@@ -157,31 +157,29 @@ impl SmbSource<'_> {
                     Err(e) if is_not_found(&e) => return Ok(None),
                     Err(e) => return Err(e.into()),
                 };
-                for item in self.items(dir, entries, &mut beside).await? {
-                    window.push(item);
-                }
+                self.add(dir, entries, &mut window, &mut beside).await?;
             }
             let times = reader.times();
             reader.close().await?;
             match window.finish(beside) {
                 Some(w) => return Ok(Some((times, w))),
-                None => cap = usize::MAX,
+                None => (cap, max_bytes) = (usize::MAX, usize::MAX),
             }
         }
     }
 
-    /// The items of one page of `dir`'s entries, as the walk lists them;
-    /// objects kept beside their directory go to `beside`, merged once
-    /// the plain names are known (see `beside`).
+    /// Offers one page of `dir`'s entries to `window`, as the walk lists
+    /// them; objects kept beside their directory go to `beside`, merged
+    /// once the plain names are known (see `beside`).
     ///
     /// Errors: the record or alias lookups failed.
-    async fn items(
+    async fn add(
         &self,
         dir: &str,
         entries: Vec<share::DirEntry>,
+        window: &mut WindowBuilder,
         beside: &mut Vec<DirItem>,
-    ) -> StoreResult<Vec<DirItem>> {
-        let mut items = Vec::with_capacity(entries.len());
+    ) -> StoreResult<()> {
         let markers = self.record_markers(dir, &entries).await?;
         let aliases = self.short_aliases(dir, &entries).await?;
         for e in entries {
@@ -225,27 +223,16 @@ impl SmbSource<'_> {
                 // A directory with an EA (or a sidecar naming it a marker):
                 // possibly a marker object `name/`; confirmed when its ETag
                 // is fetched.
-                items.push(DirItem {
-                    name: format!("{name}/"),
-                    is_dir: false,
-                    size: 0,
-                    last_modified: e.times.last_write,
-                    etag_hint: None,
-                });
+                window.push_entry(&format!("{name}/"), false, 0, e.times.last_write, Hint::None);
             }
-            items.push(DirItem {
-                name,
-                is_dir,
-                size: e.times.end_of_file,
-                last_modified: e.times.last_write,
-                // A file without EAs has no record of ours: its ETag is the
-                // derived one, known from the directory entry alone (the
-                // entry's FileId is the on-disk id the open would report).
-                etag_hint: (!is_dir && self.records.shown_in_listings() && e.ea_size == 0)
-                    .then(|| derived_etag(e.times.end_of_file, e.times.last_write, e.file_id)),
-            });
+            // A file without EAs has no record of ours: its ETag is the
+            // derived one, known from the directory entry alone (the
+            // entry's FileId is the on-disk id the open would report).
+            let derived = !is_dir && self.records.shown_in_listings() && e.ea_size == 0;
+            let hint = if derived { Hint::Derived(e.file_id) } else { Hint::None };
+            window.push_entry(&name, is_dir, e.times.end_of_file, e.times.last_write, hint);
         }
-        Ok(items)
+        Ok(())
     }
 }
 

@@ -5,7 +5,9 @@
 //!
 //! SMB hands out a directory's entries in the server's order, S3 lists in
 //! key order, so a window costs one full read of the directory: it keeps
-//! the `cap + 1` smallest names at or after `from` in a bounded heap. The
+//! the `cap + 1` smallest names at or after `from`, held compactly
+//! ([`super::names`]), so that a window can hold a whole directory of a
+//! million entries in about 60 MB and page through it after one read. The
 //! walk ([`super::walk`]) lists what the window holds and, when it reaches
 //! the end of a window that is not the directory's last, ends its page
 //! there, truncated, with the window's last name as the marker; the next
@@ -17,71 +19,100 @@
 //! window that cannot end anywhere past `from` (its `cap` entries are all
 //! directories) is not made: the caller reads without a cap.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::sync::Arc;
 
-use super::walk::{prepared_item, DirItem, Needed, Window};
-
-/// An item ordered as [`super::walk::prepare`] sorts: by name, a marker
-/// before the directory of the same name.
-struct Ranked(DirItem);
-
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.name.cmp(&other.0.name).then(self.0.is_dir.cmp(&other.0.is_dir))
-    }
-}
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Ranked {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Ranked {}
+use super::names::{Hint, Names};
+use super::walk::{prepared_item, valid_parts, DirItem, Needed, Window};
 
 /// Builds a [`Window`] from a directory's entries in any order, holding at
-/// most `cap + 1` of them at a time.
+/// most `cap + 1` of them in at most `max_bytes`, and half as much again
+/// between cuts: entries are kept as they come and, once that many are
+/// held, sorted and cut back to the smallest that fit.
 pub struct WindowBuilder {
     from: String,
     /// What every kept name starts with (the prefix's rest).
     within: String,
     cap: usize,
-    /// The smallest entries so far, the largest on top.
-    heap: BinaryHeap<Ranked>,
+    max_bytes: usize,
+    names: Names,
+    /// An entry the page needs was let go: the window is not the whole
+    /// rest of the directory.
+    dropped: bool,
+    /// Once cut back: the largest entry kept, (name, is_dir). An entry at
+    /// or after it cannot be among the `cap + 1` smallest.
+    bound: Option<(String, bool)>,
+    /// A directory's name with its `/`, without an allocation per entry.
+    scratch: String,
 }
 
 impl WindowBuilder {
-    /// A window of at most `cap` entries (at least 2 are kept, so that a
-    /// window can end past its start) of the names `needed`.
-    /// `usize::MAX`: the whole rest of the directory.
-    pub fn new(needed: &Needed, cap: usize) -> WindowBuilder {
+    /// A window of at most `cap` entries of the names `needed`, held in
+    /// at most `max_bytes` (as [`Names::used_bytes`] counts them); at
+    /// least 2 entries are kept, so that a window can end past its start.
+    /// `usize::MAX` for both: the whole rest of the directory.
+    pub fn new(needed: &Needed, cap: usize, max_bytes: usize) -> WindowBuilder {
         let Needed { from, within } = needed.clone();
-        WindowBuilder { from, within, cap: cap.max(2), heap: BinaryHeap::new() }
+        WindowBuilder {
+            from,
+            within,
+            cap: cap.max(2),
+            max_bytes,
+            names: Names::new(),
+            dropped: false,
+            bound: None,
+            scratch: String::new(),
+        }
     }
 
     /// Offers one entry as the source decoded it (a directory's name
     /// without its `/`); entries no key can name and those not needed are
     /// dropped.
     pub fn push(&mut self, item: DirItem) {
-        let Some(item) = prepared_item(item) else { return };
-        if !self.needs(&item.name) {
+        let hint = item.etag_hint.as_deref().map_or(Hint::None, Hint::Text);
+        self.push_entry(&item.name, item.is_dir, item.size, item.last_modified, hint);
+    }
+
+    /// [`WindowBuilder::push`] from the entry's parts (`name` as decoded,
+    /// a directory's without its `/`).
+    pub fn push_entry(&mut self, name: &str, is_dir: bool, size: u64, last_modified: u64, hint: Hint<'_>) {
+        if !valid_parts(name, is_dir) {
             return;
         }
-        let item = Ranked(item);
-        if self.heap.len() > self.cap {
-            // Full: keep it only if it sorts before the largest kept.
-            match self.heap.peek() {
-                Some(top) if item < *top => {
-                    self.heap.pop();
-                }
-                _ => return,
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let name = if is_dir {
+            scratch.clear();
+            scratch.push_str(name);
+            scratch.push('/');
+            scratch.as_str()
+        } else {
+            name
+        };
+        if self.needs(name) {
+            if self.bound.as_ref().is_none_or(|(b, d)| (name, is_dir) < (b.as_str(), *d)) {
+                self.names.push(name, is_dir, size, last_modified, hint);
+            } else {
+                self.dropped = true;
             }
         }
-        self.heap.push(item);
+        self.scratch = scratch;
+        let over = |n: usize, max: usize| n > max.saturating_add(max / 2).saturating_add(2);
+        if over(self.names.len(), self.cap) || over(self.names.used_bytes(), self.max_bytes) {
+            self.cut_back();
+        }
+    }
+
+    /// Keeps only the smallest entries held: at most `cap + 1`, within
+    /// `max_bytes`, at least 2.
+    fn cut_back(&mut self) {
+        self.names.sort();
+        let cap = self.cap.saturating_add(1);
+        let fit = self.names.bytes_of_first(cap).take_while(|&b| b <= self.max_bytes).count();
+        let keep = fit.max(2);
+        if keep < self.names.len() {
+            self.dropped = true;
+            self.names.truncate(keep);
+            self.bound = self.names.last().map(|l| (l.name.to_owned(), l.is_dir));
+        }
     }
 
     /// Whether the page needs the (prepared) name.
@@ -98,36 +129,42 @@ impl WindowBuilder {
     /// `None`: no end past `from` can be found among the kept entries;
     /// read again with a cap of `usize::MAX`.
     pub fn finish(mut self, extra: Vec<DirItem>) -> Option<Window> {
-        let heap = std::mem::take(&mut self.heap);
-        let mut items: Vec<DirItem> = heap.into_sorted_vec().into_iter().map(|r| r.0).collect();
-        let complete = items.len() <= self.cap;
+        self.cut_back();
+        let mut items = std::mem::take(&mut self.names);
+        // Past a cut (or at `cap + 1` entries), the last entry kept only
+        // shows what follows the one before it: the window ends before it.
+        let complete = !self.dropped && items.len() <= self.cap;
         if !complete {
-            let end = (0..self.cap).rev().find(|&i| {
-                let (it, next) = (&items[i], &items[i + 1]);
+            let end = (0..items.len().saturating_sub(1)).rev().find(|&i| {
+                let (it, next) = (items.get(i), items.get(i + 1));
                 // A marker's directory comes right after it, same name.
                 let its_directory_follows = next.is_dir && next.name == it.name;
-                !it.is_dir && !its_directory_follows && it.name > self.from
+                !it.is_dir && !its_directory_follows && it.name > self.from.as_str()
             })?;
             items.truncate(end + 1);
         }
-        let last = items.last().map(|l| l.name.clone());
-        let mut added = false;
+        let last = items.last().map(|l| l.name.to_owned());
+        let mut added = Vec::new();
         for e in extra.into_iter().filter_map(prepared_item) {
             if !self.needs(&e.name) || (!complete && last.as_deref().is_some_and(|l| e.name.as_str() > l)) {
                 continue;
             }
-            match items.iter_mut().find(|i| !i.is_dir && i.name == e.name) {
-                Some(plain) => plain.etag_hint = None,
-                None => {
-                    items.push(e);
-                    added = true;
-                }
+            // Sorted: the plain entry of that name, if any, is here.
+            let at = items.partition_point(0..items.len(), |i| i.sort_key() < (e.name.as_str(), false));
+            if at < items.len() && items.get(at).sort_key() == (e.name.as_str(), false) {
+                items.clear_hint(at);
+            } else {
+                added.push(e);
             }
         }
-        if added {
-            items.sort_by(|a, b| a.name.cmp(&b.name).then(a.is_dir.cmp(&b.is_dir)));
+        if !added.is_empty() {
+            for e in &added {
+                items.push_item(e);
+            }
+            items.sort();
         }
-        Some(Window { items: items.into(), complete })
+        items.shrink();
+        Some(Window { items: Arc::new(items), complete })
     }
 }
 
@@ -142,10 +179,10 @@ mod tests {
         DirItem { name: name.into(), is_dir: true, size: 0, last_modified: 0, etag_hint: None }
     }
     fn names(w: &Window) -> Vec<&str> {
-        w.items.iter().map(|i| i.name.as_str()).collect()
+        w.items.iter().map(|i| i.name).collect()
     }
     fn build(from: &str, cap: usize, items: &[DirItem]) -> Option<Window> {
-        let mut b = WindowBuilder::new(&Needed { from: from.into(), within: String::new() }, cap);
+        let mut b = WindowBuilder::new(&Needed { from: from.into(), within: String::new() }, cap, usize::MAX);
         // Any order: the server's.
         for i in items.iter().rev() {
             b.push(i.clone());
@@ -195,7 +232,7 @@ mod tests {
         // Names past the prefix would fill the window and make it end
         // "incomplete", costing the listing one more, empty, page.
         let items = [file("m1"), file("m2"), file("n1"), file("n2")];
-        let mut b = WindowBuilder::new(&Needed { from: "m".into(), within: "m".into() }, 2);
+        let mut b = WindowBuilder::new(&Needed { from: "m".into(), within: "m".into() }, 2, usize::MAX);
         for i in items.iter().rev() {
             b.push(i.clone());
         }
@@ -205,14 +242,36 @@ mod tests {
     }
 
     #[test]
+    fn a_window_holds_what_fits_its_bytes_and_the_next_one_goes_on() {
+        // 100 entries of 32 + 4 bytes each: 400 bytes hold 11 of them.
+        let items: Vec<DirItem> = (0..100).map(|i| DirItem { etag_hint: None, ..file(&format!("f{i:03}")) }).collect();
+        let (mut from, mut seen) = (String::new(), Vec::new());
+        loop {
+            let mut b = WindowBuilder::new(&Needed { from: from.clone(), within: String::new() }, usize::MAX, 400);
+            for i in items.iter().rev() {
+                b.push(i.clone());
+            }
+            let w = b.finish(Vec::new()).unwrap();
+            assert!(w.items.len() <= 11 && w.items.used_bytes() <= 400, "{} entries", w.items.len());
+            // Each window starts at the last name of the one before.
+            seen.extend(w.items.iter().map(|i| i.name.to_owned()).filter(|n| *n > from));
+            if w.complete {
+                break;
+            }
+            from = w.items.last().unwrap().name.to_owned();
+        }
+        assert_eq!(seen, items.iter().map(|i| i.name.clone()).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn extras_merge_by_name_within_the_window() {
-        let mut b = WindowBuilder::new(&Needed::default(), 2);
+        let mut b = WindowBuilder::new(&Needed::default(), 2, usize::MAX);
         for i in [file("a"), file("c"), file("e")] {
             b.push(i);
         }
         let w = b.finish(vec![file("b"), file("c"), file("z")]).unwrap();
         assert_eq!(names(&w), ["a", "b", "c"], "z waits for its window");
-        assert_eq!(w.items[2].etag_hint, None, "two entries of one name: the lookup decides");
+        assert_eq!(w.items.get(2).etag_hint(), None, "two entries of one name: the lookup decides");
         assert!(!w.complete);
     }
 }

@@ -2,7 +2,7 @@
 //! of a paginated ListObjects, bounded in directories and, across every
 //! store of the process, in bytes ([`ListingBudget`]).
 
-use super::walk::{DirItem, Needed, Prepared, Window};
+use super::walk::{Needed, Prepared, Window};
 use crate::store::share;
 
 /// Recent directory listings, so that paging through a large directory
@@ -65,11 +65,7 @@ impl ListingBudget {
 
 /// About what a prepared listing takes in memory, in bytes.
 fn listing_bytes(items: &Prepared) -> usize {
-    items
-        .iter()
-        .map(|i| std::mem::size_of::<DirItem>() + i.name.len() + i.etag_hint.as_ref().map_or(0, String::len))
-        .sum::<usize>()
-        + 64
+    items.bytes()
 }
 
 /// A directory's LastWriteTime and ChangeTime (100 ns units since 1601).
@@ -88,15 +84,28 @@ impl DirCache {
     }
 
     /// The kept listing of `path` that serves a page needing `needed`
-    /// (names kept with the same `within`, and `from` inside the window:
+    /// (names kept with a `within` the page's starts with, so that every
+    /// name it needs was kept, and `from` inside the window:
     /// see [`Window::serves`]), with the directory's stamp when it was read.
     pub(crate) fn get(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Window)> {
         let dirs = self.dirs.lock().unwrap();
         dirs.get(path)
             .filter(|(t, _, read, w, _)| {
-                t.elapsed() < self.ttl && read.within == needed.within && w.serves(&read.from, &needed.from)
+                t.elapsed() < self.ttl
+                    && needed.within.starts_with(read.within.as_str())
+                    && w.serves(&read.from, &needed.from)
             })
             .map(|(_, s, _, w, _)| (*s, w.clone()))
+    }
+
+    /// The most bytes a directory window may hold ([`super::names::Names::used_bytes`]):
+    /// what this cache can keep of one listing, so that the next pages of a
+    /// listing find the window its first page read, or 4 MiB when the cache
+    /// keeps less (a window then only needs to cover a page).
+    pub(crate) fn window_bytes(&self) -> usize {
+        const FLOOR: usize = 4 << 20;
+        // Room for the listing's own bookkeeping (see `put`).
+        self.budget.limit.saturating_sub(64 << 10).max(FLOOR)
     }
 
     /// Drops the listing of `dir` (after a write into it).
@@ -155,7 +164,7 @@ impl Drop for DirCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::listings::walk::prepare;
+    use crate::store::listings::walk::{prepare, DirItem};
 
     fn listing(entries: usize) -> Window {
         Window::whole(prepare(
@@ -206,5 +215,20 @@ mod tests {
         assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
         b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
         assert!(b.get("b1", &Needed::default()).is_some());
+    }
+
+    #[test]
+    fn a_listing_serves_pages_that_need_fewer_of_its_names() {
+        let cache = DirCache::new(std::time::Duration::from_secs(30), ListingBudget::new(64 << 20));
+        let read = Needed { from: "entry-000010".into(), within: "entry-".into() };
+        cache.put("d".into(), (1, 1), &read, listing(100));
+        let needs = |from: &str, within: &str| Needed { from: from.into(), within: within.into() };
+        // A narrower prefix, from on: every name it needs was kept.
+        assert!(cache.get("d", &needs("entry-00005", "entry-00005")).is_some());
+        assert!(cache.get("d", &needs("entry-000010", "entry-")).is_some());
+        // Names before the read's start, or outside its prefix, were not.
+        assert!(cache.get("d", &needs("entry-000001", "entry-")).is_none());
+        assert!(cache.get("d", &needs("entry-000010", "")).is_none());
+        assert!(cache.get("d", &needs("f", "f")).is_none());
     }
 }

@@ -25,6 +25,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+
+use super::names::Names;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 /// How many directory listings the walk keeps in flight (or finished but not yet consumed) ahead
@@ -53,7 +55,7 @@ pub struct DirItem {
 
 /// A directory listing as the lister walks it: names no key can have dropped, directory names
 /// with a trailing `/`, sorted in S3 order (a marker `x/` before the directory `x/`).
-pub type Prepared = Arc<[DirItem]>;
+pub type Prepared = Arc<Names>;
 
 /// What a directory listing gives the walk: its entries in S3 order from
 /// some name on, and whether they run to the directory's end.
@@ -76,7 +78,7 @@ impl Window {
     /// listing from `from` on needs first: `from` lies inside it, before
     /// its last name (at its last name the next window is needed).
     pub fn serves(&self, read_from: &str, from: &str) -> bool {
-        read_from <= from && (self.complete || self.items.last().is_some_and(|l| from < l.name.as_str()))
+        read_from <= from && (self.complete || self.items.last().is_some_and(|l| from < l.name))
     }
 }
 
@@ -93,11 +95,14 @@ pub struct Needed {
 
 /// Prepares a directory's listing, in any order, for the lister; see [`Prepared`].
 pub fn prepare(listing: Vec<DirItem>) -> Prepared {
-    let mut items: Vec<DirItem> = listing.into_iter().filter_map(prepared_item).collect();
+    let mut items = Names::new();
+    for item in listing.into_iter().filter_map(prepared_item) {
+        items.push_item(&item);
+    }
     // A marker "x/" sorts equal to the directory "x/" and comes first: its key is a prefix of
     // every key inside.
-    items.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.is_dir.cmp(&b.is_dir)));
-    items.into()
+    items.sort();
+    Arc::new(items)
 }
 
 /// One entry as [`prepare`] keeps it: `None` for a name no key can have,
@@ -144,7 +149,12 @@ pub trait DirSource: Send + Sync {
             let Some(window) = self.list(parent, &needed).await? else {
                 return Ok(None);
             };
-            Ok(window.items.iter().find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str())).cloned())
+            let found = window
+                .items
+                .iter()
+                .find(|it| !it.is_dir && it.name.strip_suffix('/') == Some(name.as_str()))
+                .map(|it| it.to_item());
+            Ok(found)
         }
     }
 }
@@ -270,7 +280,12 @@ fn dir_key(path: &[String]) -> String {
 /// Whether a listed name can be a key component: no empty, `.`, `..` or embedded `/` names. Only a
 /// marker (a non-directory) may end in `/`. Others are skipped: no key could name them.
 fn valid_name(item: &DirItem) -> bool {
-    let stem = if item.is_dir { item.name.as_str() } else { item.name.strip_suffix('/').unwrap_or(&item.name) };
+    valid_parts(&item.name, item.is_dir)
+}
+
+/// [`valid_name`] of an entry's parts (a directory's name without its `/`).
+pub(crate) fn valid_parts(name: &str, is_dir: bool) -> bool {
+    let stem = if is_dir { name } else { name.strip_suffix('/').unwrap_or(name) };
     !stem.is_empty() && stem != "." && stem != ".." && !stem.contains('/')
 }
 
@@ -376,7 +391,7 @@ impl<S: DirSource> Walk<'_, S> {
                 frame.walk_dirs.pop();
             }
             let items = frame.items.clone();
-            let item = &items[at];
+            let item = items.get(at);
             let key = format!("{}{}", frame.dir, item.name);
             let entry = if let Some(cp) = rollup(self.prefix, self.delimiter, &key) {
                 if self.start_after.is_some_and(|sa| cp <= sa)
@@ -401,7 +416,7 @@ impl<S: DirSource> Walk<'_, S> {
                 let needed = self.needed(&key);
                 let listing = self.fetch.get(&key, &path, &needed).await?.unwrap_or_else(empty);
                 // Its marker, if any, is the item just before it.
-                let marked = at > 0 && !items[at - 1].is_dir && items[at - 1].name == item.name;
+                let marked = at > 0 && !items.get(at - 1).is_dir && items.get(at - 1).name == item.name;
                 if listing.items.is_empty() && !marked && self.start_after.is_none_or(|sa| key.as_str() > sa) {
                     // An empty folder is the object `key`, which only a look
                     // inside shows: listed here, also on a page that stops
@@ -429,12 +444,7 @@ impl<S: DirSource> Walk<'_, S> {
                 if self.start_after.is_some_and(|sa| key.as_str() <= sa) {
                     continue;
                 }
-                Listed::Object {
-                    key,
-                    size: item.size,
-                    last_modified: item.last_modified,
-                    etag_hint: item.etag_hint.clone(),
-                }
+                Listed::Object { key, size: item.size, last_modified: item.last_modified, etag_hint: item.etag_hint() }
             };
             if self.emit(entry) {
                 break;
@@ -460,14 +470,14 @@ impl<S: DirSource> Walk<'_, S> {
         let Window { items, complete } = listing;
         let wanted = self.prefix.get(dir.len()..).unwrap_or("");
         // Sorted names that start with `wanted` are contiguous, after those below it.
-        let mut lo = items.partition_point(|it| it.name.as_str() < wanted);
-        let hi = lo + items[lo..].partition_point(|it| it.name.starts_with(wanted));
+        let mut lo = items.partition_point(0..items.len(), |it| it.name < wanted);
+        let hi = items.partition_point(lo..items.len(), |it| it.name.starts_with(wanted));
         if let Some(sa) = self.start_after {
             match sa.strip_prefix(dir.as_str()) {
                 Some(rest) => {
                     // Entries whose keys all lie at or below start_after form a sorted prefix.
-                    lo += items[lo..hi].partition_point(|it| {
-                        let name = it.name.as_str();
+                    lo = items.partition_point(lo..hi, |it| {
+                        let name = it.name;
                         if it.is_dir {
                             name < rest && !rest.starts_with(name)
                         } else {
@@ -480,11 +490,12 @@ impl<S: DirSource> Walk<'_, S> {
             }
         }
         // Descending, so that the next directory to enter is last.
-        let walk_dirs = (lo..hi)
+        let walk_dirs = items
+            .dirs_in(lo..hi)
+            .iter()
             .rev()
-            .filter(|&i| {
-                items[i].is_dir && rollup(self.prefix, self.delimiter, &format!("{dir}{}", items[i].name)).is_none()
-            })
+            .copied()
+            .filter(|&i| rollup(self.prefix, self.delimiter, &format!("{dir}{}", items.get(i).name)).is_none())
             .collect();
         Frame { dir, path, items, next: lo, end: hi, walk_dirs, complete }
     }
@@ -511,7 +522,7 @@ impl<S: DirSource> Walk<'_, S> {
                 if budget == 0 {
                     return;
                 }
-                let name = &frame.items[i].name;
+                let name = frame.items.get(i).name;
                 let key = format!("{}{name}", frame.dir);
                 if self.fetch.has(&key) {
                     continue;
@@ -528,7 +539,7 @@ impl<S: DirSource> Walk<'_, S> {
 
 /// A directory that does not exist walks as an empty one.
 fn empty() -> Window {
-    Window::whole(Arc::from(Vec::new()))
+    Window::whole(Arc::new(Names::new()))
 }
 
 type Listing<E> = Result<Option<Window>, E>;

@@ -130,7 +130,7 @@ impl DirSource for MemTree {
         }
         let Some(cap) = self.window else { return Ok(Some(Window::whole(prepare(items)))) };
         for cap in [cap, usize::MAX] {
-            let mut window = crate::store::listings::dir_window::WindowBuilder::new(needed, cap);
+            let mut window = crate::store::listings::dir_window::WindowBuilder::new(needed, cap, usize::MAX);
             for i in &items {
                 window.push(i.clone());
             }
