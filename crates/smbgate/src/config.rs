@@ -293,11 +293,12 @@ pub struct ServeArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
     pub list_max_dirs: usize,
     /// Most entries of one directory a ListObjects request holds in memory
-    /// at once. A larger directory is listed in windows of this many
-    /// entries in key order, each window one full read of the directory on
-    /// the share, kept for the next pages like any listing; a page ends
-    /// early, truncated, where a window ends.
-    #[arg(long, env = "SMBGATE_LIST_WINDOW", default_value_t = 100_000,
+    /// at once (about 32 bytes each and their names), and never more bytes
+    /// than `--listing-cache-size` keeps. A larger directory is listed in
+    /// windows of this many entries in key order, each window one full
+    /// read of the directory on the share, kept for the next pages like any
+    /// listing; a page ends early, truncated, where a window ends.
+    #[arg(long, env = "SMBGATE_LIST_WINDOW", default_value_t = 1_000_000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = "Limits")]
     pub list_window: usize,
     /// Bytes all directory listings kept for the next pages of paginated

@@ -121,7 +121,7 @@ impl Default for StoreOptions {
             listing_cache_ttl: Duration::from_secs(30),
             listing_cache: listings::listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
-            list_window: 100_000,
+            list_window: 1_000_000,
             cache: reads::object_cache::CacheOptions::default(),
         }
     }
