@@ -145,6 +145,9 @@ impl SmbSource<'_> {
                 Err(e) => return Err(e.into()),
             };
             let mut window = WindowBuilder::new(needed, cap, max_bytes);
+            // The bytes of windows being read are bounded over every
+            // listing: past what it could reserve, a window stays smaller.
+            let mut reserved = self.cache.reserve_read();
             let mut beside = Vec::new();
             // One QUERY_DIRECTORY answer at a time: only the window and
             // the page being looked at are held.
@@ -158,6 +161,12 @@ impl SmbSource<'_> {
                     Err(e) => return Err(e.into()),
                 };
                 self.add(dir, entries, &mut window, &mut beside).await?;
+                // (Not on the read without a cap: one that must hold
+                // every directory up to the next file.)
+                if max_bytes != usize::MAX && !reserved.cover(window.used_bytes()) {
+                    window.limit_bytes(reserved.allowed());
+                    reserved.cover(window.used_bytes());
+                }
             }
             let times = reader.times();
             reader.close().await?;

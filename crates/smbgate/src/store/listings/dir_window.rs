@@ -101,6 +101,24 @@ impl WindowBuilder {
         }
     }
 
+    /// Bytes the entries held now use ([`Names::used_bytes`]).
+    pub fn used_bytes(&self) -> usize {
+        self.names.used_bytes()
+    }
+
+    /// Holds the window to about `max` bytes from here on (it is cut back
+    /// to two thirds of it, so that half as much again before the next cut
+    /// stays within `max`), if that is less than it was allowed.
+    pub fn limit_bytes(&mut self, max: usize) {
+        let cut_to = max / 3 * 2;
+        if cut_to < self.max_bytes {
+            self.max_bytes = cut_to;
+            if self.names.used_bytes() > cut_to {
+                self.cut_back();
+            }
+        }
+    }
+
     /// Keeps only the smallest entries held: at most `cap + 1`, within
     /// `max_bytes`, at least 2.
     fn cut_back(&mut self) {

@@ -35,16 +35,89 @@ type CachedDir = (std::time::Instant, DirStamp, Needed, Window, usize);
 /// process without bound. A listing that does not fit, after the oldest
 /// ones of its own cache made room, is simply not kept: later pages read
 /// the share again.
+///
+/// The windows being read ([`ReadReservation`]) have twice as many bytes
+/// again, apart (a window grows to half as much again as it keeps before
+/// it is cut back): many listings of large directories at once each get a
+/// smaller window (and read their directory more often) rather than grow
+/// the process.
 #[derive(Debug, Clone)]
 pub struct ListingBudget {
     limit: usize,
     held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reading: ListingBudgetPart,
+}
+
+/// The bytes of windows being read, under the same limit.
+#[derive(Debug, Clone, Default)]
+struct ListingBudgetPart(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ListingBudgetPart {
+    fn take(&self, limit: usize, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| (h + n <= limit).then_some(h + n)).is_ok()
+    }
+
+    fn give(&self, n: usize) {
+        self.0.fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Bytes every window may hold without a reservation, so that a listing
+/// always goes on (a page needs at most a thousand entries).
+pub(crate) const WINDOW_FLOOR: usize = 4 << 20;
+
+/// Reservation granularity: a window asks for this much more at a time.
+const RESERVE_STEP: usize = 4 << 20;
+
+/// The bytes one window being read holds of its [`ListingBudget`], given
+/// back when dropped (also when the read is cancelled).
+pub(crate) struct ReadReservation {
+    budget: ListingBudget,
+    held: usize,
+}
+
+impl ReadReservation {
+    /// Holds what `n` bytes need beyond [`WINDOW_FLOOR`] (in steps of 4
+    /// MiB), taking more or giving back what a cut freed. False: more was
+    /// needed and not to be had; the window must stay within
+    /// [`ReadReservation::allowed`].
+    pub(crate) fn cover(&mut self, n: usize) -> bool {
+        let need = n.saturating_sub(WINDOW_FLOOR).div_ceil(RESERVE_STEP) * RESERVE_STEP;
+        if need <= self.held {
+            self.budget.reading.give(self.held - need);
+            self.held = need;
+            return true;
+        }
+        if self.budget.reading.take(self.budget.limit.saturating_mul(2), need - self.held) {
+            self.held = need;
+            return true;
+        }
+        false
+    }
+
+    /// The bytes the window may hold now.
+    pub(crate) fn allowed(&self) -> usize {
+        self.held + WINDOW_FLOOR
+    }
+}
+
+impl Drop for ReadReservation {
+    fn drop(&mut self) {
+        self.budget.reading.give(self.held);
+    }
 }
 
 impl ListingBudget {
     /// A budget of `limit` bytes (0: nothing is cached).
     pub fn new(limit: usize) -> ListingBudget {
-        ListingBudget { limit, held: Default::default() }
+        ListingBudget { limit, held: Default::default(), reading: Default::default() }
+    }
+
+    /// Bytes held now by the windows being read, over every cache on
+    /// this budget (beyond each one's [`WINDOW_FLOOR`]).
+    pub fn reading(&self) -> usize {
+        self.reading.0.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Bytes held now by every cache on this budget.
@@ -103,9 +176,14 @@ impl DirCache {
     /// listing find the window its first page read, or 4 MiB when the cache
     /// keeps less (a window then only needs to cover a page).
     pub(crate) fn window_bytes(&self) -> usize {
-        const FLOOR: usize = 4 << 20;
-        // Room for the listing's own bookkeeping (see `put`).
-        self.budget.limit.saturating_sub(64 << 10).max(FLOOR)
+        // Room for the listing's own bookkeeping and for objects kept
+        // beside their directories, merged in after the cut (see `put`).
+        (self.budget.limit - self.budget.limit / 32).saturating_sub(64 << 10).max(WINDOW_FLOOR)
+    }
+
+    /// A reservation for one window about to be read (see [`ListingBudget`]).
+    pub(crate) fn reserve_read(&self) -> ReadReservation {
+        ReadReservation { budget: self.budget.clone(), held: 0 }
     }
 
     /// Drops the listing of `dir` (after a write into it).
@@ -215,6 +293,32 @@ mod tests {
         assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
         b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
         assert!(b.get("b1", &Needed::default()).is_some());
+    }
+
+    #[test]
+    fn windows_being_read_share_the_budget_and_give_it_back() {
+        // Windows being read may hold 20 MiB together beyond their floors.
+        let cache = DirCache::new(std::time::Duration::from_secs(30), ListingBudget::new(10 << 20));
+        let mut a = cache.reserve_read();
+        let mut b = cache.reserve_read();
+        // Below the floor: nothing taken.
+        assert!(a.cover(3 << 20));
+        assert_eq!(cache.budget.reading(), 0);
+        // 18 MiB for one: 16 MiB taken in 4 MiB steps, 4 MiB of the floor.
+        assert!(a.cover(18 << 20));
+        assert_eq!(cache.budget.reading(), 16 << 20);
+        // The other gets what is left, then no more: it keeps its floor.
+        assert!(b.cover(8 << 20));
+        assert!(!b.cover(16 << 20));
+        assert_eq!(b.allowed(), 8 << 20);
+        // A cut gives back what it freed.
+        assert!(a.cover(9 << 20));
+        assert_eq!(cache.budget.reading(), 12 << 20);
+        drop(a);
+        assert_eq!(cache.budget.reading(), 4 << 20);
+        assert!(b.cover(16 << 20));
+        drop(b);
+        assert_eq!(cache.budget.reading(), 0);
     }
 
     #[test]

@@ -109,7 +109,12 @@ pub struct Names {
     /// Indices of the directories, ascending, once sorted: a page finds
     /// the directories it will enter without a look at every file.
     dirs: Vec<usize>,
+    /// Directories among the entries (what `dirs` will hold once sorted).
+    dir_count: usize,
 }
+
+/// Bytes a directory's place in [`Names::dirs_in`]'s index takes.
+const DIR_INDEX: usize = std::mem::size_of::<usize>();
 
 /// The longest name an entry holds, in bytes: far past what SMB carries
 /// (255 UTF-16 units, at most 765 UTF-8 bytes, and a `/`).
@@ -140,6 +145,7 @@ impl Names {
             Hint::Text(_) => (0, 0),
         };
         let flags = flags | if is_dir { DIR } else { 0 };
+        self.dir_count += usize::from(is_dir);
         let place = name_at | (name.len() as u64) << 40 | u64::from(flags) << 56;
         self.entries.push(Entry { place, hint, size, last_modified });
     }
@@ -222,7 +228,7 @@ impl Names {
             return;
         }
         self.entries.truncate(n);
-        let mut kept = Names { arena: String::new(), entries: Vec::with_capacity(n), dirs: Vec::new() };
+        let mut kept = Names { arena: String::new(), entries: Vec::with_capacity(n), dirs: Vec::new(), dir_count: 0 };
         for e in &self.entries {
             let it = self.item(e);
             kept.push(it.name, it.is_dir, it.size, it.last_modified, it.hint);
@@ -244,9 +250,9 @@ impl Names {
             + 64
     }
 
-    /// Bytes the entries use (what [`Names::shrink`] leaves).
+    /// Bytes the entries use (what [`Names::shrink`] leaves, bar 64).
     pub fn used_bytes(&self) -> usize {
-        self.arena.len() + self.entries.len() * std::mem::size_of::<Entry>()
+        self.arena.len() + self.entries.len() * std::mem::size_of::<Entry>() + self.dir_count * DIR_INDEX
     }
 
     /// Bytes the first `n` entries would use once cut back to them (their
@@ -254,7 +260,8 @@ impl Names {
     pub fn bytes_of_first(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
         self.entries.iter().take(n).scan(0, |sum, e| {
             let hint = if e.flags() & HINT_TEXT != 0 { (e.hint & 0xffff) as usize } else { 0 };
-            *sum += std::mem::size_of::<Entry>() + e.name().len() + hint;
+            let dir = if e.flags() & DIR != 0 { DIR_INDEX } else { 0 };
+            *sum += std::mem::size_of::<Entry>() + e.name().len() + hint + dir;
             Some(*sum)
         })
     }
@@ -317,5 +324,15 @@ mod tests {
         let per_entry = n.bytes() / n.len();
         assert!(per_entry <= 52, "{per_entry} bytes per entry");
         assert_eq!(n.used_bytes(), n.bytes_of_first(usize::MAX).last().unwrap());
+        // What the cache charges is what the window was cut to, directories
+        // (and their index) included.
+        let mut d = Names::new();
+        for i in 0..1000u64 {
+            d.push(&format!("d{i:04}/"), i % 2 == 0, 0, 0, Hint::None);
+        }
+        d.sort();
+        d.shrink();
+        assert_eq!(d.bytes(), d.used_bytes() + 64);
+        assert_eq!(d.used_bytes(), d.bytes_of_first(usize::MAX).last().unwrap());
     }
 }

@@ -18,9 +18,9 @@ struct MemTree {
     calls: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
-    /// Lists each directory in windows of at most this many entries, as
-    /// the share source does for a large one.
-    window: Option<usize>,
+    /// Lists each directory in windows of at most this many entries and
+    /// bytes, as the share source does for a large one.
+    window: Option<(usize, usize)>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -32,7 +32,12 @@ impl MemTree {
     }
 
     fn windowed(mut self, cap: usize) -> Self {
-        self.window = Some(cap);
+        self.window = Some((cap, usize::MAX));
+        self
+    }
+
+    fn windowed_bytes(mut self, max_bytes: usize) -> Self {
+        self.window = Some((usize::MAX, max_bytes));
         self
     }
 
@@ -128,9 +133,9 @@ impl DirSource for MemTree {
         if !exists {
             return Ok(None);
         }
-        let Some(cap) = self.window else { return Ok(Some(Window::whole(prepare(items)))) };
-        for cap in [cap, usize::MAX] {
-            let mut window = crate::store::listings::dir_window::WindowBuilder::new(needed, cap, usize::MAX);
+        let Some(limits) = self.window else { return Ok(Some(Window::whole(prepare(items)))) };
+        for (cap, max_bytes) in [limits, (usize::MAX, usize::MAX)] {
+            let mut window = crate::store::listings::dir_window::WindowBuilder::new(needed, cap, max_bytes);
             for i in &items {
                 window.push(i.clone());
             }
@@ -516,12 +521,15 @@ proptest! {
         case in case(),
         page in prop_oneof![1..5usize, Just(1000)],
         window in 2..5usize,
+        by_bytes in any::<bool>(),
         max_dirs in prop_oneof![Just(None), (0..3usize).prop_map(Some)],
     ) {
-        // A directory listed in windows of a few entries: pages end early
-        // at a window's end, yet together they list exactly what S3 would,
-        // each page moving on.
-        let tree = MemTree::new(case.keys.clone()).windowed(window);
+        // A directory listed in windows of a few entries (or of a few
+        // entries' bytes, 32 each and their names): pages end early at a
+        // window's end, yet together they list exactly what S3 would, each
+        // page moving on.
+        let tree = MemTree::new(case.keys.clone());
+        let tree = if by_bytes { tree.windowed_bytes(window * 40) } else { tree.windowed(window) };
         let whole = model(&case.keys, &ListRequest { max_keys: usize::MAX, ..case.req.clone() });
         let mut req = ListRequest { max_keys: page, max_dirs, ..case.req.clone() };
         let mut got = Vec::new();
