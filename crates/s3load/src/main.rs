@@ -85,6 +85,9 @@ struct S3Opts {
 /// not held to a window per round trip on loopback.
 const H2_STREAM_WINDOW: u32 = 16 << 20;
 const H2_CONNECTION_WINDOW: u32 = 64 << 20;
+/// The largest HTTP/2 frame the server may send, in bytes (16 KiB by
+/// default: one header and one write per 16 KiB of a 1 GiB body).
+const H2_MAX_FRAME: u32 = 1 << 20;
 
 /// An HTTP and HTTPS connector trusting the certificates in `o.ca`.
 fn connector(o: &S3Opts) -> Result<HttpsConnector<HttpConnector>> {
@@ -282,6 +285,7 @@ impl Ctx {
             .http2_only(o.http2)
             .http2_initial_stream_window_size(H2_STREAM_WINDOW)
             .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
+            .http2_max_frame_size(H2_MAX_FRAME)
             .build(connector(o)?);
         let bucket = Bucket::new(o.endpoint.clone(), UrlStyle::Path, o.bucket.clone(), o.region.clone())
             .map_err(|e| format!("bad endpoint/bucket: {e:?}"))?;
