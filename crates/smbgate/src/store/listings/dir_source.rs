@@ -58,18 +58,21 @@ impl DirSource for SmbSource<'_> {
                 }
             }
         }
-        // Concurrent listings of this directory that need the same names
-        // share a read that began after they arrived (dir_reads.rs).
+        // Concurrent listings of this directory share a read that began
+        // after they arrived and holds what they need (dir_reads.rs).
+        let serves =
+            |r: &Option<(_, Needed, Window)>| r.as_ref().is_none_or(|(_, read, w)| w.serves_needs(read, needed));
         let read = self
             .cache
             .reads
-            .read(&format!("{dir}\0{}\0{}", needed.from, needed.within), || async {
+            .read(&dir, serves, || async {
                 let Some((times, window)) = self.read(&dir, needed).await? else { return Ok(None) };
-                Ok::<_, StoreError>(Some((stamp(&times), window)))
+                Ok::<_, StoreError>(Some((stamp(&times), needed.clone(), window)))
             })
             .await?;
-        let Some((stamp, window)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, needed, window.clone());
+        let Some((stamp, read_for, window)) = read else { return Ok(None) };
+        // Kept for what it was read for, which may be more than this page.
+        self.cache.put(dir, stamp, &read_for, window.clone());
         Ok(Some(window))
     }
 }

@@ -7,8 +7,9 @@ use crate::store::share;
 
 /// Recent directory listings, so that paging through a large directory
 /// reads it once rather than once per page. Only continuation requests use
-/// it (a first page always reads the share), entries live 30 s, and it is a
-/// cache: an instance that does not have an entry just reads the share.
+/// it (a first page always reads the share), entries live 30 s from their
+/// last use (5 minutes at most from their read), and it is a cache: an
+/// instance that does not have an entry just reads the share.
 /// Before an entry is reused, the directory's LastWriteTime and ChangeTime
 /// are read again (one round trip): a change through another instance or
 /// an SMB user moves them, and the directory is read anew (failure class
@@ -20,13 +21,35 @@ pub struct DirCache {
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
     /// Reads in flight, shared by concurrent listings of one directory.
-    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Window)>>,
+    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Needed, Window)>>,
 }
 
-/// When a directory was read, its (LastWriteTime, ChangeTime) then, what
-/// the read kept (see [`Needed`]), what it held (the whole directory or a
-/// window of it), and the bytes that takes of the [`ListingBudget`].
-type CachedDir = (std::time::Instant, DirStamp, Needed, Window, usize);
+/// One kept listing.
+struct CachedDir {
+    /// When a page last used it (or it was read).
+    used: std::time::Instant,
+    /// When it was read.
+    read_at: std::time::Instant,
+    /// The directory's (LastWriteTime, ChangeTime) then.
+    stamp: DirStamp,
+    /// What the read kept (see [`Needed`]).
+    needed: Needed,
+    /// The whole directory or a window of it.
+    window: Window,
+    /// What it takes of the [`ListingBudget`].
+    bytes: usize,
+}
+
+/// The longest a listing is kept, however often pages use it: a file
+/// changed in place on the share moves no directory time, so its size and
+/// time in a kept listing are at most this old (5 minutes).
+const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl CachedDir {
+    fn live(&self, ttl: std::time::Duration) -> bool {
+        self.used.elapsed() < ttl && self.read_at.elapsed() < MAX_AGE
+    }
+}
 
 /// Bytes all cached directory listings may hold together
 /// (`--listing-cache-size`): shared by every store made from the same
@@ -160,15 +183,14 @@ impl DirCache {
     /// (names kept with a `within` the page's starts with, so that every
     /// name it needs was kept, and `from` inside the window:
     /// see [`Window::serves`]), with the directory's stamp when it was read.
+    /// A page that uses it keeps it another `ttl` (a slow client paging
+    /// through a million keys would outlive a fixed one), up to 5 minutes
+    /// from its read.
     pub(crate) fn get(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Window)> {
-        let dirs = self.dirs.lock().unwrap();
-        dirs.get(path)
-            .filter(|(t, _, read, w, _)| {
-                t.elapsed() < self.ttl
-                    && needed.within.starts_with(read.within.as_str())
-                    && w.serves(&read.from, &needed.from)
-            })
-            .map(|(_, s, _, w, _)| (*s, w.clone()))
+        let mut dirs = self.dirs.lock().unwrap();
+        let kept = dirs.get_mut(path).filter(|k| k.live(self.ttl) && k.window.serves_needs(&k.needed, needed))?;
+        kept.used = std::time::Instant::now();
+        Some((kept.stamp, kept.window.clone()))
     }
 
     /// The most bytes a directory window may hold ([`super::names::Names::used_bytes`]):
@@ -188,8 +210,8 @@ impl DirCache {
 
     /// Drops the listing of `dir` (after a write into it).
     pub fn forget(&self, dir: &str) {
-        if let Some((_, _, _, _, n)) = self.dirs.lock().unwrap().remove(dir) {
-            self.budget.give(n);
+        if let Some(kept) = self.dirs.lock().unwrap().remove(dir) {
+            self.budget.give(kept.bytes);
         }
     }
 
@@ -203,28 +225,30 @@ impl DirCache {
         let mut dirs = self.dirs.lock().unwrap();
         let ttl = self.ttl;
         let budget = &self.budget;
-        dirs.retain(|_, (t, _, _, _, held)| {
-            let keep = t.elapsed() < ttl;
+        dirs.retain(|_, kept| {
+            let keep = kept.live(ttl);
             if !keep {
-                budget.give(*held);
+                budget.give(kept.bytes);
             }
             keep
         });
-        if let Some((_, _, _, _, held)) = dirs.remove(&path) {
-            budget.give(held);
+        if let Some(kept) = dirs.remove(&path) {
+            budget.give(kept.bytes);
         }
         // Room under the count and within the shared budget, made from
         // this cache's oldest listings; none left to drop: not kept.
         loop {
             if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
-                dirs.insert(path, (std::time::Instant::now(), stamp, needed.clone(), window, n));
+                let now = std::time::Instant::now();
+                let needed = needed.clone();
+                dirs.insert(path, CachedDir { used: now, read_at: now, stamp, needed, window, bytes: n });
                 return;
             }
-            let Some(oldest) = dirs.iter().min_by_key(|(_, (t, _, _, _, _))| *t).map(|(k, _)| k.clone()) else {
+            let Some(oldest) = dirs.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone()) else {
                 return;
             };
-            if let Some((_, _, _, _, held)) = dirs.remove(&oldest) {
-                budget.give(held);
+            if let Some(kept) = dirs.remove(&oldest) {
+                budget.give(kept.bytes);
             }
         }
     }
@@ -233,8 +257,8 @@ impl DirCache {
 impl Drop for DirCache {
     fn drop(&mut self) {
         let dirs = self.dirs.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (_, (_, _, _, _, n)) in dirs.drain() {
-            self.budget.give(n);
+        for (_, kept) in dirs.drain() {
+            self.budget.give(kept.bytes);
         }
     }
 }
@@ -293,6 +317,20 @@ mod tests {
         assert_eq!(budget.held(), 0, "a dropped cache gives its bytes back");
         b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
         assert!(b.get("b1", &Needed::default()).is_some());
+    }
+
+    #[test]
+    fn a_listing_in_use_outlives_its_ttl() {
+        let ttl = std::time::Duration::from_millis(200);
+        let cache = DirCache::new(ttl, ListingBudget::new(64 << 20));
+        cache.put("d".into(), (1, 1), &Needed::default(), listing(10));
+        // Each page keeps it another ttl, past the first ttl since its read.
+        for _ in 0..3 {
+            std::thread::sleep(ttl / 2);
+            assert!(cache.get("d", &Needed::default()).is_some());
+        }
+        std::thread::sleep(ttl + ttl / 2);
+        assert!(cache.get("d", &Needed::default()).is_none(), "unused for longer than its ttl");
     }
 
     #[test]

@@ -80,6 +80,14 @@ impl Window {
     pub fn serves(&self, read_from: &str, from: &str) -> bool {
         read_from <= from && (self.complete || self.items.last().is_some_and(|l| from < l.name))
     }
+
+    /// Whether this window, read for `read`, holds everything a page that
+    /// needs `needed` needs first: every name it kept starts with
+    /// `read.within`, so a page whose names all start with more of it finds
+    /// them all (see [`Window::serves`] for where it starts and ends).
+    pub fn serves_needs(&self, read: &Needed, needed: &Needed) -> bool {
+        needed.within.starts_with(read.within.as_str()) && self.serves(&read.from, &needed.from)
+    }
 }
 
 /// What a page needs of one directory: the names (a directory's with its
