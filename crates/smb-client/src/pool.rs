@@ -79,7 +79,14 @@ struct PoolInner {
     /// Connections replaced after a loss, since the pool opened.
     reconnects: std::sync::atomic::AtomicU64,
     /// The spare connection ([`Pool::spare`]), opened on first use.
-    spare: tokio::sync::Mutex<Option<Tree>>,
+    spare: tokio::sync::Mutex<Spare>,
+}
+
+/// The spare connection, and when it last could not be made.
+#[derive(Default)]
+struct Spare {
+    tree: Option<Tree>,
+    failed_at: Option<Instant>,
 }
 
 /// What a pool's connections are doing now, for metrics.
@@ -196,24 +203,38 @@ impl Pool {
     /// A connection to the share outside the pool's slots: [`Pool::get`],
     /// [`Pool::try_get`] and [`Pool::spread`] never hand it out, so no
     /// handle their callers keep open lives on it. Opened on first use and
-    /// kept; opened again once it is lost or its Kerberos session is due for
-    /// renewal. It is for an operation the server refuses while a handle in
-    /// the same server process is open: Samba runs one smbd per connection
-    /// and refuses (STATUS_ACCESS_DENIED) a rename over a file that process
+    /// kept; opened again once it is lost, or its Kerberos session is due
+    /// for renewal (the old session serves on if that logon fails). It is
+    /// for an operation the server refuses while a handle in the same
+    /// server process is open: Samba runs one smbd per connection and
+    /// refuses (STATUS_ACCESS_DENIED) a rename over a file that process
     /// holds open. Not counted in [`PoolStats`].
     ///
-    /// Errors: as [`Pool::connect`] for a new connection.
+    /// Errors: as [`Pool::connect`] for a new connection; for
+    /// [`waits::SPARE_RETRY`] after that, [`Error::ConnectionLost`] at once,
+    /// so that callers do not each wait for a server that takes no new
+    /// connection.
     pub async fn spare(&self) -> Result<Tree> {
         let mut spare = self.inner.spare.lock().await;
         let now = Instant::now();
-        if let Some(t) =
-            spare.as_ref().filter(|t| !t.conn().is_poisoned() && t.session().renew_at().is_none_or(|at| at > now))
-        {
-            return Ok(t.clone());
+        let live = spare.tree.clone().filter(|t| !t.conn().is_poisoned());
+        match &live {
+            Some(t) if t.session().renew_at().is_none_or(|at| at > now) => return Ok(t.clone()),
+            None if spare.failed_at.is_some_and(|at| now.duration_since(at) < waits::SPARE_RETRY) => {
+                return Err(Error::ConnectionLost("the spare SMB connection could not be made just now".into()));
+            }
+            _ => {}
         }
-        let t = open_tree(&self.inner.cfg).await?;
-        *spare = Some(t.clone());
-        Ok(t)
+        match open_tree(&self.inner.cfg).await {
+            Ok(t) => {
+                *spare = Spare { tree: Some(t.clone()), failed_at: None };
+                Ok(t)
+            }
+            Err(e) => {
+                spare.failed_at = Some(now);
+                live.ok_or(e)
+            }
+        }
     }
 
     /// Number of healthy connections with no request in flight.

@@ -28,6 +28,11 @@ pub const TOO_MANY_SESSIONS_PAUSE: Duration = Duration::from_secs(30);
 /// still works meanwhile.
 pub const RENEW_RETRY: Duration = Duration::from_secs(5);
 
+/// After the pool's spare connection could not be made, how long callers
+/// go without it rather than each try to connect again
+/// ([`crate::pool::Pool::spare`]).
+pub const SPARE_RETRY: Duration = Duration::from_secs(10);
+
 /// How often the pool's maintenance looks at its slots (broken ones to
 /// replace, sessions due for renewal, the echo interval).
 pub const MAINTAIN_TICK: Duration = Duration::from_secs(1);
