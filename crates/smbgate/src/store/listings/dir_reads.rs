@@ -7,11 +7,7 @@
 //! A request never takes an answer from a read that began before it
 //! arrived: that read may predate a write the client already saw
 //! completed. So a request that finds a read in flight waits for it, then
-//! joins (or makes) the read after it. Nor does it take an answer that
-//! does not hold what it needs (a listing with a narrower prefix, or from a
-//! later name): it reads for itself, after the read in flight, so that a
-//! directory has one read in flight at a time whatever the requests need.
-//! A listing from the directory's start with no prefix serves every other.
+//! joins (or makes) the read after it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,11 +31,10 @@ impl<T> Default for SharedReads<T> {
 
 impl<T: Clone> SharedReads<T> {
     /// `dir`'s contents: the answer of a read of it that began after this
-    /// call did and that `serves` accepts, run by `read` here unless another
-    /// caller's read already qualifies. An error is this caller's alone
-    /// (the next caller reads again); so is a read whose caller went away
-    /// mid-way.
-    pub async fn read<E, F, Fut>(&self, dir: &str, serves: impl Fn(&T) -> bool, read: F) -> Result<T, E>
+    /// call did, run by `read` here unless another caller's read already
+    /// qualifies. An error is this caller's alone (the next caller reads
+    /// again); so is a read whose caller went away mid-way.
+    pub async fn read<E, F, Fut>(&self, dir: &str, read: F) -> Result<T, E>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -49,7 +44,7 @@ impl<T: Clone> SharedReads<T> {
         let answer = {
             let mut last = slot.lock().await;
             match &*last {
-                Some((began, value)) if *began >= arrived && serves(value) => Ok(value.clone()),
+                Some((began, value)) if *began >= arrived => Ok(value.clone()),
                 _ => {
                     let began = Instant::now();
                     let answer = read().await;
@@ -91,7 +86,7 @@ mod tests {
         let tasks: Vec<_> = (0..20)
             .map(|_| {
                 let (shared, reads) = (shared.clone(), reads.clone());
-                tokio::spawn(async move { shared.read("big", |_| true, || slow_read(&reads)).await })
+                tokio::spawn(async move { shared.read("big", || slow_read(&reads)).await })
             })
             .collect();
         for t in tasks {
@@ -107,11 +102,11 @@ mod tests {
         let reads = Arc::new(AtomicUsize::new(0));
         let first = {
             let (shared, reads) = (shared.clone(), reads.clone());
-            tokio::spawn(async move { shared.read("d", |_| true, || slow_read(&reads)).await })
+            tokio::spawn(async move { shared.read("d", || slow_read(&reads)).await })
         };
         crate::store::backoff::test_pause_ms(10).await;
         // The first read may predate a write this caller saw complete.
-        assert_eq!(shared.read("d", |_| true, || slow_read(&reads)).await, Ok(2));
+        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(2));
         assert_eq!(first.await.unwrap(), Ok(1));
     }
 
@@ -119,33 +114,10 @@ mod tests {
     async fn a_listing_after_a_read_finished_reads_again() {
         let shared = SharedReads::default();
         let reads = AtomicUsize::new(0);
-        assert_eq!(shared.read("d", |_| true, || slow_read(&reads)).await, Ok(1));
-        assert_eq!(shared.read("d", |_| true, || slow_read(&reads)).await, Ok(2));
+        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(1));
+        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(2));
         // Another directory is read on its own.
-        assert_eq!(shared.read("e", |_| true, || slow_read(&reads)).await, Ok(3));
-    }
-
-    #[tokio::test]
-    async fn a_waiter_takes_a_newer_read_only_if_it_serves_it() {
-        // Reads answer what they were read for: an odd number serves
-        // waiters that need odd, any number those that need anything.
-        let shared = Arc::new(SharedReads::default());
-        let reads = Arc::new(AtomicUsize::new(0));
-        let start = |serves: fn(&usize) -> bool| {
-            let (shared, reads) = (shared.clone(), reads.clone());
-            tokio::spawn(async move { shared.read("d", serves, || slow_read(&reads)).await })
-        };
-        let first = start(|_| true);
-        crate::store::backoff::test_pause_ms(10).await;
-        // Both arrive during read 1, in this order: the one that takes
-        // anything reads 2, which the one that needs odd does not take.
-        let any = start(|_| true);
-        crate::store::backoff::test_pause_ms(5).await;
-        let odd = start(|n| n % 2 == 1);
-        assert_eq!(first.await.unwrap(), Ok(1));
-        let (any, odd) = (any.await.unwrap().unwrap(), odd.await.unwrap().unwrap());
-        assert_eq!((any, odd), (2, 3), "an answer that does not serve is not taken");
-        assert_eq!(reads.load(Ordering::SeqCst), 3);
+        assert_eq!(shared.read("e", || slow_read(&reads)).await, Ok(3));
     }
 
     #[tokio::test]
@@ -156,20 +128,16 @@ mod tests {
             let (shared, reads) = (shared.clone(), reads.clone());
             tokio::spawn(async move {
                 shared
-                    .read(
-                        "d",
-                        |_| true,
-                        || async {
-                            reads.fetch_add(1, Ordering::SeqCst);
-                            crate::store::backoff::test_pause_ms(50).await;
-                            Err::<usize, String>("gone".into())
-                        },
-                    )
+                    .read("d", || async {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        crate::store::backoff::test_pause_ms(50).await;
+                        Err::<usize, String>("gone".into())
+                    })
                     .await
             })
         };
         crate::store::backoff::test_pause_ms(10).await;
-        let waiter = shared.read("d", |_| true, || slow_read(&reads)).await;
+        let waiter = shared.read("d", || slow_read(&reads)).await;
         assert_eq!(failing.await.unwrap(), Err("gone".into()));
         assert_eq!(waiter, Ok(2), "the waiter read for itself");
     }

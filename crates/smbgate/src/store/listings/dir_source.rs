@@ -58,20 +58,17 @@ impl DirSource for SmbSource<'_> {
                 }
             }
         }
-        // Concurrent listings of this directory share a read that began
-        // after they arrived and holds what they need (dir_reads.rs).
-        let serves =
-            |r: &Option<(_, Needed, Window)>| r.as_ref().is_none_or(|(_, read, w)| w.serves_needs(read, needed));
+        // Concurrent listings of this directory that need the same names
+        // share a read that began after they arrived (dir_reads.rs).
         let read = self
             .cache
             .reads
-            .read(&dir, serves, || async {
+            .read(&format!("{dir}\0{}\0{}", needed.from, needed.within), || async {
                 let Some((times, window)) = self.read(&dir, needed).await? else { return Ok(None) };
                 Ok::<_, StoreError>(Some((stamp(&times), needed.clone(), window)))
             })
             .await?;
         let Some((stamp, read_for, window)) = read else { return Ok(None) };
-        // Kept for what it was read for, which may be more than this page.
         self.cache.put(dir, stamp, &read_for, window.clone());
         Ok(Some(window))
     }
@@ -255,8 +252,8 @@ impl Listings {
     /// (a listing is never silently truncated).
     /// `continuation` marks a request for a later page (a V2 continuation
     /// token or a V1 marker): it may reuse directory listings read for the
-    /// earlier pages within 30 s (writes through this instance invalidate
-    /// them).
+    /// earlier pages (30 s from a page's last use, 5 minutes at most from the
+    /// read; writes through this instance invalidate them).
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
         let tree = self.root.tree().await?;
         self.root.check_bucket(&tree, bucket).await?;

@@ -16,7 +16,8 @@ use crate::store::share;
 /// 30).
 pub struct DirCache {
     dirs: std::sync::Mutex<std::collections::HashMap<String, CachedDir>>,
-    /// How long a listing is kept ([`crate::store::StoreOptions::listing_cache_ttl`]).
+    /// How long a listing is kept after a page last used it, up to
+    /// [`MAX_AGE`] after its read ([`crate::store::StoreOptions::listing_cache_ttl`]).
     ttl: std::time::Duration,
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
@@ -55,8 +56,8 @@ impl CachedDir {
 /// (`--listing-cache-size`): shared by every store made from the same
 /// [`crate::store::StoreOptions`] (each share root, each SMB identity), so that
 /// many identities paging through large directories cannot grow the
-/// process without bound. A listing that does not fit, after the oldest
-/// ones of its own cache made room, is simply not kept: later pages read
+/// process without bound. A listing that does not fit, after the least
+/// recently used ones of its own cache made room, is simply not kept: later pages read
 /// the share again.
 ///
 /// The windows being read ([`ReadReservation`]) have twice as many bytes
@@ -174,7 +175,8 @@ pub(crate) fn stamp(t: &share::FileTimes) -> DirStamp {
 const DIR_CACHE_DIRS: usize = 256;
 
 impl DirCache {
-    /// An empty cache whose listings are kept for `ttl`, within `budget`.
+    /// An empty cache whose listings are kept for `ttl` after their last
+    /// use (up to [`MAX_AGE`] after their read), within `budget`.
     pub fn new(ttl: std::time::Duration, budget: ListingBudget) -> DirCache {
         DirCache { dirs: Default::default(), ttl, budget, reads: Default::default() }
     }
@@ -236,7 +238,8 @@ impl DirCache {
             budget.give(kept.bytes);
         }
         // Room under the count and within the shared budget, made from
-        // this cache's oldest listings; none left to drop: not kept.
+        // this cache's least recently used listings; none left to drop: not
+        // kept.
         loop {
             if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
                 let now = std::time::Instant::now();
@@ -244,10 +247,10 @@ impl DirCache {
                 dirs.insert(path, CachedDir { used: now, read_at: now, stamp, needed, window, bytes: n });
                 return;
             }
-            let Some(oldest) = dirs.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone()) else {
+            let Some(unused) = dirs.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone()) else {
                 return;
             };
-            if let Some(kept) = dirs.remove(&oldest) {
+            if let Some(kept) = dirs.remove(&unused) {
                 budget.give(kept.bytes);
             }
         }
@@ -295,7 +298,7 @@ mod tests {
         // make room from, so its listing is not kept.
         b.put("b1".into(), (1, 1), &Needed::default(), listing(1000));
         assert!(b.get("b1", &Needed::default()).is_none());
-        // A cache makes room from its own oldest.
+        // A cache makes room from its own least recently used.
         a.put("a3".into(), (1, 1), &Needed::default(), listing(1000));
         assert!(
             a.get("a1", &Needed::default()).is_none()
