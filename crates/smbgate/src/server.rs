@@ -134,50 +134,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         idle: args.user_pool_idle,
     };
     let pool = smb_startup::connect(client, &url, &args.smb_user, args.pool_size, dfs.clone()).await?;
-    let opts = StoreOptions {
-        segment_size: args.segment_size,
-        prefetch: args.prefetch,
-        put_parallel: args.put_parallel,
-        read_ahead_budget: args.read_ahead_budget,
-        write_behind_budget: args.write_behind_budget,
-        multipart_expiry: args.multipart_expiry,
-        sweep_interval: args.sweep_interval,
-        body_read_timeout: args.body_read_timeout,
-        body_min_rate: args.body_min_rate,
-        list_max_dirs: args.list_max_dirs,
-        list_window: args.list_window,
-        cache: crate::store::reads::object_cache::CacheOptions {
-            enabled: args.cache,
-            entries: args.cache_entries,
-            bytes: usize::try_from(args.cache_size).unwrap_or(usize::MAX),
-            object_max: args.cache_object_max as u32,
-            max_age: args.cache_max_age,
-        },
-        listing_cache: crate::store::listings::listing_cache::ListingBudget::new(
-            usize::try_from(args.listing_cache_size).unwrap_or(usize::MAX),
-        ),
-        ..Default::default()
-    };
+    let opts = store_options(args);
     let store = Store::open(pool.clone(), &url.path, opts.clone()).await.map_err(|e| match e {
         StoreError::InvalidArgument(m) => m,
         other => format!("cannot open share root: {other}"),
     })?;
     let metrics_token = settled.metrics_token;
     let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
-    match store.buckets().unservable_folders().await {
-        Ok(folders) => {
-            let folders: Vec<&String> = folders.iter().filter(|f| !roots.values().any(|r| r.folder == **f)).collect();
-            if !folders.is_empty() {
-                let names: Vec<String> = folders.iter().map(|f| format!("'{f}'")).collect();
-                tracing::info!(
-                    folders = %names.join(", "),
-                    "folders of the share root that no bucket name can reach are not served; serve one under a \
-                     name of your choice with [buckets.NAME] path = \"FOLDER\" in the config file"
-                );
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
-    }
+    log_unserved_folders(&store, &roots).await;
     let identities = crate::identities::Identities::new(store, template, roots);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone()));
     let cors = crate::cors::Cache::new(identities.primary().clone());
@@ -218,16 +182,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         None => None,
     };
     // Once startup has succeeded, so that a failure stays one line.
-    let primary = identities.primary();
-    tracing::info!(
-        case_insensitive = primary.root().case_insensitive(),
-        metadata = primary.root().records().describe(),
-        "store opened"
-    );
-    for name in identities.configured() {
-        let metadata = identities.configured_store(name).map(|s| s.root().records().describe());
-        tracing::info!(bucket = name, metadata, "configured bucket opened");
-    }
+    log_opened(&identities);
     smb_startup::log_session(&pool).await;
     let limits = HttpLimits {
         max_connections: args.max_connections,
@@ -260,6 +215,69 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
         l.local_addr().map(|a| admin.warn_if_open(a)).ok();
     }
     Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
+}
+
+/// The store's settings from the command line and config file.
+fn store_options(args: &ServeArgs) -> StoreOptions {
+    StoreOptions {
+        segment_size: args.segment_size,
+        prefetch: args.prefetch,
+        put_parallel: args.put_parallel,
+        read_ahead_budget: args.read_ahead_budget,
+        write_behind_budget: args.write_behind_budget,
+        multipart_expiry: args.multipart_expiry,
+        sweep_interval: args.sweep_interval,
+        body_read_timeout: args.body_read_timeout,
+        body_min_rate: args.body_min_rate,
+        list_max_dirs: args.list_max_dirs,
+        list_window: args.list_window,
+        cache: crate::store::reads::object_cache::CacheOptions {
+            enabled: args.cache,
+            entries: args.cache_entries,
+            bytes: usize::try_from(args.cache_size).unwrap_or(usize::MAX),
+            object_max: args.cache_object_max as u32,
+            max_age: args.cache_max_age,
+        },
+        listing_cache: crate::store::listings::listing_cache::ListingBudget::new(
+            usize::try_from(args.listing_cache_size).unwrap_or(usize::MAX),
+        ),
+        ..Default::default()
+    }
+}
+
+/// Says (at INFO) which folders of the share root no bucket name can reach
+/// and no `[buckets.NAME]` of `roots` serves; a root that cannot be listed
+/// is said at DEBUG only (startup goes on).
+async fn log_unserved_folders(store: &Store, roots: &std::collections::HashMap<String, crate::identities::BucketRoot>) {
+    match store.buckets().unservable_folders().await {
+        Ok(folders) => {
+            let folders: Vec<&String> = folders.iter().filter(|f| !roots.values().any(|r| r.folder == **f)).collect();
+            if !folders.is_empty() {
+                let names: Vec<String> = folders.iter().map(|f| format!("'{f}'")).collect();
+                tracing::info!(
+                    folders = %names.join(", "),
+                    "folders of the share root that no bucket name can reach are not served; serve one under a \
+                     name of your choice with [buckets.NAME] path = \"FOLDER\" in the config file"
+                );
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "the share root's folders could not be listed"),
+    }
+}
+
+/// Says (at INFO) how the share root and each configured bucket keep
+/// their records, and whether names are matched without case.
+fn log_opened(identities: &crate::identities::Identities) {
+    let primary = identities.primary();
+    tracing::info!(
+        case_insensitive = primary.root().case_insensitive(),
+        metadata = primary.root().records().describe(),
+        "store opened"
+    );
+    for name in identities.configured() {
+        let metadata = identities.configured_store(name).map(|s| s.root().records().describe());
+        tracing::info!(bucket = name, metadata, "configured bucket opened");
+    }
 }
 
 /// An s3s service builder over `gateway` with smbgate's config, the
