@@ -12,8 +12,27 @@
 
 use std::ops::Range;
 
-use super::walk::DirItem;
 use crate::store::meta::derived_etag;
+
+/// One entry of a directory listing, names already decoded to S3 form (the caller maps SMB names
+/// to key components).
+///
+/// A directory is `is_dir: true` with a plain `name`. A directory that is also a marker object
+/// (the key `"<dir>/"`) is reported by its parent's listing with one more item,
+/// `name: "<dir>/", is_dir: false`, which carries that object's size, time and ETag hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirItem {
+    /// Decoded name; a marker object's name ends in `/`.
+    pub name: String,
+    /// True for a directory to walk.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub size: u64,
+    /// FILETIME.
+    pub last_modified: u64,
+    /// Caller-defined, passed through to the walk's `Listed::Object`.
+    pub etag_hint: Option<String>,
+}
 
 /// An entry's ETag hint, as [`Names::push`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,25 +33,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 /// of the one it is waiting for.
 pub const PREFETCH: usize = 4;
 
-/// One entry of a directory listing, names already decoded to S3 form (the caller maps SMB names
-/// to key components).
-///
-/// A directory is `is_dir: true` with a plain `name`. A directory that is also a marker object
-/// (the key `"<dir>/"`) is reported by its parent's listing with one more item,
-/// `name: "<dir>/", is_dir: false`, which carries that object's size, time and ETag hint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirItem {
-    /// Decoded name; a marker object's name ends in `/`.
-    pub name: String,
-    /// True for a directory to walk.
-    pub is_dir: bool,
-    /// Size in bytes.
-    pub size: u64,
-    /// FILETIME.
-    pub last_modified: u64,
-    /// Caller-defined, passed through to [`Listed::Object`].
-    pub etag_hint: Option<String>,
-}
+pub use super::names::DirItem;
 
 /// A directory listing as the lister walks it: names no key can have dropped, directory names
 /// with a trailing `/`, sorted in S3 order (a marker `x/` before the directory `x/`).
