@@ -65,11 +65,11 @@ impl DirSource for SmbSource<'_> {
             .reads
             .read(&format!("{dir}\0{}\0{}", needed.from, needed.within), || async {
                 let Some((times, window)) = self.read(&dir, needed).await? else { return Ok(None) };
-                Ok::<_, StoreError>(Some((stamp(&times), needed.clone(), window)))
+                Ok::<_, StoreError>(Some((stamp(&times), window)))
             })
             .await?;
-        let Some((stamp, read_for, window)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, &read_for, window.clone());
+        let Some((stamp, window)) = read else { return Ok(None) };
+        self.cache.put(dir, stamp, needed, window.clone());
         Ok(Some(window))
     }
 }

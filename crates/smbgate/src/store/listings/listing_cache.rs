@@ -22,7 +22,7 @@ pub struct DirCache {
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
     /// Reads in flight, shared by concurrent listings of one directory.
-    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Needed, Window)>>,
+    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Window)>>,
 }
 
 /// One kept listing.
@@ -68,15 +68,18 @@ impl CachedDir {
 #[derive(Debug, Clone)]
 pub struct ListingBudget {
     limit: usize,
-    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    reading: ListingBudgetPart,
+    /// Bytes of the cached listings.
+    held: SharedBytes,
+    /// Bytes of the windows being read.
+    reading: SharedBytes,
 }
 
-/// The bytes of windows being read, under the same limit.
+/// A count of bytes shared by clones, taken only up to a limit.
 #[derive(Debug, Clone, Default)]
-struct ListingBudgetPart(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+struct SharedBytes(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
-impl ListingBudgetPart {
+impl SharedBytes {
+    /// Takes `n` bytes if the count stays within `limit`.
     fn take(&self, limit: usize, n: usize) -> bool {
         use std::sync::atomic::Ordering;
         self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| (h + n <= limit).then_some(h + n)).is_ok()
@@ -84,6 +87,10 @@ impl ListingBudgetPart {
 
     fn give(&self, n: usize) {
         self.0.fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -141,22 +148,21 @@ impl ListingBudget {
     /// Bytes held now by the windows being read, over every cache on
     /// this budget (beyond each one's [`WINDOW_FLOOR`]).
     pub fn reading(&self) -> usize {
-        self.reading.0.load(std::sync::atomic::Ordering::Acquire)
+        self.reading.get()
     }
 
     /// Bytes held now by every cache on this budget.
     pub fn held(&self) -> usize {
-        self.held.load(std::sync::atomic::Ordering::Acquire)
+        self.held.get()
     }
 
     /// Takes `n` bytes if they fit.
     fn take(&self, n: usize) -> bool {
-        use std::sync::atomic::Ordering;
-        self.held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| (h + n <= self.limit).then_some(h + n)).is_ok()
+        self.held.take(self.limit, n)
     }
 
     fn give(&self, n: usize) {
-        self.held.fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+        self.held.give(n);
     }
 }
 
