@@ -54,6 +54,33 @@ pub enum Command {
 }
 
 impl Command {
+    /// The command's name as MS-SMB2 2.2.1.2 writes it (`SMB2 CREATE` is
+    /// `"CREATE"`), for logs and traces.
+    pub fn name(self) -> &'static str {
+        use Command::*;
+        match self {
+            Negotiate => "NEGOTIATE",
+            SessionSetup => "SESSION_SETUP",
+            Logoff => "LOGOFF",
+            TreeConnect => "TREE_CONNECT",
+            TreeDisconnect => "TREE_DISCONNECT",
+            Create => "CREATE",
+            Close => "CLOSE",
+            Flush => "FLUSH",
+            Read => "READ",
+            Write => "WRITE",
+            Lock => "LOCK",
+            Ioctl => "IOCTL",
+            Cancel => "CANCEL",
+            Echo => "ECHO",
+            QueryDirectory => "QUERY_DIRECTORY",
+            ChangeNotify => "CHANGE_NOTIFY",
+            QueryInfo => "QUERY_INFO",
+            SetInfo => "SET_INFO",
+            OplockBreak => "OPLOCK_BREAK",
+        }
+    }
+
     /// Maps a wire value to a command, or `None` for unknown codes.
     pub fn from_u16(v: u16) -> Option<Command> {
         use Command::*;

@@ -42,7 +42,7 @@ pub fn receive(data: &[u8]) -> usize {
     let n = (*n as usize).min(16).min(rest.len());
     let (reqs, mut stream) = rest.split_at(n);
     let (reaper, _rx) = Reaper::new();
-    let inner = Arc::new_cyclic(|me| Inner::new(ConnectionOptions::default(), reaper, me.clone()));
+    let inner = Arc::new_cyclic(|me| Inner::new(ConnectionOptions::default(), reaper, me.clone(), "fuzz:0"));
     {
         let mut sec = inner.security.write().unwrap();
         sec.session_id = SESSION_ID;

@@ -16,6 +16,7 @@
 //! - `writer` and `reader`: the two socket tasks;
 //! - `reaper`: the queue of handles nobody will close, and the task that
 //!   closes them;
+//! - `round_trip`: the trace span of each round trip;
 //! - [`fuzz`]: the receive path without a socket, for the fuzz target.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,6 +40,7 @@ pub(crate) mod lease_table;
 mod reader;
 mod reaper;
 mod response;
+pub mod round_trip;
 mod seal;
 mod table;
 mod write_frame;
@@ -101,6 +103,8 @@ pub(crate) struct Inner {
     pub(crate) leases: lease_table::Leases,
     /// This connection, for the answers it hands out.
     me: std::sync::Weak<Inner>,
+    /// The server's address as opened (`host:port`), for traces.
+    peer: Box<str>,
 }
 
 /// Bytes of sent frame buffers kept for reuse per connection (a few
@@ -187,7 +191,7 @@ impl Connection {
         }
         let (rd, wr) = stream.into_split();
         let (reaper, reap_rx) = Reaper::new();
-        let inner = Arc::new_cyclic(|me| Inner::new(opts, reaper.clone(), me.clone()));
+        let inner = Arc::new_cyclic(|me| Inner::new(opts, reaper.clone(), me.clone(), addr));
         let w = tokio::spawn(writer::writer_task(inner.clone(), wr));
         let r = tokio::spawn(reader::reader_task(inner.clone(), rd));
         let c = tokio::spawn(reaper_task(Arc::downgrade(&inner), reaper, reap_rx));
@@ -342,20 +346,31 @@ impl Connection {
     /// An interim STATUS_PENDING extends the deadline by the request timeout
     /// at a time, up to [`MAX_PENDING`] in all.
     pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
-        let ResponseFuture { mut rx, message_id } = rx;
+        let ResponseFuture { mut rx, message_id, span } = rx;
         let interim = || self.inner.state.lock().unwrap().table.is_interim(message_id);
         let start = tokio::time::Instant::now();
         let step = self.inner.opts.request_timeout;
         let mut deadline = start + step;
         loop {
             match tokio::time::timeout_at(deadline, &mut rx).await {
-                Ok(Ok(r)) => return r,
-                Ok(Err(_)) => return Err(self.inner.poison_error()),
+                Ok(Ok(r)) => {
+                    match &r {
+                        Ok(r) => round_trip::record_answer(&span, r.header.status, r.msg.len()),
+                        Err(e) => round_trip::record_failure(&span, e),
+                    }
+                    return r;
+                }
+                Ok(Err(_)) => {
+                    let e = self.inner.poison_error();
+                    round_trip::record_failure(&span, &e);
+                    return Err(e);
+                }
                 Err(_) if deadline < start + MAX_PENDING && interim() => {
                     deadline = (deadline + step).min(start + MAX_PENDING);
                 }
                 Err(_) => {
                     let e = Error::Timeout("no response from server");
+                    round_trip::record_failure(&span, &e);
                     self.poison(e.clone());
                     return Err(e);
                 }
@@ -470,7 +485,13 @@ impl Connection {
             .flat_map(|c| c.iter())
             .map(|op| Bind { command: op.body.command(), tree_id: op.tree_id, ..proto })
             .collect();
-        let (all, rxs) = self.reserve(&charges, tickets, &binds).await?;
+        let span = round_trip::batch_span(chains, &charges, &self.inner.peer);
+        let (all, mut rxs) = self.reserve(&charges, tickets, &binds).await?;
+        if !span.is_none() {
+            for rx in &mut rxs {
+                rx.span = span.clone();
+            }
+        }
         let buf = {
             let sec = self.inner.security.read().unwrap();
             let size_hint: usize = chains
@@ -492,6 +513,7 @@ impl Connection {
             }
             buf.freeze()
         };
+        span.record("smb.bytes_sent", buf.len() as i64);
         let sent = if sign { Bytes::new() } else { buf.slice(FRAME_HEADER_LEN..) };
         self.enqueue(buf)?;
         Ok((rxs, sent))
@@ -500,7 +522,7 @@ impl Connection {
 
 impl Inner {
     /// A connection's state before anything is sent: one credit, no keys.
-    fn new(opts: ConnectionOptions, reaper: Reaper, me: std::sync::Weak<Inner>) -> Inner {
+    fn new(opts: ConnectionOptions, reaper: Reaper, me: std::sync::Weak<Inner>, peer: &str) -> Inner {
         Inner {
             state: Mutex::new(State { table: Table::new(opts.credit_target), queue: Vec::new() }),
             security: RwLock::new(Security::default()),
@@ -516,6 +538,7 @@ impl Inner {
             oplocks: Oplocks::default(),
             leases: Default::default(),
             me,
+            peer: peer.into(),
         }
     }
 

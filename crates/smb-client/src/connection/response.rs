@@ -108,6 +108,9 @@ pub struct ResponseFuture {
     /// interim STATUS_PENDING came (the deadline then extends, up to
     /// [`MAX_PENDING`]).
     pub(super) message_id: u64,
+    /// The round trip's trace span (`Span::none()` unless traced; see
+    /// `round_trip`), closed once every answer of its batch is awaited.
+    pub(super) span: tracing::Span,
 }
 
 /// Longest a request answered with an interim STATUS_PENDING may take

@@ -113,7 +113,7 @@ impl Table {
             slots.push((id, c, self.credits.request_for(c)));
             let (tx, rx) = oneshot::channel();
             self.pending.insert(id, Pending { tx, charge: c as u32, ticket, bind, async_id: None, interim_grant: 0 });
-            rxs.push(ResponseFuture { rx, message_id: id });
+            rxs.push(ResponseFuture { rx, message_id: id, span: tracing::Span::none() });
             id += c as u64;
         }
         self.next_message_id = id;
