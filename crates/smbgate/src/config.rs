@@ -338,6 +338,22 @@ pub struct ServeArgs {
     /// status, bytes in and out, duration. Off unless given.
     #[arg(long, env = "SMBGATE_ACCESS_LOG", help_heading = "Operations (metrics, health, access log)")]
     pub access_log: Option<std::path::PathBuf>,
+    /// Exports OpenTelemetry traces to this OTLP/HTTP receiver (protobuf
+    /// bodies), e.g. `http://collector:4318`; `/v1/traces` is added to a
+    /// URL without a path. One server span per S3 request, with the
+    /// store's steps and SMB round trips under it. Off unless given.
+    #[arg(long, env = "SMBGATE_OTLP_ENDPOINT", help_heading = "Operations (metrics, health, access log)")]
+    pub otlp_endpoint: Option<String>,
+    /// Share of the requests traced, 0 to 1, of those that arrive without
+    /// a W3C `traceparent` (a parent's own decision is followed).
+    #[arg(
+        long,
+        env = "SMBGATE_OTLP_SAMPLE_RATIO",
+        default_value = "1",
+        value_parser = parse_ratio,
+        help_heading = "Operations (metrics, health, access log)"
+    )]
+    pub otlp_sample_ratio: f64,
 }
 
 impl std::fmt::Debug for ServeArgs {
@@ -368,6 +384,16 @@ impl std::fmt::Debug for ServeArgs {
 pub fn parse_bytes(v: &str) -> Result<u64, String> {
     parse_size::parse_size(v.trim())
         .map_err(|e| format!("{v:?} is not a size ({e}); write e.g. 8388608, 8MiB or 512KiB"))
+}
+
+/// A fraction from 0 to 1 (`0.25`).
+///
+/// Errors: anything else.
+pub fn parse_ratio(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{v:?} is not a number from 0 to 1")),
+    }
 }
 
 /// `--cache-object-max`: a size of at most 1 MiB (one READ).

@@ -8,7 +8,7 @@
 //!   [`auth_log`]: failed authentications logged (rate-limited) and counted.
 //! - [`access_log`]: the `--access-log` file, reopened on SIGHUP.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
-//!   and the health endpoints.
+//!   and the health endpoints; [`traces`]: OpenTelemetry traces over OTLP.
 //! - [`promises`]: requests that ask for a guarantee the gateway does not
 //!   give (Object Lock, SSE-C, SSE-KMS, ...), refused rather than ignored.
 //! - [`precheck`]: requests refused before s3s reads them, and signature
@@ -65,6 +65,7 @@ pub mod settings_check;
 pub mod smb_startup;
 pub mod store;
 pub mod tls;
+pub mod traces;
 pub mod unread_body;
 pub mod users;
 pub mod vhost;

@@ -54,7 +54,18 @@ fn main() {
                     .with_target(smbgate::access_line::ACCESS_TARGET, tracing::Level::INFO),
             )
     });
-    tracing_subscriber::registry().with(stderr).with(access).init();
+    let (traces, exporter) = match &cli.command {
+        Command::Serve(args) => match args.otlp_endpoint.as_deref().map(|e| smbgate::traces::layer(e, args.otlp_sample_ratio)) {
+            None => (None, None),
+            Some(Ok((layer, exporter))) => (Some(layer), Some(exporter)),
+            Some(Err(e)) => {
+                eprintln!("smbgate: {e}");
+                std::process::exit(1);
+            }
+        },
+        Command::Config(_) => (None, None),
+    };
+    tracing_subscriber::registry().with(stderr).with(access).with(traces).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(async {
         match cli.command {
@@ -95,6 +106,10 @@ fn main() {
             Command::Config(_) => 0,
         }
     });
+    // Outside `block_on`: the exporter's last send blocks this thread.
+    if let Some(e) = exporter {
+        e.shutdown();
+    }
     std::process::exit(code);
 }
 

@@ -63,7 +63,13 @@ where
         let declared = precheck::declared_body_length(req.headers());
         let in_flight = self.metrics.start(declared);
         let ids = RequestIds::new();
-        let span = tracing::info_span!("s3", request_id = %ids.request_id, operation = tracing::field::Empty);
+        let span = tracing::info_span!(
+            "s3",
+            request_id = %ids.request_id,
+            operation = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
+        );
+        crate::traces::start_server_span(&span, &req, &ids.request_id);
         let (method, uri) = (req.method().clone(), req.uri().clone());
         // Before the rules may add an x-amz-date: the time as it was sent.
         let sent_at = request_time(&req);
@@ -85,6 +91,7 @@ where
             let _entered = span.enter();
             self.inner.call(req)
         };
+        let server_span = span.clone();
         let fut = async move {
             let mut resp = answering.await?;
             let form_key = resp.extensions_mut().remove::<FormKey>().map(|k| k.0);
@@ -132,6 +139,21 @@ where
                 key: resolved.and_then(|r| r.key.clone()),
                 bytes_in: declared,
             });
+            if crate::traces::exporting() {
+                crate::traces::finish_server_span(
+                    &server_span,
+                    &crate::traces::Answered {
+                        operation,
+                        status: resp.status().as_u16(),
+                        bucket: resolved.and_then(|r| r.bucket.as_deref()),
+                        key: resolved.and_then(|r| r.key.as_deref()),
+                        user: resolved.and_then(|r| r.identity.as_deref()),
+                        query: uri.query(),
+                    },
+                );
+                // The server span ends with the body, not with its head.
+                resp = resp.map(|body| crate::traces::traced_body(body, server_span));
+            }
             let answer = crate::access_line::Answer { operation, status: resp.status(), line };
             Ok(answer.record(in_flight, resp, is_head))
         };

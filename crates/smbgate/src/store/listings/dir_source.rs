@@ -136,6 +136,7 @@ impl SmbSource<'_> {
     /// the directory's times when its read began; `None` if it does not
     /// exist. A window that cannot end within the cap (all directories)
     /// is read again without one.
+    #[tracing::instrument(level = "debug", name = "store.listing_window", skip_all)]
     async fn read(&self, dir: &str, needed: &Needed) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
         let (mut cap, mut max_bytes) = (self.window, self.cache.window_bytes());
         loop {

@@ -406,6 +406,7 @@ impl Reads {
     ///
     /// Errors: NoSuchKey (also for a key naming a plain directory),
     /// NoSuchBucket, InvalidKey.
+    #[tracing::instrument(level = "debug", name = "store.lookup", skip_all)]
     pub async fn open_object(
         &self,
         bucket: &str,
@@ -422,6 +423,7 @@ impl Reads {
     /// ([`Reads::head_and_hold`], the same round trips).
     ///
     /// Errors: as [`Reads::open_object`].
+    #[tracing::instrument(level = "debug", name = "store.lookup", skip_all)]
     pub async fn head_object(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
         if let Some(hit) = self.cached(bucket, key).await {
             return Ok(hit.info);

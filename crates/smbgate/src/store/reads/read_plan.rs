@@ -154,7 +154,7 @@ impl Reads {
         let (opened, info, data) = self.open_object(bucket, key, read).await?;
         self.fill_later(bucket, key, &info);
         // On an early return the handle closes itself.
-        let plan = ReadPlan::decide(&info, req)?;
+        let plan = tracing::debug_span!("store.read_plan").in_scope(|| ReadPlan::decide(&info, req))?;
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
         let body = object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first);
         Ok(Read { info, plan, body })

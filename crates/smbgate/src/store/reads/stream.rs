@@ -19,6 +19,7 @@ use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::store::share::Handle;
 
@@ -73,7 +74,8 @@ pub fn object_stream(
         }
         return BodyStream { rx };
     };
-    tokio::spawn(async move {
+    let span = tracing::debug_span!("store.stream", bytes = (range.end - range.start) as i64);
+    let streaming = async move {
         if range.start >= range.end {
             drop(tx); // end the body now; the CLOSE need not delay it
             opened.close().await;
@@ -84,8 +86,15 @@ pub fn object_stream(
             tracing::warn!(error = %e, "GET stream aborted");
             let _ = tx.send(Err(e)).await;
         }
-    });
+    };
+    tokio::spawn(streaming.instrument(span));
     BodyStream { rx }
+}
+
+/// The trace span of one segment of a GET (its READs get none of their
+/// own: see `smb_client::connection::round_trip`).
+fn segment_span(s: &Range<u64>) -> tracing::Span {
+    tracing::debug_span!("store.segment", offset = s.start as i64, bytes = (s.end - s.start) as i64)
 }
 
 /// Read-ahead a GET gets when the budget is spent.
@@ -144,11 +153,15 @@ async fn run(
                     };
                     let Some(permit) = permit else { break };
                     let (reads, info, s) = (reads.clone(), info.clone(), s.clone());
-                    let h = tokio::spawn(async move {
-                        let started = Instant::now();
-                        let data = fetch_segment(reads, info, s.clone()).await;
-                        (data, s.end - s.start, started.elapsed())
-                    });
+                    let span = segment_span(&s);
+                    let h = tokio::spawn(
+                        async move {
+                            let started = Instant::now();
+                            let data = fetch_segment(reads, info, s.clone()).await;
+                            (data, s.end - s.start, started.elapsed())
+                        }
+                        .instrument(span),
+                    );
                     queue.push_back(Segment::Fetched(h, permit));
                 }
                 next = s.end;
@@ -162,7 +175,9 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let r = share::read_range_whole(&o.handle, s.clone(), in_flight).await;
+                            let r = share::read_range_whole(&o.handle, s.clone(), in_flight)
+                                .instrument(segment_span(&s))
+                                .await;
                             drop(o); // closed by its connection, without delaying the body
                             let data = match r {
                                 Ok((data, got)) if got == want => data,
@@ -172,7 +187,9 @@ async fn run(
                                 // Nothing of it was sent yet: read it again
                                 // on another connection.
                                 Err(e) if e.is_connection_error() => {
-                                    fetch_segment(reads.clone(), info.clone(), s).await?
+                                    fetch_segment(reads.clone(), info.clone(), s.clone())
+                                        .instrument(segment_span(&s))
+                                        .await?
                                 }
                                 Err(e) => return Err(io_err(e)),
                             };
@@ -180,14 +197,21 @@ async fn run(
                                 return Ok(());
                             }
                         }
-                        Some(o) => stream_resuming(reads, info, Some(o.handle), s, in_flight, tx).await?,
+                        Some(o) => {
+                            let span = segment_span(&s);
+                            stream_resuming(reads, info, Some(o.handle), s, in_flight, tx).instrument(span).await?
+                        }
                         None if whole => {
-                            let data = fetch_segment(reads.clone(), info.clone(), s).await?;
+                            let span = segment_span(&s);
+                            let data = fetch_segment(reads.clone(), info.clone(), s).instrument(span).await?;
                             if !send_all(tx, data).await {
                                 return Ok(());
                             }
                         }
-                        None => stream_resuming(reads, info, None, s, in_flight, tx).await?,
+                        None => {
+                            let span = segment_span(&s);
+                            stream_resuming(reads, info, None, s, in_flight, tx).instrument(span).await?
+                        }
                     }
                 }
                 Some(Segment::Fetched(h, permit)) => {

@@ -45,6 +45,7 @@ impl Writes {
     /// never replaced: the server's rename fails and the answer is 412
     /// PreconditionFailed (`If-None-Match: *`, decided atomically on the
     /// share, failure class 25).
+    #[tracing::instrument(level = "debug", name = "store.publish", skip_all)]
     pub(crate) async fn publish_temp_if(&self, temp: &TempFile, target: &Target, replace: bool) -> StoreResult<()> {
         temp.publishing();
         self.publish_if(temp.handle(), temp.path(), target, replace).await
@@ -111,6 +112,7 @@ impl Writes {
     /// reads would otherwise still find first.
     ///
     /// Errors: as [`Writes::publish_if`] and [`Writes::publish_if_match`].
+    #[tracing::instrument(level = "debug", name = "store.publish", skip_all)]
     pub(crate) async fn publish_with(
         &self,
         file: &Handle,

@@ -10,6 +10,7 @@ use crate::store::share::{Handle, Tree};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
+use tracing::Instrument;
 
 use super::spread::SpreadWriter;
 use crate::store::beside::nothing_beside;
@@ -135,7 +136,9 @@ impl Writes {
         };
         // A failed compound (a file came where none was warned about, a
         // missing parent) publishes the slow way, which warns again.
-        let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace)).await;
+        let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace))
+            .instrument(tracing::debug_span!("store.publish"))
+            .await;
         self.root.warned(warning).await;
         match published {
             Ok(()) => {
