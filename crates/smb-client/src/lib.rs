@@ -14,6 +14,7 @@
 //! - [`durable`] opens files as durable handles (with a batch oplock, whose
 //!   breaks the connection acknowledges) and reopens them on another
 //!   connection after their own is lost.
+//! - [`notify`] watches a directory for changes (CHANGE_NOTIFY).
 #![warn(missing_docs)]
 
 pub mod aimd;
@@ -29,6 +30,7 @@ pub mod file;
 mod handshake;
 pub mod lease;
 pub mod logon;
+pub mod notify;
 mod oplock;
 pub mod pipeline;
 pub mod pool;

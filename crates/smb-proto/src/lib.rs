@@ -21,6 +21,7 @@ pub mod ioctl;
 pub mod lease;
 pub mod message;
 pub mod negotiate;
+pub mod notify;
 pub mod oplock;
 pub mod query;
 pub mod reader;

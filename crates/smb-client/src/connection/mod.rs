@@ -346,11 +346,27 @@ impl Connection {
     /// An interim STATUS_PENDING extends the deadline by the request timeout
     /// at a time, up to [`MAX_PENDING`] in all.
     pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
+        self.wait_pending(rx, MAX_PENDING).await
+    }
+
+    /// [`Connection::wait`] for a request whose final answer may take as
+    /// long as it takes once the interim STATUS_PENDING came (a
+    /// CHANGE_NOTIFY): only the first answer has the request timeout; a
+    /// lost connection still ends the wait.
+    pub async fn wait_indefinitely(&self, rx: ResponseFuture) -> Result<Response> {
+        self.wait_pending(rx, Duration::MAX).await
+    }
+
+    /// Awaits `rx`: the request timeout, extended while an interim answer
+    /// came, up to `max_pending` in all.
+    async fn wait_pending(&self, rx: ResponseFuture, max_pending: Duration) -> Result<Response> {
         let ResponseFuture { mut rx, message_id, span } = rx;
         let interim = || self.inner.state.lock().unwrap().table.is_interim(message_id);
         let start = tokio::time::Instant::now();
         let step = self.inner.opts.request_timeout;
         let mut deadline = start + step;
+        // `None`: no cap.
+        let cap = start.checked_add(max_pending);
         loop {
             match tokio::time::timeout_at(deadline, &mut rx).await {
                 Ok(Ok(r)) => {
@@ -365,8 +381,8 @@ impl Connection {
                     round_trip::record_failure(&span, &e);
                     return Err(e);
                 }
-                Err(_) if deadline < start + MAX_PENDING && interim() => {
-                    deadline = (deadline + step).min(start + MAX_PENDING);
+                Err(_) if cap.is_none_or(|cap| deadline < cap) && interim() => {
+                    deadline = cap.map_or(deadline + step, |cap| (deadline + step).min(cap));
                 }
                 Err(_) => {
                     let e = Error::Timeout("no response from server");

@@ -1,0 +1,128 @@
+//! CHANGE_NOTIFY against a real smbd: changes a program makes on the
+//! server's own disk are reported (Samba watches its disk with inotify),
+//! a watch outlives the request timeout, too many changes are an overflow,
+//! and closing the directory ends the watch.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Samba;
+use smb_client::notify::Notified;
+use smb_client::{Session, Tree};
+use smb_proto::create::{access, options, CreateRequest};
+use smb_proto::notify::{filter, Action, Change};
+
+const CHANGES: u32 = filter::FILE_NAME | filter::DIR_NAME | filter::ATTRIBUTES | filter::SIZE | filter::LAST_WRITE;
+
+async fn watched_dir(t: &Tree, name: &str) -> smb_client::Handle {
+    t.mkdir(name).await.expect("mkdir");
+    let open = CreateRequest::open(name, access::FILE_LIST_DIRECTORY | access::SYNCHRONIZE).options(options::DIRECTORY_FILE);
+    t.open(&open).await.expect("open the directory")
+}
+
+async fn within(secs: u64, n: impl std::future::Future<Output = smb_client::Result<Notified>>) -> Notified {
+    tokio::time::timeout(Duration::from_secs(secs), n).await.expect("an answer in time").expect("notified")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_on_the_servers_own_disk_are_reported() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let dir = watched_dir(&t, "watched").await;
+    let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    // Answered after the CHANGE_NOTIFY: the server holds the watch.
+    s.echo().await.expect("echo");
+    let on_disk = smb.share_path().join("watched");
+    std::fs::write(on_disk.join("new.txt"), b"one").unwrap();
+    let got = within(10, t.notified(pending)).await;
+    assert_eq!(got, Notified::Changes(vec![Change { action: Action::Added, name: "new.txt".into() }]));
+
+    // Changes between two requests are kept for the next.
+    std::fs::write(on_disk.join("new.txt"), b"two, longer").unwrap();
+    let got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
+    let Notified::Changes(changes) = got else { panic!("{got:?}") };
+    assert!(changes.contains(&Change { action: Action::Modified, name: "new.txt".into() }), "{changes:?}");
+
+    std::fs::rename(on_disk.join("new.txt"), on_disk.join("renamed.txt")).unwrap();
+    let mut seen = Vec::new();
+    while !seen.iter().any(|c: &Change| c.action == Action::RenamedNewName) {
+        match within(10, t.change_notify(dir.id(), CHANGES, false)).await {
+            Notified::Changes(c) => seen.extend(c),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(seen.contains(&Change { action: Action::RenamedOldName, name: "new.txt".into() }), "{seen:?}");
+    assert!(seen.contains(&Change { action: Action::RenamedNewName, name: "renamed.txt".into() }), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_outlives_the_request_timeout() {
+    let smb = Samba::start(&[]);
+    let mut config = smb.config();
+    config.connection.request_timeout = Duration::from_secs(2);
+    let s = Session::connect(&config).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let dir = watched_dir(&t, "quiet").await;
+    let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    let waiting = tokio::spawn({
+        let t = t.clone();
+        async move { t.notified(pending).await }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!t.conn().is_poisoned(), "a pending watch is not a lost answer");
+    std::fs::write(smb.share_path().join("quiet").join("late.txt"), b"x").unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").unwrap().expect("ok");
+    assert_eq!(got, Notified::Changes(vec![Change { action: Action::Added, name: "late.txt".into() }]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_changes_than_one_answer_holds_are_an_overflow() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let dir = watched_dir(&t, "busy").await;
+    let on_disk = smb.share_path().join("busy");
+    std::fs::write(on_disk.join("first"), b"x").unwrap();
+    // Armed by the first request; the rest are kept until the next one.
+    let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    s.echo().await.expect("echo");
+    std::fs::write(on_disk.join("second"), b"x").unwrap();
+    within(10, t.notified(pending)).await;
+    // 64 KiB of answer holds about 1,200 of these names.
+    for i in 0..3000 {
+        std::fs::write(on_disk.join(format!("a-rather-long-file-name-{i:05}.bin")), b"x").unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
+    // Samba may answer a first batch before it saw the rest.
+    while let Notified::Changes(_) = got {
+        got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
+    }
+    assert_eq!(got, Notified::Overflow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_directory_ends_its_watch() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    let dir = watched_dir(&t, "closing").await;
+    let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    s.echo().await.expect("echo");
+    dir.close().await.expect("close");
+    assert_eq!(within(10, t.notified(pending)).await, Notified::Closed);
+    assert!(!t.conn().is_poisoned());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_cannot_be_watched() {
+    let smb = Samba::start(&[]);
+    let s = Session::connect(&smb.config()).await.expect("connect");
+    let t = s.tree_connect("share").await.expect("tree");
+    t.write_small("plain.txt", b"x", &[]).await.expect("write");
+    let file = t.open(&CreateRequest::open("plain.txt", access::GENERIC_READ)).await.expect("open");
+    let err = t.change_notify(file.id(), CHANGES, false).await.expect_err("a file is not a directory");
+    assert!(err.to_string().contains("STATUS_INVALID_PARAMETER"), "{err}");
+}
