@@ -55,14 +55,16 @@ fn main() {
             )
     });
     let (traces, exporter) = match &cli.command {
-        Command::Serve(args) => match args.otlp_endpoint.as_deref().map(|e| smbgate::traces::layer(e, args.otlp_sample_ratio)) {
-            None => (None, None),
-            Some(Ok((layer, exporter))) => (Some(layer), Some(exporter)),
-            Some(Err(e)) => {
-                eprintln!("smbgate: {e}");
-                std::process::exit(1);
+        Command::Serve(args) => {
+            match args.otlp_endpoint.as_deref().map(|e| smbgate::traces::layer(e, args.otlp_sample_ratio)) {
+                None => (None, None),
+                Some(Ok((layer, exporter))) => (Some(layer), Some(exporter)),
+                Some(Err(e)) => {
+                    eprintln!("smbgate: {e}");
+                    std::process::exit(1);
+                }
             }
-        },
+        }
         Command::Config(_) => (None, None),
     };
     tracing_subscriber::registry().with(stderr).with(access).with(traces).init();

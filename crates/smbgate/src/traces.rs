@@ -214,7 +214,10 @@ impl Body for Spanned {
     type Data = bytes::Bytes;
     type Error = <s3s::Body as Body>::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(None | Some(Err(_))) = &polled {
             self.span = None;
