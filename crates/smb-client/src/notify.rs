@@ -12,7 +12,7 @@ use smb_proto::create::FileId;
 use smb_proto::notify::{decode_changes, Change, ChangeNotifyRequest, WATCH_TREE};
 use smb_proto::NtStatus;
 
-use crate::connection::Op;
+use crate::connection::{Op, Response};
 use crate::error::Result;
 use crate::tree::Tree;
 
@@ -46,7 +46,12 @@ impl Tree {
     /// (MS-SMB2 3.3.5.19).
     ///
     /// Errors: the connection is lost.
-    pub async fn start_change_notify(&self, dir: FileId, completion_filter: u32, subtree: bool) -> Result<PendingNotify> {
+    pub async fn start_change_notify(
+        &self,
+        dir: FileId,
+        completion_filter: u32,
+        subtree: bool,
+    ) -> Result<PendingNotify> {
         let req = ChangeNotifyRequest {
             flags: if subtree { WATCH_TREE } else { 0 },
             output_buffer_length: NOTIFY_BUFFER.min(self.session().negotiated.max_transact_size),
@@ -66,15 +71,14 @@ impl Tree {
     /// not a directory, ...); the connection was lost; an answer that does
     /// not decode.
     pub async fn notified(&self, pending: PendingNotify) -> Result<Notified> {
-        let r = self.conn().wait_indefinitely(pending.rx).await?;
-        match r.status() {
-            NtStatus::STATUS_NOTIFY_ENUM_DIR => Ok(Notified::Overflow),
-            NtStatus::STATUS_NOTIFY_CLEANUP => Ok(Notified::Closed),
-            _ => {
-                let r = r.ok_or_status(&[])?;
-                Ok(Notified::Changes(r.body(decode_changes)?))
-            }
-        }
+        notified_by(self.conn().wait_indefinitely(pending.rx).await?)
+    }
+
+    /// The answer to `pending` if it has come, without waiting: a refusal
+    /// comes at once, before the answers to requests sent after it.
+    /// After `Some`, `pending` is spent.
+    pub fn try_notified(&self, pending: &mut PendingNotify) -> Option<Result<Notified>> {
+        Some(self.conn().try_answer(&mut pending.rx)?.and_then(notified_by))
     }
 
     /// [`Tree::start_change_notify`], then [`Tree::notified`].
@@ -83,5 +87,19 @@ impl Tree {
     pub async fn change_notify(&self, dir: FileId, completion_filter: u32, subtree: bool) -> Result<Notified> {
         let pending = self.start_change_notify(dir, completion_filter, subtree).await?;
         self.notified(pending).await
+    }
+}
+
+/// What a CHANGE_NOTIFY answer `r` says.
+///
+/// Errors: a status of error severity; a buffer that does not decode.
+fn notified_by(r: Response) -> Result<Notified> {
+    match r.status() {
+        NtStatus::STATUS_NOTIFY_ENUM_DIR => Ok(Notified::Overflow),
+        NtStatus::STATUS_NOTIFY_CLEANUP => Ok(Notified::Closed),
+        _ => {
+            let r = r.ok_or_status(&[])?;
+            Ok(Notified::Changes(r.body(decode_changes)?))
+        }
     }
 }

@@ -17,7 +17,8 @@ const CHANGES: u32 = filter::FILE_NAME | filter::DIR_NAME | filter::ATTRIBUTES |
 
 async fn watched_dir(t: &Tree, name: &str) -> smb_client::Handle {
     t.mkdir(name).await.expect("mkdir");
-    let open = CreateRequest::open(name, access::FILE_LIST_DIRECTORY | access::SYNCHRONIZE).options(options::DIRECTORY_FILE);
+    let open =
+        CreateRequest::open(name, access::FILE_LIST_DIRECTORY | access::SYNCHRONIZE).options(options::DIRECTORY_FILE);
     t.open(&open).await.expect("open the directory")
 }
 
@@ -72,6 +73,7 @@ async fn a_watch_outlives_the_request_timeout() {
     });
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!t.conn().is_poisoned(), "a pending watch is not a lost answer");
+    assert_eq!(t.conn().in_flight(), 0, "a pending watch is not load");
     std::fs::write(smb.share_path().join("quiet").join("late.txt"), b"x").unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").unwrap().expect("ok");
     assert_eq!(got, Notified::Changes(vec![Change { action: Action::Added, name: "late.txt".into() }]));
@@ -125,4 +127,14 @@ async fn a_file_cannot_be_watched() {
     let file = t.open(&CreateRequest::open("plain.txt", access::GENERIC_READ)).await.expect("open");
     let err = t.change_notify(file.id(), CHANGES, false).await.expect_err("a file is not a directory");
     assert!(err.to_string().contains("STATUS_INVALID_PARAMETER"), "{err}");
+    // The refusal is there once a request sent after it is answered.
+    let mut pending = t.start_change_notify(file.id(), CHANGES, false).await.expect("send");
+    s.echo().await.expect("echo");
+    let err = t.try_notified(&mut pending).expect("answered").expect_err("refused");
+    assert!(err.to_string().contains("STATUS_INVALID_PARAMETER"), "{err}");
+    // A watch the server holds has no answer yet.
+    let dir = watched_dir(&t, "held").await;
+    let mut pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    s.echo().await.expect("echo");
+    assert!(t.try_notified(&mut pending).is_none());
 }

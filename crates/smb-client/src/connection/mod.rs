@@ -7,6 +7,7 @@
 //! By concern:
 //! - this file: the API ([`Connection`]) and the state its parts share;
 //! - `response`: what a caller gets back ([`Response`], [`ResponseFuture`]);
+//! - `waiting`: awaiting an answer, with its deadline;
 //! - `table`: the MessageId and credit table, plain data with its tests;
 //! - `lease_table`: the leases held on the connection, plain data with its
 //!   tests (the lease operations of a tree are `crate::lease`'s);
@@ -43,6 +44,7 @@ mod response;
 pub mod round_trip;
 mod seal;
 mod table;
+mod waiting;
 mod write_frame;
 mod writer;
 
@@ -229,7 +231,8 @@ impl Connection {
         self.inner.poisoned.load(Ordering::Acquire)
     }
 
-    /// Requests sent and not yet answered (for least-loaded dispatch).
+    /// Requests sent and not yet answered (for least-loaded dispatch), but
+    /// for CHANGE_NOTIFYs waiting for a change: they are not load.
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
@@ -340,60 +343,6 @@ impl Connection {
         Ok((resp, sent))
     }
 
-    /// Awaits a response with the request timeout; a timeout poisons the
-    /// connection (its stream may be desynchronised).
-    ///
-    /// An interim STATUS_PENDING extends the deadline by the request timeout
-    /// at a time, up to [`MAX_PENDING`] in all.
-    pub async fn wait(&self, rx: ResponseFuture) -> Result<Response> {
-        self.wait_pending(rx, MAX_PENDING).await
-    }
-
-    /// [`Connection::wait`] for a request whose final answer may take as
-    /// long as it takes once the interim STATUS_PENDING came (a
-    /// CHANGE_NOTIFY): only the first answer has the request timeout; a
-    /// lost connection still ends the wait.
-    pub async fn wait_indefinitely(&self, rx: ResponseFuture) -> Result<Response> {
-        self.wait_pending(rx, Duration::MAX).await
-    }
-
-    /// Awaits `rx`: the request timeout, extended while an interim answer
-    /// came, up to `max_pending` in all.
-    async fn wait_pending(&self, rx: ResponseFuture, max_pending: Duration) -> Result<Response> {
-        let ResponseFuture { mut rx, message_id, span } = rx;
-        let interim = || self.inner.state.lock().unwrap().table.is_interim(message_id);
-        let start = tokio::time::Instant::now();
-        let step = self.inner.opts.request_timeout;
-        let mut deadline = start + step;
-        // `None`: no cap.
-        let cap = start.checked_add(max_pending);
-        loop {
-            match tokio::time::timeout_at(deadline, &mut rx).await {
-                Ok(Ok(r)) => {
-                    match &r {
-                        Ok(r) => round_trip::record_answer(&span, r.header.status, r.msg.len()),
-                        Err(e) => round_trip::record_failure(&span, e),
-                    }
-                    return r;
-                }
-                Ok(Err(_)) => {
-                    let e = self.inner.poison_error();
-                    round_trip::record_failure(&span, &e);
-                    return Err(e);
-                }
-                Err(_) if cap.is_none_or(|cap| deadline < cap) && interim() => {
-                    deadline = cap.map_or(deadline + step, |cap| (deadline + step).min(cap));
-                }
-                Err(_) => {
-                    let e = Error::Timeout("no response from server");
-                    round_trip::record_failure(&span, &e);
-                    self.poison(e.clone());
-                    return Err(e);
-                }
-            }
-        }
-    }
-
     /// Spends credits for messages charging `charges` (waiting for grants
     /// if the window is spent), allocates their MessageIds and registers
     /// their waiters. Returns `(MessageId, CreditCharge, CreditRequest)` per
@@ -410,7 +359,8 @@ impl Connection {
         loop {
             let notified = self.inner.credit_wake.notified();
             if let Some((slots, rxs)) = self.inner.state.lock().unwrap().table.reserve(charges, &mut tickets, binds)? {
-                self.inner.in_flight.fetch_add(rxs.len(), Ordering::Relaxed);
+                let counted = binds.iter().filter(|b| table::counts_in_flight(b.command)).count();
+                self.inner.in_flight.fetch_add(counted, Ordering::Relaxed);
                 return Ok((slots, rxs));
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {

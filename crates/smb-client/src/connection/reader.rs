@@ -119,7 +119,9 @@ impl Inner {
             }
         };
         self.credit_wake.notify_waiters();
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if super::table::counts_in_flight(p.bind.command) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
         // The server has ended the session or the tree: the answer goes to
         // its waiter (a connection error there), and the connection is
         // replaced rather than kept answering this forever.

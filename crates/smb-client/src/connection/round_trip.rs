@@ -82,6 +82,18 @@ pub(super) fn record_answer(span: &tracing::Span, status: NtStatus, bytes: usize
     }
 }
 
+/// `r`, an awaited answer, recorded on `span` (its status, or the failure).
+pub(super) fn recorded(
+    span: &tracing::Span,
+    r: crate::error::Result<super::Response>,
+) -> crate::error::Result<super::Response> {
+    match &r {
+        Ok(a) => record_answer(span, a.header.status, a.msg.len()),
+        Err(e) => record_failure(span, e),
+    }
+    r
+}
+
 /// Records a failure with no answer (a timeout, a lost connection).
 pub(super) fn record_failure(span: &tracing::Span, error: &crate::error::Error) {
     if span.is_none() {

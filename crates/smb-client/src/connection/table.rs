@@ -44,6 +44,14 @@ pub(crate) struct Pending {
     pub(crate) interim_grant: u16,
 }
 
+/// Whether a request of `command` counts as load while it waits: a
+/// CHANGE_NOTIFY waits for a change on the share, not for the server, and
+/// may wait for hours, so it does not (the pool's least-loaded choice and
+/// idle checks would otherwise never see its connection idle).
+pub(crate) fn counts_in_flight(command: Command) -> bool {
+    command != Command::ChangeNotify
+}
+
 /// What one received message was, for [`Table::answer`].
 pub(crate) enum Answer {
     /// An interim STATUS_PENDING: its request waits on for the final answer.
