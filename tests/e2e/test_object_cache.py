@@ -212,8 +212,9 @@ def test_with_the_cache_off_nothing_is_held(own_samba):
 
 def test_a_change_on_the_servers_own_disk_is_seen_within_the_max_age(own_samba):
     """A program on the server itself breaks no lease (Samba's kernel oplocks
-    are off): such a change is seen once the entry is older than
-    --cache-max-age."""
+    are off): such a change is seen at the latest once the entry is older
+    than --cache-max-age (at once where the directory is watched:
+    test_cache_watches.py)."""
     g = Gateway(own_samba, "--cache-max-age", "2s")
     try:
         s3 = g.client()

@@ -238,6 +238,11 @@ impl Collector for SmbGauges {
             ),
             ("object_cache_entries", "Objects the gateway's own store holds under leases", entries as u64),
             ("object_cache_bytes", "Bytes those entries count (bodies and overhead)", cached_bytes as u64),
+            (
+                "object_cache_watched_directories",
+                "Directories holding those entries that the store watches on the server (CHANGE_NOTIFY)",
+                self.store.reads().object_cache_watches() as u64,
+            ),
             ("read_ahead_budget_bytes", "GET read-ahead budget", ra.capacity()),
             ("read_ahead_in_use_bytes", "GET read-ahead held by running GETs", ra.in_use()),
             ("write_behind_budget_bytes", "PUT write-behind budget", wb.capacity()),

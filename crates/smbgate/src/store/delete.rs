@@ -120,6 +120,7 @@ impl Deletes {
                     return;
                 }
             }
+            crate::store::reads::dir_watches::unwatch_under(&self.root, dir.as_str()).await;
             if share::delete(tree, dir, true).await.is_err() {
                 return;
             }

@@ -2,12 +2,12 @@
 //! buckets, objects and state live, the pool, the records, and the caches
 //! a change must be told to.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::keys;
 use super::listings::listing_cache;
 use super::path::SharePath;
-use super::reads::object_cache;
+use super::reads::{dir_watches, object_cache};
 use super::records;
 use super::share::{self, Pool, Tree};
 use super::{StoreError, StoreOptions, StoreResult, INTERNAL};
@@ -40,6 +40,8 @@ pub(super) struct Inner {
     pub(super) single_bucket: Option<String>,
     /// Objects held under leases for HEAD and small GETs.
     pub(super) objects: object_cache::ObjectCache,
+    /// The watches that tell the object cache of changes no lease reports.
+    pub(super) watches: dir_watches::DirWatches,
 }
 
 impl Root {
@@ -48,6 +50,22 @@ impl Root {
     }
 
     /// What the root holds, for a store over another pool of the same root.
+    /// A reference that does not keep the store alive (for its
+    /// background tasks).
+    pub(super) fn downgrade(&self) -> Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The store of `weak`, if it still serves.
+    pub(super) fn upgrade(weak: &Weak<Inner>) -> Option<Root> {
+        weak.upgrade().map(Root::from_inner)
+    }
+
+    /// The object cache's directory watches.
+    pub(super) fn watches(&self) -> &dir_watches::DirWatches {
+        &self.inner.watches
+    }
+
     pub(super) fn inner(&self) -> &Inner {
         &self.inner
     }

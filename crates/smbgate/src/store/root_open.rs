@@ -87,7 +87,9 @@ impl Store {
             dir_cache,
             single_bucket,
             objects: object_cache::ObjectCache::new(opts_cache),
+            watches: Default::default(),
         }));
+        super::reads::dir_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
         tokio::spawn(sweep::sweep_loop(store.uploads().clone()));
         Ok(store)
@@ -111,6 +113,7 @@ impl Store {
             dir_cache: listing_cache::DirCache::new(i.opts.listing_cache_ttl, i.opts.listing_cache.clone()),
             single_bucket: i.single_bucket.clone(),
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
+            watches: Default::default(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

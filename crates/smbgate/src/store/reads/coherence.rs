@@ -87,6 +87,10 @@ impl Reads {
     pub fn object_cache_usage(&self) -> (usize, usize) {
         self.root.objects().usage()
     }
+    /// Directories the cache watches for changes no lease reports.
+    pub fn object_cache_watches(&self) -> usize {
+        self.root.watches().watched()
+    }
     /// The share path an object of `key` is cached under, if such an object
     /// may be cached: the cache is on, records are EAs (whose changes this
     /// store warns holders of), and the key is not a directory marker.
@@ -132,7 +136,13 @@ impl Reads {
     async fn renew(&self, tree: &Tree, path: &SharePath, generation: u64) -> bool {
         let asked = std::time::Instant::now();
         match share::stat_created(tree, path.as_str()).await {
-            Ok(now) => self.root.objects().renew(path.as_str(), &now, asked, generation),
+            Ok(now) => {
+                let renewed = self.root.objects().renew(path.as_str(), &now, asked, generation);
+                if renewed {
+                    super::dir_watches::watch_dir_of(&self.root, path.as_str());
+                }
+                renewed
+            }
             Err(_) => {
                 self.root.objects().forget_generation(path.as_str(), generation);
                 false
@@ -227,6 +237,7 @@ impl Reads {
         if look.held.holds() {
             tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
             self.root.objects().insert(path.as_str(), Cached { info: info.clone(), body }, look.held);
+            super::dir_watches::watch_dir_of(&self.root, path.as_str());
         }
     }
     /// After an uncached GET found `info` for `key`: fills the cache's

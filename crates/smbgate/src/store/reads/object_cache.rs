@@ -100,6 +100,8 @@ struct State {
     order: BTreeMap<u64, String>,
     tick: u64,
     bytes: usize,
+    /// Entries per directory (the watches' concern: `dir_watches`).
+    dirs: HashMap<String, usize>,
 }
 
 impl State {
@@ -107,8 +109,27 @@ impl State {
         let e = self.map.remove(path)?;
         self.order.remove(&e.used);
         self.bytes -= e.cost;
+        if let Some(n) = self.dirs.get_mut(parent(path)) {
+            *n -= 1;
+            if *n == 0 {
+                self.dirs.remove(parent(path));
+            }
+        }
         Some(e)
     }
+
+    /// The paths of the entries directly in `dir`.
+    fn paths_in(&self, dir: &str) -> Vec<String> {
+        if !self.dirs.contains_key(dir) {
+            return Vec::new();
+        }
+        self.map.keys().filter(|p| parent(p) == dir).cloned().collect()
+    }
+}
+
+/// The directory a share path is in (`""` for the share root).
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('\\').map_or("", |(dir, _)| dir)
 }
 
 /// Fills (hold, look, read) in flight at once per store, beyond which a
@@ -296,15 +317,13 @@ impl ObjectCache {
         dropped.extend(s.remove(path));
         while s.map.len() >= self.opts.entries || s.bytes + cost > self.opts.bytes {
             let Some((_, oldest)) = s.order.pop_first() else { break };
-            if let Some(e) = s.map.remove(&oldest) {
-                s.bytes -= e.cost;
-                dropped.push(e);
-            }
+            dropped.extend(s.remove(&oldest));
         }
         s.tick += 1;
         let used = s.tick;
         s.order.insert(used, path.to_string());
         s.bytes += cost;
+        *s.dirs.entry(parent(path).to_string()).or_default() += 1;
         s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost, generation: used });
         drop(s);
         drop(dropped);
@@ -350,6 +369,50 @@ impl ObjectCache {
             drop(s);
             drop(gone);
         }
+    }
+
+    /// True if an entry is held directly in the directory `dir`.
+    pub fn holds_in(&self, dir: &str) -> bool {
+        self.state.lock().unwrap().dirs.contains_key(dir)
+    }
+
+    /// Drops the entry of `name` in the directory `dir` (a watch saw it
+    /// change); with `case_insensitive`, also one whose name differs only
+    /// in case (the share's name may not be the key's).
+    pub fn forget_named(&self, dir: &str, name: &str, case_insensitive: bool) {
+        let path = if dir.is_empty() { name.to_string() } else { format!("{dir}\\{name}") };
+        let mut s = self.state.lock().unwrap();
+        let mut gone: Vec<Entry> = s.remove(&path).into_iter().collect();
+        if gone.is_empty() && case_insensitive {
+            let name = name.to_lowercase();
+            let same: Vec<String> = s
+                .paths_in(dir)
+                .into_iter()
+                .filter(|p| p.rsplit('\\').next().is_some_and(|leaf| leaf.to_lowercase() == name))
+                .collect();
+            gone.extend(same.iter().filter_map(|p| s.remove(p)));
+        }
+        drop(s);
+        drop(gone);
+    }
+
+    /// Makes the entries directly in `dir` kept before `before` expired, so
+    /// that each is used again only once a look at its path renews it (a
+    /// watch began, or lost count of the directory's changes).
+    pub fn expire_in(&self, dir: &str, before: Instant) {
+        let expired = Instant::now().checked_sub(self.opts.max_age + Duration::from_secs(1));
+        let mut gone = Vec::new();
+        let mut s = self.state.lock().unwrap();
+        for path in s.paths_in(dir) {
+            match (s.map.get_mut(&path), expired) {
+                (Some(e), Some(expired)) if e.since < before => e.since = e.since.min(expired),
+                // A clock too young to be set back that far: drop it.
+                (Some(e), None) if e.since < before => gone.extend(s.remove(&path)),
+                _ => {}
+            }
+        }
+        drop(s);
+        drop(gone);
     }
 
     /// Entries held now, and the bytes they count.

@@ -30,6 +30,7 @@ mod replace;
 mod requests;
 mod seal;
 mod temp;
+mod watch;
 
 pub use connections::{connection, connection_of, idle_connection, other_connections, spare_connection};
 pub use dirs::{create_dir_with_eas, is_own_dir, mkdir_own, set_dir_ea, OWN_DIR_MARK};
@@ -70,3 +71,4 @@ pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
 pub use temp::{create_temp, create_temp_and_write, publish_and_close, reopen, TempFile};
+pub use watch::{watch_dir, Action, Change, DirWatch, Notified, WatchError};
