@@ -98,8 +98,13 @@ fn notified_by(r: Response) -> Result<Notified> {
         NtStatus::STATUS_NOTIFY_ENUM_DIR => Ok(Notified::Overflow),
         NtStatus::STATUS_NOTIFY_CLEANUP => Ok(Notified::Closed),
         _ => {
-            let r = r.ok_or_status(&[])?;
-            Ok(Notified::Changes(r.body(decode_changes)?))
+            let changes = r.ok_or_status(&[])?.body(decode_changes)?;
+            // Success with no changes is how some servers say they lost
+            // count (MS-SMB2 3.3.4.4: the changes did not fit).
+            match changes.is_empty() {
+                true => Ok(Notified::Overflow),
+                false => Ok(Notified::Changes(changes)),
+            }
         }
     }
 }

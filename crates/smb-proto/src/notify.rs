@@ -14,7 +14,7 @@ use crate::create::FileId;
 use crate::error::{DecodeError, DecodeResult};
 use crate::header::{Command, HEADER_LEN};
 use crate::message::{put_u16, put_u32, Request};
-use crate::reader::{range_at, utf16_to_string, Reader};
+use crate::reader::{range_at, Reader};
 
 /// Flags: watch the whole tree under the directory, not only its entries.
 pub const WATCH_TREE: u16 = 0x0001;
@@ -133,7 +133,15 @@ pub fn decode_changes(msg: &Bytes) -> DecodeResult<Vec<Change>> {
         let next = r.u32("NOTIFY NextEntryOffset")? as usize;
         let action = Action::from_u32(r.u32("NOTIFY Action")?);
         let name_len = r.u32("FileNameLength")? as usize;
-        let name = utf16_to_string(r.take(name_len, "FileName")?, "FileName")?;
+        // A name that is not valid UTF-16 still names a change: decoded
+        // with replacement characters, it matches nothing, and the rest of
+        // the answer is kept.
+        let name = r.take(name_len, "FileName")?;
+        if !name_len.is_multiple_of(2) {
+            return Err(DecodeError::BadUtf16("FileName"));
+        }
+        let units: Vec<u16> = name.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        let name = String::from_utf16_lossy(&units);
         out.push(Change { action, name });
         if next == 0 {
             break;
@@ -206,6 +214,11 @@ mod tests {
                 Change { action: Action::RenamedNewName, name: "dir\\new é.txt".into() },
             ]
         );
+        // An unpaired surrogate is replaced, not an error.
+        let mut bad = entry(0, 2, "ab");
+        bad[12..14].copy_from_slice(&0xD800u16.to_le_bytes());
+        let got = decode_changes(&response(&bad)).unwrap();
+        assert_eq!(got, vec![Change { action: Action::Removed, name: "\u{FFFD}b".into() }]);
         let three = decode_changes(&response(&entry(0, 3, "a"))).unwrap();
         assert_eq!(three, vec![Change { action: Action::Modified, name: "a".into() }]);
         assert_eq!(decode_changes(&response(&entry(0, 9, "a"))).unwrap()[0].action, Action::Other(9));

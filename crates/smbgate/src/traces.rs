@@ -59,7 +59,9 @@ impl Exporter {
 /// The URL traces are POSTed to: `endpoint` as given if it names a path,
 /// else with [`TRACES_PATH`] (as `OTEL_EXPORTER_OTLP_ENDPOINT` is read).
 ///
-/// Errors: not an `http` or `https` URL with a host.
+/// Errors: not an `http` or `https` URL with a host; a URL with
+/// credentials in it (the exporter logs its URL when a send fails: they go
+/// in `OTEL_EXPORTER_OTLP_HEADERS` instead).
 pub fn traces_url(endpoint: &str) -> Result<String, String> {
     // The URL is not repeated: it may carry credentials.
     let bad = || "--otlp-endpoint: not an http:// or https:// URL with a host".to_string();
@@ -67,6 +69,11 @@ pub fn traces_url(endpoint: &str) -> Result<String, String> {
     match (uri.scheme_str(), uri.host()) {
         (Some("http" | "https"), Some(_)) => {}
         _ => return Err(bad()),
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err("--otlp-endpoint: credentials do not belong in the URL (it is logged when a send fails); \
+                    give them as a header in OTEL_EXPORTER_OTLP_HEADERS"
+            .to_string());
     }
     Ok(match uri.path() {
         "" | "/" => format!("{}{TRACES_PATH}", endpoint.trim_end_matches('/')),
@@ -245,5 +252,7 @@ mod tests {
         assert_eq!(traces_url("https://c.example/otlp/v1/traces").unwrap(), "https://c.example/otlp/v1/traces");
         assert!(traces_url("collector:4318").is_err());
         assert!(traces_url("ftp://collector").is_err());
+        let e = traces_url("https://user:secret@c.example").unwrap_err();
+        assert!(e.contains("OTEL_EXPORTER_OTLP_HEADERS") && !e.contains("secret"), "{e}");
     }
 }

@@ -183,7 +183,8 @@ impl Table {
         }
         self.poisoned = Some(err);
         let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
-        let charged = pending.iter().map(|p| p.charge).sum();
+        // What was lost in flight: load, not the watches waiting for a change.
+        let charged = pending.iter().filter(|p| counts_in_flight(p.bind.command)).map(|p| p.charge).sum();
         Some((pending, charged))
     }
 

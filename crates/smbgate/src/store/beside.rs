@@ -121,9 +121,10 @@ impl Root {
     /// Best effort: an object left beside is still found there by reads.
     pub(crate) async fn restore_beside(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) -> bool {
         let Ok(lock) = self.create_lock(tree, dir).await else { return false };
-        super::reads::dir_watches::unwatch_under(self, dir.as_str()).await;
         let removed = share::delete(tree, dir, true).await.is_ok();
         if removed {
+            // Gone at its last close, before its name is taken again.
+            super::reads::dir_watches::unwatch_under(self, dir.as_str()).await;
             self.rename_back(tree, dir, beside).await;
         }
         lock.release().await;

@@ -120,10 +120,11 @@ impl Deletes {
                     return;
                 }
             }
-            crate::store::reads::dir_watches::unwatch_under(&self.root, dir.as_str()).await;
             if share::delete(tree, dir, true).await.is_err() {
                 return;
             }
+            // Samba removes it at its last close: close this store's watch.
+            crate::store::reads::dir_watches::unwatch_under(&self.root, dir.as_str()).await;
         }
     }
 }

@@ -49,7 +49,6 @@ impl Root {
         Root { inner }
     }
 
-    /// What the root holds, for a store over another pool of the same root.
     /// A reference that does not keep the store alive (for its
     /// background tasks).
     pub(super) fn downgrade(&self) -> Weak<Inner> {
@@ -66,6 +65,7 @@ impl Root {
         &self.inner.watches
     }
 
+    /// What the root holds, for a store over another pool of the same root.
     pub(super) fn inner(&self) -> &Inner {
         &self.inner
     }

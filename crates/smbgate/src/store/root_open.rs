@@ -113,7 +113,7 @@ impl Store {
             dir_cache: listing_cache::DirCache::new(i.opts.listing_cache_ttl, i.opts.listing_cache.clone()),
             single_bucket: i.single_bucket.clone(),
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
-            watches: Default::default(),
+            watches: i.watches.for_another_identity(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

@@ -6,6 +6,7 @@
 //! (on any instance) from another connection, keeping that open until the
 //! rename is done.
 
+use super::dir_watches;
 use super::object_cache::{Age, Cached};
 use crate::store::backoff;
 use crate::store::folders::Found;
@@ -139,7 +140,7 @@ impl Reads {
             Ok(now) => {
                 let renewed = self.root.objects().renew(path.as_str(), &now, asked, generation);
                 if renewed {
-                    super::dir_watches::watch_dir_of(&self.root, path.as_str());
+                    dir_watches::watch_dir_of(&self.root, path.as_str());
                 }
                 renewed
             }
@@ -187,6 +188,7 @@ impl Reads {
         let Some(_filling) = self.root.objects().start_fill(path.as_str()) else {
             return self.head_uncached(bucket, key).await;
         };
+        let seen = dir_watches::mark(&self.root, path.as_str());
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.root.exact_names_for(&mapped);
@@ -220,7 +222,7 @@ impl Reads {
         let (_, info) =
             self.checked(&tree, bucket, (&mapped, key), look.created(), meta, look.on_disk(), (&at, found)).await?;
         if let (Look::Held(l), Found::Own) = (look, found) {
-            self.keep_held(&path, &info, *l);
+            self.keep_held(&path, &info, *l, seen);
         }
         Ok(info)
     }
@@ -228,7 +230,12 @@ impl Reads {
     /// the holder's own CREATE answer and checked as a read checks it) if
     /// it is a plain object, with its body if that was read whole and is
     /// small enough.
-    fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook) {
+    ///
+    /// `seen` is the directory's watch mark before the hold
+    /// ([`dir_watches::mark`]): an entry whose directory changed, or whose
+    /// watch began or ended, since then is kept expired, for one look to
+    /// renew.
+    fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook, seen: dir_watches::Mark) {
         if info.meta.marker || info.path != path.as_str() {
             return;
         }
@@ -236,8 +243,9 @@ impl Reads {
         let body = look.data.filter(|b| small && b.len() as u64 == info.size);
         if look.held.holds() {
             tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
-            self.root.objects().insert(path.as_str(), Cached { info: info.clone(), body }, look.held);
-            super::dir_watches::watch_dir_of(&self.root, path.as_str());
+            let changed = dir_watches::mark(&self.root, path.as_str()) != seen;
+            self.root.objects().insert(path.as_str(), Cached { info: info.clone(), body }, look.held, changed);
+            dir_watches::watch_dir_of(&self.root, path.as_str());
         }
     }
     /// After an uncached GET found `info` for `key`: fills the cache's
@@ -273,6 +281,7 @@ impl Reads {
         let Ok(tree) = self.root.tree().await else { return };
         let Ok(mapped) = map_key(key) else { return };
         let read = self.root.objects().options().object_max;
+        let seen = dir_watches::mark(&self.root, path.as_str());
         let mut look = match share::hold_with_meta(&tree, path.as_str(), read, self.root.exact_names_for(&mapped)).await
         {
             Ok(Some(look)) => look,
@@ -286,7 +295,7 @@ impl Reads {
         let (created, on_disk) = (look.held.created(), look.on_disk.as_deref());
         let checked = self.checked(&tree, bucket, (&mapped, key), created, meta, on_disk, (path, Found::Own)).await;
         if let Ok((_, info)) = checked {
-            self.keep_held(path, &info, look);
+            self.keep_held(path, &info, look, seen);
         }
     }
 }

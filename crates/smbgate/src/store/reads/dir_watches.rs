@@ -1,7 +1,7 @@
 //! The object cache's watches on the share (CHANGE_NOTIFY): a change that
 //! breaks no lease (a program on the server writing its own disk, NFS on a
-//! multiprotocol share) drops the cached entry at once, not after
-//! `--cache-max-age`.
+//! multiprotocol share, a person renaming another file over the object)
+//! drops the cached entry at once, not after `--cache-max-age`.
 //!
 //! One watch per directory that holds entries, since Samba watches its own
 //! disk per directory (inotify): a directory handle and one pending
@@ -9,14 +9,24 @@
 //! (entries in other directories keep the age bound alone). A watch starts
 //! with the directory's first entry and ends once the directory holds
 //! none, looked at after each change and every `--cache-max-age` while
-//! nothing changes.
+//! nothing changes; it is also started again every [`WATCH_LIFETIME`], so
+//! that it never keeps a connection the pool has replaced.
 //!
 //! A change between an entry's fill and its directory's watch would go
-//! unseen: when a watch starts, the entries kept before it are expired, so
-//! each is used again only once a look at its path renews it (same file,
-//! size and times). So are all of a directory's entries when the server
-//! lost count of its changes, and when its watch ends for another reason
-//! than the directory holding no entry.
+//! unseen, so the rule is: an entry counts as fresh only if its
+//! directory's watch was armed, and saw no change, from before the fill's
+//! hold to its insert ([`mark`]); otherwise it is kept expired, and used
+//! again once one look at its path renews it (same file, size and times).
+//! When a watch is armed, the entries kept before it are expired; so are
+//! all of a directory's entries when the server lost count of its changes,
+//! and when an armed watch ends for another reason than the directory
+//! holding no entry. A directory whose watch cannot be armed (no right to
+//! list it, a file system that keeps no watches) is not tried again for
+//! [`RETRY_AFTER`].
+//!
+//! Whether the server keeps watches at all is asked once, when the store
+//! opens ([`probe`]): one that refuses is logged then (WARN), and no watch
+//! is tried by any store of that root.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,181 +36,271 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::store::root::{Inner, Root};
-use crate::store::share::{self, DirWatch, Notified, WatchError};
+use crate::store::share::{self, Action, DirWatch, Notified, WatchError};
 
 /// Most directories one store watches at once.
 pub const MAX_WATCHES: usize = 1024;
 
+/// How long a watch lives before it is started again on a connection the
+/// pool has now.
+pub const WATCH_LIFETIME: Duration = Duration::from_secs(600);
+
+/// How long a directory whose watch could not be armed is left unwatched.
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Longest [`unwatch_under`] waits for the watches it stops to close.
+const UNWATCH_WAIT: Duration = Duration::from_secs(2);
+
+/// What a fill saw of its directory's watch: `None` unwatched, else the
+/// watch's id and how many times it was armed or reported changes.
+pub type Mark = Option<(u64, u64)>;
+
+/// One watched directory.
+struct Watch {
+    /// Tells the watch to end.
+    stop: Arc<Notify>,
+    /// Which watch this is (a later one of the same directory is another).
+    id: u64,
+    /// Arms and reports so far; 0 until armed.
+    changes: u64,
+}
+
 /// The watches of one store's cache.
 #[derive(Default)]
 pub struct DirWatches {
-    /// Directories watched now (or being started), each with the signal
-    /// that stops its watch.
-    dirs: Mutex<HashMap<String, Arc<Notify>>>,
-    /// The server refused to watch: no more watches are tried.
-    refused: AtomicBool,
+    dirs: Mutex<HashMap<String, Watch>>,
+    /// Directories whose watch could not be armed, and when.
+    failed: Mutex<HashMap<String, Instant>>,
+    /// The server keeps no watches (shared by every store of the root).
+    refused: Arc<AtomicBool>,
+    next_id: std::sync::atomic::AtomicU64,
 }
 
 impl DirWatches {
-    /// Notes that the server refused to watch: logged once (WARN), and no
-    /// watch is tried again.
-    fn refuse(&self, dir: &str, e: &WatchError) {
-        if !self.refused.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                error = %e,
-                dir,
-                "the SMB server does not report changes in directories (CHANGE_NOTIFY): an object changed on \
-                 the server's own disk may be answered from the cache for up to --cache-max-age"
-            );
-        }
-    }
-
-    /// True if the server refused to watch.
-    pub fn refused(&self) -> bool {
-        self.refused.load(Ordering::Relaxed)
-    }
-
-    /// Claims `dir` for a new watch, returning the signal that stops it:
-    /// `None` if it is watched already, at [`MAX_WATCHES`], or refused.
-    fn claim(&self, dir: &str) -> Option<Arc<Notify>> {
-        let mut dirs = self.dirs.lock().unwrap();
-        if self.refused() || dirs.len() >= MAX_WATCHES || dirs.contains_key(dir) {
-            return None;
-        }
-        let stop = Arc::new(Notify::new());
-        dirs.insert(dir.to_string(), stop.clone());
-        Some(stop)
-    }
-
-    fn release(&self, dir: &str) {
-        self.dirs.lock().unwrap().remove(dir);
+    /// Watches for another store of the same root (another SMB identity):
+    /// its own directories, the server's refusal shared.
+    pub fn for_another_identity(&self) -> DirWatches {
+        DirWatches { refused: self.refused.clone(), ..Default::default() }
     }
 
     /// Directories watched now.
     pub fn watched(&self) -> usize {
         self.dirs.lock().unwrap().len()
     }
+
+    /// Claims `dir` for a new watch: its signal to stop and its id; `None`
+    /// if it is watched already, at [`MAX_WATCHES`], refused, or failed
+    /// within [`RETRY_AFTER`].
+    fn claim(&self, dir: &str) -> Option<(Arc<Notify>, u64)> {
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        {
+            let mut failed = self.failed.lock().unwrap();
+            match failed.get(dir) {
+                Some(at) if at.elapsed() < RETRY_AFTER => return None,
+                Some(_) => {
+                    failed.remove(dir);
+                }
+                None => {}
+            }
+        }
+        let mut dirs = self.dirs.lock().unwrap();
+        if dirs.len() >= MAX_WATCHES || dirs.contains_key(dir) {
+            return None;
+        }
+        let (stop, id) = (Arc::new(Notify::new()), self.next_id.fetch_add(1, Ordering::Relaxed));
+        dirs.insert(dir.to_string(), Watch { stop: stop.clone(), id, changes: 0 });
+        Some((stop, id))
+    }
+
+    /// Counts an arm or a report of the watch `id` of `dir`.
+    fn bump(&self, dir: &str, id: u64) {
+        if let Some(w) = self.dirs.lock().unwrap().get_mut(dir).filter(|w| w.id == id) {
+            w.changes += 1;
+        }
+    }
+
+    fn release(&self, dir: &str, id: u64) {
+        let mut dirs = self.dirs.lock().unwrap();
+        if dirs.get(dir).is_some_and(|w| w.id == id) {
+            dirs.remove(dir);
+        }
+    }
+
+    fn failed(&self, dir: &str) {
+        let mut failed = self.failed.lock().unwrap();
+        if failed.len() >= MAX_WATCHES {
+            failed.retain(|_, at| at.elapsed() < RETRY_AFTER);
+        }
+        failed.insert(dir.to_string(), Instant::now());
+    }
 }
 
-/// Longest [`unwatch_under`] waits for the watches it stops to close.
-const UNWATCH_WAIT: Duration = Duration::from_secs(2);
+/// The mark of the directory of the cache entry at `path` now (see the
+/// module docs): an entry is fresh only if the mark is the same, and
+/// armed, at its insert as before its fill's hold.
+pub(crate) fn mark(root: &Root, path: &str) -> Mark {
+    let dirs = root.watches().dirs.lock().unwrap();
+    dirs.get(super::object_cache::parent(path)).map(|w| (w.id, w.changes))
+}
 
 /// Starts watching the directory of the cache entry at `path` unless it is
 /// watched already (see the module docs).
 pub(crate) fn watch_dir_of(root: &Root, path: &str) {
-    let dir = super::object_cache::parent(path);
+    watch(root, super::object_cache::parent(path));
+}
+
+fn watch(root: &Root, dir: &str) {
     if !root.objects().enabled() {
         return;
     }
-    let Some(stop) = root.watches().claim(dir) else { return };
+    let Some((stop, id)) = root.watches().claim(dir) else { return };
     let (weak, dir) = (root.downgrade(), dir.to_string());
     tokio::spawn(async move {
-        let outcome = keep_watching(&weak, &dir, &stop).await;
+        let claim = Claim { weak: weak.clone(), dir: dir.clone(), id };
+        let ended = keep_watching(&weak, &dir, id, &stop).await;
         let Some(root) = Root::upgrade(&weak) else { return };
-        match outcome {
-            Ended::Empty => {}
-            Ended::Refused(e) => {
-                root.watches().refuse(&dir, &e);
-                root.objects().expire_in(&dir, Instant::now());
+        match &ended {
+            Ended::Empty | Ended::Deleted => {}
+            Ended::NotArmed(e) => {
+                tracing::debug!(error = %e, dir, "object cache: a directory could not be watched");
+                root.watches().failed(&dir);
             }
             Ended::Lost(e) => {
                 tracing::debug!(error = %e, dir, "object cache: a directory's watch ended");
                 root.objects().expire_in(&dir, Instant::now());
             }
+            Ended::Aged => root.objects().expire_in(&dir, Instant::now()),
         }
-        root.watches().release(&dir);
+        drop(claim);
+        // Entries kept while it ended have no watch: start another.
+        if !matches!(ended, Ended::NotArmed(_) | Ended::Deleted) && root.objects().holds_in(&dir) {
+            watch(&root, &dir);
+        }
     });
 }
 
-/// Stops this store's watches of `dir` and of the directories under it,
-/// and waits (up to [`UNWATCH_WAIT`]) for their directories to close:
-/// before the gateway removes a directory, since Samba removes one only
-/// once its last open closes (until then it is pending deletion).
+/// Releases a directory's claim when its watch's task ends, however it
+/// ends.
+struct Claim {
+    weak: Weak<Inner>,
+    dir: String,
+    id: u64,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(root) = Root::upgrade(&self.weak) {
+            root.watches().release(&self.dir, self.id);
+        }
+    }
+}
+
+/// Before the gateway removes the directory `dir` (it answered the
+/// delete, so it is pending deletion): drops this store's entries in it
+/// and under it, stops their watches, and waits (up to [`UNWATCH_WAIT`])
+/// for their directories to close, since Samba removes a directory only
+/// once its last open closes.
 pub(crate) async fn unwatch_under(root: &Root, dir: &str) {
-    let under = |d: &str| dir.is_empty() || d == dir || d.strip_prefix(dir).is_some_and(|r| r.starts_with('\\'));
-    let stopped: Vec<String> = {
+    root.objects().forget_under(dir);
+    let under = |d: &str| d == dir || d.strip_prefix(dir).is_some_and(|r| r.starts_with('\\'));
+    let stopped: Vec<(String, u64)> = {
         let dirs = root.watches().dirs.lock().unwrap();
         dirs.iter()
             .filter(|(d, _)| under(d))
-            .map(|(d, stop)| {
-                stop.notify_one();
-                d.clone()
+            .map(|(d, w)| {
+                w.stop.notify_one();
+                (d.clone(), w.id)
             })
             .collect()
     };
     let deadline = Instant::now() + UNWATCH_WAIT;
-    while !stopped.is_empty() && Instant::now() < deadline {
-        if !root.watches().dirs.lock().unwrap().keys().any(|d| stopped.contains(d)) {
-            return;
-        }
+    let open = || {
+        let dirs = root.watches().dirs.lock().unwrap();
+        stopped.iter().any(|(d, id)| dirs.get(d).is_some_and(|w| w.id == *id))
+    };
+    while open() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
-/// Finds out whether the server of `root` keeps watches, by watching the
-/// root's own directory for a moment: one that refuses is logged (WARN)
-/// now, at startup, rather than at the cache's first entry.
+/// Asks whether the server of `root` keeps watches, by watching the root's
+/// own directory for a moment: one that refuses (STATUS_NOT_SUPPORTED,
+/// STATUS_NOT_IMPLEMENTED) is logged now, at startup (WARN), and then no
+/// store of the root tries a watch.
 pub(crate) async fn probe(root: &Root) {
     if !root.objects().enabled() {
         return;
     }
-    let dir = root.root_dir().as_str();
-    let watched = match share::connection(root.pool()).await {
-        Ok(tree) => share::watch_dir(&tree, dir).await,
-        Err(_) => return,
-    };
-    match watched {
+    match arm(root, root.root_dir().as_str()).await {
         Ok(_) => {}
-        Err(e @ WatchError::Unsupported(_)) => root.watches().refuse(dir, &e),
+        Err(e @ WatchError::Unsupported(_)) => {
+            root.watches().refused.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                error = %e,
+                "the SMB server does not report changes in directories (CHANGE_NOTIFY): an object changed on \
+                 the server's own disk, or renamed over by a person on the share, may be answered from the \
+                 cache for up to --cache-max-age"
+            );
+        }
         Err(e) => tracing::debug!(error = %e, "object cache: the share root could not be watched"),
     }
+}
+
+/// A watch of `dir`, armed, on a pooled connection.
+async fn arm(root: &Root, dir: &str) -> Result<DirWatch, WatchError> {
+    let tree = share::connection(root.pool()).await.map_err(WatchError::Failed)?;
+    share::watch_dir(&tree, dir).await
 }
 
 /// How a watch ended.
 enum Ended {
     /// Its directory holds no entry any more (or the store is gone).
     Empty,
-    /// The server will not watch directories.
-    Refused(WatchError),
-    /// The directory could not be opened or went, the connection was lost.
+    /// The gateway removed its directory ([`unwatch_under`]).
+    Deleted,
+    /// It could not be armed.
+    NotArmed(WatchError),
+    /// It was armed, then failed: the directory went, the connection was
+    /// lost.
     Lost(String),
+    /// It reached [`WATCH_LIFETIME`].
+    Aged,
 }
 
 /// Watches `dir` while it holds entries of the cache of `weak`'s store,
 /// until `stop`; closes the directory before it returns.
-async fn keep_watching(weak: &Weak<Inner>, dir: &str, stop: &Notify) -> Ended {
+async fn keep_watching(weak: &Weak<Inner>, dir: &str, id: u64, stop: &Notify) -> Ended {
     let Some(root) = Root::upgrade(weak) else { return Ended::Empty };
     let (max_age, case_insensitive) = (root.objects().options().max_age, root.case_insensitive());
-    let tree = match share::connection(root.pool()).await {
-        Ok(t) => t,
-        Err(e) => return Ended::Lost(e.to_string()),
-    };
-    drop(root);
-    let mut watch = match share::watch_dir(&tree, dir).await {
+    let armed = arm(&root, dir).await;
+    let mut watch = match armed {
         Ok(w) => w,
-        Err(e @ WatchError::Unsupported(_)) => return Ended::Refused(e),
-        Err(e) => return Ended::Lost(e.to_string()),
+        Err(e) => return Ended::NotArmed(e),
     };
-    let ended = follow(weak, dir, &mut watch, stop, max_age, case_insensitive).await;
+    // Armed: entries kept before now may have missed a change.
+    root.watches().bump(dir, id);
+    root.objects().expire_in(dir, Instant::now());
+    drop(root);
+    let ended = follow(weak, (dir, id), &mut watch, stop, max_age, case_insensitive).await;
     if let Err(e) = watch.close().await {
         tracing::debug!(error = %e, dir, "object cache: closing a watched directory");
     }
     ended
 }
 
-/// The changes `watch` reports, told to the cache, until one of the
-/// module's ends.
+/// The changes `watch` (of `dir`, watch `id`) reports, told to the cache,
+/// until one of the module's ends.
 async fn follow(
     weak: &Weak<Inner>,
-    dir: &str,
+    (dir, id): (&str, u64),
     watch: &mut DirWatch,
     stop: &Notify,
     max_age: Duration,
     case_insensitive: bool,
 ) -> Ended {
-    let Some(root) = Root::upgrade(weak) else { return Ended::Empty };
-    root.objects().expire_in(dir, Instant::now());
-    drop(root);
+    let until = tokio::time::Instant::now() + WATCH_LIFETIME;
     loop {
         let answer = {
             let next = watch.next();
@@ -208,23 +308,32 @@ async fn follow(
             loop {
                 tokio::select! {
                     answer = &mut next => break answer,
-                    () = stop.notified() => return Ended::Empty,
-                    () = tokio::time::sleep(max_age) => {
+                    () = stop.notified() => return Ended::Deleted,
+                    () = tokio::time::sleep(max_age.min(WATCH_LIFETIME)) => {
                         match Root::upgrade(weak) {
                             Some(root) if root.objects().holds_in(dir) => {}
                             _ => return Ended::Empty,
+                        }
+                        if tokio::time::Instant::now() >= until {
+                            return Ended::Aged;
                         }
                     }
                 }
             }
         };
         let Some(root) = Root::upgrade(weak) else { return Ended::Empty };
+        root.watches().bump(dir, id);
         match answer {
             Ok(Notified::Changes(changes)) => {
                 for c in changes {
                     // A stream's change (`name:stream`) is its file's.
                     let name = c.name.split(':').next().unwrap_or_default();
                     root.objects().forget_named(dir, name, case_insensitive);
+                    if matches!(c.action, Action::Removed | Action::RenamedOldName) {
+                        // A directory that went took its files along.
+                        let under = if dir.is_empty() { name.to_string() } else { format!("{dir}\\{name}") };
+                        root.objects().forget_under(&under);
+                    }
                 }
             }
             Ok(Notified::Overflow) => root.objects().expire_in(dir, Instant::now()),

@@ -100,8 +100,8 @@ struct State {
     order: BTreeMap<u64, String>,
     tick: u64,
     bytes: usize,
-    /// Entries per directory (the watches' concern: `dir_watches`).
-    dirs: HashMap<String, usize>,
+    /// The paths of the entries in each directory (for `dir_watches`).
+    dirs: HashMap<String, HashSet<String>>,
 }
 
 impl State {
@@ -109,9 +109,9 @@ impl State {
         let e = self.map.remove(path)?;
         self.order.remove(&e.used);
         self.bytes -= e.cost;
-        if let Some(n) = self.dirs.get_mut(parent(path)) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(paths) = self.dirs.get_mut(parent(path)) {
+            paths.remove(path);
+            if paths.is_empty() {
                 self.dirs.remove(parent(path));
             }
         }
@@ -120,10 +120,7 @@ impl State {
 
     /// The paths of the entries directly in `dir`.
     fn paths_in(&self, dir: &str) -> Vec<String> {
-        if !self.dirs.contains_key(dir) {
-            return Vec::new();
-        }
-        self.map.keys().filter(|p| parent(p) == dir).cloned().collect()
+        self.dirs.get(dir).map_or_else(Vec::new, |p| p.iter().cloned().collect())
     }
 }
 
@@ -307,11 +304,19 @@ impl ObjectCache {
     /// Keeps `cached` for `path`, proved current by `held`, replacing any
     /// entry of that path and dropping the least recently used entries
     /// beyond the bounds. An entry larger than the byte bound is not kept.
-    pub fn insert(&self, path: &str, cached: Cached, held: Held) {
+    pub fn insert(&self, path: &str, cached: Cached, held: Held, expired: bool) {
         let cost = ENTRY_OVERHEAD + path.len() + cached.body.as_ref().map_or(0, Bytes::len);
         if !self.enabled() || cost > self.opts.bytes {
             return;
         }
+        // Expired: used only once a look renews it (see `expire_in`).
+        let since = match expired {
+            true => match self.expired_since() {
+                Some(t) => t,
+                None => return,
+            },
+            false => Instant::now(),
+        };
         let mut dropped = Vec::new();
         let mut s = self.state.lock().unwrap();
         dropped.extend(s.remove(path));
@@ -323,8 +328,8 @@ impl ObjectCache {
         let used = s.tick;
         s.order.insert(used, path.to_string());
         s.bytes += cost;
-        *s.dirs.entry(parent(path).to_string()).or_default() += 1;
-        s.map.insert(path.to_string(), Entry { cached, held, since: Instant::now(), used, cost, generation: used });
+        s.dirs.entry(parent(path).to_string()).or_default().insert(path.to_string());
+        s.map.insert(path.to_string(), Entry { cached, held, since, used, cost, generation: used });
         drop(s);
         drop(dropped);
     }
@@ -396,11 +401,22 @@ impl ObjectCache {
         drop(gone);
     }
 
+    /// Drops every entry in the directory `dir` and under it (it was
+    /// removed or renamed: the held files moved with it).
+    pub fn forget_under(&self, dir: &str) {
+        let mut s = self.state.lock().unwrap();
+        let under = |d: &str| d == dir || d.strip_prefix(dir).is_some_and(|r| r.starts_with('\\'));
+        let paths: Vec<String> = s.dirs.iter().filter(|(d, _)| under(d)).flat_map(|(_, p)| p.iter().cloned()).collect();
+        let gone: Vec<Entry> = paths.iter().filter_map(|p| s.remove(p)).collect();
+        drop(s);
+        drop(gone);
+    }
+
     /// Makes the entries directly in `dir` kept before `before` expired, so
     /// that each is used again only once a look at its path renews it (a
     /// watch began, or lost count of the directory's changes).
     pub fn expire_in(&self, dir: &str, before: Instant) {
-        let expired = Instant::now().checked_sub(self.opts.max_age + Duration::from_secs(1));
+        let expired = self.expired_since();
         let mut gone = Vec::new();
         let mut s = self.state.lock().unwrap();
         for path in s.paths_in(dir) {
@@ -413,6 +429,12 @@ impl ObjectCache {
         }
         drop(s);
         drop(gone);
+    }
+
+    /// A time that makes an entry [`Age::Expired`]; `None` if the clock
+    /// cannot go back that far.
+    fn expired_since(&self) -> Option<Instant> {
+        Instant::now().checked_sub(self.opts.max_age.saturating_add(Duration::from_secs(1)))
     }
 
     /// Entries held now, and the bytes they count.

@@ -92,7 +92,8 @@ pub fn object_stream(
 }
 
 /// The trace span of one segment of a GET (its READs get none of their
-/// own: see `smb_client::connection::round_trip`).
+/// own: see `smb_client::connection::round_trip`); `fetch_segment` and
+/// `stream_resuming` make theirs alike.
 fn segment_span(s: &Range<u64>) -> tracing::Span {
     tracing::debug_span!("store.segment", offset = s.start as i64, bytes = (s.end - s.start) as i64)
 }
@@ -153,14 +154,13 @@ async fn run(
                     };
                     let Some(permit) = permit else { break };
                     let (reads, info, s) = (reads.clone(), info.clone(), s.clone());
-                    let span = segment_span(&s);
                     let h = tokio::spawn(
                         async move {
                             let started = Instant::now();
                             let data = fetch_segment(reads, info, s.clone()).await;
                             (data, s.end - s.start, started.elapsed())
                         }
-                        .instrument(span),
+                        .in_current_span(),
                     );
                     queue.push_back(Segment::Fetched(h, permit));
                 }
@@ -187,9 +187,7 @@ async fn run(
                                 // Nothing of it was sent yet: read it again
                                 // on another connection.
                                 Err(e) if e.is_connection_error() => {
-                                    fetch_segment(reads.clone(), info.clone(), s.clone())
-                                        .instrument(segment_span(&s))
-                                        .await?
+                                    fetch_segment(reads.clone(), info.clone(), s).await?
                                 }
                                 Err(e) => return Err(io_err(e)),
                             };
@@ -197,21 +195,14 @@ async fn run(
                                 return Ok(());
                             }
                         }
-                        Some(o) => {
-                            let span = segment_span(&s);
-                            stream_resuming(reads, info, Some(o.handle), s, in_flight, tx).instrument(span).await?
-                        }
+                        Some(o) => stream_resuming(reads, info, Some(o.handle), s, in_flight, tx).await?,
                         None if whole => {
-                            let span = segment_span(&s);
-                            let data = fetch_segment(reads.clone(), info.clone(), s).instrument(span).await?;
+                            let data = fetch_segment(reads.clone(), info.clone(), s).await?;
                             if !send_all(tx, data).await {
                                 return Ok(());
                             }
                         }
-                        None => {
-                            let span = segment_span(&s);
-                            stream_resuming(reads, info, None, s, in_flight, tx).instrument(span).await?
-                        }
+                        None => stream_resuming(reads, info, None, s, in_flight, tx).await?,
                     }
                 }
                 Some(Segment::Fetched(h, permit)) => {
@@ -263,6 +254,7 @@ async fn run(
 ///
 /// Errors: the last SMB error; "object changed" or "object shrank" when the
 /// file is no longer the version the GET started with.
+#[tracing::instrument(level = "debug", name = "store.segment", skip_all, fields(offset = range.start as i64, bytes = (range.end - range.start) as i64))]
 async fn stream_resuming(
     reads: &Reads,
     info: &ObjectInfo,
@@ -338,6 +330,7 @@ async fn stream_from(
 /// Reads one segment on a pooled connection, retrying on another
 /// connection after a connection failure. Checks that the file is the same
 /// generation (size and LastWriteTime) as when the GET started.
+#[tracing::instrument(level = "debug", name = "store.segment", skip_all, fields(offset = seg.start as i64, bytes = (seg.end - seg.start) as i64))]
 async fn fetch_segment(reads: Reads, info: ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, std::io::Error> {
     let mut backoff = backoff::SEGMENT.start();
     loop {
