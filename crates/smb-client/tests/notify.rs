@@ -37,8 +37,11 @@ async fn changes_on_the_servers_own_disk_are_reported() {
     s.echo().await.expect("echo");
     let on_disk = smb.share_path().join("watched");
     std::fs::write(on_disk.join("new.txt"), b"one").unwrap();
+    // Added first; the write's own change may come in the same answer.
     let got = within(10, t.notified(pending)).await;
-    assert_eq!(got, Notified::Changes(vec![Change { action: Action::Added, name: "new.txt".into() }]));
+    let Notified::Changes(changes) = &got else { panic!("{got:?}") };
+    assert_eq!(changes.first(), Some(&Change { action: Action::Added, name: "new.txt".into() }), "{changes:?}");
+    assert!(changes.iter().all(|c| c.name == "new.txt"), "{changes:?}");
 
     // Changes between two requests are kept for the next.
     std::fs::write(on_disk.join("new.txt"), b"two, longer").unwrap();
@@ -80,11 +83,12 @@ async fn a_watch_outlives_the_request_timeout() {
     assert_eq!(t.conn().in_flight(), 0, "a pending watch is not load");
     std::fs::write(smb.share_path().join("quiet").join("late.txt"), b"x").unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").unwrap().expect("ok");
-    assert_eq!(got, Notified::Changes(vec![Change { action: Action::Added, name: "late.txt".into() }]));
+    let Notified::Changes(changes) = &got else { panic!("{got:?}") };
+    assert_eq!(changes.first(), Some(&Change { action: Action::Added, name: "late.txt".into() }), "{changes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn more_changes_than_one_answer_holds_are_an_overflow() {
+async fn many_changes_are_all_reported_or_an_overflow() {
     let smb = Samba::start(&[]);
     let s = Session::connect(&smb.config()).await.expect("connect");
     let t = s.tree_connect("share").await.expect("tree");
@@ -96,17 +100,27 @@ async fn more_changes_than_one_answer_holds_are_an_overflow() {
     s.echo().await.expect("echo");
     std::fs::write(on_disk.join("second"), b"x").unwrap();
     within(10, t.notified(pending)).await;
-    // 64 KiB of answer holds about 1,200 of these names.
-    for i in 0..3000 {
-        std::fs::write(on_disk.join(format!("a-rather-long-file-name-{i:05}.bin")), b"x").unwrap();
+    // 64 KiB of answer holds about 1,200 of these names: kept between two
+    // requests, they overflow; taken up by Samba while a request waits,
+    // they come in several answers (as on a loaded machine). Either way
+    // none is lost unsaid.
+    let names: Vec<String> = (0..3000).map(|i| format!("a-rather-long-file-name-{i:05}.bin")).collect();
+    for n in &names {
+        std::fs::write(on_disk.join(n), b"x").unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
-    // Samba may answer a first batch before it saw the rest.
-    while let Notified::Changes(_) = got {
-        got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
-    }
-    assert_eq!(got, Notified::Overflow);
+    let mut seen = std::collections::HashSet::new();
+    let overflowed = loop {
+        match within(10, t.change_notify(dir.id(), CHANGES, false)).await {
+            Notified::Overflow => break true,
+            Notified::Changes(c) => seen.extend(c.into_iter().filter(|c| c.action == Action::Added).map(|c| c.name)),
+            Notified::Closed => panic!("closed"),
+        }
+        if names.iter().all(|n| seen.contains(n)) {
+            break false;
+        }
+    };
+    assert!(overflowed || seen.len() >= names.len(), "{} of {} reported, no overflow", seen.len(), names.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
