@@ -67,7 +67,15 @@ fn main() {
         }
         Command::Config(_) => (None, None),
     };
-    tracing_subscriber::registry().with(stderr).with(access).with(traces).init();
+    // The layers there are, and no absent one: an absent layer (`None`)
+    // makes every callsite worth asking about, and a span that the stderr
+    // filter then refuses leaves its per-layer "disabled" mark behind, which
+    // swallowed the next event a per-target directive (`SMBGATE_LOG=warn,
+    // smbgate::store::sweep=debug`) enables on that thread.
+    let mut layers: Vec<Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>> = vec![stderr.boxed()];
+    layers.extend(access.map(Layer::boxed));
+    layers.extend(traces);
+    tracing_subscriber::registry().with(layers).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(async {
         match cli.command {
