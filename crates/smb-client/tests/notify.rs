@@ -26,6 +26,34 @@ async fn within(secs: u64, n: impl std::future::Future<Output = smb_client::Resu
     tokio::time::timeout(Duration::from_secs(secs), n).await.expect("an answer in time").expect("notified")
 }
 
+/// Waits for `pending` to answer while `sentinel` is written on the
+/// server's disk every 100 ms: smbd hands a watch to its notifyd process,
+/// which starts watching the disk a moment later (longer under load), so
+/// only a reported change shows that changes on the disk are being seen.
+async fn live(t: &Tree, pending: smb_client::notify::PendingNotify, sentinel: &std::path::Path) -> Notified {
+    let answer = t.notified(pending);
+    tokio::pin!(answer);
+    for _ in 0..100 {
+        std::fs::write(sentinel, b"s").unwrap();
+        if let Ok(got) = tokio::time::timeout(Duration::from_millis(100), &mut answer).await {
+            return got.expect("notified");
+        }
+    }
+    panic!("no change on the disk was reported in 10 s");
+}
+
+/// The changes reported on `dir` until one passes `found` (10 s at most).
+async fn until(t: &Tree, dir: &smb_client::Handle, found: impl Fn(&Change) -> bool) -> Vec<Change> {
+    let mut seen = Vec::new();
+    while !seen.iter().any(&found) {
+        match within(10, t.change_notify(dir.id(), CHANGES, false)).await {
+            Notified::Changes(c) => seen.extend(c),
+            other => panic!("{other:?}"),
+        }
+    }
+    seen
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_on_the_servers_own_disk_are_reported() {
     let smb = Samba::start(&[]);
@@ -33,34 +61,22 @@ async fn changes_on_the_servers_own_disk_are_reported() {
     let t = s.tree_connect("share").await.expect("tree");
     let dir = watched_dir(&t, "watched").await;
     let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
-    // Answered after the CHANGE_NOTIFY: the server holds the watch.
-    s.echo().await.expect("echo");
     let on_disk = smb.share_path().join("watched");
-    std::fs::write(on_disk.join("new.txt"), b"one").unwrap();
-    // Added first; the write's own change may come in the same answer.
-    let got = within(10, t.notified(pending)).await;
+    let got = live(&t, pending, &on_disk.join("sentinel")).await;
     let Notified::Changes(changes) = &got else { panic!("{got:?}") };
-    assert_eq!(changes.first(), Some(&Change { action: Action::Added, name: "new.txt".into() }), "{changes:?}");
-    assert!(changes.iter().all(|c| c.name == "new.txt"), "{changes:?}");
-
+    assert!(changes.iter().all(|c| c.name == "sentinel"), "{changes:?}");
     // Changes between two requests are kept for the next.
+    std::fs::write(on_disk.join("new.txt"), b"one").unwrap();
+    until(&t, &dir, |c| *c == Change { action: Action::Added, name: "new.txt".into() }).await;
     std::fs::write(on_disk.join("new.txt"), b"two, longer").unwrap();
-    let got = within(10, t.change_notify(dir.id(), CHANGES, false)).await;
-    let Notified::Changes(changes) = got else { panic!("{got:?}") };
-    assert!(changes.contains(&Change { action: Action::Modified, name: "new.txt".into() }), "{changes:?}");
+    until(&t, &dir, |c| *c == Change { action: Action::Modified, name: "new.txt".into() }).await;
 
     // A rename is reported as one (Samba pairs inotify's two events when
     // it reads them together), or as the old name removed and the new one
     // added (when it reads them apart, as under load).
     std::fs::rename(on_disk.join("new.txt"), on_disk.join("renamed.txt")).unwrap();
-    let mut seen = Vec::new();
     let new_name = |c: &Change| c.name == "renamed.txt" && matches!(c.action, Action::RenamedNewName | Action::Added);
-    while !seen.iter().any(new_name) {
-        match within(10, t.change_notify(dir.id(), CHANGES, false)).await {
-            Notified::Changes(c) => seen.extend(c),
-            other => panic!("{other:?}"),
-        }
-    }
+    let seen = until(&t, &dir, new_name).await;
     let old_name = |c: &Change| c.name == "new.txt" && matches!(c.action, Action::RenamedOldName | Action::Removed);
     assert!(seen.iter().any(old_name), "{seen:?}");
 }
@@ -74,17 +90,20 @@ async fn a_watch_outlives_the_request_timeout() {
     let t = s.tree_connect("share").await.expect("tree");
     let dir = watched_dir(&t, "quiet").await;
     let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
+    let on_disk = smb.share_path().join("quiet");
+    live(&t, pending, &on_disk.join("sentinel")).await;
+    // The sentinel's last writes may still come first; then a request waits.
+    let late = Change { action: Action::Added, name: "late.txt".into() };
     let waiting = tokio::spawn({
-        let t = t.clone();
-        async move { t.notified(pending).await }
+        let (t, late) = (t.clone(), late.clone());
+        async move { until(&t, &dir, |c| *c == late).await }
     });
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!t.conn().is_poisoned(), "a pending watch is not a lost answer");
     assert_eq!(t.conn().in_flight(), 0, "a pending watch is not load");
-    std::fs::write(smb.share_path().join("quiet").join("late.txt"), b"x").unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").unwrap().expect("ok");
-    let Notified::Changes(changes) = &got else { panic!("{got:?}") };
-    assert_eq!(changes.first(), Some(&Change { action: Action::Added, name: "late.txt".into() }), "{changes:?}");
+    std::fs::write(on_disk.join("late.txt"), b"x").unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").unwrap();
+    assert!(seen.contains(&late), "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,12 +113,9 @@ async fn many_changes_are_all_reported_or_an_overflow() {
     let t = s.tree_connect("share").await.expect("tree");
     let dir = watched_dir(&t, "busy").await;
     let on_disk = smb.share_path().join("busy");
-    std::fs::write(on_disk.join("first"), b"x").unwrap();
     // Armed by the first request; the rest are kept until the next one.
     let pending = t.start_change_notify(dir.id(), CHANGES, false).await.expect("send");
-    s.echo().await.expect("echo");
-    std::fs::write(on_disk.join("second"), b"x").unwrap();
-    within(10, t.notified(pending)).await;
+    live(&t, pending, &on_disk.join("sentinel")).await;
     // 64 KiB of answer holds about 1,200 of these names: kept between two
     // requests, they overflow; taken up by Samba while a request waits,
     // they come in several answers (as on a loaded machine). Either way

@@ -17,8 +17,10 @@
 //! directory's watch was armed, and saw no change, from before the fill's
 //! hold to its insert ([`mark`]); otherwise it is kept expired, and used
 //! again once one look at its path renews it (same file, size and times).
-//! When a watch is armed, the entries kept before it are expired; so are
-//! all of a directory's entries when the server lost count of its changes,
+//! When a watch is armed, the entries kept before it are expired, and
+//! again [`ARM_GRACE`] later (the server may start looking at its disk a
+//! moment after it answered); so are all of a directory's entries when the
+//! server lost count of its changes,
 //! and when an armed watch ends for another reason than the directory
 //! holding no entry. A directory whose watch cannot be armed (no right to
 //! list it, a file system that keeps no watches) is not tried again for
@@ -47,6 +49,12 @@ pub const WATCH_LIFETIME: Duration = Duration::from_secs(600);
 
 /// How long a directory whose watch could not be armed is left unwatched.
 pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// How long after a watch is armed its directory's entries are expired
+/// once more: Samba hands a watch to its notifyd process, which starts
+/// watching its own disk a moment after it answered (measured: the first
+/// change on the disk after the arm went unreported under load).
+pub const ARM_GRACE: Duration = Duration::from_secs(1);
 
 /// Longest [`unwatch_under`] waits for the watches it stops to close.
 const UNWATCH_WAIT: Duration = Duration::from_secs(2);
@@ -301,6 +309,9 @@ async fn follow(
     case_insensitive: bool,
 ) -> Ended {
     let until = tokio::time::Instant::now() + WATCH_LIFETIME;
+    let grace = tokio::time::sleep(ARM_GRACE);
+    tokio::pin!(grace);
+    let mut graced = false;
     loop {
         let answer = {
             let next = watch.next();
@@ -308,6 +319,12 @@ async fn follow(
             loop {
                 tokio::select! {
                     answer = &mut next => break answer,
+                    () = &mut grace, if !graced => {
+                        graced = true;
+                        let Some(root) = Root::upgrade(weak) else { return Ended::Empty };
+                        root.watches().bump(dir, id);
+                        root.objects().expire_in(dir, Instant::now());
+                    }
                     () = stop.notified() => return Ended::Deleted,
                     () = tokio::time::sleep(max_age.min(WATCH_LIFETIME)) => {
                         match Root::upgrade(weak) {
