@@ -5,10 +5,7 @@
 //! rewritten on its way out), counting the bytes that went. Either way
 //! `bytes_out` and `smbgate_s3_sent_bytes_total` count every body.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use hyper::body::{Body, Frame, SizeHint};
+use hyper::body::Body;
 
 use crate::metrics::InFlight;
 
@@ -96,57 +93,7 @@ impl Answer {
                 self.finish(in_flight, sent);
                 resp
             }
-            None => resp.map(|body| {
-                s3s::Body::http_body_unsync(Tallied { inner: body, sent: 0, then: Some((self, in_flight)) })
-            }),
+            None => resp.map(|body| crate::body_end::on_end(body, move |sent| self.finish(in_flight, sent))),
         }
-    }
-}
-
-/// A body that counts its bytes and records its line when it ends or is
-/// dropped (the client went away), whichever comes first.
-struct Tallied {
-    inner: s3s::Body,
-    sent: u64,
-    then: Option<(Answer, InFlight)>,
-}
-
-impl Tallied {
-    fn done(&mut self) {
-        if let Some((answer, in_flight)) = self.then.take() {
-            answer.finish(in_flight, self.sent);
-        }
-    }
-}
-
-impl Body for Tallied {
-    type Data = bytes::Bytes;
-    type Error = <s3s::Body as Body>::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => self.sent += frame.data_ref().map_or(0, |d| d.len() as u64),
-            Poll::Ready(None) => self.done(),
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Tallied {
-    fn drop(&mut self) {
-        self.done();
     }
 }

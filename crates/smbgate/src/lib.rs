@@ -6,7 +6,8 @@
 //!   multipart, listing, split streaming of large GETs).
 //! - [`front`]: health probes and request clean-up before s3s;
 //!   [`auth_log`]: failed authentications logged (rate-limited) and counted.
-//! - [`access_log`]: the `--access-log` file, reopened on SIGHUP.
+//! - [`access_log`]: the `--access-log` file, reopened on SIGHUP;
+//!   [`body_end`]: response bodies that say when they end.
 //! - [`metrics`]: Prometheus metrics; [`admin`]: the listener serving them
 //!   and the health endpoints; [`traces`]: OpenTelemetry traces over OTLP.
 //! - [`promises`]: requests that ask for a guarantee the gateway does not
@@ -40,6 +41,7 @@ pub mod access_log;
 pub mod admin;
 pub mod auth_log;
 pub mod body_budget;
+pub mod body_end;
 pub mod config;
 pub mod config_check;
 pub mod config_file;

@@ -12,11 +12,9 @@
 //! parent's sampling decision is followed, and requests without one are
 //! sampled at `--otlp-sample-ratio`.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 
-use hyper::body::{Body, Frame, SizeHint};
+use hyper::body::Body;
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
@@ -208,37 +206,7 @@ pub(crate) fn traced_body(body: s3s::Body, span: tracing::Span) -> s3s::Body {
     if body.is_end_stream() {
         return body;
     }
-    s3s::Body::http_body_unsync(Spanned { inner: body, span: Some(span) })
-}
-
-/// A body that closes its request's span when it ends.
-struct Spanned {
-    inner: s3s::Body,
-    span: Option<tracing::Span>,
-}
-
-impl Body for Spanned {
-    type Data = bytes::Bytes;
-    type Error = <s3s::Body as Body>::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None | Some(Err(_))) = &polled {
-            self.span = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+    crate::body_end::on_end(body, move |_| drop(span))
 }
 
 #[cfg(test)]
