@@ -167,10 +167,10 @@ pub(crate) fn start_server_span<B>(span: &tracing::Span, req: &http::Request<B>,
     span.set_attribute("aws.request_id", request_id.to_string());
 }
 
-/// Names `span` by its operation and records what the answer says. Does
-/// nothing unless traces are exported.
+/// Names `span` by its operation and records what the answer says (called
+/// only while traces are exported).
 pub(crate) fn finish_server_span(span: &tracing::Span, a: &Answered<'_>) {
-    if !exporting() || span.is_disabled() {
+    if span.is_disabled() {
         return;
     }
     // By then the span has started (its children did): rename it in place.

@@ -91,7 +91,8 @@ where
             let _entered = span.enter();
             self.inner.call(req)
         };
-        let server_span = span.clone();
+        // Only when traces are exported: the span then outlives the answer.
+        let server_span = crate::traces::exporting().then(|| span.clone());
         let fut = async move {
             let mut resp = answering.await?;
             let form_key = resp.extensions_mut().remove::<FormKey>().map(|k| k.0);
@@ -139,7 +140,7 @@ where
                 key: resolved.and_then(|r| r.key.clone()),
                 bytes_in: declared,
             });
-            if crate::traces::exporting() {
+            if let Some(server_span) = server_span {
                 crate::traces::finish_server_span(
                     &server_span,
                     &crate::traces::Answered {

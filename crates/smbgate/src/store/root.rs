@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use super::keys;
 use super::listings::listing_cache;
 use super::path::SharePath;
-use super::reads::{dir_watches, object_cache};
+use super::reads::{object_cache, watched_dirs};
 use super::records;
 use super::share::{self, Pool, Tree};
 use super::{StoreError, StoreOptions, StoreResult, INTERNAL};
@@ -41,7 +41,7 @@ pub(super) struct Inner {
     /// Objects held under leases for HEAD and small GETs.
     pub(super) objects: object_cache::ObjectCache,
     /// The watches that tell the object cache of changes no lease reports.
-    pub(super) watches: dir_watches::DirWatches,
+    pub(super) watches: watched_dirs::DirWatches,
 }
 
 impl Root {
@@ -61,7 +61,7 @@ impl Root {
     }
 
     /// The object cache's directory watches.
-    pub(super) fn watches(&self) -> &dir_watches::DirWatches {
+    pub(super) fn watches(&self) -> &watched_dirs::DirWatches {
         &self.inner.watches
     }
 

@@ -30,25 +30,18 @@
 //! opens ([`probe`]): one that refuses is logged then (WARN), and no watch
 //! is tried by any store of that root.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+pub use super::watched_dirs::{DirWatches, Mark, MAX_WATCHES, RETRY_AFTER};
 use crate::store::root::{Inner, Root};
 use crate::store::share::{self, Action, DirWatch, Notified, WatchError};
-
-/// Most directories one store watches at once.
-pub const MAX_WATCHES: usize = 1024;
 
 /// How long a watch lives before it is started again on a connection the
 /// pool has now.
 pub const WATCH_LIFETIME: Duration = Duration::from_secs(600);
-
-/// How long a directory whose watch could not be armed is left unwatched.
-pub const RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// How long after a watch is armed its directory's entries are expired
 /// once more: Samba hands a watch to its notifyd process, which starts
@@ -59,98 +52,11 @@ pub const ARM_GRACE: Duration = Duration::from_secs(1);
 /// Longest [`unwatch_under`] waits for the watches it stops to close.
 const UNWATCH_WAIT: Duration = Duration::from_secs(2);
 
-/// What a fill saw of its directory's watch: `None` unwatched, else the
-/// watch's id and how many times it was armed or reported changes.
-pub type Mark = Option<(u64, u64)>;
-
-/// One watched directory.
-struct Watch {
-    /// Tells the watch to end.
-    stop: Arc<Notify>,
-    /// Which watch this is (a later one of the same directory is another).
-    id: u64,
-    /// Arms and reports so far; 0 until armed.
-    changes: u64,
-}
-
-/// The watches of one store's cache.
-#[derive(Default)]
-pub struct DirWatches {
-    dirs: Mutex<HashMap<String, Watch>>,
-    /// Directories whose watch could not be armed, and when.
-    failed: Mutex<HashMap<String, Instant>>,
-    /// The server keeps no watches (shared by every store of the root).
-    refused: Arc<AtomicBool>,
-    next_id: std::sync::atomic::AtomicU64,
-}
-
-impl DirWatches {
-    /// Watches for another store of the same root (another SMB identity):
-    /// its own directories, the server's refusal shared.
-    pub fn for_another_identity(&self) -> DirWatches {
-        DirWatches { refused: self.refused.clone(), ..Default::default() }
-    }
-
-    /// Directories watched now.
-    pub fn watched(&self) -> usize {
-        self.dirs.lock().unwrap().len()
-    }
-
-    /// Claims `dir` for a new watch: its signal to stop and its id; `None`
-    /// if it is watched already, at [`MAX_WATCHES`], refused, or failed
-    /// within [`RETRY_AFTER`].
-    fn claim(&self, dir: &str) -> Option<(Arc<Notify>, u64)> {
-        if self.refused.load(Ordering::Relaxed) {
-            return None;
-        }
-        {
-            let mut failed = self.failed.lock().unwrap();
-            match failed.get(dir) {
-                Some(at) if at.elapsed() < RETRY_AFTER => return None,
-                Some(_) => {
-                    failed.remove(dir);
-                }
-                None => {}
-            }
-        }
-        let mut dirs = self.dirs.lock().unwrap();
-        if dirs.len() >= MAX_WATCHES || dirs.contains_key(dir) {
-            return None;
-        }
-        let (stop, id) = (Arc::new(Notify::new()), self.next_id.fetch_add(1, Ordering::Relaxed));
-        dirs.insert(dir.to_string(), Watch { stop: stop.clone(), id, changes: 0 });
-        Some((stop, id))
-    }
-
-    /// Counts an arm or a report of the watch `id` of `dir`.
-    fn bump(&self, dir: &str, id: u64) {
-        if let Some(w) = self.dirs.lock().unwrap().get_mut(dir).filter(|w| w.id == id) {
-            w.changes += 1;
-        }
-    }
-
-    fn release(&self, dir: &str, id: u64) {
-        let mut dirs = self.dirs.lock().unwrap();
-        if dirs.get(dir).is_some_and(|w| w.id == id) {
-            dirs.remove(dir);
-        }
-    }
-
-    fn failed(&self, dir: &str) {
-        let mut failed = self.failed.lock().unwrap();
-        if failed.len() >= MAX_WATCHES {
-            failed.retain(|_, at| at.elapsed() < RETRY_AFTER);
-        }
-        failed.insert(dir.to_string(), Instant::now());
-    }
-}
-
 /// The mark of the directory of the cache entry at `path` now (see the
 /// module docs): an entry is fresh only if the mark is the same, and
 /// armed, at its insert as before its fill's hold.
 pub(crate) fn mark(root: &Root, path: &str) -> Mark {
-    let dirs = root.watches().dirs.lock().unwrap();
-    dirs.get(super::object_cache::parent(path)).map(|w| (w.id, w.changes))
+    root.watches().mark(super::object_cache::parent(path))
 }
 
 /// Starts watching the directory of the cache entry at `path` unless it is
@@ -212,23 +118,9 @@ impl Drop for Claim {
 /// once its last open closes.
 pub(crate) async fn unwatch_under(root: &Root, dir: &str) {
     root.objects().forget_under(dir);
-    let under = |d: &str| d == dir || d.strip_prefix(dir).is_some_and(|r| r.starts_with('\\'));
-    let stopped: Vec<(String, u64)> = {
-        let dirs = root.watches().dirs.lock().unwrap();
-        dirs.iter()
-            .filter(|(d, _)| under(d))
-            .map(|(d, w)| {
-                w.stop.notify_one();
-                (d.clone(), w.id)
-            })
-            .collect()
-    };
+    let stopped = root.watches().stop_under(dir);
     let deadline = Instant::now() + UNWATCH_WAIT;
-    let open = || {
-        let dirs = root.watches().dirs.lock().unwrap();
-        stopped.iter().any(|(d, id)| dirs.get(d).is_some_and(|w| w.id == *id))
-    };
-    while open() && Instant::now() < deadline {
+    while root.watches().any_open(&stopped) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -244,7 +136,7 @@ pub(crate) async fn probe(root: &Root) {
     match arm(root, root.root_dir().as_str()).await {
         Ok(_) => {}
         Err(e @ WatchError::Unsupported(_)) => {
-            root.watches().refused.store(true, Ordering::Relaxed);
+            root.watches().refuse();
             tracing::warn!(
                 error = %e,
                 "the SMB server does not report changes in directories (CHANGE_NOTIFY): an object changed on \

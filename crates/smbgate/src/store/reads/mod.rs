@@ -7,7 +7,7 @@
 //! ordered segments fetched ahead on pooled connections). `object_cache`
 //! and `coherence` keep HEADs and small GETs in memory while the server's
 //! lease says the file is unchanged, and `dir_watches` tells it of changes
-//! no lease reports; `prefetch_depth` adapts how far ahead
+//! no lease reports (their state: `watched_dirs`); `prefetch_depth` adapts how far ahead
 //! a large GET fetches.
 
 pub(super) mod coherence;
@@ -17,3 +17,4 @@ pub(super) mod object_open;
 pub mod prefetch_depth;
 pub mod read_plan;
 pub mod stream;
+pub mod watched_dirs;
