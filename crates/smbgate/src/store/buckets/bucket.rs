@@ -201,7 +201,12 @@ impl Buckets {
         self.remove_bucket_dir(&tree, bucket).await?;
         // What the gateway kept of the bucket goes with it, so that a bucket
         // made again under the name starts bare.
-        for (what, path) in [("CORS configuration", self.cors_path(bucket)), ("tags", self.bucket_tags_path(bucket))] {
+        let kept = [
+            ("CORS configuration", self.cors_path(bucket)),
+            ("tags", self.bucket_tags_path(bucket)),
+            ("notification configuration", self.notifications_path(bucket)),
+        ];
+        for (what, path) in kept {
             if let Err(e) = self.remove_state_file(&tree, &path).await {
                 tracing::warn!(bucket, error = %e, "bucket deleted, but not its {what}");
             }

@@ -149,6 +149,17 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// An event target that did not take an event (down, refusing, slow):
+/// the event stays queued and is sent again, 100 ms growing to a pause of
+/// 30 s, for as long as it takes (a full queue drops its oldest instead).
+pub(crate) static EVENT_DELIVERY: Policy = Policy {
+    name: "event target",
+    first: ms(100),
+    growth: 2,
+    cap: Duration::from_secs(30),
+    give_up: GiveUp::AfterPauses(u32::MAX),
+};
+
 /// Another client's open denies what ours needs (failure class 12): such
 /// opens are brief (a reader's compound, a publisher's rename), so about
 /// 2 s in all: 5, 10, 20 … 500 ms, ten pauses.
@@ -287,6 +298,8 @@ mod tests {
         assert_eq!(pauses(&STALE_PIN), [10, 20, 40]);
         assert_eq!(pauses(&STRIDE), [2, 4, 8, 16, 32]);
         assert_eq!(pauses(&SEGMENT), [50, 200, 800]);
+        let delivery: Vec<u64> = (0..12).map(|i| EVENT_DELIVERY.pause(i).as_millis() as u64).collect();
+        assert_eq!(delivery, [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000, 30_000]);
         assert_eq!(SHARING.budget(), ms(2135));
         assert_eq!(RENAME_OVER_OPEN.budget(), ms(1504));
         assert_eq!(SWAP_TURN.budget(), ms(10_135));

@@ -1,0 +1,151 @@
+//! The delivery queues of bucket notifications (`crate::events`): each
+//! queued event is a small file, written before the event is sent and
+//! removed once its target has taken it, so that a restart or the death of
+//! an instance loses none.
+//!
+//! `.smbgate/events/<target>/<queue>/<entry>` at the root: one folder per
+//! queue, each held by one instance through `<queue>.lock` beside it, a
+//! creation lock (`share::create_lock`) that exists exactly while its
+//! holder's open does. A queue whose lock nobody holds was left by an
+//! instance that died or stopped, and another may take it over. Entries
+//! are named so that their names sort in the order they were queued.
+
+use crate::store::path::SharePath;
+use crate::store::share::{self, is_not_found, Failure, Handle, Tree};
+use crate::store::{Buckets, StoreError, StoreResult};
+
+/// Largest queued event read back, in bytes.
+const MAX_ENTRY: u32 = 1 << 20;
+
+/// A queue held by this instance: while it lives, no other instance takes
+/// the queue over. Dropping it lets the lock go (the server deletes it).
+pub struct QueueLock {
+    _lock: Handle,
+}
+
+impl Buckets {
+    /// `.smbgate/events/<target>`.
+    fn target_dir(&self, target: &str) -> SharePath {
+        self.root.internal("events").join(target)
+    }
+
+    /// Makes `dirs` in order, those already there left as they are.
+    async fn make_dirs(&self, tree: &Tree, dirs: &[SharePath]) -> StoreResult<()> {
+        for dir in dirs {
+            match share::mkdir(tree, dir).await {
+                Ok(()) => {}
+                Err(e) if e.failure() == Failure::Collision => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the queue `queue` of `target`, making its folder if missing.
+    /// Returns `None` if another instance holds it.
+    ///
+    /// The lock is taken before the folder is made, so that an instance
+    /// looking for queues to take over never finds a new queue unheld.
+    ///
+    /// Errors: SMB failures.
+    pub async fn lock_event_queue(&self, target: &str, queue: &str) -> StoreResult<Option<QueueLock>> {
+        let tree = self.root.tree().await?;
+        let target_dir = self.target_dir(target);
+        self.make_dirs(&tree, &[self.root.internal("events"), target_dir.clone()]).await?;
+        let Some(lock) = share::create_lock(&tree, &target_dir.join(&format!("{queue}.lock"))).await? else {
+            return Ok(None);
+        };
+        self.make_dirs(&tree, &[target_dir.join(queue)]).await?;
+        Ok(Some(QueueLock { _lock: lock }))
+    }
+
+    /// The queues of `target` (their folder names), in no order; none if
+    /// nothing was ever queued for it.
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub async fn event_queues(&self, target: &str) -> StoreResult<Vec<String>> {
+        let tree = self.root.tree().await?;
+        match share::list_dir(&tree, &self.target_dir(target)).await {
+            Ok(entries) => Ok(entries.into_iter().filter(|e| e.times.is_directory()).map(|e| e.name).collect()),
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The entries of `target`'s queue `queue`, in the order they were
+    /// queued.
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub async fn queued_events(&self, target: &str, queue: &str) -> StoreResult<Vec<String>> {
+        let tree = self.root.tree().await?;
+        match share::list_dir(&tree, &self.target_dir(target).join(queue)).await {
+            Ok(entries) => {
+                let mut names: Vec<String> =
+                    entries.into_iter().filter(|e| !e.times.is_directory()).map(|e| e.name).collect();
+                names.sort_unstable();
+                Ok(names)
+            }
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The body of queued event `entry`; `None` if it is gone.
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub async fn read_queued_event(&self, target: &str, queue: &str, entry: &str) -> StoreResult<Option<bytes::Bytes>> {
+        let tree = self.root.tree().await?;
+        let path = self.target_dir(target).join(queue).join(entry);
+        match share::read_small(&tree, &path, MAX_ENTRY).await {
+            Ok((_, data)) => Ok(Some(data)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes `body` as the new entry `entry` of `target`'s queue `queue`
+    /// (made if missing).
+    ///
+    /// Errors: InvalidArgument for a body over 1 MiB; Conflict if the entry
+    /// exists; SMB failures.
+    pub async fn queue_event(&self, target: &str, queue: &str, entry: &str, body: &[u8]) -> StoreResult<()> {
+        if body.len() > MAX_ENTRY as usize {
+            return Err(StoreError::InvalidArgument("an event is larger than 1 MiB".into()));
+        }
+        let tree = self.root.tree().await?;
+        let path = self.target_dir(target).join(queue).join(entry);
+        let created = match share::create_once(&tree, &path, body).await {
+            Err(e) if e.failure() == Failure::PathNotFound => {
+                let dir = self.target_dir(target);
+                self.make_dirs(&tree, &[self.root.internal("events"), dir.clone(), dir.join(queue)]).await?;
+                share::create_once(&tree, &path, body).await?
+            }
+            other => other?,
+        };
+        match created {
+            true => Ok(()),
+            false => Err(StoreError::Conflict(format!("queued event {entry} exists"))),
+        }
+    }
+
+    /// Removes queued event `entry`; gone already is not an error.
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub async fn remove_queued_event(&self, target: &str, queue: &str, entry: &str) -> StoreResult<()> {
+        let tree = self.root.tree().await?;
+        self.remove_state_file(&tree, &self.target_dir(target).join(queue).join(entry)).await
+    }
+
+    /// Removes `target`'s queue `queue` if it is empty (a queue taken
+    /// over and emptied); gone already, or not empty, is not an error.
+    ///
+    /// Errors: SMB failures other than those.
+    pub async fn remove_event_queue(&self, target: &str, queue: &str) -> StoreResult<()> {
+        let tree = self.root.tree().await?;
+        match share::delete(&tree, &self.target_dir(target).join(queue), true).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) || e.failure() == Failure::NotEmpty => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
