@@ -178,6 +178,21 @@ impl ConfigFile {
         }
     }
 
+    /// The file's `[targets.NAME]` tables: where bucket notifications may
+    /// be sent (empty without any).
+    ///
+    /// Errors: as [`crate::events::targets::from_toml`], prefixed with the
+    /// file's name.
+    pub fn targets(&self) -> Result<Vec<crate::events::targets::TargetConfig>, String> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        match self.table.get("targets") {
+            None => Ok(Vec::new()),
+            Some(toml::Value::Table(t)) => crate::events::targets::from_toml(t, dir)
+                .map_err(|e| format!("config file {}: {e}", self.path.display())),
+            Some(_) => Err(format!("config file {}: targets must be a table of [targets.NAME]", self.path.display())),
+        }
+    }
+
     /// The file's `[buckets.NAME]` tables, by name; a `path` is taken
     /// under `main` (`--share`).
     ///
@@ -265,12 +280,13 @@ impl ConfigFile {
         let file = self.path.display();
         let mut out: Vec<FileSetting> = Vec::new();
         for (k, v) in &self.table {
-            if k == "users" || k == "buckets" {
+            if k == "users" || k == "buckets" || k == "targets" {
                 continue;
             }
             if let toml::Value::Table(_) = v {
                 return Err(format!(
-                    "config file {file}: unknown table [{k}] (the file's tables are [users.NAME] and [buckets.NAME])"
+                    "config file {file}: unknown table [{k}] (the file's tables are [users.NAME], [buckets.NAME] \
+                     and [targets.NAME])"
                 ));
             }
             let name = k.replace('-', "_");

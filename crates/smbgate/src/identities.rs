@@ -124,7 +124,7 @@ impl Identities {
     }
 
     /// The root `bucket` lives in: `None` for `--share`, else its own name.
-    fn root_of(&self, bucket: &str) -> Option<String> {
+    pub fn root_of(&self, bucket: &str) -> Option<String> {
         self.inner.buckets.contains_key(bucket).then(|| bucket.to_string())
     }
 

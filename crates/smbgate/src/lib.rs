@@ -49,6 +49,7 @@ pub mod conn_limits;
 pub mod conn_slots;
 mod connection;
 pub mod cors;
+pub mod events;
 pub mod front;
 pub mod identities;
 pub mod kerberos;

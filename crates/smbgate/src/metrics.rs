@@ -83,8 +83,13 @@ pub struct Metrics {
 impl Metrics {
     /// The registry, with the SMB-side figures of `identities` (the
     /// gateway's own pool and the count of users' pools) and the use of
-    /// `bodies` (the XML body budget) read at each scrape.
-    pub fn new(identities: Identities, bodies: crate::body_budget::BodyBudget) -> Metrics {
+    /// `bodies` (the XML body budget) read at each scrape, and the event
+    /// targets' figures of `events`.
+    pub fn new(
+        identities: Identities,
+        bodies: crate::body_budget::BodyBudget,
+        events: &crate::events::Events,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("smbgate");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register("s3_requests", "S3 requests answered, by operation and status class", requests.clone());
@@ -109,6 +114,7 @@ impl Metrics {
             "Requests refused as unauthenticated or unauthorized, by reason",
             auth_failures.clone(),
         );
+        events.register(&mut registry);
         registry.register_collector(Box::new(SmbGauges { store: identities.primary().clone(), identities, bodies }));
         Metrics { registry, requests, duration, received, sent, in_flight, auth_failures }
     }

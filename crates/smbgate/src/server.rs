@@ -143,9 +143,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let roots = open_bucket_roots(args, &own, &opts, &url, &pool).await?;
     log_unserved_folders(&store, &roots).await;
     let identities = crate::identities::Identities::new(store, template, roots);
-    let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone()));
+    let events = crate::events::Events::start(identities.clone(), &settled.targets, &args.region)?;
+    let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone(), &events));
     let cors = crate::cors::Cache::new(identities.primary().clone());
-    let gateway = Gateway::new(identities.clone(), &args.region, cors.clone());
+    let gateway = Gateway::new(identities.clone(), &args.region, cors.clone(), events);
     let directory = crate::users::Directory::new(users);
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see

@@ -28,6 +28,8 @@ pub struct Settled {
     pub metrics_token: Option<String>,
     /// The config file's `[buckets.NAME]`, a `path` taken under `url`.
     pub buckets: Vec<BucketSource>,
+    /// The config file's `[targets.NAME]`: where bucket notifications go.
+    pub targets: Vec<crate::events::targets::TargetConfig>,
     /// The shared budget of XML request bodies.
     pub bodies: crate::body_budget::BodyBudget,
     /// `--domain`, for virtual-hosted-style requests.
@@ -42,7 +44,7 @@ pub struct Settled {
 /// `--anonymous`, an anonymous grant that does not fit, `--proxy-protocol`
 /// without `--trusted-proxy`, TLS files that do not load, a Kerberos
 /// setting, a blank metrics token, a refused `[buckets.NAME]` (one inside
-/// another bucket's folder among them), a too small
+/// another bucket's folder among them), a refused `[targets.NAME]`, a too small
 /// `--xml-body-budget`, a `--domain` that is no DNS name.
 pub fn settle(args: &ServeArgs) -> Result<Settled, String> {
     let url = ShareUrl::parse(&args.share)?;
@@ -64,17 +66,18 @@ pub fn settle(args: &ServeArgs) -> Result<Settled, String> {
     };
     args.kerberos.validate()?;
     let metrics_token = crate::config::metrics_token(args)?;
-    let buckets = match &args.config {
+    let (buckets, targets) = match &args.config {
         Some(path) => {
-            let buckets = crate::config_file::ConfigFile::load(path)?.buckets(&url)?;
+            let file = crate::config_file::ConfigFile::load(path)?;
+            let buckets = file.buckets(&url)?;
             no_bucket_inside_another(&url, &buckets).map_err(|e| format!("config file {}: {e}", path.display()))?;
-            buckets
+            (buckets, file.targets()?)
         }
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     let bodies = crate::body_budget::BodyBudget::new(args.xml_body_budget)?;
     let domain = args.domain.as_deref().map(crate::vhost::Domain::new).transpose()?;
-    Ok(Settled { url, smb_password, users, anonymous, tls, metrics_token, buckets, bodies, domain })
+    Ok(Settled { url, smb_password, users, anonymous, tls, metrics_token, buckets, targets, bodies, domain })
 }
 
 /// The components of `url`'s folder under `main`'s, if both name one share

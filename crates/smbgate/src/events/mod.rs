@@ -1,0 +1,182 @@
+//! S3 event notifications: a bucket's configuration (`rules.rs`, kept on
+//! the share), the event messages in AWS's shape (`record.rs`), the
+//! operator's targets (`targets.rs`: `webhook.rs`, `nats.rs`), and
+//! at-least-once delivery through a queue on the share (`queue.rs`).
+//!
+//! The S3 adapter reports each change it made ([`Events::emit`]) once the
+//! store has made it and before it answers, so an answered write has its
+//! event queued. Events are made there, not in the store, because an S3
+//! event describes the request (its ID, the client's address, the user);
+//! the store knows the share.
+
+pub mod metrics;
+pub mod nats;
+pub mod queue;
+pub mod record;
+pub mod rules;
+pub mod targets;
+pub mod webhook;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::identities::Identities;
+pub use record::{Change, Origin};
+use rules::Rules;
+
+/// How long an instance uses a bucket's configuration before reading it
+/// from the share again (a change through another instance takes effect
+/// within this).
+pub const RULES_TTL: Duration = Duration::from_secs(5);
+
+/// The gateway's events. Clone to share; [`Events::none`] when no target
+/// is configured, where every call costs nothing.
+#[derive(Clone)]
+pub struct Events {
+    inner: Option<Arc<Inner>>,
+}
+
+/// When a bucket's configuration was read, and what it was.
+type Cached = (Instant, Option<Arc<Rules>>);
+
+struct Inner {
+    identities: Identities,
+    region: String,
+    targets: Vec<String>,
+    /// One queue per root (`None`: `--share`) and target.
+    queues: HashMap<(Option<String>, String), Arc<queue::Queue>>,
+    rules: Mutex<HashMap<String, Cached>>,
+    metrics: metrics::EventMetrics,
+}
+
+impl Events {
+    /// No targets: nothing is configured or sent.
+    pub fn none() -> Events {
+        Events { inner: None }
+    }
+
+    /// The events of `targets` over the roots of `identities`, for
+    /// `region`; starts each root's and target's queue task (which first
+    /// takes over what the previous run left queued).
+    ///
+    /// Errors: a target that cannot be set up (its CA file, say).
+    pub fn start(identities: Identities, targets: &[targets::TargetConfig], region: &str) -> Result<Events, String> {
+        if targets.is_empty() {
+            return Ok(Events::none());
+        }
+        let metrics = metrics::EventMetrics::default();
+        let mut roots: Vec<(Option<String>, crate::store::Store)> = vec![(None, identities.primary().clone())];
+        for name in identities.configured() {
+            if let Some(s) = identities.configured_store(name) {
+                roots.push((Some(name.to_string()), s.clone()));
+            }
+        }
+        let mut queues = HashMap::new();
+        for t in targets {
+            let target = targets::connect(t).map_err(|e| format!("[targets.{}]: {e}", t.name))?;
+            for (root, store) in &roots {
+                let q = queue::Queue::new(&t.name, target.clone(), store.clone(), t.queue_limit, metrics.of(&t.name));
+                tokio::spawn(q.clone().run());
+                queues.insert((root.clone(), t.name.clone()), q);
+            }
+        }
+        let inner = Inner {
+            identities,
+            region: region.to_string(),
+            targets: targets.iter().map(|t| t.name.clone()).collect(),
+            queues,
+            rules: Mutex::default(),
+            metrics,
+        };
+        Ok(Events { inner: Some(Arc::new(inner)) })
+    }
+
+    /// True if any target is configured (else no change is reported).
+    pub fn is_on(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// True if `name` is a configured target.
+    pub fn is_target(&self, name: &str) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.targets.iter().any(|t| t == name))
+    }
+
+    /// Adds the per-target metrics to `registry`.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        if let Some(i) = &self.inner {
+            i.metrics.register(registry);
+        }
+    }
+
+    /// Forgets `bucket`'s configuration (after this instance changed it).
+    pub fn forget(&self, bucket: &str) {
+        if let Some(i) = &self.inner {
+            i.rules.lock().unwrap().remove(bucket);
+        }
+    }
+
+    /// `bucket`'s configuration, read from the share (as the gateway's own
+    /// account) at most every [`RULES_TTL`]; `None` if it has none.
+    async fn rules(&self, inner: &Inner, bucket: &str) -> Option<Arc<Rules>> {
+        if let Some((at, r)) = inner.rules.lock().unwrap().get(bucket) {
+            if at.elapsed() < RULES_TTL {
+                return r.clone();
+            }
+        }
+        let read = match inner.identities.store(Some(bucket), None).await {
+            Ok(store) => store.buckets().bucket_notifications(bucket).await,
+            Err(e) => Err(e),
+        };
+        let rules = match read {
+            Ok(None) => None,
+            Ok(Some(bytes)) => match serde_json::from_slice::<Rules>(&bytes) {
+                Ok(r) => Some(Arc::new(r)),
+                Err(e) => {
+                    tracing::warn!(bucket, error = %e, "stored notification configuration does not parse; treated as none");
+                    None
+                }
+            },
+            Err(e) => {
+                // Not kept: read again at the next change.
+                tracing::warn!(bucket, error = %e, "cannot read the bucket's notification configuration");
+                return None;
+            }
+        };
+        let mut all = inner.rules.lock().unwrap();
+        if all.len() > 10_000 {
+            all.clear();
+        }
+        all.insert(bucket.to_string(), (Instant::now(), rules.clone()));
+        rules
+    }
+
+    /// Queues the event of `change`, made by `origin` as `principal` (the
+    /// S3 user's name, or `anonymous`), for the target the bucket's
+    /// configuration sends it to, if any. Returns once it is queued on the
+    /// share. A failure is logged at ERROR and counted: the change is made
+    /// and answered, its event lost.
+    pub async fn emit(&self, change: Change, origin: &Origin, principal: &str) {
+        let Some(inner) = &self.inner else { return };
+        let Some(rules) = self.rules(inner, &change.bucket).await else { return };
+        let Some(rule) = rules.wanting(change.name, &change.key) else { return };
+        let root = inner.identities.root_of(&change.bucket);
+        let Some(queue) = inner.queues.get(&(root, rule.target.clone())) else { return };
+        let sequencer = record::next_sequencer();
+        let message = record::message(
+            &change,
+            origin,
+            principal,
+            &rule.id,
+            &sequencer,
+            &inner.region,
+            std::time::SystemTime::now(),
+        );
+        let body = bytes::Bytes::from(message.to_string());
+        if let Err(e) = queue.push(sequencer, body).await {
+            inner.metrics.of(&rule.target).failed.inc();
+            tracing::error!(bucket = change.bucket, key = change.key, event = change.name, target_name = rule.target,
+                error = %e, "cannot queue an event on the share; it is lost");
+        }
+    }
+}
