@@ -24,6 +24,12 @@ impl RequestIds {
         }
     }
 
+    /// The IDs and `client` (the client's address) as the events of the
+    /// request's changes name them.
+    pub(crate) fn origin(&self, client: Option<std::net::IpAddr>) -> crate::events::Origin {
+        crate::events::Origin { request_id: self.request_id.clone(), host_id: self.host_id.clone(), source_ip: client }
+    }
+
     pub(crate) fn set_headers(&self, h: &mut http::HeaderMap) {
         for (name, v) in [("x-amz-request-id", &self.request_id), ("x-amz-id-2", &self.host_id)] {
             if let Ok(v) = http::HeaderValue::from_str(v) {

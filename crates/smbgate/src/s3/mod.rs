@@ -8,6 +8,7 @@ mod convert;
 mod cors;
 mod list;
 mod multipart;
+mod notification;
 mod object;
 mod tagging;
 
@@ -23,6 +24,11 @@ use crate::users::User;
 #[derive(Clone)]
 pub struct RequestBucket(pub String);
 
+/// A PutObject made for a browser form (POST Object): its event is
+/// `s3:ObjectCreated:Post` (a request extension).
+#[derive(Clone, Copy)]
+pub struct FormUpload;
+
 /// The S3 service over the share. Each request runs on the store of its
 /// bucket's root and of the SMB identity its user acts as
 /// ([`Gateway::scoped`]).
@@ -33,6 +39,8 @@ pub struct Gateway {
     identities: Identities,
     /// Buckets' CORS configurations (forgotten here when changed).
     cors: crate::cors::Cache,
+    /// Bucket notifications: the changes made are reported here.
+    events: crate::events::Events,
     /// The user that signed the request (`None`: anonymous, or a gateway
     /// not yet scoped to a request).
     user: Option<std::sync::Arc<User>>,
@@ -40,9 +48,14 @@ pub struct Gateway {
 
 impl Gateway {
     /// A gateway answering for `region` over `identities`; `cors` is the
-    /// CORS cache the front reads.
-    pub fn new(identities: Identities, region: &str, cors: crate::cors::Cache) -> Gateway {
-        Gateway { store: identities.primary().clone(), region: region.into(), identities, cors, user: None }
+    /// CORS cache the front reads; `events` takes the changes it makes.
+    pub fn new(
+        identities: Identities,
+        region: &str,
+        cors: crate::cors::Cache,
+        events: crate::events::Events,
+    ) -> Gateway {
+        Gateway { store: identities.primary().clone(), region: region.into(), identities, cors, events, user: None }
     }
 
     /// This gateway for one request: on the store of the request's
@@ -72,6 +85,7 @@ impl Gateway {
             region: self.region.clone(),
             identities: self.identities.clone(),
             cors: self.cors.clone(),
+            events: self.events.clone(),
             user,
         })
     }
@@ -206,6 +220,18 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketCorsInput>,
     ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         cors::delete(&self.scoped(&req).await?, req).await
+    }
+    async fn put_bucket_notification_configuration(
+        &self,
+        req: S3Request<PutBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketNotificationConfigurationOutput>> {
+        notification::put(&self.scoped(&req).await?, req).await
+    }
+    async fn get_bucket_notification_configuration(
+        &self,
+        req: S3Request<GetBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketNotificationConfigurationOutput>> {
+        notification::get(&self.scoped(&req).await?, req).await
     }
     async fn get_object_attributes(
         &self,

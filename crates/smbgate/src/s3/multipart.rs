@@ -213,11 +213,13 @@ pub async fn complete(
         },
         Err(e) => return Err(s3_error(e)),
     };
-    let store = gw.store.clone();
+    let (gw, extensions) = (gw.clone(), req.extensions.clone());
     let (bucket, key) = (i.bucket, i.key);
     let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
     let fut = async move {
-        let r = store.uploads().complete_upload(plan).await.map_err(s3_error)?;
+        let r = gw.store.uploads().complete_upload(plan).await.map_err(s3_error)?;
+        let created = Some((r.size, r.etag.as_str()));
+        gw.emit(&extensions, "s3:ObjectCreated:CompleteMultipartUpload", &bucket, &key, created).await;
         let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),

@@ -116,6 +116,10 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
     let undeclared = req.extensions.get::<crate::precheck::UndeclaredLength>().is_some();
+    let event = match req.extensions.get::<super::FormUpload>() {
+        Some(_) => "s3:ObjectCreated:Post",
+        None => "s3:ObjectCreated:Put",
+    };
     let i = req.input;
     // A client that waits for 100 Continue learns of a missing bucket
     // before it sends the body: the body is only polled (and so the 100
@@ -150,6 +154,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         .put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers))
         .await
         .map_err(s3_error)?;
+    gw.emit(&req.extensions, event, &i.bucket, &i.key, Some((r.size, &r.etag))).await;
     let c = |a: Algorithm| r.checksums.get(&a).cloned();
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(etag(&r.etag)),
@@ -197,6 +202,7 @@ pub async fn delete_object(
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
     gw.store.deletes().delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
+    gw.emit(&req.extensions, "s3:ObjectRemoved:Delete", &i.bucket, &i.key, None).await;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -233,6 +239,7 @@ pub async fn delete_objects(
     for obj in i.delete.objects {
         match gw.store.deletes().delete_object(&i.bucket, &obj.key, &Default::default()).await {
             Ok(()) => {
+                gw.emit(&req.extensions, "s3:ObjectRemoved:Delete", &i.bucket, &obj.key, None).await;
                 if !quiet {
                     deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
                 }
@@ -322,6 +329,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         )
         .await
         .map_err(s3_error)?;
+    gw.emit(&req.extensions, "s3:ObjectCreated:Copy", &i.bucket, &i.key, Some((r.size, &r.etag))).await;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),

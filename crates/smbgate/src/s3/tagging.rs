@@ -36,6 +36,7 @@ pub async fn put_object(
     let tags = tag_set(i.tagging)?;
     tags::check_object(&tags).map_err(s3_error)?;
     gw.store.writes().put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
+    gw.emit(&req.extensions, "s3:ObjectTagging:Put", &i.bucket, &i.key, None).await;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
@@ -57,6 +58,7 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let i = req.input;
     gw.store.writes().put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
+    gw.emit(&req.extensions, "s3:ObjectTagging:Delete", &i.bucket, &i.key, None).await;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }
 

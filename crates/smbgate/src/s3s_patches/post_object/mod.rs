@@ -228,6 +228,11 @@ impl PostObject {
         input.body = Some(StreamingBlob::wrap(file));
         let mut extensions = http::Extensions::new();
         extensions.insert(RequestBucket(bucket.clone()));
+        // Its event is s3:ObjectCreated:Post, naming the form's request.
+        extensions.insert(crate::s3::FormUpload);
+        if let Some(o) = parts.extensions.get::<crate::events::Origin>() {
+            extensions.insert(o.clone());
+        }
         if let Some(u) = user {
             extensions.insert(u);
         }

@@ -1,0 +1,77 @@
+//! PutBucketNotificationConfiguration and GetBucketNotificationConfiguration
+//! (the rules are `crate::events::rules`'s; the configuration is kept on
+//! the share as JSON), and [`Gateway::emit`], through which every handler
+//! that changes an object reports it.
+
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::{s3_error, Gateway};
+use crate::events::rules::Rules;
+use crate::events::{Change, Origin};
+
+pub async fn put(
+    gw: &Gateway,
+    req: S3Request<PutBucketNotificationConfigurationInput>,
+) -> S3Result<S3Response<PutBucketNotificationConfigurationOutput>> {
+    let i = req.input;
+    let rules = Rules::from_dto(i.notification_configuration, |t| gw.events.is_target(t)).map_err(|r| {
+        let code = match r.code {
+            "NotImplemented" => S3ErrorCode::NotImplemented,
+            _ => S3ErrorCode::InvalidArgument,
+        };
+        S3Error::with_message(code, r.message)
+    })?;
+    let json = match rules.rules.is_empty() {
+        // An empty configuration turns notifications off.
+        true => Vec::new(),
+        false => {
+            serde_json::to_vec(&rules).map_err(|e| S3Error::with_message(S3ErrorCode::InternalError, e.to_string()))?
+        }
+    };
+    gw.store.buckets().put_bucket_notifications(&i.bucket, &json).await.map_err(s3_error)?;
+    gw.events.forget(&i.bucket);
+    Ok(S3Response::new(PutBucketNotificationConfigurationOutput {}))
+}
+
+pub async fn get(
+    gw: &Gateway,
+    req: S3Request<GetBucketNotificationConfigurationInput>,
+) -> S3Result<S3Response<GetBucketNotificationConfigurationOutput>> {
+    let bucket = &req.input.bucket;
+    gw.store.buckets().head_bucket(bucket).await.map_err(s3_error)?;
+    let stored = gw.store.buckets().bucket_notifications(bucket).await.map_err(s3_error)?;
+    // None, or one that does not parse: an empty configuration, as AWS
+    // answers for a bucket without one.
+    let rules: Rules = stored.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    Ok(S3Response::new(rules.to_dto()))
+}
+
+impl Gateway {
+    /// Reports a change this request made (`name`, an event type such as
+    /// `s3:ObjectCreated:Put`, to `key` of `bucket`; `size` and `etag` for
+    /// created objects) to the bucket's notifications: queued before the
+    /// handler answers. Costs nothing without event targets.
+    pub(super) async fn emit(
+        &self,
+        extensions: &http::Extensions,
+        name: &'static str,
+        bucket: &str,
+        key: &str,
+        created: Option<(u64, &str)>,
+    ) {
+        if !self.events.is_on() {
+            return;
+        }
+        let origin = extensions.get::<Origin>().cloned().unwrap_or_default();
+        let principal = self.user.as_ref().map_or("anonymous", |u| u.name.as_str());
+        let change = Change {
+            name,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            size: created.map(|(s, _)| s),
+            etag: created.map(|(_, e)| e.to_string()),
+        };
+        self.events.emit(change, &origin, principal).await;
+    }
+}
