@@ -424,6 +424,37 @@ pub fn key_from_components(components: &[&str], dir_marker: bool) -> String {
     key
 }
 
+/// The S3 key of a name under a bucket's directory as a change
+/// notification gives it (`\\`-separated components, relative to the
+/// bucket): each component decoded, a leaf kept beside a directory of its
+/// name read as its key (a marker as `key/`). `None` for a name no key
+/// reaches: the gateway's own state (`.smbgate`), a beside-mark anywhere
+/// else, or a name the mapping would not make again (another client's).
+pub fn key_of_share_name(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split('\\').collect();
+    let mut key = String::with_capacity(name.len());
+    for (i, stored) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let (stored, marker) = match split_beside(stored) {
+            Some((stem, marker)) if last => (stem, marker),
+            _ if stored.contains(BESIDE_MARK) => return None,
+            _ => (*stored, false),
+        };
+        let decoded = decode_component(stored);
+        if decoded.is_empty() || is_internal(&decoded) || encode_component(&decoded) != stored {
+            return None;
+        }
+        if i > 0 {
+            key.push('/');
+        }
+        key.push_str(&decoded);
+        if marker {
+            key.push('/');
+        }
+    }
+    Some(key)
+}
+
 #[cfg(test)]
 #[path = "keys_test.rs"]
 mod tests;

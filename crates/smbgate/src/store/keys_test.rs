@@ -395,3 +395,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn names_in_change_notifications_map_back_to_keys() {
+    let m = map_key("dir/a b?.txt").unwrap();
+    assert_eq!(key_of_share_name(&m.components.join("\\")).as_deref(), Some("dir/a b?.txt"));
+    assert_eq!(key_of_share_name(".smbgate\\tmp\\x"), None);
+    assert_eq!(key_of_share_name("d\\.SMBGATE"), None);
+    let beside = format!("photo{BESIDE_MARK}");
+    assert_eq!(key_of_share_name(&format!("a\\{beside}")).as_deref(), Some("a/photo"));
+    assert_eq!(key_of_share_name(&format!("{beside}\\b")), None);
+    // A trailing space is a name the mapping never makes (it encodes it).
+    assert_eq!(key_of_share_name("dir\\name "), None);
+}

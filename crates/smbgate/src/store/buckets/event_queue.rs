@@ -23,6 +23,12 @@ pub struct QueueLock {
     _lock: Handle,
 }
 
+impl QueueLock {
+    pub(super) fn new(lock: Handle) -> QueueLock {
+        QueueLock { _lock: lock }
+    }
+}
+
 impl Buckets {
     /// `.smbgate/events/<target>`.
     fn target_dir(&self, target: &str) -> SharePath {
@@ -30,7 +36,7 @@ impl Buckets {
     }
 
     /// Makes `dirs` in order, those already there left as they are.
-    async fn make_dirs(&self, tree: &Tree, dirs: &[SharePath]) -> StoreResult<()> {
+    pub(super) async fn make_dirs(&self, tree: &Tree, dirs: &[SharePath]) -> StoreResult<()> {
         for dir in dirs {
             match share::mkdir(tree, dir).await {
                 Ok(()) => {}

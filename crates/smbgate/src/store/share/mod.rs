@@ -71,4 +71,4 @@ pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
 pub use temp::{create_temp, create_temp_and_write, publish_and_close, reopen, TempFile};
-pub use watch::{watch_dir, Action, Change, DirWatch, Notified, WatchError};
+pub use watch::{watch_dir, watch_tree, Action, Change, DirWatch, Notified, WatchError};
