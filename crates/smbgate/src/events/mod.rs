@@ -1,7 +1,9 @@
 //! S3 event notifications: a bucket's configuration (`rules.rs`, kept on
 //! the share), the event messages in AWS's shape (`record.rs`), the
-//! operator's targets (`targets.rs`: `webhook.rs`, `nats.rs`), and
-//! at-least-once delivery through a queue on the share (`queue.rs`).
+//! operator's targets (`targets.rs`: `webhook.rs`, `nats.rs`),
+//! at-least-once delivery through a queue on the share (`queue.rs`), and
+//! the changes people make on the share, heard by one elected watcher of
+//! each bucket (`watcher.rs`).
 //!
 //! The S3 adapter reports each change it made ([`Events::emit`]) once the
 //! store has made it and before it answers, so an answered write has its
@@ -15,6 +17,7 @@ pub mod queue;
 pub mod record;
 pub mod rules;
 pub mod targets;
+pub mod watcher;
 pub mod webhook;
 
 use std::collections::HashMap;
@@ -73,6 +76,7 @@ impl Events {
             }
         }
         let mut queues = HashMap::new();
+        let stores: Vec<crate::store::Store> = roots.iter().map(|(_, s)| s.clone()).collect();
         for t in targets {
             let target = targets::connect(t).map_err(|e| format!("[targets.{}]: {e}", t.name))?;
             for (root, store) in &roots {
@@ -89,7 +93,11 @@ impl Events {
             rules: Mutex::default(),
             metrics,
         };
-        Ok(Events { inner: Some(Arc::new(inner)) })
+        let events = Events { inner: Some(Arc::new(inner)) };
+        for store in stores {
+            tokio::spawn(watcher::elect(events.clone(), store));
+        }
+        Ok(events)
     }
 
     /// True if any target is configured (else no change is reported).
@@ -113,6 +121,15 @@ impl Events {
     pub fn forget(&self, bucket: &str) {
         if let Some(i) = &self.inner {
             i.rules.lock().unwrap().remove(bucket);
+        }
+    }
+
+    /// True if `bucket` has a notification configuration (as
+    /// [`Events::rules`] reads it).
+    pub async fn has_rules(&self, bucket: &str) -> bool {
+        match &self.inner {
+            Some(inner) => self.rules(inner, bucket).await.is_some(),
+            None => false,
         }
     }
 
@@ -151,12 +168,35 @@ impl Events {
         rules
     }
 
-    /// Queues the event of `change`, made by `origin` as `principal` (the
-    /// S3 user's name, or `anonymous`), for the target the bucket's
-    /// configuration sends it to, if any. Returns once it is queued on the
-    /// share. A failure is logged at ERROR and counted: the change is made
-    /// and answered, its event lost.
+    /// Queues the event of `change`, made through S3 by the request
+    /// `origin` as `principal` (the S3 user's name, or `anonymous`), for
+    /// the target the bucket's configuration sends it to, if any. A removal
+    /// leaves its mark for the bucket's watcher first (which then does not
+    /// report it again). Returns once it is queued on the share. A failure
+    /// is logged at ERROR and counted: the change is made and answered, its
+    /// event lost.
     pub async fn emit(&self, change: Change, origin: &Origin, principal: &str) {
+        let Some(inner) = &self.inner else { return };
+        let Some(rules) = self.rules(inner, &change.bucket).await else { return };
+        if rules.wanting(change.name, &change.key).is_none() {
+            return;
+        }
+        if change.name.starts_with("s3:ObjectRemoved:") {
+            let marked = match inner.identities.store(Some(&change.bucket), None).await {
+                Ok(store) => store.buckets().mark_deleted(&change.bucket, &change.key).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = marked {
+                tracing::warn!(bucket = change.bucket, key = change.key, error = %e,
+                    "cannot mark an S3 delete for the bucket's watcher; it may report the removal twice");
+            }
+        }
+        self.queue(change, origin, principal).await;
+    }
+
+    /// Queues the event of `change` for the target the bucket's
+    /// configuration sends it to, if any (see [`Events::emit`]).
+    pub(crate) async fn queue(&self, change: Change, origin: &Origin, principal: &str) {
         let Some(inner) = &self.inner else { return };
         let Some(rules) = self.rules(inner, &change.bucket).await else { return };
         let Some(rule) = rules.wanting(change.name, &change.key) else { return };
