@@ -1,0 +1,77 @@
+"""A webhook receiver and the helpers of the event tests (test_events.py,
+test_share_events.py): a config file with a `[targets.hooks]` webhook, a
+bucket's notification configuration, what stays queued on the share."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from conftest import _free_port
+
+SECRET = "webhook-signing-key"
+ARN = "arn:smbgate:sqs::hooks"
+
+
+class Receiver:
+    """A webhook receiver on `port`: keeps every POST's JSON and headers;
+    answers `status` (set it to 503 to refuse)."""
+
+    def __init__(self, port=None):
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.got = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.status == 200:
+                    receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def records(self):
+        return [json.loads(b)["Records"][0] for _, b in self.got]
+
+    def wait_for(self, n, timeout=60):
+        deadline = time.time() + timeout
+        while len(self.got) < n and time.time() < deadline:
+            time.sleep(0.05)
+        return self.records()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def config_file(tmp_path, targets):
+    p = tmp_path / "smbgate.toml"
+    p.write_text(targets)
+    p.chmod(0o600)
+    return p
+
+
+def webhook_target(url, extra=""):
+    return f'[targets.hooks]\ntype = "webhook"\nurl = "{url}"\nsecret = "{SECRET}"\n{extra}'
+
+
+def configure(s3, bucket, events, prefix=None, arn=ARN):
+    cfg = {"QueueArn": arn, "Events": events}
+    if prefix:
+        cfg["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
+    s3.put_bucket_notification_configuration(
+        Bucket=bucket, NotificationConfiguration={"QueueConfigurations": [cfg]})
+
+
+def queued_on_share(samba):
+    root = samba.share_path / ".smbgate" / "events"
+    return sorted(p.name for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
