@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::{Change, Events, Origin};
-use crate::store::buckets::bucket_watch::{Notified, WatcherLock};
+use crate::store::buckets::bucket_watch::{Action, Notified, WatcherLock};
 use crate::store::keys::key_of_share_name;
 use crate::store::listings::walk::{ListRequest, Listed};
 use crate::store::{backoff, Store, StoreError, StoreResult};
@@ -99,16 +99,20 @@ async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock)
             backoff::pause(SETTLE).await;
             continue 'arm;
         }
-        let mut quiet_since: HashMap<String, Instant> = HashMap::new();
+        // Each name heard of: when last, and whether names came or went
+        // there (not only a file's data changing).
+        let mut quiet_since: HashMap<String, (Instant, bool)> = HashMap::new();
         loop {
-            let due = quiet_since.values().min().map(|t| *t + SETTLE);
+            let due = quiet_since.values().map(|(t, _)| *t).min().map(|t| t + SETTLE);
             let wait = due.map_or(RECHECK_EVERY, |d| d.saturating_duration_since(Instant::now()));
             tokio::select! {
                 got = changes.recv() => match got {
                     Some(Ok(Notified::Changes(list))) => {
                         let now = Instant::now();
                         for c in list {
-                            quiet_since.insert(c.name, now);
+                            let naming = !matches!(c.action, Action::Modified);
+                            let entry = quiet_since.entry(c.name).or_insert((now, false));
+                            *entry = (now, entry.1 || naming);
                         }
                     }
                     Some(Ok(Notified::Overflow)) => {
@@ -119,7 +123,10 @@ async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock)
                             continue 'arm;
                         }
                     }
-                    Some(Ok(Notified::Closed)) | None => continue 'arm,
+                    Some(Ok(Notified::Closed)) | None => {
+                        backoff::pause(SETTLE).await;
+                        continue 'arm;
+                    }
                     Some(Err(e)) => {
                         tracing::debug!(bucket = w.bucket, error = %e, "the watch ended; watching again");
                         continue 'arm;
@@ -127,12 +134,15 @@ async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock)
                 },
                 _ = tokio::time::sleep(wait) => {
                     let now = Instant::now();
-                    let mut ready: Vec<String> =
-                        quiet_since.iter().filter(|(_, t)| now >= **t + SETTLE).map(|(n, _)| n.clone()).collect();
+                    let mut ready: Vec<(String, bool)> = quiet_since
+                        .iter()
+                        .filter(|(_, (t, _))| now >= *t + SETTLE)
+                        .map(|(n, (_, naming))| (n.clone(), *naming))
+                        .collect();
                     ready.sort_unstable();
-                    for name in ready {
+                    for (name, naming) in ready {
                         quiet_since.remove(&name);
-                        w.look_at(&name).await;
+                        w.look_at(&name, naming).await;
                     }
                 }
             }
@@ -168,8 +178,8 @@ struct Watcher {
 impl Watcher {
     /// Sets up the watch, retrying while the share fails, and starts the
     /// task that hands its answers on (a watch's call is not cancel-safe,
-    /// so it runs apart from the select). `None` where the server keeps
-    /// no watches, or once the bucket lost its configuration.
+    /// so it runs apart from the select). `None` once the bucket lost its
+    /// configuration (where the server keeps no watches, only then).
     async fn arm(&self) -> Option<mpsc::Receiver<StoreResult<Notified>>> {
         let mut wait = backoff::EVENT_DELIVERY.start();
         let mut watch = loop {
@@ -177,6 +187,11 @@ impl Watcher {
                 Ok(w) => break w,
                 Err(StoreError::Refused(m)) => {
                     tracing::warn!(bucket = self.bucket, "{m}: changes made on the share are not reported");
+                    // Holding the lock, so that no instance tries again
+                    // while the bucket keeps its configuration.
+                    while self.events.has_rules(&self.bucket).await {
+                        backoff::pause(RECHECK_EVERY).await;
+                    }
                     return None;
                 }
                 Err(e) => {
@@ -191,7 +206,12 @@ impl Watcher {
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
             loop {
-                let got = watch.next().await;
+                // Given up by the watcher (set up again): the answer an
+                // abandoned call loses is of a watch no one reads.
+                let got = tokio::select! {
+                    got = watch.next() => got,
+                    _ = tx.closed() => return,
+                };
                 let end = !matches!(got, Ok(Notified::Changes(_) | Notified::Overflow));
                 if tx.send(got).await.is_err() || end {
                     return;
@@ -264,8 +284,10 @@ impl Watcher {
     }
 
     /// Looks at `name` (relative to the bucket's directory) once it is
-    /// quiet, and reports what changed there.
-    async fn look_at(&mut self, name: &str) {
+    /// quiet, and reports what changed there; where names came or went
+    /// (`naming`), a folder's keys too (a folder's contents changing alone
+    /// is heard of by their own names).
+    async fn look_at(&mut self, name: &str, naming: bool) {
         let Some(key) = key_of_share_name(name) else {
             tracing::debug!(bucket = self.bucket, name, "a name no S3 key reaches changed; not reported");
             return;
@@ -279,6 +301,9 @@ impl Watcher {
             Err(StoreError::NoSuchKey) => {
                 if self.known.remove(&key).is_some() {
                     self.removed(&key).await;
+                }
+                if !naming {
+                    return;
                 }
                 // A folder made, brought in, renamed or removed.
                 let prefix = format!("{key}/");

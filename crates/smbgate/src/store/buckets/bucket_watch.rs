@@ -4,10 +4,11 @@
 //! tree, and the marks an S3 delete leaves so that the watcher does not
 //! report it a second time.
 //!
-//! `.smbgate/events/watchers/<bucket>.lock`: a creation lock, held by the
+//! `.smbgate/watchers/<bucket>.lock`: a creation lock, held by the
 //! watching instance and gone with its SMB session, so another takes over.
-//! `.smbgate/events/deleted/<bucket>/<hash of the key>`: written after an
-//! S3 delete of the key, taken by the watcher when it hears of the removal.
+//! `.smbgate/s3-deletes/<bucket>/<hash of the key>`: written after an S3
+//! delete of the key, taken by the watcher when it hears of the removal.
+//! (`.smbgate/events/` holds only the queues, one folder per target.)
 
 use std::time::Duration;
 
@@ -52,9 +53,8 @@ impl Buckets {
     /// Errors: SMB failures.
     pub async fn lock_watcher(&self, bucket: &str) -> StoreResult<Option<WatcherLock>> {
         let tree = self.root.tree().await?;
-        let events = self.root.internal("events");
-        let watchers = events.join("watchers");
-        self.make_dirs(&tree, &[events, watchers.clone()]).await?;
+        let watchers = self.root.internal("watchers");
+        self.make_dirs(&tree, &[watchers.clone()]).await?;
         let lock = share::create_lock(&tree, &watchers.join(&format!("{bucket}.lock"))).await?;
         Ok(lock.map(WatcherLock::new))
     }
@@ -77,7 +77,7 @@ impl Buckets {
     /// Errors: SMB failures other than not-found.
     pub async fn sweep_delete_marks(&self, bucket: &str, max_age: Duration) -> StoreResult<()> {
         let tree = self.root.tree().await?;
-        let dir = self.root.internal("events").join("deleted").join(bucket);
+        let dir = self.root.internal("s3-deletes").join(bucket);
         let entries = match share::list_dir(&tree, &dir).await {
             Ok(e) => e,
             Err(e) if is_not_found(&e) => return Ok(()),
@@ -97,7 +97,7 @@ impl Buckets {
     fn delete_mark(&self, bucket: &str, key: &str) -> SharePath {
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
         let name = hex::encode(&digest.as_ref()[..16]);
-        self.root.internal("events").join("deleted").join(bucket).join(&name)
+        self.root.internal("s3-deletes").join(bucket).join(&name)
     }
 
     /// Leaves the mark of an S3 delete of `key` (made just now).
@@ -109,9 +109,8 @@ impl Buckets {
         match share::write_small(&tree, &path, &[]).await {
             Ok(_) => Ok(()),
             Err(e) if e.failure() == Failure::PathNotFound => {
-                let events = self.root.internal("events");
-                let deleted = events.join("deleted");
-                self.make_dirs(&tree, &[events, deleted.clone(), deleted.join(bucket)]).await?;
+                let deletes = self.root.internal("s3-deletes");
+                self.make_dirs(&tree, &[deletes.clone(), deletes.join(bucket)]).await?;
                 share::write_small(&tree, &path, &[]).await?;
                 Ok(())
             }
