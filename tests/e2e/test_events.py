@@ -135,7 +135,7 @@ def test_the_configuration_reads_back_filters_keys_and_refuses_unknown_targets(o
         gw.stop()
 
 
-def test_a_target_down_gets_every_event_afterwards_in_order(own_samba, tmp_path):
+def test_a_target_down_for_30_s_gets_every_event_afterwards_in_order(own_samba, tmp_path):
     port = _free_port()
     gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(f"http://127.0.0.1:{port}/hook"))))
     receiver = None
@@ -145,11 +145,12 @@ def test_a_target_down_gets_every_event_afterwards_in_order(own_samba, tmp_path)
         configure(s3, "down", ["s3:ObjectCreated:*"])
         for i in range(10):
             s3.put_object(Bucket="down", Key=f"k{i % 2}", Body=str(i).encode())
-        # Nothing listens: every event waits on the share.
+        # Nothing listens: every event waits on the share, for 30 s.
         assert len(queued_on_share(own_samba)) >= 9
-        time.sleep(2)
+        time.sleep(30)
         receiver = Receiver(port)
-        records = receiver.wait_for(10)
+        # Retries back off to a pause of 30 s at most.
+        records = receiver.wait_for(10, timeout=90)
         assert len(records) == 10
         for k in ("k0", "k1"):
             sizes = [r["s3"]["object"]["eTag"] for r in records if r["s3"]["object"]["key"] == k]
