@@ -229,7 +229,7 @@ def test_config_check_reports_what_serve_would_refuse(tmp_path):
     cfg.write_text('share = "smb://h/s"\n[userz.a]\nx = 1\n')
     r = check()
     assert r.stderr.strip() == f"smbgate: config file {cfg}: unknown table [userz] (the file's tables are " \
-                               "[users.NAME] and [buckets.NAME])", r.stderr
+                               "[users.NAME], [buckets.NAME] and [targets.NAME])", r.stderr
     cfg.write_text('share = "smb://h/s"\nsmb_password_file = "nope.pw"\n')
     r = check()
     assert r.returncode == 1 and f"--smb-password-file: cannot read {tmp_path / 'nope.pw'}" in r.stderr, r.stderr
