@@ -21,6 +21,8 @@ class Receiver:
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}/hook"
         self.got = []
+        # Every POST, kept or refused.
+        self.tried = 0
         # time.time() of each kept POST, for scripts/bench-events.
         self.arrived = []
         self.status = 200
@@ -29,6 +31,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.tried += 1
                 if receiver.status == 200:
                     receiver.arrived.append(time.time())
                     receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body))

@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -57,13 +58,13 @@ def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiv
 
         records = receiver.wait_for(8)
         assert [(r["eventName"], r["s3"]["object"]["key"]) for r in records] == [
-            ("ObjectCreated:Put", "dir%2Fa+b.txt"),
+            ("ObjectCreated:Put", "dir/a+b.txt"),
             ("ObjectCreated:Post", "posted"),
             ("ObjectCreated:Copy", "copied"),
             ("ObjectCreated:CompleteMultipartUpload", "mp"),
             ("ObjectTagging:Put", "copied"),
             ("ObjectTagging:Delete", "copied"),
-            ("ObjectRemoved:Delete", "dir%2Fa+b.txt"),
+            ("ObjectRemoved:Delete", "dir/a+b.txt"),
             ("ObjectRemoved:Delete", "posted"),
         ], records
         first = records[0]
@@ -123,7 +124,7 @@ def test_the_configuration_reads_back_filters_keys_and_refuses_unknown_targets(o
         s3.put_object(Bucket="cfg", Key="in/last", Body=b"3")
         receiver.wait_for(2)
         time.sleep(0.5)
-        assert [r["s3"]["object"]["key"] for r in receiver.records()] == ["in%2Fsent", "in%2Flast"]
+        assert [r["s3"]["object"]["key"] for r in receiver.records()] == ["in/sent", "in/last"]
 
         # An empty configuration turns notifications off.
         s3.put_bucket_notification_configuration(Bucket="cfg", NotificationConfiguration={})
@@ -186,6 +187,65 @@ def test_a_gateway_killed_with_events_queued_loses_none(own_samba, tmp_path):
     finally:
         b.stop()
         receiver.stop()
+
+
+def test_an_event_a_webhook_refuses_for_good_is_dropped_not_retried_forever(own_samba, receiver, tmp_path):
+    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="refused")
+        configure(s3, "refused", ["s3:ObjectCreated:*"])
+        receiver.status = 400
+        s3.put_object(Bucket="refused", Key="bad", Body=b"1")
+        deadline = time.time() + 10
+        while receiver.tried == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        receiver.status = 200
+        s3.put_object(Bucket="refused", Key="good", Body=b"2")
+        records = receiver.wait_for(1)
+        time.sleep(1)
+        assert [r["s3"]["object"]["key"] for r in receiver.records()] == ["good"]
+        assert receiver.tried == 2, "the refused event was sent once"
+        ids = [h["x-smbgate-event-id"] for h, _ in receiver.got]
+        assert len(ids) == 1 and ids[0]
+        assert records
+    finally:
+        gw.stop()
+
+
+def test_locks_left_by_a_server_that_went_down_are_taken(own_samba, receiver, tmp_path):
+    """A server that crashed with the gateway's locks open leaves their
+    files: a queue whose lock file nobody holds is still taken over, and
+    a bucket whose watcher's lock file is left still gets a watcher."""
+    state = own_samba.share_path / ".smbgate"
+    queue = state / "events" / "hooks" / "00000000deadbeef"
+    queue.mkdir(parents=True, exist_ok=True)
+    (state / "events" / "hooks" / "00000000deadbeef.lock").write_bytes(b"")
+    left = {"Records": [{"eventName": "ObjectCreated:Put", "s3": {"object": {"key": "left-behind"}}}]}
+    (queue / "0000000000000001").write_text(json.dumps(left))
+    (state / "watchers").mkdir(parents=True, exist_ok=True)
+    (state / "watchers" / "crashed.lock").write_bytes(b"")
+    st = own_samba.share_path.stat()
+    for p in [state, *state.rglob("*")]:
+        os.chown(p, st.st_uid, st.st_gid)
+    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    try:
+        assert [r["s3"]["object"]["key"] for r in receiver.wait_for(1)] == ["left-behind"]
+        s3 = gw.client()
+        s3.create_bucket(Bucket="crashed")
+        configure(s3, "crashed", ["s3:ObjectCreated:*"])
+        receiver.got.clear()
+        deadline = time.time() + 30
+        n = 0
+        while not receiver.got and time.time() < deadline:
+            p = own_samba.share_path / "crashed" / f"on-disk-{n}"
+            p.write_bytes(b"x")
+            os.chown(p, st.st_uid, st.st_gid)
+            n += 1
+            time.sleep(1.5)
+        assert receiver.got, "no watcher for a bucket whose watcher's lock file was left behind"
+    finally:
+        gw.stop()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 //! What each event target did, for `/metrics`: events sent, sends that
-//! failed (each try), events queued now, events dropped from a full queue,
-//! and the time from queueing to the target taking an event.
+//! failed (each try), events queued now, events dropped (a full queue, a
+//! refusal for good), and the time from queueing to the target taking an
+//! event.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -33,7 +34,7 @@ pub struct TargetMetrics {
     pub failed: Counter,
     /// Events queued now by this instance.
     pub queued: Gauge,
-    /// Events dropped from a full queue.
+    /// Events dropped: from a full queue, or refused for good.
     pub dropped: Counter,
     /// Seconds from queueing to the target taking the event.
     pub latency: Histogram,
@@ -70,7 +71,11 @@ impl EventMetrics {
         registry.register("events_sent", "Events a target took, by target", self.sent.clone());
         registry.register("events_failed", "Sends of an event a target did not take (each try)", self.failed.clone());
         registry.register("events_queued", "Events queued by this instance and not yet taken", self.queued.clone());
-        registry.register("events_dropped", "Events dropped from a full queue, by target", self.dropped.clone());
+        registry.register(
+            "events_dropped",
+            "Events dropped from a full queue or refused for good, by target",
+            self.dropped.clone(),
+        );
         registry.register(
             "event_delivery_seconds",
             "Time from an event's queueing to its target taking it",

@@ -155,9 +155,11 @@ impl Events {
                 }
             },
             Err(e) => {
-                // Not kept: read again at the next change.
+                // The last one read stands (not kept anew: read again at
+                // the next change), so a share that fails for a moment
+                // loses no event and stops no watcher.
                 tracing::warn!(bucket, error = %e, "cannot read the bucket's notification configuration");
-                return None;
+                return inner.rules.lock().unwrap().get(bucket).and_then(|(_, r)| r.clone());
             }
         };
         let mut all = inner.rules.lock().unwrap();
@@ -168,38 +170,50 @@ impl Events {
         rules
     }
 
-    /// Queues the event of `change`, made through S3 by the request
-    /// `origin` as `principal` (the S3 user's name, or `anonymous`), for
-    /// the target the bucket's configuration sends it to, if any. A removal
-    /// leaves its mark for the bucket's watcher first (which then does not
-    /// report it again). Returns once it is queued on the share. A failure
-    /// is logged at ERROR and counted: the change is made and answered, its
-    /// event lost.
+    /// Leaves, before an S3 delete of `key` in `bucket`, the mark that
+    /// tells the bucket's watcher the removal is the gateway's own (so it
+    /// does not report it again), where the bucket's configuration wants
+    /// removals reported. Returns true if a mark was left (take it back
+    /// with [`Events::unmark_removal`] if the delete fails).
+    pub async fn mark_removal(&self, bucket: &str, key: &str) -> bool {
+        let Some(inner) = &self.inner else { return false };
+        let Some(rules) = self.rules(inner, bucket).await else { return false };
+        if rules.wanting("s3:ObjectRemoved:Delete", &record::encoded_key(key)).is_none() {
+            return false;
+        }
+        let marked = match inner.identities.store(Some(bucket), None).await {
+            Ok(store) => store.buckets().mark_deleted(bucket, key).await,
+            Err(e) => Err(e),
+        };
+        match marked {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(bucket, key, error = %e,
+                    "cannot mark an S3 delete for the bucket's watcher; it may report the removal twice");
+                false
+            }
+        }
+    }
+
+    /// Takes back the mark of [`Events::mark_removal`] after a delete that
+    /// failed.
+    pub async fn unmark_removal(&self, bucket: &str, key: &str) {
+        let Some(inner) = &self.inner else { return };
+        if let Ok(store) = inner.identities.store(Some(bucket), None).await {
+            let _ = store.buckets().take_delete_mark(bucket, key, std::time::Duration::MAX).await;
+        }
+    }
+
+    /// Queues the event of `change`, made by the request `origin` as
+    /// `principal` (the S3 user's name, `anonymous`, or
+    /// [`watcher::PRINCIPAL`] for a change made on the share), for the
+    /// target the bucket's configuration sends it to, if any. Returns once
+    /// it is queued on the share. A failure is logged at ERROR and counted:
+    /// the change is made and answered, its event lost.
     pub async fn emit(&self, change: Change, origin: &Origin, principal: &str) {
         let Some(inner) = &self.inner else { return };
         let Some(rules) = self.rules(inner, &change.bucket).await else { return };
-        if rules.wanting(change.name, &change.key).is_none() {
-            return;
-        }
-        if change.name.starts_with("s3:ObjectRemoved:") {
-            let marked = match inner.identities.store(Some(&change.bucket), None).await {
-                Ok(store) => store.buckets().mark_deleted(&change.bucket, &change.key).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = marked {
-                tracing::warn!(bucket = change.bucket, key = change.key, error = %e,
-                    "cannot mark an S3 delete for the bucket's watcher; it may report the removal twice");
-            }
-        }
-        self.queue(change, origin, principal).await;
-    }
-
-    /// Queues the event of `change` for the target the bucket's
-    /// configuration sends it to, if any (see [`Events::emit`]).
-    pub(crate) async fn queue(&self, change: Change, origin: &Origin, principal: &str) {
-        let Some(inner) = &self.inner else { return };
-        let Some(rules) = self.rules(inner, &change.bucket).await else { return };
-        let Some(rule) = rules.wanting(change.name, &change.key) else { return };
+        let Some(rule) = rules.wanting(change.name, &record::encoded_key(&change.key)) else { return };
         let root = inner.identities.root_of(&change.bucket);
         let Some(queue) = inner.queues.get(&(root, rule.target.clone())) else { return };
         let sequencer = record::next_sequencer();

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
+use super::targets::SendError;
+
 /// How long connecting, or one publish and its acknowledgment, may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -63,23 +65,30 @@ impl Nats {
 
 #[async_trait::async_trait]
 impl super::targets::Target for Nats {
-    async fn send(&self, body: &[u8]) -> Result<(), String> {
-        let client = self.client().await?;
+    async fn send(&self, id: &str, body: &[u8]) -> Result<(), SendError> {
+        let client = self.client().await.map_err(SendError::passing)?;
         let payload = bytes::Bytes::copy_from_slice(body);
         let subject = self.subject.clone();
+        // JetStream drops a repeat of an ID it stored within its
+        // duplicate window.
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id);
         let sent = async {
             if self.jetstream {
                 let js = async_nats::jetstream::new(client);
-                let ack = js.publish(subject, payload).await.map_err(|e| e.to_string())?;
+                let ack = js.publish_with_headers(subject, headers, payload).await.map_err(|e| e.to_string())?;
                 ack.await.map(|_| ()).map_err(|e| e.to_string())
             } else {
-                client.publish(subject, payload).await.map_err(|e| e.to_string())?;
+                client.publish_with_headers(subject, headers, payload).await.map_err(|e| e.to_string())?;
                 client.flush().await.map_err(|e| e.to_string())
             }
         };
         match tokio::time::timeout(TIMEOUT, sent).await {
-            Ok(r) => r.map_err(|e| format!("{} subject {}: {e}", self.url, self.subject)),
-            Err(_) => Err(format!("{} subject {}: no acknowledgment within {TIMEOUT:?}", self.url, self.subject)),
+            Ok(r) => r.map_err(|e| SendError::passing(format!("{} subject {}: {e}", self.url, self.subject))),
+            Err(_) => Err(SendError::passing(format!(
+                "{} subject {}: no acknowledgment within {TIMEOUT:?}",
+                self.url, self.subject
+            ))),
         }
     }
 }

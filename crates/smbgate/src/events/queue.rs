@@ -28,25 +28,34 @@ pub struct Queue {
     target: Arc<dyn Target>,
     /// The gateway's own store on the root.
     store: Store,
-    /// This instance's queue: random, so a restart starts a new one and
-    /// takes the old one over.
-    queue_id: String,
     /// Most entries held before the oldest is dropped.
     limit: usize,
-    /// Entries queued and not yet sent, oldest first.
+    /// This instance's queue on the share.
+    own: tokio::sync::Mutex<Own>,
+    /// Entries queued and not yet sent, in the order of their names.
     pending: Mutex<VecDeque<Pending>>,
-    /// Held from the first event queued.
-    lock: tokio::sync::OnceCell<QueueLock>,
     wake: tokio::sync::Notify,
     metrics: TargetMetrics,
+}
+
+/// This instance's queue: its id (random, so a restart starts a new one
+/// and takes the old one over) and its lock, taken at the first event.
+struct Own {
+    id: String,
+    lock: Option<QueueLock>,
 }
 
 /// A queued event.
 #[derive(Clone)]
 struct Pending {
+    queue: String,
     entry: String,
     body: Bytes,
     queued: Instant,
+}
+
+fn new_queue_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
 }
 
 impl Queue {
@@ -64,10 +73,9 @@ impl Queue {
             target_name: target_name.to_string(),
             target,
             store,
-            queue_id: format!("{:016x}", rand::random::<u64>()),
             limit,
+            own: tokio::sync::Mutex::new(Own { id: new_queue_id(), lock: None }),
             pending: Mutex::new(VecDeque::new()),
-            lock: tokio::sync::OnceCell::new(),
             wake: tokio::sync::Notify::new(),
             metrics,
         })
@@ -81,17 +89,26 @@ impl Queue {
     /// the caller says so).
     pub async fn push(&self, entry: String, body: Bytes) -> StoreResult<()> {
         let buckets = self.store.buckets();
-        self.lock
-            .get_or_try_init(|| async {
-                buckets.lock_event_queue(&self.target_name, &self.queue_id).await?.ok_or_else(|| {
-                    crate::store::StoreError::Busy("this instance's event queue is held by another".into())
-                })
-            })
-            .await?;
-        buckets.queue_event(&self.target_name, &self.queue_id, &entry, &body).await?;
+        let queue = {
+            let mut own = self.own.lock().await;
+            if own.lock.is_none() {
+                own.lock = buckets.lock_event_queue(&self.target_name, &own.id).await?;
+                if own.lock.is_none() {
+                    // Taken over by another instance while this one lost
+                    // its lock: queue anew.
+                    own.id = new_queue_id();
+                    own.lock = buckets.lock_event_queue(&self.target_name, &own.id).await?;
+                }
+            }
+            own.id.clone()
+        };
+        buckets.queue_event(&self.target_name, &queue, &entry, &body).await?;
         let dropped = {
             let mut p = self.pending.lock().unwrap();
-            p.push_back(Pending { entry, body, queued: Instant::now() });
+            // In the order of the entries' names, which a takeover follows
+            // too (concurrent requests may get here out of it).
+            let at = p.partition_point(|q| q.entry < entry);
+            p.insert(at, Pending { queue, entry, body, queued: Instant::now() });
             (p.len() > self.limit).then(|| p.pop_front()).flatten()
         };
         self.metrics.queued.inc();
@@ -99,10 +116,37 @@ impl Queue {
             self.metrics.queued.dec();
             self.metrics.dropped.inc();
             tracing::warn!(target_name = %self.target_name, entry = old.entry, "event queue full: dropped its oldest event");
-            let _ = buckets.remove_queued_event(&self.target_name, &self.queue_id, &old.entry).await;
+            let _ = buckets.remove_queued_event(&self.target_name, &old.queue, &old.entry).await;
         }
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// True while `entry` waits in this instance's queue.
+    fn is_pending(&self, entry: &str) -> bool {
+        self.pending.lock().unwrap().iter().any(|p| p.entry == entry)
+    }
+
+    /// Checks that this instance still holds its queue. One whose lock
+    /// went with a lost connection is taken again; one another instance
+    /// took over meanwhile (it sends what was queued there) is left to it,
+    /// and this instance starts a new queue at its next event.
+    async fn check_own(&self) {
+        let mut own = self.own.lock().await;
+        let Some(lock) = &own.lock else { return };
+        if lock.held().await {
+            return;
+        }
+        own.lock = self.store.buckets().lock_event_queue(&self.target_name, &own.id).await.ok().flatten();
+        if own.lock.is_none() {
+            tracing::warn!(target_name = %self.target_name, queue = own.id,
+                "this instance's event queue was taken over by another; queueing anew");
+            let mut p = self.pending.lock().unwrap();
+            let gone = p.len() as i64;
+            p.retain(|e| e.queue != own.id);
+            self.metrics.queued.dec_by(gone - p.len() as i64);
+            own.id = new_queue_id();
+        }
     }
 
     /// The task: sends this instance's queued events in order, and takes
@@ -111,6 +155,7 @@ impl Queue {
         let mut next_scan = Instant::now();
         loop {
             if Instant::now() >= next_scan {
+                self.check_own().await;
                 self.take_over_orphans().await;
                 next_scan = Instant::now() + SCAN_EVERY;
             }
@@ -120,47 +165,64 @@ impl Queue {
                     .await;
                 continue;
             };
-            self.deliver(&head.body).await;
-            self.metrics.latency.observe(head.queued.elapsed().as_secs_f64());
+            let id = format!("{}-{}", head.queue, head.entry);
+            if self.deliver(&id, &head.body, || self.is_pending(&head.entry)).await {
+                self.metrics.latency.observe(head.queued.elapsed().as_secs_f64());
+            }
             {
                 let mut p = self.pending.lock().unwrap();
                 // Unless a full queue dropped it meanwhile.
-                if p.front().is_some_and(|f| f.entry == head.entry) {
-                    p.pop_front();
+                if let Some(at) = p.iter().position(|f| f.entry == head.entry) {
+                    p.remove(at);
                     self.metrics.queued.dec();
                 }
             }
-            if let Err(e) =
-                self.store.buckets().remove_queued_event(&self.target_name, &self.queue_id, &head.entry).await
-            {
-                tracing::warn!(target_name = %self.target_name, entry = head.entry, error = %e,
-                    "event sent, but its queue entry stays (it may be sent again)");
-            }
+            // Off the send path: the next event need not wait for it.
+            let (store, target, queue) = (self.store.clone(), self.target_name.clone(), head.queue.clone());
+            tokio::spawn(async move {
+                if let Err(e) = store.buckets().remove_queued_event(&target, &queue, &head.entry).await {
+                    tracing::warn!(target_name = %target, entry = head.entry, error = %e,
+                        "event sent, but its queue entry stays (it may be sent again)");
+                }
+            });
         }
     }
 
-    /// Sends `body` until the target takes it, pausing between tries
-    /// ([`backoff::EVENT_DELIVERY`]). Logs the first failure of a streak at
+    /// Sends `body` (event `id`) until the target takes it, pausing
+    /// between tries ([`backoff::EVENT_DELIVERY`]), while `wanted` (a full
+    /// queue may drop it meanwhile). A target that refuses it for good (a
+    /// webhook's 4xx) has it dropped, logged at ERROR and counted. Returns
+    /// true if the target took it. Logs the first failure of a streak at
     /// WARN, and when the target takes events again.
-    async fn deliver(&self, body: &[u8]) {
+    async fn deliver(&self, id: &str, body: &[u8], wanted: impl Fn() -> bool) -> bool {
         let mut wait = backoff::EVENT_DELIVERY.start();
         loop {
-            match self.target.send(body).await {
+            match self.target.send(id, body).await {
                 Ok(()) => {
                     self.metrics.sent.inc();
                     if wait.pauses() > 0 {
                         tracing::info!(target_name = %self.target_name, tries = wait.pauses() + 1,
                             "event target takes events again");
                     }
-                    return;
+                    return true;
+                }
+                Err(e) if e.permanent => {
+                    self.metrics.failed.inc();
+                    self.metrics.dropped.inc();
+                    tracing::error!(target_name = %self.target_name, error = %e.reason,
+                        "event target refused an event for good; it is dropped");
+                    return false;
                 }
                 Err(e) => {
                     self.metrics.failed.inc();
                     if wait.pauses() == 0 {
-                        tracing::warn!(target_name = %self.target_name, error = %e,
+                        tracing::warn!(target_name = %self.target_name, error = %e.reason,
                             "event target did not take an event; it stays queued and is sent again");
                     }
                     wait.wait().await;
+                    if !wanted() {
+                        return false;
+                    }
                 }
             }
         }
@@ -178,7 +240,8 @@ impl Queue {
                 return;
             }
         };
-        for q in queues.into_iter().filter(|q| *q != self.queue_id) {
+        let own = self.own.lock().await.id.clone();
+        for q in queues.into_iter().filter(|q| *q != own) {
             let Ok(Some(_lock)) = buckets.lock_event_queue(&self.target_name, &q).await else { continue };
             let entries = match buckets.queued_events(&self.target_name, &q).await {
                 Ok(e) => e,
@@ -193,7 +256,9 @@ impl Queue {
             }
             for entry in entries {
                 match buckets.read_queued_event(&self.target_name, &q, &entry).await {
-                    Ok(Some(body)) => self.deliver(&body).await,
+                    Ok(Some(body)) => {
+                        self.deliver(&format!("{q}-{entry}"), &body, || true).await;
+                    }
                     Ok(None) => continue,
                     Err(e) => {
                         tracing::warn!(target_name = %self.target_name, queue = q, error = %e,

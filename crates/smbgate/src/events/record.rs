@@ -50,10 +50,13 @@ pub fn next_sequencer() -> String {
     }
 }
 
-/// A key as AWS writes it in an event: URL-encoded as a form field is
-/// (a space as `+`).
+/// A key as AWS writes it in an event: URL-encoded as a form field is (a
+/// space as `+`), its `/` kept.
 pub fn encoded_key(key: &str) -> String {
-    form_urlencoded::byte_serialize(key.as_bytes()).collect()
+    key.split('/')
+        .map(|part| form_urlencoded::byte_serialize(part.as_bytes()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The event message for `change`, made by `origin` as `principal` (the
@@ -116,7 +119,7 @@ mod tests {
 
     #[test]
     fn keys_are_encoded_as_aws_encodes_them() {
-        assert_eq!(encoded_key("a b/c+d=é.txt"), "a+b%2Fc%2Bd%3D%C3%A9.txt");
+        assert_eq!(encoded_key("a b/c+d=é.txt"), "a+b/c%2Bd%3D%C3%A9.txt");
     }
 
     #[test]

@@ -114,7 +114,9 @@ pub fn covers(pattern: &str, name: &str) -> bool {
 
 impl Rule {
     /// True if this configuration wants an event of type `name` (with its
-    /// `s3:` prefix) for `key`.
+    /// `s3:` prefix) for `key` as the event writes it (URL-encoded, see
+    /// `record::encoded_key`: AWS matches filters against that form, so a
+    /// space in a filter is written `+`).
     pub fn wants(&self, name: &str, key: &str) -> bool {
         self.events.iter().any(|p| covers(p, name))
             && self.prefix.as_deref().is_none_or(|p| key.starts_with(p))
@@ -245,8 +247,8 @@ impl Rules {
         }
     }
 
-    /// The configuration that wants an event of type `name` for `key`, if
-    /// any (at most one: overlaps are refused).
+    /// The configuration that wants an event of type `name` for `key` (as
+    /// the event writes it), if any (at most one: overlaps are refused).
     pub fn wanting(&self, name: &str, key: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.wants(name, key))
     }

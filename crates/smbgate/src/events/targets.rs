@@ -29,12 +29,30 @@ pub const DEFAULT_QUEUE_LIMIT: usize = 10_000;
 /// A destination of events.
 #[async_trait::async_trait]
 pub trait Target: Send + Sync {
-    /// Sends one event message (`body`, JSON). Returns once the
-    /// destination has taken it (what that means is the kind's: a 2xx
+    /// Sends one event message (`body`, JSON) whose ID is `id` (the same
+    /// each time it is sent, for a receiver to drop repeats). Returns once
+    /// the destination has taken it (what that means is the kind's: a 2xx
     /// answer, a JetStream acknowledgment, a flushed publish).
     ///
-    /// Errors: a one-line reason; the event stays queued and is sent again.
-    async fn send(&self, body: &[u8]) -> Result<(), String>;
+    /// Errors: why not, and whether sending it again could help.
+    async fn send(&self, id: &str, body: &[u8]) -> Result<(), SendError>;
+}
+
+/// Why a target did not take an event.
+#[derive(Debug)]
+pub struct SendError {
+    /// One line.
+    pub reason: String,
+    /// The target refuses this event for good (a webhook's 4xx other than
+    /// 408 and 429): it is dropped. Else it stays queued and is sent again.
+    pub permanent: bool,
+}
+
+impl SendError {
+    /// A failure that may pass: the event is sent again.
+    pub fn passing(reason: impl Into<String>) -> SendError {
+        SendError { reason: reason.into(), permanent: false }
+    }
 }
 
 /// One `[targets.NAME]` table, checked.

@@ -52,10 +52,21 @@ type Known = BTreeMap<String, (u64, u64)>;
 /// process.
 pub async fn elect(events: Events, store: Store) {
     let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut last_sweep = Instant::now();
     loop {
         running.retain(|_, task| !task.is_finished());
         match store.buckets().notified_buckets().await {
             Ok(buckets) => {
+                // Marks of S3 deletes no watcher took (a key made and
+                // deleted within one settle time, no watcher running).
+                if last_sweep.elapsed() >= MARK_MAX_AGE {
+                    last_sweep = Instant::now();
+                    for b in running.keys() {
+                        if let Err(e) = store.buckets().sweep_delete_marks(b, MARK_MAX_AGE).await {
+                            tracing::debug!(bucket = b, error = %e, "cannot sweep old marks of S3 deletes");
+                        }
+                    }
+                }
                 for bucket in buckets {
                     if running.contains_key(&bucket) {
                         continue;
@@ -76,12 +87,12 @@ pub async fn elect(events: Events, store: Store) {
     }
 }
 
-/// One bucket's watcher, while it holds `_lock` and the bucket has a
+/// One bucket's watcher, while it holds `lock` and the bucket has a
 /// configuration.
-async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock) {
+async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) {
     tracing::info!(bucket, "watching the bucket for changes made on the share");
-    let mut w = Watcher { events, store, bucket, known: Known::new(), scanned: false };
-    let (mut last_check, mut last_sweep) = (Instant::now(), Instant::now());
+    let mut w = Watcher { events, store, bucket, lock, known: Known::new(), scanned: false };
+    let mut last_check = Instant::now();
     // What is there before the watch begins is no change; what changes
     // between this listing and the watch is reported by the listing after.
     while let Err(e) = w.rescan().await {
@@ -109,7 +120,9 @@ async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock)
                 got = changes.recv() => match got {
                     Some(Ok(Notified::Changes(list))) => {
                         let now = Instant::now();
-                        for c in list {
+                        // The gateway's own files (a single-bucket root holds
+                        // its .smbgate) are never looked at.
+                        for c in list.into_iter().filter(|c| key_of_share_name(&c.name).is_some()) {
                             let naming = !matches!(c.action, Action::Modified);
                             let entry = quiet_since.entry(c.name).or_insert((now, false));
                             *entry = (now, entry.1 || naming);
@@ -152,13 +165,13 @@ async fn watch(events: Events, store: Store, bucket: String, _lock: WatcherLock)
                     tracing::info!(bucket = w.bucket, "the bucket has no notification configuration; not watching");
                     return;
                 }
-            }
-            // Marks of S3 deletes the watcher never heard of (a key made
-            // and deleted within one settle time).
-            if last_sweep.elapsed() >= MARK_MAX_AGE {
-                last_sweep = Instant::now();
-                if let Err(e) = w.store.buckets().sweep_delete_marks(&w.bucket, MARK_MAX_AGE).await {
-                    tracing::debug!(bucket = w.bucket, error = %e, "cannot sweep old marks of S3 deletes");
+                if !w.lock.held().await {
+                    tracing::warn!(
+                        bucket = w.bucket,
+                        "lost the watcher's lock with its connection; watching again \
+                        only if elected again"
+                    );
+                    return;
                 }
             }
         }
@@ -170,6 +183,9 @@ struct Watcher {
     events: Events,
     store: Store,
     bucket: String,
+    /// Held while watching; checked with the configuration (a lock whose
+    /// connection was lost is gone, and another instance may watch).
+    lock: WatcherLock,
     known: Known,
     /// The bucket has been listed once: what was there then is no change.
     scanned: bool,
@@ -338,7 +354,7 @@ impl Watcher {
             size: Some(info.size),
             etag: Some(info.etag),
         };
-        self.events.queue(change, &Origin::default(), PRINCIPAL).await;
+        self.events.emit(change, &Origin::default(), PRINCIPAL).await;
     }
 
     /// Reports `key` removed, unless an S3 delete left its mark.
@@ -355,6 +371,6 @@ impl Watcher {
             size: None,
             etag: None,
         };
-        self.events.queue(change, &Origin::default(), PRINCIPAL).await;
+        self.events.emit(change, &Origin::default(), PRINCIPAL).await;
     }
 }

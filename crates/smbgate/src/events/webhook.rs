@@ -2,12 +2,19 @@
 //! target's URL, and counts as taken on a 2xx answer. With a secret, the
 //! request carries `x-smbgate-signature-256: sha256=HEX`, the HMAC-SHA256
 //! of the body under that key, which the receiver recomputes to know the
-//! message is the gateway's and whole.
+//! message is the gateway's and whole; `x-smbgate-event-id` names the
+//! event, the same each time it is sent (delivery is at least once). A
+//! 4xx other than 408 and 429 refuses the event for good: it is dropped.
 
 use std::time::Duration;
 
+use super::targets::SendError;
+
 /// The signature header's name.
 pub const SIGNATURE_HEADER: &str = "x-smbgate-signature-256";
+
+/// The header naming the event, the same each time it is sent.
+pub const ID_HEADER: &str = "x-smbgate-event-id";
 
 /// How long one POST may take, connection included.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,7 +36,12 @@ impl Webhook {
         secret: Option<String>,
         ca_file: Option<&std::path::Path>,
     ) -> Result<Webhook, String> {
-        let mut builder = reqwest::Client::builder().timeout(TIMEOUT).connect_timeout(TIMEOUT);
+        // A redirect is not followed: reqwest would turn the POST into a
+        // GET without the event, and count its 2xx as the event taken.
+        let mut builder = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(f) = ca_file {
             let pem = std::fs::read(f).map_err(|e| format!("ca_file {}: {e}", f.display()))?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
@@ -49,21 +61,28 @@ pub fn signature(key: &aws_lc_rs::hmac::Key, body: &[u8]) -> String {
 
 #[async_trait::async_trait]
 impl super::targets::Target for Webhook {
-    async fn send(&self, body: &[u8]) -> Result<(), String> {
+    async fn send(&self, id: &str, body: &[u8]) -> Result<(), SendError> {
         let mut req = self
             .client
             .post(self.url.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
+            .header(ID_HEADER, id)
             .body(body.to_vec());
         if let Some(key) = &self.key {
             req = req.header(SIGNATURE_HEADER, signature(key, body));
         }
         // The URL holds no credentials (refused at startup); reqwest's
         // errors name it.
-        let resp = req.send().await.map_err(|e| e.to_string())?;
-        match resp.status() {
-            s if s.is_success() => Ok(()),
-            s => Err(format!("{} answered {s}", self.url)),
+        let resp = req.send().await.map_err(|e| SendError::passing(e.to_string()))?;
+        let status = resp.status();
+        match status.as_u16() {
+            200..=299 => Ok(()),
+            // The receiver refuses this event, not events: sending it again
+            // would block those behind it forever.
+            400..=499 if !matches!(status.as_u16(), 408 | 429) => {
+                Err(SendError { reason: format!("{} answered {status}", self.url), permanent: true })
+            }
+            _ => Err(SendError::passing(format!("{} answered {status}", self.url))),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use tracing::Instrument;
 
 use super::convert::*;
 use super::object::copy_source;
@@ -216,10 +217,21 @@ pub async fn complete(
     let (gw, extensions) = (gw.clone(), req.extensions.clone());
     let (bucket, key) = (i.bucket, i.key);
     let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
+    // Completed and reported in a task of its own: a client that goes
+    // while the keep-alive answer runs drops this future, and a retry of
+    // a completed upload answers without reporting it again.
+    let completing = tokio::spawn(
+        async move {
+            let r = gw.store.uploads().complete_upload(plan).await?;
+            let created = Some((r.size, r.etag.as_str()));
+            gw.emit(&extensions, "s3:ObjectCreated:CompleteMultipartUpload", &bucket, &key, created).await;
+            Ok::<_, StoreError>((r, bucket, key))
+        }
+        .in_current_span(),
+    );
     let fut = async move {
-        let r = gw.store.uploads().complete_upload(plan).await.map_err(s3_error)?;
-        let created = Some((r.size, r.etag.as_str()));
-        gw.emit(&extensions, "s3:ObjectCreated:CompleteMultipartUpload", &bucket, &key, created).await;
+        let joined = completing.await.map_err(|e| S3Error::with_message(S3ErrorCode::InternalError, e.to_string()))?;
+        let (r, bucket, key) = joined.map_err(s3_error)?;
         let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),

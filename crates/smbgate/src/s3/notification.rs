@@ -48,6 +48,30 @@ pub async fn get(
 }
 
 impl Gateway {
+    /// DeleteObject of `key` in `bucket` under `cond`, reported to the
+    /// bucket's notifications: the mark for the bucket's watcher is left
+    /// before the delete (so the watcher, hearing of the removal, knows it
+    /// for the gateway's own), the event queued after it.
+    ///
+    /// Errors: the delete's, as S3 errors.
+    pub(super) async fn delete_reported(
+        &self,
+        extensions: &http::Extensions,
+        bucket: &str,
+        key: &str,
+        cond: &crate::store::conditions::Conditions,
+    ) -> S3Result<()> {
+        let marked = self.events.mark_removal(bucket, key).await;
+        if let Err(e) = self.store.deletes().delete_object(bucket, key, cond).await {
+            if marked {
+                self.events.unmark_removal(bucket, key).await;
+            }
+            return Err(s3_error(e));
+        }
+        self.emit(extensions, "s3:ObjectRemoved:Delete", bucket, key, None).await;
+        Ok(())
+    }
+
     /// Reports a change this request made (`name`, an event type such as
     /// `s3:ObjectCreated:Put`, to `key` of `bucket`; `size` and `etag` for
     /// created objects) to the bucket's notifications: queued before the

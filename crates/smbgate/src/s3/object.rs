@@ -201,8 +201,7 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
-    gw.store.deletes().delete_object(&i.bucket, &i.key, &cond).await.map_err(s3_error)?;
-    gw.emit(&req.extensions, "s3:ObjectRemoved:Delete", &i.bucket, &i.key, None).await;
+    gw.delete_reported(&req.extensions, &i.bucket, &i.key, &cond).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -237,15 +236,13 @@ pub async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
-        match gw.store.deletes().delete_object(&i.bucket, &obj.key, &Default::default()).await {
+        match gw.delete_reported(&req.extensions, &i.bucket, &obj.key, &Default::default()).await {
             Ok(()) => {
-                gw.emit(&req.extensions, "s3:ObjectRemoved:Delete", &i.bucket, &obj.key, None).await;
                 if !quiet {
                     deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
                 }
             }
-            Err(e) => {
-                let s = s3_error(e);
+            Err(s) => {
                 errors.push(Error {
                     code: Some(s.code().as_str().to_string()),
                     key: Some(obj.key),

@@ -54,9 +54,8 @@ impl Buckets {
     pub async fn lock_watcher(&self, bucket: &str) -> StoreResult<Option<WatcherLock>> {
         let tree = self.root.tree().await?;
         let watchers = self.root.internal("watchers");
-        self.make_dirs(&tree, &[watchers.clone()]).await?;
-        let lock = share::create_lock(&tree, &watchers.join(&format!("{bucket}.lock"))).await?;
-        Ok(lock.map(WatcherLock::new))
+        self.make_dirs(&tree, std::slice::from_ref(&watchers)).await?;
+        super::event_queue::take_unheld_lock(&tree, &watchers.join(&format!("{bucket}.lock"))).await
     }
 
     /// Watches the whole tree of `bucket`'s directory.

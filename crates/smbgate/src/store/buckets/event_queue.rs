@@ -17,16 +17,42 @@ use crate::store::{Buckets, StoreError, StoreResult};
 /// Largest queued event read back, in bytes.
 const MAX_ENTRY: u32 = 1 << 20;
 
-/// A queue held by this instance: while it lives, no other instance takes
-/// the queue over. Dropping it lets the lock go (the server deletes it).
+/// A queue (or a bucket's watch) held by this instance: while it lives,
+/// no other instance takes it over. Dropping it lets the lock go (the
+/// server deletes it).
 pub struct QueueLock {
-    _lock: Handle,
+    lock: Handle,
 }
 
 impl QueueLock {
-    pub(super) fn new(lock: Handle) -> QueueLock {
-        QueueLock { _lock: lock }
+    /// True while the lock is still this instance's: its open answers. A
+    /// lock whose connection was lost is gone from the server (another
+    /// instance may hold it by now).
+    pub async fn held(&self) -> bool {
+        share::query_times(&self.lock).await.is_ok()
     }
+}
+
+/// Takes the creation lock at `path` if nobody holds it: creates it, or,
+/// where one was left by a server that went down with it still open (an
+/// open sharing nothing succeeds only on a lock nobody holds), removes it
+/// and creates it again. `None` while another instance holds it.
+///
+/// Errors: SMB failures.
+pub(super) async fn take_unheld_lock(tree: &Tree, path: &str) -> StoreResult<Option<QueueLock>> {
+    for _ in 0..2 {
+        if let Some(lock) = share::create_lock(tree, path).await? {
+            return Ok(Some(QueueLock { lock }));
+        }
+        match share::open_for_delete(tree, path, true).await {
+            Ok(left) => {
+                tracing::debug!(lock = path, "removing a lock nobody holds");
+                let _ = share::close_and_delete(left).await;
+            }
+            Err(_) => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 impl Buckets {
@@ -58,11 +84,11 @@ impl Buckets {
         let tree = self.root.tree().await?;
         let target_dir = self.target_dir(target);
         self.make_dirs(&tree, &[self.root.internal("events"), target_dir.clone()]).await?;
-        let Some(lock) = share::create_lock(&tree, &target_dir.join(&format!("{queue}.lock"))).await? else {
+        let Some(lock) = take_unheld_lock(&tree, &target_dir.join(&format!("{queue}.lock"))).await? else {
             return Ok(None);
         };
         self.make_dirs(&tree, &[target_dir.join(queue)]).await?;
-        Ok(Some(QueueLock { _lock: lock }))
+        Ok(Some(lock))
     }
 
     /// The queues of `target` (their folder names), in no order; none if
