@@ -14,8 +14,9 @@ ARN = "arn:smbgate:sqs::hooks"
 
 
 class Receiver:
-    """A webhook receiver on `port`: keeps every POST's JSON and headers;
-    answers `status` (set it to 503 to refuse)."""
+    """A webhook receiver on `port`: keeps every POST's JSON and headers
+    (`got`; `test_events` the s3:TestEvent messages); answers `status`
+    (set it to 503 to refuse)."""
 
     def __init__(self, port=None):
         self.port = port or _free_port()
@@ -23,6 +24,8 @@ class Receiver:
         self.got = []
         # Every POST, kept or refused.
         self.tried = 0
+        # The s3:TestEvent messages, apart from the events.
+        self.test_events = []
         # time.time() of each kept POST, for scripts/bench-events.
         self.arrived = []
         self.status = 200
@@ -32,7 +35,9 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.tried += 1
-                if receiver.status == 200:
+                if receiver.status == 200 and b'"s3:TestEvent"' in body:
+                    receiver.test_events.append(json.loads(body))
+                elif receiver.status == 200:
                     receiver.arrived.append(time.time())
                     receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 self.send_response(receiver.status)
@@ -74,7 +79,7 @@ def configure(s3, bucket, events, prefix=None, arn=ARN):
     cfg = {"QueueArn": arn, "Events": events}
     if prefix:
         cfg["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
-    s3.put_bucket_notification_configuration(
+    return s3.put_bucket_notification_configuration(
         Bucket=bucket, NotificationConfiguration={"QueueConfigurations": [cfg]})
 
 

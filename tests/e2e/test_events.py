@@ -40,7 +40,15 @@ def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiv
     try:
         s3 = gw.client()
         s3.create_bucket(Bucket="evs")
-        configure(s3, "evs", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"])
+        configured = configure(s3, "evs", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"])
+        # As S3 does: a test event to the destination, for the request
+        # that put the configuration.
+        deadline = time.time() + 10
+        while not receiver.test_events and time.time() < deadline:
+            time.sleep(0.05)
+        assert [(t["Service"], t["Event"], t["Bucket"]) for t in receiver.test_events] == [
+            ("Amazon S3", "s3:TestEvent", "evs")]
+        assert receiver.test_events[0]["RequestId"] == request_id(configured)
         put = s3.put_object(Bucket="evs", Key="dir/a b.txt", Body=b"hello")
         form = gw.client(signature_version="s3v4").generate_presigned_post("evs", "posted")
         r = requests.post(f"{gw.endpoint}/evs", data=form["fields"], files={"file": ("f", b"from a form")},
@@ -195,17 +203,20 @@ def test_an_event_a_webhook_refuses_for_good_is_dropped_not_retried_forever(own_
         s3 = gw.client()
         s3.create_bucket(Bucket="refused")
         configure(s3, "refused", ["s3:ObjectCreated:*"])
+        deadline = time.time() + 10
+        while not receiver.test_events and time.time() < deadline:
+            time.sleep(0.05)
+        tried = receiver.tried
         receiver.status = 400
         s3.put_object(Bucket="refused", Key="bad", Body=b"1")
-        deadline = time.time() + 10
-        while receiver.tried == 0 and time.time() < deadline:
+        while receiver.tried == tried and time.time() < deadline:
             time.sleep(0.05)
         receiver.status = 200
         s3.put_object(Bucket="refused", Key="good", Body=b"2")
         records = receiver.wait_for(1)
         time.sleep(1)
         assert [r["s3"]["object"]["key"] for r in receiver.records()] == ["good"]
-        assert receiver.tried == 2, "the refused event was sent once"
+        assert receiver.tried == tried + 2, "the refused event was sent once"
         ids = [h["x-smbgate-event-id"] for h, _ in receiver.got]
         assert len(ids) == 1 and ids[0]
         assert records
@@ -285,7 +296,7 @@ def test_events_reach_a_nats_jetstream_stream(own_samba, nats, tmp_path):
         for m in msgs:
             await m.ack()
         await nc.close()
-        return [json.loads(m.data)["Records"][0] for m in msgs]
+        return [json.loads(m.data) for m in msgs]
 
     nats_run(make_stream())
     target = f'[targets.bus]\ntype = "nats"\nurl = "{nats}"\nsubject = "s3.events"\njetstream = true\n'
@@ -298,13 +309,15 @@ def test_events_reach_a_nats_jetstream_stream(own_samba, nats, tmp_path):
         configure(s3, "bus", ["s3:ObjectCreated:Put", "s3:ObjectRemoved:Delete"], arn="arn:smbgate:sns::bus")
         s3.put_object(Bucket="bus", Key="a", Body=b"abc")
         s3.delete_object(Bucket="bus", Key="a")
-        records = nats_run(read_stream(2))
+        test, *messages = nats_run(read_stream(3))
+        assert (test["Event"], test["Bucket"]) == ("s3:TestEvent", "bus")
+        records = [m["Records"][0] for m in messages]
         assert [(r["eventName"], r["s3"]["object"]["key"]) for r in records] == [
             ("ObjectCreated:Put", "a"), ("ObjectRemoved:Delete", "a")]
         assert records[0]["s3"]["object"]["eTag"] == hashlib.md5(b"abc").hexdigest()
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             text = r.read().decode()
-        assert 'smbgate_events_sent_total{target="bus"} 2' in text
+        assert 'smbgate_events_sent_total{target="bus"} 3' in text
         assert 'smbgate_events_queued{target="bus"} 0' in text
     finally:
         gw.stop()

@@ -170,6 +170,25 @@ impl Events {
         rules
     }
 
+    /// Queues `s3:TestEvent` for each target of `rules`, just put as
+    /// `bucket`'s configuration by the request `origin`, as S3 does, so
+    /// that a receiver sees that it is wired up.
+    pub async fn announce(&self, bucket: &str, rules: &Rules, origin: &Origin) {
+        let Some(inner) = &self.inner else { return };
+        let root = inner.identities.root_of(bucket);
+        let mut targets: Vec<&str> = rules.rules.iter().map(|r| r.target.as_str()).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for target in targets {
+            let Some(queue) = inner.queues.get(&(root.clone(), target.to_string())) else { continue };
+            let body = record::test_message(bucket, origin, std::time::SystemTime::now()).to_string();
+            if let Err(e) = queue.push(record::next_sequencer(), body.into()).await {
+                inner.metrics.of(target).failed.inc();
+                tracing::warn!(bucket, target_name = target, error = %e, "cannot queue the test event");
+            }
+        }
+    }
+
     /// Leaves, before an S3 delete of `key` in `bucket`, the mark that
     /// tells the bucket's watcher the removal is the gateway's own (so it
     /// does not report it again), where the bucket's configuration wants

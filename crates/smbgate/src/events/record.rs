@@ -71,9 +71,7 @@ pub fn message(
     region: &str,
     time: std::time::SystemTime,
 ) -> serde_json::Value {
-    let format =
-        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
-    let time = time::OffsetDateTime::from(time).format(&format).unwrap_or_default();
+    let time = event_time(time);
     let mut object = serde_json::json!({
         "key": encoded_key(&change.key),
         "sequencer": sequencer,
@@ -111,6 +109,26 @@ pub fn message(
             },
         }],
     })
+}
+
+/// The message S3 sends each destination of a configuration when it is
+/// put: `s3:TestEvent` for `bucket`, made by `origin`, at `time`.
+pub fn test_message(bucket: &str, origin: &Origin, time: std::time::SystemTime) -> serde_json::Value {
+    serde_json::json!({
+        "Service": "Amazon S3",
+        "Event": "s3:TestEvent",
+        "Time": event_time(time),
+        "Bucket": bucket,
+        "RequestId": origin.request_id,
+        "HostId": origin.host_id,
+    })
+}
+
+/// `time` as events write it: ISO 8601, UTC, milliseconds.
+fn event_time(time: std::time::SystemTime) -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    time::OffsetDateTime::from(time).format(&format).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub async fn put(
     };
     gw.store.buckets().put_bucket_notifications(&i.bucket, &json).await.map_err(s3_error)?;
     gw.events.forget(&i.bucket);
+    let origin = req.extensions.get::<Origin>().cloned().unwrap_or_default();
+    gw.events.announce(&i.bucket, &rules, &origin).await;
     Ok(S3Response::new(PutBucketNotificationConfigurationOutput {}))
 }
 
