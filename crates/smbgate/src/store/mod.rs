@@ -31,7 +31,10 @@ pub mod fan_out;
 mod folders;
 pub mod keys;
 pub mod listings;
+/// The in-memory share the store's race tests run on: test support, kept
+/// out of `src/` (`tests/support/` holds no test target of its own).
 #[cfg(test)]
+#[path = "../../tests/support/memory_share.rs"]
 mod memory_share;
 pub mod meta;
 pub mod operations;
