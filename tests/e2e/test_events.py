@@ -20,7 +20,7 @@ import botocore.exceptions
 import pytest
 import requests
 
-from conftest import ACCESS_KEY, Gateway, _free_port
+from conftest import ACCESS_KEY, Gateway, _free_port, smbgate_bin
 from event_receiver import ARN, SECRET, Receiver, config_file, configure, queued_on_share, webhook_target
 
 
@@ -103,6 +103,29 @@ def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiv
         assert queued_on_share(own_samba) == []
     finally:
         gw.stop()
+
+
+def test_config_check_lists_the_targets_without_their_secrets(tmp_path):
+    cfg = config_file(tmp_path, 'share = "smb://nas.example/data"\naccess_key = "AK"\nsecret_key = "s3-secret"\n'
+                                + webhook_target("https://hooks.example/in")
+                                + '[targets.bus]\ntype = "nats"\nurl = "nats://nats.example:4222"\n'
+                                  'subject = "s3.events"\nuser = "gw"\npassword = "nats-secret"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMBGATE_")}
+    r = subprocess.run([smbgate_bin(), "config", "check", str(cfg)], capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "# event targets: 2" in lines
+    assert "#   bus: nats nats://nats.example:4222 subject s3.events (jetstream false), queue_limit 10000" in lines
+    assert "#   hooks: webhook https://hooks.example/in (ca_file None), queue_limit 10000" in lines
+    assert SECRET not in r.stdout and "nats-secret" not in r.stdout
+
+    bad = config_file(tmp_path, 'share = "smb://nas.example/data"\naccess_key = "AK"\nsecret_key = "s"\n'
+                                '[targets.bus]\ntype = "nats"\nurl = "nats://h:4222"\n')
+    r = subprocess.run([smbgate_bin(), "config", "check", str(bad)], capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode != 0
+    assert r.stderr.strip() == f"smbgate: config file {bad}: [targets.bus]: subject is missing"
 
 
 def test_the_configuration_reads_back_filters_keys_and_refuses_unknown_targets(own_samba, receiver, tmp_path):

@@ -1,7 +1,7 @@
 //! `smbgate config check FILE`: a config file's effective `serve`
 //! settings, checked as `serve` checks them before it connects
 //! ([`crate::settings_check`]), each with where it came from, secrets
-//! redacted, then the buckets and users. Above both the file's reading
+//! redacted, then the buckets, event targets and users. Above both the file's reading
 //! (`crate::config_file`) and the checks.
 
 use std::path::Path;
@@ -31,7 +31,7 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     args.config = Some(path.to_path_buf());
     let dropped = resolve_secret_pairs(m, &mut args)?;
     // What serve checks before it connects, secret files read as it would.
-    let crate::settings_check::Settled { users, buckets, .. } = crate::settings_check::settle(&args)?;
+    let crate::settings_check::Settled { users, buckets, targets, .. } = crate::settings_check::settle(&args)?;
     let mut out = format!("# {}: valid. Effective settings of `smbgate serve` (flags aside):\n", path.display());
     if crate::secret_files::secret_files_unread() {
         out.push_str("# secret files were named, not read (--without-secrets)\n");
@@ -63,6 +63,11 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
         let smb = b.smb.as_ref().map_or("the gateway's own --smb-user".to_string(), SmbIdentity::describe);
         let path = if b.url.path.is_empty() { String::new() } else { format!("/{}", b.url.path.replace('\\', "/")) };
         out.push_str(&format!("#   {}: //{}:{}/{}{path}, as SMB {smb}\n", b.name, b.url.host, b.url.port, b.url.share));
+    }
+    out.push_str(&format!("# event targets: {}\n", targets.len()));
+    for t in &targets {
+        // Kind's Debug form leaves secrets out.
+        out.push_str(&format!("#   {}: {:?}, queue_limit {}\n", t.name, t.kind, t.queue_limit));
     }
     out.push_str(&format!("# users: {}\n", users.len()));
     for line in users.describe() {
