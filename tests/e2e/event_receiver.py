@@ -59,6 +59,13 @@ class Receiver:
             time.sleep(0.05)
         return self.records()
 
+    def wait_for_test_event(self, timeout=10):
+        """The s3:TestEvent messages, once one has come."""
+        deadline = time.time() + timeout
+        while not self.test_events and time.time() < deadline:
+            time.sleep(0.05)
+        return self.test_events
+
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
@@ -86,3 +93,12 @@ def configure(s3, bucket, events, prefix=None, arn=ARN):
 def queued_on_share(samba):
     root = samba.share_path / ".smbgate" / "events"
     return sorted(p.name for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
+
+
+def wait_until_nothing_queued(samba, timeout=10):
+    """What stays queued on the share once the queues emptied (or
+    `timeout` seconds passed)."""
+    deadline = time.time() + timeout
+    while queued_on_share(samba) and time.time() < deadline:
+        time.sleep(0.05)
+    return queued_on_share(samba)

@@ -21,7 +21,8 @@ import pytest
 import requests
 
 from conftest import ACCESS_KEY, Gateway, _free_port, smbgate_bin
-from event_receiver import ARN, SECRET, Receiver, config_file, configure, queued_on_share, webhook_target
+from event_receiver import (ARN, SECRET, Receiver, config_file, configure, queued_on_share, wait_until_nothing_queued,
+                            webhook_target)
 
 
 def request_id(answer):
@@ -43,10 +44,7 @@ def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiv
         configured = configure(s3, "evs", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"])
         # As S3 does: a test event to the destination, for the request
         # that put the configuration.
-        deadline = time.time() + 10
-        while not receiver.test_events and time.time() < deadline:
-            time.sleep(0.05)
-        assert [(t["Service"], t["Event"], t["Bucket"]) for t in receiver.test_events] == [
+        assert [(t["Service"], t["Event"], t["Bucket"]) for t in receiver.wait_for_test_event()] == [
             ("Amazon S3", "s3:TestEvent", "evs")]
         assert receiver.test_events[0]["RequestId"] == request_id(configured)
         put = s3.put_object(Bucket="evs", Key="dir/a b.txt", Body=b"hello")
@@ -97,10 +95,7 @@ def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiv
             assert headers["x-smbgate-signature-256"] == want
             assert headers["content-type"] == "application/json"
         # Delivered: nothing stays queued on the share.
-        deadline = time.time() + 10
-        while queued_on_share(own_samba) and time.time() < deadline:
-            time.sleep(0.05)
-        assert queued_on_share(own_samba) == []
+        assert wait_until_nothing_queued(own_samba) == []
     finally:
         gw.stop()
 
@@ -211,10 +206,7 @@ def test_a_gateway_killed_with_events_queued_loses_none(own_samba, tmp_path):
     try:
         records = receiver.wait_for(5)
         assert sorted(r["s3"]["object"]["key"] for r in records) == [f"k{i}" for i in range(5)]
-        deadline = time.time() + 10
-        while queued_on_share(own_samba) and time.time() < deadline:
-            time.sleep(0.05)
-        assert queued_on_share(own_samba) == []
+        assert wait_until_nothing_queued(own_samba) == []
     finally:
         b.stop()
         receiver.stop()
@@ -226,10 +218,9 @@ def test_an_event_a_webhook_refuses_for_good_is_dropped_not_retried_forever(own_
         s3 = gw.client()
         s3.create_bucket(Bucket="refused")
         configure(s3, "refused", ["s3:ObjectCreated:*"])
-        deadline = time.time() + 10
-        while not receiver.test_events and time.time() < deadline:
-            time.sleep(0.05)
+        receiver.wait_for_test_event()
         tried = receiver.tried
+        deadline = time.time() + 10
         receiver.status = 400
         s3.put_object(Bucket="refused", Key="bad", Body=b"1")
         while receiver.tried == tried and time.time() < deadline:
