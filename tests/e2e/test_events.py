@@ -111,8 +111,8 @@ def test_config_check_lists_the_targets_without_their_secrets(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "# event targets: 2" in lines
-    assert "#   bus: nats nats://nats.example:4222 subject s3.events (jetstream false), queue_limit 10000" in lines
-    assert "#   hooks: webhook https://hooks.example/in (ca_file None), queue_limit 10000" in lines
+    assert "#   bus: nats nats://nats.example:4222 subject s3.events, core NATS, as gw, queue_limit 10000" in lines
+    assert "#   hooks: webhook https://hooks.example/in, signed, queue_limit 10000" in lines
     assert SECRET not in r.stdout and "nats-secret" not in r.stdout
 
     bad = config_file(tmp_path, 'share = "smb://nas.example/data"\naccess_key = "AK"\nsecret_key = "s"\n'

@@ -66,8 +66,8 @@ pub fn check(cmd: clap::Command, path: &Path) -> Result<String, String> {
     }
     out.push_str(&format!("# event targets: {}\n", targets.len()));
     for t in &targets {
-        // Kind's Debug form leaves secrets out.
-        out.push_str(&format!("#   {}: {:?}, queue_limit {}\n", t.name, t.kind, t.queue_limit));
+        // Kind's Display leaves secrets out.
+        out.push_str(&format!("#   {}: {}, queue_limit {}\n", t.name, t.kind, t.queue_limit));
     }
     out.push_str(&format!("# users: {}\n", users.len()));
     for line in users.describe() {

@@ -50,6 +50,9 @@ struct Inner {
     /// One queue per root (`None`: `--share`) and target.
     queues: HashMap<(Option<String>, String), Arc<queue::Queue>>,
     rules: Mutex<HashMap<String, Cached>>,
+    /// Buckets and targets already warned of: a configuration naming a
+    /// target this instance lacks.
+    unknown_targets: Mutex<std::collections::HashSet<(String, String)>>,
     metrics: metrics::EventMetrics,
 }
 
@@ -91,6 +94,7 @@ impl Events {
             targets: targets.iter().map(|t| t.name.clone()).collect(),
             queues,
             rules: Mutex::default(),
+            unknown_targets: Mutex::default(),
             metrics,
         };
         let events = Events { inner: Some(Arc::new(inner)) };
@@ -234,7 +238,18 @@ impl Events {
         let Some(rules) = self.rules(inner, &change.bucket).await else { return };
         let Some(rule) = rules.wanting(change.name, &record::encoded_key(&change.key)) else { return };
         let root = inner.identities.root_of(&change.bucket);
-        let Some(queue) = inner.queues.get(&(root, rule.target.clone())) else { return };
+        let Some(queue) = inner.queues.get(&(root, rule.target.clone())) else {
+            // Put through an instance whose config file defines it.
+            if inner.unknown_targets.lock().unwrap().insert((change.bucket.clone(), rule.target.clone())) {
+                tracing::warn!(
+                    bucket = change.bucket,
+                    target_name = rule.target,
+                    "the bucket's notification configuration names a target this instance's config file does not \
+                     define; its events are not sent from here (give every instance the same [targets])"
+                );
+            }
+            return;
+        };
         let sequencer = record::next_sequencer();
         let message = record::message(
             &change,

@@ -168,7 +168,7 @@ impl Rules {
         let mut rules = Vec::new();
         for (kind, id, arn, events, filter) in queues.chain(topics) {
             let target = arn.rsplit(':').next().unwrap_or_default().to_string();
-            if !is_target(&target) {
+            if !arn.starts_with("arn:") || !is_target(&target) {
                 return Err(invalid("Unable to validate the following destination configurations"));
             }
             let events: Vec<String> = events.into_iter().map(String::from).collect();

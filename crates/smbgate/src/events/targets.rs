@@ -95,12 +95,25 @@ pub enum Kind {
 }
 
 impl std::fmt::Debug for Kind {
-    // Secrets stay out of logs and `config check`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// One line for logs and `config check`: what and where, whether it is
+/// signed or logs on, the CA trusted; never a secret.
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ca = |c: &Option<PathBuf>| c.as_ref().map(|p| format!(", trusting {}", p.display())).unwrap_or_default();
         match self {
-            Kind::Webhook { url, ca_file, .. } => write!(f, "webhook {url} (ca_file {ca_file:?})"),
-            Kind::Nats { url, subject, jetstream, .. } => {
-                write!(f, "nats {url} subject {subject} (jetstream {jetstream})")
+            Kind::Webhook { url, secret, ca_file } => {
+                let signed = if secret.is_some() { "signed" } else { "unsigned" };
+                write!(f, "webhook {url}, {signed}{}", ca(ca_file))
+            }
+            Kind::Nats { url, subject, jetstream, user, ca_file } => {
+                let acks = if *jetstream { "JetStream acknowledgments" } else { "core NATS" };
+                let user = user.as_ref().map(|(u, _)| format!(", as {u}")).unwrap_or_default();
+                write!(f, "nats {url} subject {subject}, {acks}{user}{}", ca(ca_file))
             }
         }
     }
@@ -156,6 +169,9 @@ pub fn from_toml(table: &toml::Table, dir: &Path) -> Result<Vec<TargetConfig>, S
                     return Err(fail("subject, jetstream and user are NATS settings".into()));
                 }
                 let secret = crate::users::one_secret("secret", e.secret, e.secret_file, dir).map_err(fail)?;
+                if secret.as_deref() == Some("") {
+                    return Err(fail("secret is empty: give a key to sign with, or none".into()));
+                }
                 Kind::Webhook { url, secret, ca_file }
             }
             "nats" => {
@@ -163,6 +179,11 @@ pub fn from_toml(table: &toml::Table, dir: &Path) -> Result<Vec<TargetConfig>, S
                     return Err(fail("a NATS url is nats://HOST:PORT or tls://HOST:PORT".into()));
                 }
                 let subject = e.subject.filter(|s| !s.is_empty()).ok_or_else(|| fail("subject is missing".into()))?;
+                if subject.split('.').any(|t| t.is_empty() || t == "*" || t == ">")
+                    || subject.contains(char::is_whitespace)
+                {
+                    return Err(fail(format!("subject {subject:?} is no subject one can publish to (no wildcards)")));
+                }
                 let password = crate::users::one_secret("password", e.password, e.password_file, dir).map_err(fail)?;
                 let user = match (e.user, password) {
                     (Some(u), Some(p)) => Some((u, p)),
@@ -220,5 +241,9 @@ mod tests {
         assert!(e.contains("letters, digits"), "{e}");
         let e = parse("[k]\ntype = \"kafka\"\nurl = \"x\"\n").unwrap_err();
         assert!(e.contains("unknown type"), "{e}");
+        let e = parse("[n]\ntype = \"nats\"\nurl = \"nats://h\"\nsubject = \"s.*\"\n").unwrap_err();
+        assert!(e.contains("no wildcards"), "{e}");
+        let e = parse("[w]\ntype = \"webhook\"\nurl = \"http://h/\"\nsecret = \"\"\n").unwrap_err();
+        assert!(e.contains("secret is empty"), "{e}");
     }
 }
