@@ -6,12 +6,14 @@ server's overflow by listing the bucket again; changes made through S3 are
 reported once, by their request; two instances report each change once,
 and the survivor takes over when the watcher dies."""
 
+import re
 import signal
 import time
+import urllib.request
 
 import pytest
 
-from conftest import Gateway
+from conftest import Gateway, _free_port
 from event_receiver import Receiver, config_file, configure, webhook_target
 
 EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
@@ -142,12 +144,19 @@ def test_a_thousand_files_dropped_at_once_are_a_thousand_events(own_samba, recei
 
 def test_two_instances_report_each_change_once_and_the_survivor_takes_over(own_samba, receiver, tmp_path):
     cfg = str(config_file(tmp_path, webhook_target(receiver.url)))
-    a = Gateway(own_samba, "--config", cfg)
-    b = Gateway(own_samba, "--config", cfg)
+    ports = [_free_port(), _free_port()]
+    a, b = (Gateway(own_samba, "--config", cfg, env={"SMBGATE_METRICS_LISTEN": f"127.0.0.1:{p}"}) for p in ports)
+
+    def watchers(port):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            m = re.search(r"^smbgate_event_watchers (\d+)", r.read().decode(), re.M)
+        return int(m.group(1))
+
     try:
         watched(own_samba, receiver, a, "pair")
         put_on_share(own_samba, "pair/one", b"1")
         assert events(receiver, 1, settle=4) == [("ObjectCreated:Put", "one")]
+        assert sorted(watchers(p) for p in ports) == [0, 1], "one instance watches the bucket"
         # Kill both in turn's first: whichever watches, the other takes over.
         receiver.got.clear()
         a.proc.send_signal(signal.SIGKILL)
@@ -159,6 +168,7 @@ def test_two_instances_report_each_change_once_and_the_survivor_takes_over(own_s
             n += 1
             time.sleep(2)
         assert receiver.got, "no instance watched the bucket after one was killed"
+        assert watchers(ports[1]) == 1
     finally:
         a.stop()
         b.stop()

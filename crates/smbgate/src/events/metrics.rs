@@ -23,6 +23,8 @@ pub struct EventMetrics {
     queued: Family<TargetLabels, Gauge>,
     dropped: Family<TargetLabels, Counter>,
     latency: Family<TargetLabels, Histogram>,
+    /// Buckets this instance watches for changes made on the share.
+    pub watching: Gauge,
 }
 
 /// One target's instruments (over every root it is queued on).
@@ -49,6 +51,7 @@ impl Default for EventMetrics {
             dropped: Family::default(),
             // 1 ms to about 9 hours.
             latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 4.0, 12))),
+            watching: Gauge::default(),
         }
     }
 }
@@ -75,6 +78,11 @@ impl EventMetrics {
             "events_dropped",
             "Events dropped from a full queue or refused for good, by target",
             self.dropped.clone(),
+        );
+        registry.register(
+            "event_watchers",
+            "Buckets this instance watches for changes made on the share (one instance watches each)",
+            self.watching.clone(),
         );
         registry.register(
             "event_delivery_seconds",

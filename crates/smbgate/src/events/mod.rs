@@ -40,6 +40,15 @@ pub struct Events {
     inner: Option<Arc<Inner>>,
 }
 
+/// A watched bucket, counted in `smbgate_event_watchers` while it lives.
+pub(crate) struct WatchingGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for WatchingGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// When a bucket's configuration was read, and what it was.
 type Cached = (Instant, Option<Arc<Rules>>);
 
@@ -107,6 +116,14 @@ impl Events {
     /// True if any target is configured (else no change is reported).
     pub fn is_on(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// Counts a bucket watched by this instance until the guard is dropped.
+    pub(crate) fn watching(&self) -> Option<WatchingGuard> {
+        self.inner.as_ref().map(|i| {
+            i.metrics.watching.inc();
+            WatchingGuard(i.metrics.watching.clone())
+        })
     }
 
     /// True if `name` is a configured target.

@@ -91,6 +91,7 @@ pub async fn elect(events: Events, store: Store) {
 /// configuration.
 async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) {
     tracing::info!(bucket, "watching the bucket for changes made on the share");
+    let _counted = events.watching();
     let mut w = Watcher { events, store, bucket, lock, known: Known::new(), scanned: false };
     let mut last_check = Instant::now();
     // What is there before the watch begins is no change; what changes
