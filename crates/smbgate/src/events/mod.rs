@@ -59,6 +59,8 @@ struct Inner {
     /// One queue per root (`None`: `--share`) and target.
     queues: HashMap<(Option<String>, String), Arc<queue::Queue>>,
     rules: Mutex<HashMap<String, Cached>>,
+    /// Buckets whose configuration one request is reading again.
+    refreshing: Mutex<std::collections::HashSet<String>>,
     /// Buckets and targets already warned of: a configuration naming a
     /// target this instance lacks.
     unknown_targets: Mutex<std::collections::HashSet<(String, String)>>,
@@ -103,6 +105,7 @@ impl Events {
             targets: targets.iter().map(|t| t.name.clone()).collect(),
             queues,
             rules: Mutex::default(),
+            refreshing: Mutex::default(),
             unknown_targets: Mutex::default(),
             metrics,
         };
@@ -157,15 +160,29 @@ impl Events {
     /// `bucket`'s configuration, read from the share (as the gateway's own
     /// account) at most every [`RULES_TTL`]; `None` if it has none.
     async fn rules(&self, inner: &Inner, bucket: &str) -> Option<Arc<Rules>> {
-        if let Some((at, r)) = inner.rules.lock().unwrap().get(bucket) {
-            if at.elapsed() < RULES_TTL {
-                return r.clone();
+        {
+            let all = inner.rules.lock().unwrap();
+            if let Some((at, r)) = all.get(bucket) {
+                // Expired: one request reads it again, the others meanwhile
+                // use what was read (no burst of reads every RULES_TTL).
+                if at.elapsed() < RULES_TTL || !inner.refreshing.lock().unwrap().insert(bucket.to_string()) {
+                    return r.clone();
+                }
             }
         }
+        // Given back however the read ends (a request that goes drops it).
+        struct Refreshing<'a>(&'a Mutex<std::collections::HashSet<String>>, &'a str);
+        impl Drop for Refreshing<'_> {
+            fn drop(&mut self) {
+                self.0.lock().unwrap().remove(self.1);
+            }
+        }
+        let refreshing = Refreshing(&inner.refreshing, bucket);
         let read = match inner.identities.store(Some(bucket), None).await {
             Ok(store) => store.buckets().bucket_notifications(bucket).await,
             Err(e) => Err(e),
         };
+        drop(refreshing);
         let rules = match read {
             Ok(None) => None,
             Ok(Some(bytes)) => match serde_json::from_slice::<Rules>(&bytes) {
