@@ -24,6 +24,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::identities::Identities;
 pub use record::{Change, Origin};
 use rules::Rules;
@@ -61,6 +63,8 @@ struct Inner {
     rules: Mutex<HashMap<String, Cached>>,
     /// Buckets whose configuration one request is reading again.
     refreshing: Mutex<std::collections::HashSet<String>>,
+    /// Bumped by each [`Events::forget`]: a read begun before is not kept.
+    generation: std::sync::atomic::AtomicU64,
     /// Buckets and targets already warned of: a configuration naming a
     /// target this instance lacks.
     unknown_targets: Mutex<std::collections::HashSet<(String, String)>>,
@@ -106,6 +110,7 @@ impl Events {
             queues,
             rules: Mutex::default(),
             refreshing: Mutex::default(),
+            generation: Default::default(),
             unknown_targets: Mutex::default(),
             metrics,
         };
@@ -141,10 +146,13 @@ impl Events {
         }
     }
 
-    /// Forgets `bucket`'s configuration (after this instance changed it).
+    /// Forgets `bucket`'s configuration (after this instance changed it);
+    /// a read begun before is not kept.
     pub fn forget(&self, bucket: &str) {
         if let Some(i) = &self.inner {
-            i.rules.lock().unwrap().remove(bucket);
+            let mut all = i.rules.lock().unwrap();
+            i.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            all.remove(bucket);
         }
     }
 
@@ -160,16 +168,6 @@ impl Events {
     /// `bucket`'s configuration, read from the share (as the gateway's own
     /// account) at most every [`RULES_TTL`]; `None` if it has none.
     async fn rules(&self, inner: &Inner, bucket: &str) -> Option<Arc<Rules>> {
-        {
-            let all = inner.rules.lock().unwrap();
-            if let Some((at, r)) = all.get(bucket) {
-                // Expired: one request reads it again, the others meanwhile
-                // use what was read (no burst of reads every RULES_TTL).
-                if at.elapsed() < RULES_TTL || !inner.refreshing.lock().unwrap().insert(bucket.to_string()) {
-                    return r.clone();
-                }
-            }
-        }
         // Given back however the read ends (a request that goes drops it).
         struct Refreshing<'a>(&'a Mutex<std::collections::HashSet<String>>, &'a str);
         impl Drop for Refreshing<'_> {
@@ -177,7 +175,18 @@ impl Events {
                 self.0.lock().unwrap().remove(self.1);
             }
         }
-        let refreshing = Refreshing(&inner.refreshing, bucket);
+        let generation = inner.generation.load(std::sync::atomic::Ordering::Relaxed);
+        let refreshing = {
+            let all = inner.rules.lock().unwrap();
+            match all.get(bucket) {
+                Some((at, r)) if at.elapsed() < RULES_TTL => return r.clone(),
+                // Expired: one request reads it again, the others meanwhile
+                // use what was read (no burst of reads every RULES_TTL).
+                Some((_, r)) if !inner.refreshing.lock().unwrap().insert(bucket.to_string()) => return r.clone(),
+                Some(_) => Some(Refreshing(&inner.refreshing, bucket)),
+                None => None,
+            }
+        };
         let read = match inner.identities.store(Some(bucket), None).await {
             Ok(store) => store.buckets().bucket_notifications(bucket).await,
             Err(e) => Err(e),
@@ -201,6 +210,11 @@ impl Events {
             }
         };
         let mut all = inner.rules.lock().unwrap();
+        // A change through this instance meanwhile: what was read may be
+        // the old configuration, so it is not kept.
+        if inner.generation.load(std::sync::atomic::Ordering::Relaxed) != generation {
+            return rules;
+        }
         if all.len() > 10_000 {
             all.clear();
         }
@@ -268,6 +282,18 @@ impl Events {
     /// it is queued on the share. A failure is logged at ERROR and counted:
     /// the change is made and answered, its event lost.
     pub async fn emit(&self, change: Change, origin: &Origin, principal: &str) {
+        if self.inner.is_none() {
+            return;
+        }
+        // In a task of its own: a request that goes while its event is
+        // being queued (a client hanging up) does not leave it half done.
+        let (events, origin, principal) = (self.clone(), origin.clone(), principal.to_string());
+        let queued = tokio::spawn(async move { events.queue(change, &origin, &principal).await }.in_current_span());
+        let _ = queued.await;
+    }
+
+    /// [`Events::emit`], in the caller's task.
+    async fn queue(&self, change: Change, origin: &Origin, principal: &str) {
         let Some(inner) = &self.inner else { return };
         let Some(rules) = self.rules(inner, &change.bucket).await else { return };
         let Some(rule) = rules.wanting(change.name, &record::encoded_key(&change.key)) else { return };

@@ -137,7 +137,16 @@ impl Queue {
         if lock.held().await {
             return;
         }
-        own.lock = self.store.buckets().lock_event_queue(&self.target_name, &own.id).await.ok().flatten();
+        let taken = match self.store.buckets().lock_event_queue(&self.target_name, &own.id).await {
+            Ok(lock) => lock,
+            // Unknown: the next event takes the lock again (a new queue if
+            // another instance holds it); nothing is given up here.
+            Err(_) => {
+                own.lock = None;
+                return;
+            }
+        };
+        own.lock = taken;
         if own.lock.is_none() {
             tracing::warn!(target_name = %self.target_name, queue = own.id,
                 "this instance's event queue was taken over by another; queueing anew");

@@ -68,7 +68,8 @@ pub async fn elect(events: Events, store: Store) {
                     }
                 }
                 for bucket in buckets {
-                    if running.contains_key(&bucket) {
+                    // One whose configuration does not parse has none.
+                    if running.contains_key(&bucket) || !events.has_rules(&bucket).await {
                         continue;
                     }
                     match store.buckets().lock_watcher(&bucket).await {
@@ -104,6 +105,9 @@ async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) 
         }
     }
     'arm: loop {
+        if !w.still_watching().await {
+            return;
+        }
         let Some(mut changes) = w.arm().await else { return };
         // What changed before the watch began, or while it was down.
         if let Err(e) = w.rescan().await {
@@ -123,7 +127,12 @@ async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) 
                         let now = Instant::now();
                         // The gateway's own files (a single-bucket root holds
                         // its .smbgate) are never looked at.
-                        for c in list.into_iter().filter(|c| key_of_share_name(&c.name).is_some()) {
+                        for c in list {
+                            if key_of_share_name(&c.name).is_none() {
+                                tracing::debug!(bucket = w.bucket, name = c.name,
+                                    "a name no S3 key reaches changed; not reported");
+                                continue;
+                            }
                             let naming = !matches!(c.action, Action::Modified);
                             let entry = quiet_since.entry(c.name).or_insert((now, false));
                             *entry = (now, entry.1 || naming);
@@ -143,6 +152,7 @@ async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) 
                     }
                     Some(Err(e)) => {
                         tracing::debug!(bucket = w.bucket, error = %e, "the watch ended; watching again");
+                        backoff::pause(SETTLE).await;
                         continue 'arm;
                     }
                 },
@@ -162,16 +172,7 @@ async fn watch(events: Events, store: Store, bucket: String, lock: WatcherLock) 
             }
             if last_check.elapsed() >= RECHECK_EVERY {
                 last_check = Instant::now();
-                if !w.events.has_rules(&w.bucket).await {
-                    tracing::info!(bucket = w.bucket, "the bucket has no notification configuration; not watching");
-                    return;
-                }
-                if !w.lock.held().await {
-                    tracing::warn!(
-                        bucket = w.bucket,
-                        "lost the watcher's lock with its connection; watching again \
-                        only if elected again"
-                    );
+                if !w.still_watching().await {
                     return;
                 }
             }
@@ -193,6 +194,36 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// True while the bucket has a configuration and this instance holds
+    /// its watcher's lock. A lock that went with a lost connection is
+    /// taken again at once where no other instance took it, so that what
+    /// is known of the bucket (and the changes meanwhile) is not lost.
+    async fn still_watching(&mut self) -> bool {
+        if !self.events.has_rules(&self.bucket).await {
+            tracing::info!(bucket = self.bucket, "the bucket has no notification configuration; not watching");
+            return false;
+        }
+        if self.lock.held().await {
+            return true;
+        }
+        match self.store.buckets().lock_watcher(&self.bucket).await {
+            Ok(Some(lock)) => {
+                self.lock = lock;
+                true
+            }
+            Ok(None) => {
+                tracing::warn!(
+                    bucket = self.bucket,
+                    "lost the watcher's lock with its connection; another \
+                    instance watches the bucket now"
+                );
+                false
+            }
+            // Kept watching; the next check tries again.
+            Err(_) => true,
+        }
+    }
+
     /// Sets up the watch, retrying while the share fails, and starts the
     /// task that hands its answers on (a watch's call is not cancel-safe,
     /// so it runs apart from the select). `None` once the bucket lost its

@@ -5,6 +5,7 @@
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use tracing::Instrument;
 
 use super::{s3_error, Gateway};
 use crate::events::rules::Rules;
@@ -63,15 +64,28 @@ impl Gateway {
         key: &str,
         cond: &crate::store::conditions::Conditions,
     ) -> S3Result<()> {
-        let marked = self.events.mark_removal(bucket, key).await;
-        if let Err(e) = self.store.deletes().delete_object(bucket, key, cond).await {
-            if marked {
-                self.events.unmark_removal(bucket, key).await;
-            }
-            return Err(s3_error(e));
+        if !self.events.is_on() {
+            return self.store.deletes().delete_object(bucket, key, cond).await.map_err(s3_error);
         }
-        self.emit(extensions, "s3:ObjectRemoved:Delete", bucket, key, None).await;
-        Ok(())
+        // In a task of its own, so that a client hanging up between the
+        // delete and its event does not lose the event.
+        let (gw, extensions) = (self.clone(), extensions.clone());
+        let (bucket, key, cond) = (bucket.to_string(), key.to_string(), cond.clone());
+        let deleting = tokio::spawn(
+            async move {
+                let marked = gw.events.mark_removal(&bucket, &key).await;
+                if let Err(e) = gw.store.deletes().delete_object(&bucket, &key, &cond).await {
+                    if marked {
+                        gw.events.unmark_removal(&bucket, &key).await;
+                    }
+                    return Err(s3_error(e));
+                }
+                gw.emit(&extensions, "s3:ObjectRemoved:Delete", &bucket, &key, None).await;
+                Ok(())
+            }
+            .in_current_span(),
+        );
+        deleting.await.map_err(|e| S3Error::with_message(S3ErrorCode::InternalError, e.to_string()))?
     }
 
     /// Reports a change this request made (`name`, an event type such as

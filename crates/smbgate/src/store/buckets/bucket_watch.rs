@@ -6,8 +6,9 @@
 //!
 //! `.smbgate/watchers/<bucket>.lock`: a creation lock, held by the
 //! watching instance and gone with its SMB session, so another takes over.
-//! `.smbgate/s3-deletes/<bucket>/<hash of the key>`: written after an S3
-//! delete of the key, taken by the watcher when it hears of the removal.
+//! `.smbgate/s3-deletes/<bucket>/<hash of the key>`: written before an S3
+//! delete of the key (taken back if it fails), taken by the watcher when
+//! it hears of the removal.
 //! (`.smbgate/events/` holds only the queues, one folder per target.)
 
 use std::time::Duration;
