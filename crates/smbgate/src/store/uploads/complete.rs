@@ -291,7 +291,9 @@ impl Uploads {
         }
     }
 
-    /// Publishes a checked upload and removes it.
+    /// Publishes a checked upload and removes it (an upload whose files
+    /// cannot be removed is logged and left to the sweep: the object is
+    /// published).
     ///
     /// Errors: publish errors; Busy if a part's copy came up short.
     pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
@@ -333,7 +335,13 @@ impl Uploads {
         } else {
             self.complete_by_copy(&plan, &target, |d| final_meta(size, d)).await?;
         }
-        self.remove_upload(&plan.upload_id).await?;
+        // The object is published: that is the answer (and its event),
+        // whatever becomes of the upload's own files, which the sweep
+        // removes once the upload expires.
+        if let Err(e) = self.remove_upload(&plan.upload_id).await {
+            tracing::warn!(upload_id = plan.upload_id, error = %e,
+                "upload completed, but its files stay until the sweep removes them");
+        }
         Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
     }
 }
