@@ -144,6 +144,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     log_unserved_folders(&store, &roots).await;
     let identities = crate::identities::Identities::new(store, template, roots);
     let events = crate::events::Events::start(identities.clone(), &settled.targets, &args.region)?;
+    crate::events::watcher::start(&events);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone(), &events));
     let cors = crate::cors::Cache::new(identities.primary().clone());
     let gateway = Gateway::new(identities.clone(), &args.region, cors.clone(), events);

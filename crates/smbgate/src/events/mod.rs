@@ -55,6 +55,7 @@ impl Drop for WatchingGuard {
 type Cached = (Instant, Option<Arc<Rules>>);
 
 struct Inner {
+    roots: Vec<crate::store::Store>,
     identities: Identities,
     region: String,
     targets: Vec<String>,
@@ -79,7 +80,8 @@ impl Events {
 
     /// The events of `targets` over the roots of `identities`, for
     /// `region`; starts each root's and target's queue task (which first
-    /// takes over what the previous run left queued).
+    /// takes over what the previous run left queued). The watchers of
+    /// changes on the share start with `watcher::start`.
     ///
     /// Errors: a target that cannot be set up (its CA file, say).
     pub fn start(identities: Identities, targets: &[targets::TargetConfig], region: &str) -> Result<Events, String> {
@@ -94,9 +96,8 @@ impl Events {
             }
         }
         let mut queues = HashMap::new();
-        let stores: Vec<crate::store::Store> = roots.iter().map(|(_, s)| s.clone()).collect();
         for t in targets {
-            let target = targets::connect(t).map_err(|e| format!("[targets.{}]: {e}", t.name))?;
+            let target = connect(t).map_err(|e| format!("[targets.{}]: {e}", t.name))?;
             for (root, store) in &roots {
                 let q = queue::Queue::new(&t.name, target.clone(), store.clone(), t.queue_limit, metrics.of(&t.name));
                 tokio::spawn(q.clone().run());
@@ -104,6 +105,7 @@ impl Events {
             }
         }
         let inner = Inner {
+            roots: roots.into_iter().map(|(_, s)| s).collect(),
             identities,
             region: region.to_string(),
             targets: targets.iter().map(|t| t.name.clone()).collect(),
@@ -114,11 +116,13 @@ impl Events {
             unknown_targets: Mutex::default(),
             metrics,
         };
-        let events = Events { inner: Some(Arc::new(inner)) };
-        for store in stores {
-            tokio::spawn(watcher::elect(events.clone(), store));
-        }
-        Ok(events)
+        Ok(Events { inner: Some(Arc::new(inner)) })
+    }
+
+    /// The gateway's own stores on every root (`--share` and each
+    /// configured bucket's), where events are queued and buckets watched.
+    pub fn roots(&self) -> &[crate::store::Store] {
+        self.inner.as_ref().map_or(&[], |i| &i.roots)
     }
 
     /// True if any target is configured (else no change is reported).
@@ -277,7 +281,7 @@ impl Events {
 
     /// Queues the event of `change`, made by the request `origin` as
     /// `principal` (the S3 user's name, `anonymous`, or
-    /// [`watcher::PRINCIPAL`] for a change made on the share), for the
+    /// `share` for a change made on the share), for the
     /// target the bucket's configuration sends it to, if any. Returns once
     /// it is queued on the share. A failure is logged at ERROR and counted:
     /// the change is made and answered, its event lost.
@@ -327,4 +331,18 @@ impl Events {
                 error = %e, "cannot queue an event on the share; it is lost");
         }
     }
+}
+
+/// The destination `config` describes, ready to send.
+///
+/// Errors: a CA file that does not parse; a client that cannot be built.
+fn connect(config: &targets::TargetConfig) -> Result<Arc<dyn targets::Target>, String> {
+    Ok(match &config.kind {
+        targets::Kind::Webhook { url, secret, ca_file } => {
+            Arc::new(webhook::Webhook::new(url.clone(), secret.clone(), ca_file.as_deref())?)
+        }
+        targets::Kind::Nats { url, subject, jetstream, user, ca_file } => {
+            Arc::new(nats::Nats::new(url, subject, *jetstream, user.clone(), ca_file.as_deref()))
+        }
+    })
 }

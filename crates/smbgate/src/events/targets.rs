@@ -1,8 +1,9 @@
 //! Where events go: the operator's `[targets.NAME]` tables of the config
 //! file (S3 users only name them), and the [`Target`] every kind of
-//! destination implements: a webhook (`webhook.rs`) or NATS (`nats.rs`).
-//! Another kind (Kafka, AMQP) is one more implementation of the trait and
-//! one more `type` here.
+//! destination implements: a webhook (`webhook.rs`) or NATS (`nats.rs`),
+//! which import this file, never the reverse (`Events::start` builds
+//! them). Another kind (Kafka, AMQP) is one more implementation of the
+//! trait and one more `type` here.
 //!
 //! ```toml
 //! [targets.hooks]
@@ -204,20 +205,6 @@ pub fn from_toml(table: &toml::Table, dir: &Path) -> Result<Vec<TargetConfig>, S
         out.push(TargetConfig { name: name.clone(), kind, queue_limit });
     }
     Ok(out)
-}
-
-/// The destination `config` describes, ready to send.
-///
-/// Errors: a CA file that does not parse; a client that cannot be built.
-pub fn connect(config: &TargetConfig) -> Result<std::sync::Arc<dyn Target>, String> {
-    Ok(match &config.kind {
-        Kind::Webhook { url, secret, ca_file } => {
-            std::sync::Arc::new(super::webhook::Webhook::new(url.clone(), secret.clone(), ca_file.as_deref())?)
-        }
-        Kind::Nats { url, subject, jetstream, user, ca_file } => {
-            std::sync::Arc::new(super::nats::Nats::new(url, subject, *jetstream, user.clone(), ca_file.as_deref()))
-        }
-    })
 }
 
 #[cfg(test)]

@@ -46,11 +46,19 @@ const PAGE: usize = 1000;
 /// What the watcher knows of one object: its size and LastWriteTime.
 type Known = BTreeMap<String, (u64, u64)>;
 
+/// Starts the elections of watchers on every root of `events` (none
+/// without event targets).
+pub fn start(events: &Events) {
+    for store in events.roots() {
+        tokio::spawn(elect(events.clone(), store.clone()));
+    }
+}
+
 /// The elections on the root of `store`: every [`ELECT_EVERY`], takes the
 /// watcher's lock of each bucket with a configuration that this instance
 /// does not watch yet, and starts its watcher. Runs for the life of the
 /// process.
-pub async fn elect(events: Events, store: Store) {
+async fn elect(events: Events, store: Store) {
     let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut last_sweep = Instant::now();
     loop {
