@@ -30,6 +30,15 @@ use crate::identities::Identities;
 pub use record::{Change, Origin};
 use rules::Rules;
 
+/// Set once event targets are configured: the front keeps each request's
+/// IDs for its events only then (a relaxed load otherwise).
+static ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True if this process has event targets.
+pub fn enabled() -> bool {
+    ON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// How long an instance uses a bucket's configuration before reading it
 /// from the share again (a change through another instance takes effect
 /// within this).
@@ -116,6 +125,7 @@ impl Events {
             unknown_targets: Mutex::default(),
             metrics,
         };
+        ON.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(Events { inner: Some(Arc::new(inner)) })
     }
 

@@ -82,8 +82,10 @@ where
         // Who asked, for the access log and the log of failed
         // authentications (behind a trusted proxy, as its PROXY header says).
         let client = req.extensions().get::<crate::conn_limits::ClientAddr>().map(|c| c.0);
-        // For the events of the changes the request makes.
-        req.extensions_mut().insert(ids.origin(client.map(|c| c.ip())));
+        // For the events of the changes the request makes, if any are sent.
+        if crate::events::enabled() {
+            req.extensions_mut().insert(ids.origin(client.map(|c| c.ip())));
+        }
         // The access key the request names, signed or not, read only for a
         // failed authentication or an access-log line (`uri` is kept).
         let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
