@@ -41,11 +41,8 @@ impl Buckets {
     /// Errors: SMB failures other than not-found.
     pub async fn notified_buckets(&self) -> StoreResult<Vec<String>> {
         let tree = self.root.tree().await?;
-        match share::list_dir(&tree, &self.root.internal("notifications")).await {
-            Ok(entries) => Ok(entries.into_iter().filter(|e| !e.times.is_directory()).map(|e| e.name).collect()),
-            Err(e) if is_not_found(&e) => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
-        }
+        let entries = self.state_entries(&tree, &self.root.internal("notifications")).await?;
+        Ok(entries.into_iter().filter(|e| !e.times.is_directory()).map(|e| e.name).collect())
     }
 
     /// Takes the lock that makes this instance `bucket`'s watcher; `None`
@@ -78,17 +75,9 @@ impl Buckets {
     pub async fn sweep_delete_marks(&self, bucket: &str, max_age: Duration) -> StoreResult<()> {
         let tree = self.root.tree().await?;
         let dir = self.root.internal("s3-deletes").join(bucket);
-        let entries = match share::list_dir(&tree, &dir).await {
-            Ok(e) => e,
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
+        let entries = self.state_entries(&tree, &dir).await?;
         for e in entries.into_iter().filter(|e| !e.times.is_directory() && older_than(e.times.last_write, max_age)) {
-            match share::delete(&tree, &dir.join(&e.name), false).await {
-                Ok(()) => {}
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.remove_state_file(&tree, &dir.join(&e.name)).await?;
         }
         Ok(())
     }

@@ -61,18 +61,6 @@ impl Buckets {
         self.root.internal("events").join(target)
     }
 
-    /// Makes `dirs` in order, those already there left as they are.
-    pub(super) async fn make_dirs(&self, tree: &Tree, dirs: &[SharePath]) -> StoreResult<()> {
-        for dir in dirs {
-            match share::mkdir(tree, dir).await {
-                Ok(()) => {}
-                Err(e) if e.failure() == Failure::Collision => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
     /// Takes the queue `queue` of `target`, making its folder if missing.
     /// Returns `None` if another instance holds it.
     ///
@@ -97,11 +85,8 @@ impl Buckets {
     /// Errors: SMB failures other than not-found.
     pub async fn event_queues(&self, target: &str) -> StoreResult<Vec<String>> {
         let tree = self.root.tree().await?;
-        match share::list_dir(&tree, &self.target_dir(target)).await {
-            Ok(entries) => Ok(entries.into_iter().filter(|e| e.times.is_directory()).map(|e| e.name).collect()),
-            Err(e) if is_not_found(&e) => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
-        }
+        let entries = self.state_entries(&tree, &self.target_dir(target)).await?;
+        Ok(entries.into_iter().filter(|e| e.times.is_directory()).map(|e| e.name).collect())
     }
 
     /// The entries of `target`'s queue `queue`, in the order they were
@@ -110,16 +95,10 @@ impl Buckets {
     /// Errors: SMB failures other than not-found.
     pub async fn queued_events(&self, target: &str, queue: &str) -> StoreResult<Vec<String>> {
         let tree = self.root.tree().await?;
-        match share::list_dir(&tree, &self.target_dir(target).join(queue)).await {
-            Ok(entries) => {
-                let mut names: Vec<String> =
-                    entries.into_iter().filter(|e| !e.times.is_directory()).map(|e| e.name).collect();
-                names.sort_unstable();
-                Ok(names)
-            }
-            Err(e) if is_not_found(&e) => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
-        }
+        let entries = self.state_entries(&tree, &self.target_dir(target).join(queue)).await?;
+        let mut names: Vec<String> = entries.into_iter().filter(|e| !e.times.is_directory()).map(|e| e.name).collect();
+        names.sort_unstable();
+        Ok(names)
     }
 
     /// The body of queued event `entry`; `None` if it is gone.
@@ -127,12 +106,7 @@ impl Buckets {
     /// Errors: SMB failures other than not-found.
     pub async fn read_queued_event(&self, target: &str, queue: &str, entry: &str) -> StoreResult<Option<bytes::Bytes>> {
         let tree = self.root.tree().await?;
-        let path = self.target_dir(target).join(queue).join(entry);
-        match share::read_small(&tree, &path, MAX_ENTRY).await {
-            Ok((_, data)) => Ok(Some(data)),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        self.read_state_file(&tree, &self.target_dir(target).join(queue).join(entry), MAX_ENTRY).await
     }
 
     /// Writes `body` as the new entry `entry` of `target`'s queue `queue`

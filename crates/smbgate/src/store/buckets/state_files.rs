@@ -1,10 +1,11 @@
 //! The gateway's own small files under `.smbgate/` (a bucket's CORS
-//! configuration, a bucket's tags): read whole, replaced whole by a temp
+//! configuration, tags and notification configuration; queued events and
+//! the marks of S3 deletes), and the folders that hold them: read whole, replaced whole by a temp
 //! file renamed over the old one (so readers see the old or the new), and
 //! removed. Every instance serving the share sees the same.
 
 use crate::store::path::SharePath;
-use crate::store::share::{is_not_found, Failure, Tree};
+use crate::store::share::{is_not_found, DirEntry, Failure, Tree};
 use crate::store::{share, Buckets, StoreError, StoreResult};
 
 impl Buckets {
@@ -42,11 +43,7 @@ impl Buckets {
         body: &[u8],
     ) -> StoreResult<()> {
         if let Some((dir, _)) = path.split_leaf() {
-            match share::mkdir(tree, &dir).await {
-                Ok(()) => {}
-                Err(e) if e.failure() == Failure::Collision => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.make_dirs(tree, &[dir]).await?;
         }
         // Held open from creation to rename, so no sweep takes it for a dead
         // writer's; dropped unpublished, it deletes itself.
@@ -71,6 +68,32 @@ impl Buckets {
                 }
                 Err(e.into())
             }
+        }
+    }
+
+    /// Makes `dirs` in order (a folder of `.smbgate/` and those under it),
+    /// those already there left as they are.
+    ///
+    /// Errors: SMB failures other than the name being taken.
+    pub(in crate::store) async fn make_dirs(&self, tree: &Tree, dirs: &[SharePath]) -> StoreResult<()> {
+        for dir in dirs {
+            match share::mkdir(tree, dir).await {
+                Ok(()) => {}
+                Err(e) if e.failure() == Failure::Collision => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of the folder `dir`; none if there is no such folder.
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub(in crate::store) async fn state_entries(&self, tree: &Tree, dir: &SharePath) -> StoreResult<Vec<DirEntry>> {
+        match share::list_dir(tree, dir).await {
+            Ok(entries) => Ok(entries),
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
         }
     }
 
