@@ -7,7 +7,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from conftest import _free_port
+from conftest import Gateway, _free_port
 
 SECRET = "webhook-signing-key"
 ARN = "arn:smbgate:sqs::hooks"
@@ -80,6 +80,20 @@ def config_file(tmp_path, targets):
 
 def webhook_target(url, extra=""):
     return f'[targets.hooks]\ntype = "webhook"\nurl = "{url}"\nsecret = "{SECRET}"\n{extra}'
+
+
+def webhook_gateway(samba, tmp_path, url, **kw):
+    """A gateway on `samba` whose config file has the webhook target
+    `hooks` posting to `url`."""
+    return Gateway(samba, "--config", str(config_file(tmp_path, webhook_target(url))), **kw)
+
+
+def new_configured_bucket(gw, bucket, events, **kw):
+    """(a client of `gw`, the answer) once `bucket` is made and given a
+    configuration for `events` (`configure`'s options)."""
+    s3 = gw.client()
+    s3.create_bucket(Bucket=bucket)
+    return s3, configure(s3, bucket, events, **kw)
 
 
 def configure(s3, bucket, events, prefix=None, arn=ARN):

@@ -21,8 +21,8 @@ import pytest
 import requests
 
 from conftest import ACCESS_KEY, Gateway, _free_port, smbgate_bin
-from event_receiver import (ARN, SECRET, Receiver, config_file, configure, queued_on_share, wait_until_nothing_queued,
-                            webhook_target)
+from event_receiver import (ARN, SECRET, Receiver, config_file, configure, new_configured_bucket, queued_on_share,
+                            wait_until_nothing_queued, webhook_gateway, webhook_target)
 
 
 def request_id(answer):
@@ -37,11 +37,10 @@ def receiver():
 
 
 def test_each_change_made_through_s3_is_one_event_in_aws_shape(own_samba, receiver, tmp_path):
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
     try:
-        s3 = gw.client()
-        s3.create_bucket(Bucket="evs")
-        configured = configure(s3, "evs", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"])
+        s3, configured = new_configured_bucket(
+            gw, "evs", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"])
         # As S3 does: a test event to the destination, for the request
         # that put the configuration.
         assert [(t["Service"], t["Event"], t["Bucket"]) for t in receiver.wait_for_test_event()] == [
@@ -124,7 +123,7 @@ def test_config_check_lists_the_targets_without_their_secrets(tmp_path):
 
 
 def test_the_configuration_reads_back_filters_keys_and_refuses_unknown_targets(own_samba, receiver, tmp_path):
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
     try:
         s3 = gw.client()
         s3.create_bucket(Bucket="cfg")
@@ -164,12 +163,10 @@ def test_the_configuration_reads_back_filters_keys_and_refuses_unknown_targets(o
 
 def test_a_target_down_for_30_s_gets_every_event_afterwards_in_order(own_samba, tmp_path):
     port = _free_port()
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(f"http://127.0.0.1:{port}/hook"))))
+    gw = webhook_gateway(own_samba, tmp_path, f"http://127.0.0.1:{port}/hook")
     receiver = None
     try:
-        s3 = gw.client()
-        s3.create_bucket(Bucket="down")
-        configure(s3, "down", ["s3:ObjectCreated:*"])
+        s3, _ = new_configured_bucket(gw, "down", ["s3:ObjectCreated:*"])
         for i in range(10):
             s3.put_object(Bucket="down", Key=f"k{i % 2}", Body=str(i).encode())
         # Nothing listens: every event waits on the share, for 30 s.
@@ -193,9 +190,7 @@ def test_a_gateway_killed_with_events_queued_loses_none(own_samba, tmp_path):
     port = _free_port()
     cfg = config_file(tmp_path, webhook_target(f"http://127.0.0.1:{port}/hook"))
     a = Gateway(own_samba, "--config", str(cfg))
-    s3 = a.client()
-    s3.create_bucket(Bucket="killed")
-    configure(s3, "killed", ["s3:ObjectCreated:*"])
+    s3, _ = new_configured_bucket(a, "killed", ["s3:ObjectCreated:*"])
     for i in range(5):
         s3.put_object(Bucket="killed", Key=f"k{i}", Body=b"x")
     a.proc.send_signal(signal.SIGKILL)
@@ -213,11 +208,9 @@ def test_a_gateway_killed_with_events_queued_loses_none(own_samba, tmp_path):
 
 
 def test_an_event_a_webhook_refuses_for_good_is_dropped_not_retried_forever(own_samba, receiver, tmp_path):
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
     try:
-        s3 = gw.client()
-        s3.create_bucket(Bucket="refused")
-        configure(s3, "refused", ["s3:ObjectCreated:*"])
+        s3, _ = new_configured_bucket(gw, "refused", ["s3:ObjectCreated:*"])
         receiver.wait_for_test_event()
         tried = receiver.tried
         deadline = time.time() + 10
@@ -253,12 +246,10 @@ def test_locks_left_by_a_server_that_went_down_are_taken(own_samba, receiver, tm
     st = own_samba.share_path.stat()
     for p in [state, *state.rglob("*")]:
         os.chown(p, st.st_uid, st.st_gid)
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
     try:
         assert [r["s3"]["object"]["key"] for r in receiver.wait_for(1)] == ["left-behind"]
-        s3 = gw.client()
-        s3.create_bucket(Bucket="crashed")
-        configure(s3, "crashed", ["s3:ObjectCreated:*"])
+        new_configured_bucket(gw, "crashed", ["s3:ObjectCreated:*"])
         receiver.got.clear()
         deadline = time.time() + 30
         n = 0
@@ -318,9 +309,8 @@ def test_events_reach_a_nats_jetstream_stream(own_samba, nats, tmp_path):
     gw = Gateway(own_samba, "--config", str(config_file(tmp_path, target)),
                  env={"SMBGATE_METRICS_LISTEN": f"127.0.0.1:{metrics_port}"})
     try:
-        s3 = gw.client()
-        s3.create_bucket(Bucket="bus")
-        configure(s3, "bus", ["s3:ObjectCreated:Put", "s3:ObjectRemoved:Delete"], arn="arn:smbgate:sns::bus")
+        s3, _ = new_configured_bucket(gw, "bus", ["s3:ObjectCreated:Put", "s3:ObjectRemoved:Delete"],
+                                      arn="arn:smbgate:sns::bus")
         s3.put_object(Bucket="bus", Key="a", Body=b"abc")
         s3.delete_object(Bucket="bus", Key="a")
         test, *messages = nats_run(read_stream(3))

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import Gateway, _free_port
-from event_receiver import Receiver, config_file, configure, webhook_target
+from event_receiver import Receiver, config_file, new_configured_bucket, webhook_gateway, webhook_target
 
 EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
 
@@ -29,9 +29,7 @@ def receiver():
 def watched(samba, receiver, gw, bucket):
     """Makes `bucket` with a configuration and waits until its watcher
     reports a file put through smbclient; then forgets what it got."""
-    s3 = gw.client()
-    s3.create_bucket(Bucket=bucket)
-    configure(s3, bucket, EVENTS)
+    s3, _ = new_configured_bucket(gw, bucket, EVENTS)
     deadline = time.time() + 30
     n = 0
     while time.time() < deadline:
@@ -62,7 +60,7 @@ def events(receiver, n, settle=2.5):
 
 @pytest.fixture
 def watched_gateway(own_samba, receiver, tmp_path):
-    gw = Gateway(own_samba, "--config", str(config_file(tmp_path, webhook_target(receiver.url))))
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
     yield gw
     gw.stop()
 
