@@ -167,7 +167,6 @@ def test_put_bucket_acl_canned_accepted(s3, bucket):
     ("get_bucket_lifecycle_configuration", {}),
     ("get_bucket_encryption", {}),
     ("get_bucket_website", {}),
-    ("put_bucket_versioning", {"VersioningConfiguration": {"Status": "Enabled"}}),
     ("get_object_lock_configuration", {}),
 ])
 def test_unsupported_bucket_ops_not_implemented(s3, bucket, op, kwargs):

@@ -221,6 +221,7 @@ pub fn is_read_operation(operation: &str) -> bool {
             | "HeadBucket"
             | "GetBucketLocation"
             | "GetBucketVersioning"
+            | "ListObjectVersions"
             | "GetBucketAcl"
             | "GetBucketCors"
             | "ListObjects"

@@ -1,5 +1,5 @@
 //! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket,
-//! GetBucketLocation, GetBucketVersioning, and the bucket ACL stubs.
+//! GetBucketLocation, and the bucket ACL stubs.
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
@@ -144,14 +144,6 @@ pub async fn get_bucket_location(
     // us-east-1 is reported as an empty LocationConstraint, as S3 does.
     let loc = (&*gw.region != "us-east-1").then(|| BucketLocationConstraint::from(gw.region.to_string()));
     Ok(S3Response::new(GetBucketLocationOutput { location_constraint: loc }))
-}
-
-pub async fn get_bucket_versioning(
-    gw: &Gateway,
-    req: S3Request<GetBucketVersioningInput>,
-) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    gw.store.buckets().head_bucket(&req.input.bucket).await.map_err(s3_error)?;
-    Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }
 
 /// The owner with FULL_CONTROL: the only grant this gateway has.

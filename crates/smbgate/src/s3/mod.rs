@@ -11,6 +11,7 @@ mod multipart;
 mod notification;
 mod object;
 mod tagging;
+mod versioning;
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
@@ -145,6 +146,19 @@ pub fn s3_error(e: StoreError) -> S3Error {
             err.set_headers(one_header(http::header::ETAG, &format!("\"{etag}\"")));
             return err;
         }
+        StoreError::NoSuchVersion => C::NoSuchVersion,
+        StoreError::DeleteMarker { version_id, last_modified, requested } => {
+            let code = if *requested { C::MethodNotAllowed } else { C::NoSuchKey };
+            let mut err = S3Error::with_message(code, msg);
+            let mut h = one_header(http::header::HeaderName::from_static("x-amz-delete-marker"), "true");
+            h.extend(one_header(http::header::HeaderName::from_static("x-amz-version-id"), version_id));
+            if *requested {
+                let date = convert::http_date(&convert::timestamp(*last_modified)).unwrap_or_default();
+                h.extend(one_header(http::header::LAST_MODIFIED, &date));
+            }
+            err.set_headers(h);
+            return err;
+        }
         StoreError::RangeNotSatisfiable { size } => {
             let mut err = S3Error::with_message(C::InvalidRange, msg);
             err.set_headers(one_header(http::header::CONTENT_RANGE, &format!("bytes */{size}")));
@@ -201,7 +215,19 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        bucket::get_bucket_versioning(&self.scoped(&req).await?, req).await
+        versioning::get_bucket_versioning(&self.scoped(&req).await?, req).await
+    }
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        versioning::put_bucket_versioning(&self.scoped(&req).await?, req).await
+    }
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        versioning::list_object_versions(&self.scoped(&req).await?, req).await
     }
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
         bucket::get_bucket_acl(&self.scoped(&req).await?, req).await

@@ -217,6 +217,7 @@ pub async fn complete(
     let (gw, extensions) = (gw.clone(), req.extensions.clone());
     let (bucket, key) = (i.bucket, i.key);
     let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
+    let version_id = plan.version_id.clone();
     // Completed and reported in a task of its own: a client that goes
     // while the keep-alive answer runs drops this future, and a retry of
     // a completed upload answers without reporting it again.
@@ -247,7 +248,7 @@ pub async fn complete(
             ..Default::default()
         })
     };
-    Ok(S3Response::new(CompleteMultipartUploadOutput { future: Some(Box::pin(fut)), ..Default::default() }))
+    Ok(S3Response::new(CompleteMultipartUploadOutput { future: Some(Box::pin(fut)), version_id, ..Default::default() }))
 }
 
 pub async fn abort(

@@ -10,6 +10,7 @@ use tracing::Instrument;
 use super::{s3_error, Gateway};
 use crate::events::rules::Rules;
 use crate::events::{Change, Origin};
+use crate::store::versions::removal::Removed;
 
 pub async fn put(
     gw: &Gateway,
@@ -62,26 +63,35 @@ impl Gateway {
         extensions: &http::Extensions,
         bucket: &str,
         key: &str,
+        version_id: Option<&str>,
         cond: &crate::store::conditions::Conditions,
-    ) -> S3Result<()> {
+    ) -> S3Result<Option<Removed>> {
         if !self.events.is_on() {
-            return self.store.deletes().delete_object(bucket, key, cond).await.map_err(s3_error);
+            return self.store.deletes().delete(bucket, key, version_id, cond).await.map_err(s3_error);
         }
         // In a task of its own, so that a client hanging up between the
         // delete and its event does not lose the event.
         let (gw, extensions) = (self.clone(), extensions.clone());
         let (bucket, key, cond) = (bucket.to_string(), key.to_string(), cond.clone());
+        let version_id = version_id.map(str::to_string);
         let deleting = tokio::spawn(
             async move {
                 let marked = gw.events.mark_removal(&bucket, &key).await;
-                if let Err(e) = gw.store.deletes().delete_object(&bucket, &key, &cond).await {
-                    if marked {
-                        gw.events.unmark_removal(&bucket, &key).await;
+                let removed = match gw.store.deletes().delete(&bucket, &key, version_id.as_deref(), &cond).await {
+                    Ok(removed) => removed,
+                    Err(e) => {
+                        if marked {
+                            gw.events.unmark_removal(&bucket, &key).await;
+                        }
+                        return Err(s3_error(e));
                     }
-                    return Err(s3_error(e));
-                }
-                gw.emit(&extensions, "s3:ObjectRemoved:Delete", &bucket, &key, None).await;
-                Ok(())
+                };
+                let event = match &removed {
+                    Some(r) if r.delete_marker && version_id.is_none() => "s3:ObjectRemoved:DeleteMarkerCreated",
+                    _ => "s3:ObjectRemoved:Delete",
+                };
+                gw.emit(&extensions, event, &bucket, &key, None).await;
+                Ok(removed)
             }
             .in_current_span(),
         );

@@ -6,6 +6,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::bucket::full_control;
 use super::convert::*;
+use super::versioning::answer_version;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
@@ -163,6 +164,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         checksum_crc64nvme: c(Algorithm::Crc64nvme),
         checksum_sha1: c(Algorithm::Sha1),
         checksum_sha256: c(Algorithm::Sha256),
+        version_id: r.version_id,
         ..Default::default()
     }))
 }
@@ -170,12 +172,23 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let Read { info, plan, body } = gw.store.reads().get_object(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let state = gw.versioning(&i.bucket).await?;
+    let reads = gw.store.reads();
+    let read = match &i.version_id {
+        Some(v) => reads.get_version(&i.bucket, &i.key, v, &req).await,
+        None => reads.get_object(&i.bucket, &i.key, &req).await,
+    };
+    let Read { info, plan, body } = match read {
+        Ok(read) => read,
+        Err(e) => return Err(gw.not_found(&i.bucket, &i.key, e, state).await),
+    };
     let (range, partial) = (plan.range, plan.partial);
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
+    let version_id = answer_version(&info, state, i.version_id.is_some());
     let out = object_output!(GetObjectOutput, info, i, range, partial, {
         body: Some(StreamingBlob::wrap(body)),
         tag_count,
+        version_id,
     });
     Ok(S3Response::new(out))
 }
@@ -183,10 +196,20 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let req = read_request!(i);
-    let (info, plan) = gw.store.reads().head_read(&i.bucket, &i.key, &req).await.map_err(s3_error)?;
+    let state = gw.versioning(&i.bucket).await?;
+    let reads = gw.store.reads();
+    let head = match &i.version_id {
+        Some(v) => reads.head_version(&i.bucket, &i.key, v, &req).await,
+        None => reads.head_read(&i.bucket, &i.key, &req).await,
+    };
+    let (info, plan) = match head {
+        Ok(head) => head,
+        Err(e) => return Err(gw.not_found(&i.bucket, &i.key, e, state).await),
+    };
     let (range, partial) = (plan.range, plan.partial);
     let tags = info.meta.tags.len();
-    let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, {}));
+    let version_id = answer_version(&info, state, i.version_id.is_some());
+    let mut resp = S3Response::new(object_output!(HeadObjectOutput, info, i, range, partial, { version_id, }));
     resp.status = partial.then_some(http::StatusCode::PARTIAL_CONTENT);
     // s3s's HeadObjectOutput has no field for it; GET and HEAD both carry it.
     if tags > 0 {
@@ -201,8 +224,12 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
-    gw.delete_reported(&req.extensions, &i.bucket, &i.key, &cond).await?;
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    let removed = gw.delete_reported(&req.extensions, &i.bucket, &i.key, i.version_id.as_deref(), &cond).await?;
+    Ok(S3Response::new(DeleteObjectOutput {
+        delete_marker: removed.as_ref().and_then(|r| r.delete_marker.then_some(true)),
+        version_id: removed.map(|r| r.version_id),
+        ..Default::default()
+    }))
 }
 
 pub async fn delete_objects(
@@ -236,10 +263,11 @@ pub async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
-        match gw.delete_reported(&req.extensions, &i.bucket, &obj.key, &Default::default()).await {
-            Ok(()) => {
+        let version = obj.version_id.as_deref();
+        match gw.delete_reported(&req.extensions, &i.bucket, &obj.key, version, &Default::default()).await {
+            Ok(removed) => {
                 if !quiet {
-                    deleted.push(DeletedObject { key: Some(obj.key), ..Default::default() });
+                    deleted.push(deleted_entry(obj.key, obj.version_id, removed));
                 }
             }
             Err(s) => {
@@ -247,12 +275,38 @@ pub async fn delete_objects(
                     code: Some(s.code().as_str().to_string()),
                     key: Some(obj.key),
                     message: s.message().map(|m| m.to_string()),
-                    version_id: None,
+                    version_id: obj.version_id,
                 });
             }
         }
     }
     Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
+}
+
+/// A DeleteObjects `<Deleted>` entry for `key` (asked as `version_id`), as
+/// AWS writes it: a marker made carries `DeleteMarker` and its ID as
+/// `DeleteMarkerVersionId`; a version removed by ID names it (and says if
+/// it was a marker).
+fn deleted_entry(
+    key: String,
+    version_id: Option<String>,
+    removed: Option<crate::store::versions::removal::Removed>,
+) -> DeletedObject {
+    match (removed, version_id) {
+        (Some(r), None) if r.delete_marker => DeletedObject {
+            key: Some(key),
+            delete_marker: Some(true),
+            delete_marker_version_id: Some(r.version_id),
+            ..Default::default()
+        },
+        (Some(r), Some(v)) => DeletedObject {
+            key: Some(key),
+            version_id: Some(v),
+            delete_marker: r.delete_marker.then_some(true),
+            delete_marker_version_id: r.delete_marker.then_some(r.version_id),
+        },
+        (_, version_id) => DeletedObject { key: Some(key), version_id, ..Default::default() },
+    }
 }
 
 /// `(bucket, key)` of a copy source.
@@ -328,6 +382,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         .map_err(s3_error)?;
     gw.emit(&req.extensions, "s3:ObjectCreated:Copy", &i.bucket, &i.key, Some((r.size, &r.etag))).await;
     Ok(S3Response::new(CopyObjectOutput {
+        version_id: r.version_id,
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),
             last_modified: r.last_modified.map(timestamp),

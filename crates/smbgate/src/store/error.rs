@@ -62,6 +62,21 @@ pub enum StoreError {
         /// The object's size in bytes.
         size: u64,
     },
+    /// A versionId that names no version of the key (404 NoSuchVersion).
+    #[error("the specified version does not exist")]
+    NoSuchVersion,
+    /// The version asked for (`requested`: named by its versionId, 405
+    /// MethodNotAllowed) or the latest one (404 NoSuchKey) is a delete
+    /// marker; the answer says so in its headers.
+    #[error("{}", if *requested { "the specified method is not allowed against this resource" } else { "the specified key does not exist" })]
+    DeleteMarker {
+        /// The marker's version ID.
+        version_id: String,
+        /// When the marker was made (FILETIME).
+        last_modified: u64,
+        /// True if the request named the marker's versionId.
+        requested: bool,
+    },
     /// Unknown UploadId.
     #[error("the specified multipart upload does not exist")]
     NoSuchUpload,

@@ -79,6 +79,10 @@ pub struct ObjectMeta {
     /// (checked by `store::tags`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<(String, String)>,
+    /// The version ID this object was written as, on a bucket with
+    /// versioning enabled (`None`: the `null` version; see `versions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
 }
 
 impl ObjectMeta {

@@ -25,7 +25,7 @@ mod case;
 pub mod checksum;
 pub mod conditions;
 mod create_lock;
-mod delete;
+pub(crate) mod delete;
 pub mod error;
 pub mod fan_out;
 mod folders;
@@ -50,6 +50,7 @@ mod share_ops;
 pub mod tags;
 pub mod types;
 pub mod verify;
+pub mod versions;
 
 use std::time::Duration;
 

@@ -42,6 +42,9 @@ pub(super) struct Inner {
     pub(super) objects: object_cache::ObjectCache,
     /// The watches that tell the object cache of changes no lease reports.
     pub(super) watches: watched_dirs::DirWatches,
+    /// Buckets' versioning states as last read (shared by every identity's
+    /// root).
+    pub(super) versioning: Arc<super::versions::StatusCache>,
 }
 
 impl Root {

@@ -88,6 +88,7 @@ impl Store {
             single_bucket,
             objects: object_cache::ObjectCache::new(opts_cache),
             watches: Default::default(),
+            versioning: Default::default(),
         }));
         super::reads::dir_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
@@ -114,6 +115,7 @@ impl Store {
             single_bucket: i.single_bucket.clone(),
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             watches: i.watches.for_another_identity(),
+            versioning: i.versioning.clone(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

@@ -79,6 +79,9 @@ pub struct PutResult {
     pub size: u64,
     /// LastWriteTime of the new object (FILETIME), where the write learnt it.
     pub last_modified: Option<u64>,
+    /// The version ID it was stored as (`None` on a bucket that was never
+    /// versioned; see [`super::versions`]).
+    pub version_id: Option<String>,
 }
 
 /// An object's externally visible state.

@@ -198,7 +198,15 @@ impl Buckets {
             ));
         }
         let tree = self.root.tree().await?;
+        // Stored versions and delete markers are the bucket's objects too,
+        // as on AWS: a bucket with any is not empty. Their folders go as
+        // the versions in them do, so an empty one is removed here.
+        match share::delete(&tree, &self.root.versions_root(bucket), true).await {
+            Err(e) if e.failure() == Failure::NotEmpty => return Err(StoreError::BucketNotEmpty),
+            _ => {}
+        }
         self.remove_bucket_dir(&tree, bucket).await?;
+        self.forget_versioning(&tree, bucket).await;
         // What the gateway kept of the bucket goes with it, so that a bucket
         // made again under the name starts bare.
         let kept = [

@@ -258,32 +258,7 @@ impl Listings {
     pub async fn list_objects(&self, bucket: &str, req: &ListRequest, continuation: bool) -> StoreResult<ListResult> {
         let tree = self.root.tree().await?;
         self.root.check_bucket(&tree, bucket).await?;
-        // The key rules first, before anything is looked up on the share:
-        // a prefix no key can be under (thousands of `a/`) lists nothing.
-        let Some(dirs) = start_dir(&req.prefix) else {
-            return Ok(ListResult::default());
-        };
-        let dir_key =
-            keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
-        if self.root.exact_names_for(&dir_key) && !dirs.is_empty() {
-            // The walk starts in the directory the prefix names; on a
-            // case-insensitive share `dir/` would open `Dir` (and an 8.3
-            // alias its long name) and list keys that do not exist. The
-            // names must match exactly.
-            if self.root.case_mismatch(&tree, bucket, &dir_key).await?.is_some() {
-                return Ok(ListResult::default());
-            }
-        }
-        let src = SmbSource {
-            tree: tree.clone(),
-            bucket_path: self.root.bucket_path(bucket),
-            cache: self.root.dir_cache(),
-            reuse: continuation,
-            records: self.root.records(),
-            window: self.root.options().list_window,
-        };
-        let req = ListRequest { max_dirs: Some(self.root.options().list_max_dirs), ..req.clone() };
-        let mut page = list(&src, &req).await?;
+        let mut page = self.walk_page(&tree, bucket, req, continuation).await?;
         // Fill in ETags; drop marker candidates that turn out not to be
         // markers (a directory carrying some other EA).
         let lookups: Vec<(usize, String)> = page
@@ -337,5 +312,45 @@ impl Listings {
             page.entries.remove(i);
         }
         Ok(page)
+    }
+
+    /// One page of keys in S3 order as the directory walk finds them,
+    /// without ETags (an entry with `etag_hint: None` may be a directory
+    /// that is no marker); see [`Listings::list_objects`].
+    ///
+    /// Errors: SMB failures of a directory the page needs.
+    pub(crate) async fn walk_page(
+        &self,
+        tree: &share::Tree,
+        bucket: &str,
+        req: &ListRequest,
+        continuation: bool,
+    ) -> StoreResult<ListResult> {
+        // The key rules first, before anything is looked up on the share:
+        // a prefix no key can be under (thousands of `a/`) lists nothing.
+        let Some(dirs) = start_dir(&req.prefix) else {
+            return Ok(ListResult::default());
+        };
+        let dir_key =
+            keys::MappedKey { components: dirs.iter().map(|c| encode_component(c)).collect(), dir_marker: true };
+        if self.root.exact_names_for(&dir_key) && !dirs.is_empty() {
+            // The walk starts in the directory the prefix names; on a
+            // case-insensitive share `dir/` would open `Dir` (and an 8.3
+            // alias its long name) and list keys that do not exist. The
+            // names must match exactly.
+            if self.root.case_mismatch(tree, bucket, &dir_key).await?.is_some() {
+                return Ok(ListResult::default());
+            }
+        }
+        let src = SmbSource {
+            tree: tree.clone(),
+            bucket_path: self.root.bucket_path(bucket),
+            cache: self.root.dir_cache(),
+            reuse: continuation,
+            records: self.root.records(),
+            window: self.root.options().list_window,
+        };
+        let req = ListRequest { max_dirs: Some(self.root.options().list_max_dirs), ..req.clone() };
+        Ok(list(&src, &req).await?)
     }
 }

@@ -37,6 +37,13 @@ pub struct CompletePlan {
     /// If-Match / If-None-Match of the request, decided again when the
     /// object is published (failure class 25).
     pub conditions: Conditions,
+    /// The version the object is stored as: its record's ID (`None`: the
+    /// `null` version), decided when the plan is made so that the answer's
+    /// headers, sent before the object is complete, can name it.
+    pub record_version: Option<String>,
+    /// The version ID the answer names (`None` on a bucket that was never
+    /// versioned).
+    pub version_id: Option<String>,
 }
 
 /// A part as CompleteMultipartUpload names it.
@@ -265,6 +272,9 @@ impl Uploads {
         // share, when the object is published.
         let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
         self.writes.check_write_conditions(&tree, bucket, &mapped, &check).await?;
+        let mut stamp = ObjectMeta::default();
+        let target = Target::Object { bucket: bucket.into(), key: mapped.clone() };
+        let version_id = self.root.stamp_version(&tree, &target, &mut stamp).await?;
         Ok(CompletePlan {
             bucket: bucket.into(),
             key: mapped,
@@ -274,6 +284,8 @@ impl Uploads {
             etag,
             checksum,
             conditions,
+            record_version: stamp.version_id,
+            version_id,
         })
     }
 
@@ -319,6 +331,7 @@ impl Uploads {
             checksums: checksums.clone(),
             checksum_type: plan.checksum.as_ref().map(|(c, _)| c.kind),
             part_checksums: part_checksums.clone(),
+            version_id: plan.record_version.clone(),
             ..plan.record.meta.clone()
         };
         let stride = plan.parts[0].size;
@@ -342,6 +355,6 @@ impl Uploads {
             tracing::warn!(upload_id = plan.upload_id, error = %e,
                 "upload completed, but its files stay until the sweep removes them");
         }
-        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None })
+        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None, version_id: plan.version_id })
     }
 }

@@ -84,6 +84,7 @@ impl Writes {
             meta.part_checksums.clear();
             meta.checksum_type = None;
             meta.key = target.key();
+            let version_id = self.root.stamp_version(&tree, &target, &mut meta).await?;
             let source_sums = info.meta.checksum_type.is_none().then_some(&info.meta.checksums);
             if whole && !info.etag.contains('-') && want.iter().all(|a| source_sums.is_some_and(|s| s.contains_key(a)))
             {
@@ -104,7 +105,7 @@ impl Writes {
             share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
-            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None })
+            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None, version_id })
         }
         .await;
         // Close the source before publishing: a copy onto itself renames

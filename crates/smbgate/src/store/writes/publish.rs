@@ -12,7 +12,7 @@
 
 use crate::store::share::{Handle, Tree};
 
-use super::swap::{swap_if_match, SwapPaths, Swapped};
+use super::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::beside::too_long_to_keep_beside;
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::keys::MappedKey;
@@ -89,7 +89,7 @@ impl Writes {
         let accept = |lock: &Handle, meta, at: &str| {
             let current = ObjectInfo::new(lock.info(), check_record_key(meta, key)?, at);
             match cond.matches(&current.etag) {
-                true => Ok(()),
+                true => Ok(Aside::Discard),
                 false => Err(StoreError::PreconditionFailed),
             }
         };
@@ -116,11 +116,21 @@ impl Writes {
     pub(crate) async fn publish_with(
         &self,
         file: &Handle,
-        publishing: impl FnOnce(),
+        publishing: impl Fn(),
         source: &str,
         target: &Target,
         conditions: &Conditions,
     ) -> StoreResult<()> {
+        if let Target::Object { bucket, key } = target {
+            // A create-if-absent replaces nothing, and a marker keeps one
+            // version: both publish as on any bucket.
+            if !key.dir_marker && !conditions.forbids_existing() {
+                let state = self.root.versioning(&share::connection_of(file), bucket).await?;
+                if state.versioned() {
+                    return self.publish_versioned(file, publishing, source, target, bucket, key, conditions, state).await;
+                }
+            }
+        }
         match (target, &conditions.if_match) {
             (Target::Object { bucket, key }, Some(cond)) => {
                 let original = target.key().unwrap_or_default();
@@ -150,7 +160,13 @@ impl Writes {
     /// (503 SlowDown: the target stays open on every connection, or another
     /// upload of the part holds its record); PreconditionFailed; SMB errors
     /// otherwise.
-    async fn publish_if(&self, file: &Handle, source: &str, target: &Target, replace: bool) -> StoreResult<()> {
+    pub(in crate::store) async fn publish_if(
+        &self,
+        file: &Handle,
+        source: &str,
+        target: &Target,
+        replace: bool,
+    ) -> StoreResult<()> {
         let tree = &share::connection_of(file);
         let (bucket, mapped) = match target {
             Target::Object { bucket, key } => (bucket, key),

@@ -86,6 +86,7 @@ impl Writes {
         let (md5, sums) = hash_now(&data, &req.algorithms())?;
         let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
         meta.key = target.key();
+        let version_id = self.root.stamp_version(tree, target, &mut meta).await?;
         let (target_path, seen) = match target {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
@@ -110,13 +111,19 @@ impl Writes {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
-        let result =
-            PutResult { etag: meta.etag, checksums: meta.checksums, size: data.len() as u64, last_modified: None };
+        let versioned = version_id.is_some();
+        let result = PutResult {
+            etag: meta.etag,
+            checksums: meta.checksums,
+            size: data.len() as u64,
+            last_modified: None,
+            version_id,
+        };
         // Conditional writes go through the creation lock (publish_with), and
         // so do markers with a body (which replace an empty marker's record);
         // the one-compound rename below is for plain PUTs.
         let marker = matches!(target, Target::Object { key, .. } if key.dir_marker);
-        if req.conditions.if_match.is_some() || req.conditions.forbids_existing() || marker {
+        if req.conditions.if_match.is_some() || req.conditions.forbids_existing() || marker || versioned {
             let published =
                 self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
             let published = published.await.map(|()| result);
@@ -176,6 +183,7 @@ impl Writes {
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
         meta.disk_id = temp.handle().info().on_disk_id();
+        let version_id = self.root.stamp_version(&share::connection_of(temp.handle()), target, &mut meta).await?;
         share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
             .await
             .map_err(|e| record_write_error(e, meta.record_len()))?;
@@ -183,7 +191,7 @@ impl Writes {
             self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
         self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
-        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None })
+        Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id })
     }
 
     /// The next chunk of a request body, counted in `pace`, waiting at most
@@ -295,7 +303,7 @@ impl Writes {
         }
         creating.release().await;
         recorded?;
-        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None })
+        Ok(PutResult { etag: meta.etag, checksums: BTreeMap::new(), size: 0, last_modified: None, version_id: None })
     }
 }
 

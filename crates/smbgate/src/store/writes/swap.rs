@@ -35,6 +35,17 @@ pub(crate) struct SwapPaths<'a> {
     pub lock: &'a str,
 }
 
+/// What becomes of the version a swap replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Aside {
+    /// It goes (an unversioned bucket, or the `null` version of a
+    /// suspended one).
+    Discard,
+    /// It is kept at this path (a stored version; its folder is made if
+    /// missing).
+    Keep(String),
+}
+
 /// How an If-Match write ended, short of an error.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Swapped {
@@ -47,7 +58,8 @@ pub(crate) enum Swapped {
 
 /// Publishes `file` at `paths.path` if the object there now passes
 /// `accept` (its handle, its record and the path it was found at; the
-/// ETag condition), as one compare-and-swap. `publishing` is called just
+/// ETag condition), as one compare-and-swap; the replaced version goes, or
+/// stays where `accept` says ([`Aside`]). `publishing` is called just
 /// before the renames.
 ///
 /// Errors: what `accept` answers (PreconditionFailed, NoSuchKey); Busy
@@ -58,7 +70,7 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     file: &S::Handle,
     publishing: impl FnOnce(),
     paths: &SwapPaths<'_>,
-    accept: impl FnOnce(&S::Handle, Option<ObjectMeta>, &str) -> StoreResult<()>,
+    accept: impl FnOnce(&S::Handle, Option<ObjectMeta>, &str) -> StoreResult<Aside>,
 ) -> StoreResult<Swapped> {
     let mut path = paths.path;
     let mut locked = retry_swap(|| s.open_to_replace(path)).await;
@@ -83,7 +95,14 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
         }
         Err(e) => return Err(e.into()),
     };
-    accept(&lock, meta, path)?;
+    let aside = accept(&lock, meta, path)?;
+    let backup = match &aside {
+        Aside::Keep(kept) => {
+            make_parents_of(s, kept).await?;
+            kept.as_str()
+        }
+        Aside::Discard => paths.backup,
+    };
     // A creator's rename and our second rename both check, then rename:
     // held by both, the key's creation lock orders them.
     let creating = take_lock(s, paths.lock).await?;
@@ -94,25 +113,57 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     // Nothing has changed then and the lock still holds the file, so the
     // swap is tried again (about 1.5 s in all) before a 503.
     let swapped = retry_busy(|| async {
-        let (away, into) = s.swap_in(&lock, paths.backup, file, path).await?;
+        let (away, into) = s.swap_in(&lock, backup, file, path).await?;
         match away {
             Err(e) if is_busy(&e) && into.is_err() => Err(e),
             away => Ok((away, into)),
         }
     })
     .await;
-    let outcome = settle(s, file, lock, swapped, path, paths).await;
+    let outcome = settle(s, file, (lock, &aside), swapped, path, paths).await;
     s.close(creating).await;
     outcome.map(|()| Swapped::Done)
 }
 
+/// The replaced version, once the new one is in: it goes, or stays kept
+/// where it moved.
+async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) {
+    match aside {
+        Aside::Discard => {
+            s.forget_record(&lock);
+            let _ = s.close_and_delete(lock).await; // the old version, now at the backup name
+        }
+        Aside::Keep(_) => s.close(lock).await,
+    }
+}
+
+/// Makes the folders `path` is to be in, those there left as they are.
+///
+/// Errors: the share's, other than a folder being there already.
+pub(crate) async fn make_parents_of<S: ShareOps>(s: &S, path: &str) -> Result<(), ShareError> {
+    let Some((parent, _)) = path.rsplit_once('\\') else { return Ok(()) };
+    let mut missing = vec![parent];
+    while let Some(&dir) = missing.last() {
+        match s.mkdir_own(dir).await {
+            Ok(()) => drop(missing.pop()),
+            Err(e) if e.failure() == Failure::Collision => drop(missing.pop()),
+            Err(e) if is_not_found(&e) && missing.len() < 256 => match dir.rsplit_once('\\') {
+                Some((up, _)) => missing.push(up),
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// What a swap's two renames did, settled while the key's creation lock
-/// is still held: the old version (`lock`, at `paths.backup` if it moved)
-/// goes, or goes back, and the answer.
+/// is still held: the old version (`lock`, at its backup name if it
+/// moved) goes or stays kept ([`Aside`]), or goes back, and the answer.
 async fn settle<S: ShareOps>(
     s: &S,
     file: &S::Handle,
-    lock: S::Handle,
+    (lock, aside): (S::Handle, &Aside),
     swapped: Result<SwapSteps, ShareError>,
     path: &str,
     paths: &SwapPaths<'_>,
@@ -127,8 +178,7 @@ async fn settle<S: ShareOps>(
     };
     match (away, into) {
         (_, Ok(())) => {
-            s.forget_record(&lock);
-            let _ = s.close_and_delete(lock).await; // the old version, now at the backup name
+            retire(s, lock, aside).await;
             Ok(())
         }
         (Ok(()), Err(e))
@@ -142,14 +192,13 @@ async fn settle<S: ShareOps>(
             let beside = paths.beside.unwrap_or(path);
             match s.rename(file, beside, true).await {
                 Ok(()) => {
-                    s.forget_record(&lock);
-                    let _ = s.close_and_delete(lock).await;
+                    retire(s, lock, aside).await;
                     Ok(())
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
                     if let Err(r) = s.rename(&lock, beside, false).await {
-                        tracing::error!(error = %r, backup = paths.backup, "If-Match write: the old version is left at its backup name");
+                        tracing::error!(error = %r, backup = backup_of(aside, paths), "If-Match write: the old version is left at its backup name");
                     }
                     s.close(lock).await;
                     Err(busy())
@@ -162,7 +211,7 @@ async fn settle<S: ShareOps>(
             // then the collision below applies).
             tracing::warn!(error = %e, "If-Match write: the new version could not be renamed in; restoring the old");
             if let Err(r) = s.rename(&lock, path, false).await {
-                tracing::error!(error = %r, backup = paths.backup, "If-Match write: the old version is left at its backup name");
+                tracing::error!(error = %r, backup = backup_of(aside, paths), "If-Match write: the old version is left at its backup name");
                 return Err(busy());
             }
             s.close(lock).await;
@@ -170,7 +219,7 @@ async fn settle<S: ShareOps>(
         }
         (Ok(()), Err(e)) => {
             tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-            let _ = s.close_and_delete(lock).await;
+            retire(s, lock, aside).await;
             let _ = s.delete_on_close(file).await;
             Ok(())
         }
@@ -178,6 +227,14 @@ async fn settle<S: ShareOps>(
             tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
             Err(busy())
         }
+    }
+}
+
+/// Where the replaced version was moved to.
+fn backup_of<'a>(aside: &'a Aside, paths: &'a SwapPaths<'_>) -> &'a str {
+    match aside {
+        Aside::Keep(kept) => kept,
+        Aside::Discard => paths.backup,
     }
 }
 

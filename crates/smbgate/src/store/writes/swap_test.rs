@@ -26,7 +26,7 @@ pub(crate) fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, exp
         let backup = format!("tmp\\backup-{temp}");
         let paths = SwapPaths { path: KEY, beside: Some(BESIDE), plain: KEY, backup: &backup, lock: LOCK };
         let accept = |_: &MemHandle, meta: Option<ObjectMeta>, _: &str| match meta.is_some_and(|m| m.etag == expect) {
-            true => Ok(()),
+            true => Ok(super::Aside::Discard),
             false => Err(StoreError::PreconditionFailed),
         };
         match swap_if_match(s, &file, || {}, &paths, accept).await? {

@@ -1,0 +1,156 @@
+//! Writes on a versioned bucket: the new version's ID is stamped into its
+//! record before it is written, and the publish moves the current file
+//! into the key's versions folder by rename, in the same compound that
+//! renames the new one in (the If-Match swap, with the old version kept),
+//! so readers see the old version or the new one, never neither.
+
+use crate::store::meta::ObjectMeta;
+use crate::store::reads::object_open::check_record_key;
+use crate::store::share::{self, Handle, Tree};
+use crate::store::share_ops::LiveShare;
+use crate::store::types::{ObjectInfo, Target};
+use crate::store::writes::swap::{swap_if_match, Aside, SwapPaths, Swapped};
+use crate::store::{conditions::Conditions, keys::MappedKey};
+use crate::store::{Root, StoreError, StoreResult, Writes};
+
+use super::{new_version_id, version_of, StoredName, Versioning, NULL_VERSION};
+
+/// How often a versioned publish tries while the key comes and goes
+/// between its swap and its create (another writer made or removed it).
+const PUBLISH_TRIES: usize = 4;
+
+impl Root {
+    /// Stamps the record `meta` of a new object of `target` with the
+    /// version it is written as: a new ID where versioning is enabled,
+    /// none (`null`) otherwise. Returns the version ID the answer names
+    /// (`None` on a bucket that was never versioned).
+    ///
+    /// Errors: SMB failures reading the bucket's versioning state.
+    pub(crate) async fn stamp_version(
+        &self,
+        tree: &Tree,
+        target: &Target,
+        meta: &mut ObjectMeta,
+    ) -> StoreResult<Option<String>> {
+        let Target::Object { bucket, key } = target else { return Ok(None) };
+        if key.dir_marker {
+            // Markers keep one version (see docs/objects-on-the-share.md).
+            return Ok(None);
+        }
+        Ok(match self.versioning(tree, bucket).await? {
+            Versioning::Off => None,
+            Versioning::Enabled => {
+                let id = new_version_id();
+                meta.version_id = Some(id.clone());
+                Some(id)
+            }
+            Versioning::Suspended => {
+                meta.version_id = None;
+                Some(NULL_VERSION.to_string())
+            }
+        })
+    }
+}
+
+impl Writes {
+    /// Publishes `file` (at `source`) as the current version of `mapped`
+    /// in `bucket`, whose versioning is `state`: the version it replaces
+    /// moves to the key's versions folder (or, on a suspended bucket, goes
+    /// if it is the `null` version), and on a suspended bucket a stored
+    /// `null` version goes too. If-Match is decided on the file replaced.
+    /// `publishing` is called just before the renames.
+    ///
+    /// Errors: NoSuchKey / PreconditionFailed (If-Match), Busy, and what
+    /// [`Writes::publish_with`] answers.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn publish_versioned(
+        &self,
+        file: &Handle,
+        publishing: impl Fn(),
+        source: &str,
+        target: &Target,
+        bucket: &str,
+        mapped: &MappedKey,
+        conditions: &Conditions,
+        state: Versioning,
+    ) -> StoreResult<()> {
+        let tree = &share::connection_of(file);
+        let key = mapped.original();
+        self.root.check_case(tree, bucket, mapped).await?;
+        self.root.forget_listing(bucket, mapped);
+        let plain = self.root.object_path(bucket, mapped);
+        let path = self.root.write_path(bucket, mapped);
+        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.create_lock_path(&plain));
+        let paths = SwapPaths {
+            path: path.as_str(),
+            beside: Some(beside.as_str()),
+            plain: plain.as_str(),
+            backup: backup.as_str(),
+            lock: lock.as_str(),
+        };
+        let versions = self.root.versions_dir(bucket, mapped);
+        let live = LiveShare { tree, records: self.root.records() };
+        let mut done = false;
+        for _ in 0..PUBLISH_TRIES {
+            let accept = |lock: &Handle, meta, at: &str| {
+                let current = ObjectInfo::new(lock.info(), check_record_key(meta, &key)?, at);
+                if conditions.if_match.as_ref().is_some_and(|c| !c.matches(&current.etag)) {
+                    return Err(StoreError::PreconditionFailed);
+                }
+                let version_id = version_of(&current);
+                if state == Versioning::Suspended && version_id == NULL_VERSION {
+                    return Ok(Aside::Discard);
+                }
+                let name = StoredName { last_modified: current.last_modified, version_id, marker: false };
+                Ok(Aside::Keep(versions.join(&name.name()).to_string()))
+            };
+            match swap_if_match(&live, file, &publishing, &paths, accept).await? {
+                Swapped::Done => done = true,
+                Swapped::NoObject if conditions.if_match.is_some() => {
+                    self.root.check_bucket(tree, bucket).await?;
+                    return Err(StoreError::NoSuchKey);
+                }
+                Swapped::NoObject => {
+                    publishing();
+                    // Nothing to keep: created if still absent; a writer
+                    // that made the key meanwhile is swapped with again.
+                    match self.publish_if(file, source, target, false).await {
+                        Ok(()) => done = true,
+                        Err(StoreError::PreconditionFailed) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            break;
+        }
+        if !done {
+            return Err(StoreError::Busy("the key kept changing while it was written; retry the request".into()));
+        }
+        if state == Versioning::Suspended {
+            self.root.drop_stored_versions(tree, bucket, mapped, |n| n.version_id == NULL_VERSION).await;
+        }
+        Ok(())
+    }
+}
+
+impl Root {
+    /// Removes the stored versions of `mapped` whose names `which` picks
+    /// (best effort: one that stays is logged).
+    pub(crate) async fn drop_stored_versions(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        which: impl Fn(&StoredName) -> bool,
+    ) {
+        let dir = self.versions_dir(bucket, mapped);
+        let Ok(entries) = share::list_dir(tree, &dir).await else { return };
+        for e in entries {
+            if StoredName::parse(&e.name).is_some_and(|n| which(&n)) {
+                if let Err(err) = share::delete(tree, &dir.join(&e.name), false).await {
+                    tracing::warn!(bucket, error = %err, "a stored version that should go stayed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! DELETE on a versioned bucket. Without a versionId the current file
+//! moves into the key's versions folder and a delete marker becomes the
+//! latest version (on a suspended bucket the `null` version goes instead,
+//! and the marker is `null`). With a versionId exactly that version (or
+//! marker) goes; if it was the latest, the next newest stored version
+//! becomes the current file again (a marker stays stored: the key then
+//! reads as deleted). Both run under the key's creation lock, which
+//! versioned writes take too, so the versions of a key change one at a
+//! time: the current file is held first, then the lock, in the order an
+//! If-Match swap takes them.
+
+use crate::store::conditions::Conditions;
+use crate::store::keys::{map_key, MappedKey};
+use crate::store::path::SharePath;
+use crate::store::reads::object_open::check_record_key;
+use crate::store::share::{self, is_not_found, Failure, Handle, Tree};
+use crate::store::share_ops::{LiveShare, ShareOps};
+use crate::store::types::ObjectInfo;
+use crate::store::writes::swap::make_parents_of;
+use crate::store::{Deletes, StoreError, StoreResult};
+
+use super::version_reads::invalid_version_id;
+use super::{filetime_now, new_version_id, plausible_version_id, version_of, StoredName, Versioning, NULL_VERSION};
+
+/// What a DELETE on a versioned bucket removed or made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// The version ID removed, or of the delete marker made.
+    pub version_id: String,
+    /// True if that version is a delete marker.
+    pub delete_marker: bool,
+}
+
+/// The current file of a key, held for DELETE (sharing only READ).
+struct Current {
+    handle: Handle,
+    info: ObjectInfo,
+}
+
+impl Deletes {
+    /// The current file of `mapped`, at its own path or beside a directory
+    /// of its name, held so that no one else replaces or removes it; `None`
+    /// if the key has none (or only another spelling of it).
+    async fn hold_current(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<Option<Current>> {
+        let live = LiveShare { tree, records: self.root.records() };
+        let key = mapped.original();
+        if self.root.exact_names_for(mapped) && self.root.case_mismatch(tree, bucket, mapped).await?.is_some() {
+            return Ok(None);
+        }
+        let own = self.root.object_path(bucket, mapped);
+        for path in [own.clone(), own.beside(false)] {
+            match crate::store::retry_sharing(|| live.open_to_replace(path.as_str())).await {
+                Ok((handle, meta)) => {
+                    let Ok(meta) = check_record_key(meta, &key) else { return Ok(None) };
+                    let info = ObjectInfo::new(handle.info(), meta, path.as_str());
+                    return Ok(Some(Current { handle, info }));
+                }
+                Err(e) if is_not_found(&e) || e.failure() == Failure::IsDirectory => {}
+                Err(e) if e.failure() == Failure::SharingViolation => {
+                    return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
+    }
+
+    /// DELETE without a versionId on a bucket whose versioning is `state`
+    /// (see the module docs); If-Match is decided on the current file.
+    ///
+    /// Errors: NoSuchBucket, InvalidKey, PreconditionFailed, Busy; SMB
+    /// failures.
+    pub(crate) async fn delete_versioned(
+        &self,
+        bucket: &str,
+        key: &str,
+        conditions: &Conditions,
+        state: Versioning,
+    ) -> StoreResult<Removed> {
+        let mapped = map_key(key)?;
+        let tree = self.root.tree().await?;
+        let plain = self.root.object_path(bucket, &mapped);
+        self.root.forget_listing(bucket, &mapped);
+        let current = self.hold_current(&tree, bucket, &mapped).await?;
+        let creating = self.root.create_lock(&tree, &plain).await?;
+        let made = self.make_marker(&tree, bucket, &mapped, current, conditions, state).await;
+        creating.release().await;
+        let made = made?;
+        self.prune_parents(&tree, bucket, &mapped, crate::store::delete::Prune::Parents).await;
+        Ok(made)
+    }
+
+    /// Moves the `current` version aside and stores a delete marker, under
+    /// the key's creation lock.
+    async fn make_marker(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        current: Option<Current>,
+        conditions: &Conditions,
+        state: Versioning,
+    ) -> StoreResult<Removed> {
+        let live = LiveShare { tree, records: self.root.records() };
+        let versions = self.root.versions_dir(bucket, mapped);
+        match current {
+            Some(Current { handle, info }) => {
+                conditions.check_write(Some(info.current()))?;
+                let version_id = version_of(&info);
+                if state == Versioning::Suspended && version_id == NULL_VERSION {
+                    live.forget_record(&handle);
+                    live.close_and_delete(handle).await?;
+                } else {
+                    let name = StoredName { last_modified: info.last_modified, version_id, marker: false };
+                    let kept = versions.join(&name.name());
+                    make_parents_of(&live, kept.as_str()).await?;
+                    live.rename(&handle, kept.as_str(), false).await?;
+                    live.close(handle).await;
+                }
+            }
+            None => {
+                self.root.check_bucket(tree, bucket).await?;
+                conditions.check_write(None)?;
+            }
+        }
+        let version_id = match state {
+            Versioning::Suspended => {
+                self.root.drop_stored_versions(tree, bucket, mapped, |n| n.version_id == NULL_VERSION).await;
+                NULL_VERSION.to_string()
+            }
+            _ => new_version_id(),
+        };
+        let marker = StoredName { last_modified: filetime_now(), version_id: version_id.clone(), marker: true };
+        let path = versions.join(&marker.name());
+        make_parents_of(&live, path.as_str()).await?;
+        share::write_small(tree, &path, &[]).await?;
+        Ok(Removed { version_id, delete_marker: true })
+    }
+
+    /// DELETE of `key`'s version `version_id` (see the module docs). A
+    /// version that does not exist is success, as on AWS.
+    ///
+    /// Errors: InvalidArgument for an ID no version has the form of;
+    /// NoSuchBucket, InvalidKey, Busy; SMB failures.
+    pub async fn delete_version(&self, bucket: &str, key: &str, version_id: &str) -> StoreResult<Removed> {
+        if !plausible_version_id(version_id) {
+            return Err(invalid_version_id());
+        }
+        let mapped = map_key(key)?;
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        let plain = self.root.object_path(bucket, &mapped);
+        self.root.forget_listing(bucket, &mapped);
+        let current = self.hold_current(&tree, bucket, &mapped).await?;
+        let creating = self.root.create_lock(&tree, &plain).await?;
+        let removed = self.remove_version(&tree, bucket, &mapped, current, version_id).await;
+        creating.release().await;
+        let (removed, current_gone) = removed?;
+        self.prune_versions(&tree, bucket, &mapped).await;
+        if current_gone {
+            self.prune_parents(&tree, bucket, &mapped, crate::store::delete::Prune::Parents).await;
+        }
+        Ok(removed)
+    }
+
+    /// Removes the version `version_id` of `mapped` (`current` its current
+    /// file, held), under the key's creation lock, and makes the next newest current where it was the
+    /// latest. Returns what went, and whether the key is left without a
+    /// current file.
+    async fn remove_version(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        current: Option<Current>,
+        version_id: &str,
+    ) -> StoreResult<(Removed, bool)> {
+        let live = LiveShare { tree, records: self.root.records() };
+        let mut removed = Removed { version_id: version_id.to_string(), delete_marker: false };
+        let had_current = current.is_some();
+        match current {
+            Some(Current { handle, info }) if version_of(&info) == version_id => {
+                live.forget_record(&handle);
+                live.close_and_delete(handle).await?;
+            }
+            other => {
+                if let Some(Current { handle, .. }) = other {
+                    live.close(handle).await;
+                }
+                let stored = self.root.stored_versions(tree, bucket, mapped).await?;
+                let Some((path, name)) = stored.into_iter().find(|(_, n)| n.version_id == version_id) else {
+                    return Ok((removed, !had_current));
+                };
+                match share::delete(tree, &path, false).await {
+                    Ok(()) => {}
+                    Err(e) if is_not_found(&e) => return Ok((removed, !had_current)),
+                    Err(e) => return Err(e.into()),
+                }
+                removed.delete_marker = name.marker;
+                if had_current {
+                    return Ok((removed, false));
+                }
+            }
+        }
+        let promoted = self.promote_newest(tree, bucket, mapped).await?;
+        Ok((removed, !promoted))
+    }
+
+    /// Makes the newest stored version of `mapped` its current file again,
+    /// unless it is a delete marker. Returns true if one was made current.
+    ///
+    /// Errors: SMB failures.
+    async fn promote_newest(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<bool> {
+        let live = LiveShare { tree, records: self.root.records() };
+        let stored = self.root.stored_versions(tree, bucket, mapped).await?;
+        let Some((path, name)) = stored.into_iter().next() else { return Ok(false) };
+        if name.marker {
+            return Ok(false);
+        }
+        let target = self.root.object_path(bucket, mapped);
+        make_parents_of(&live, target.as_str()).await?;
+        match live.rename_path(path.as_str(), target.as_str(), false).await {
+            Ok(()) => Ok(true),
+            // Other keys continue under this one now: it goes beside.
+            Err(e) if e.failure() == Failure::Collision && live.holds_no_file(target.as_str()).await => {
+                live.rename_path(path.as_str(), target.beside(false).as_str(), false).await?;
+                Ok(true)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the folders of `mapped`'s versions left empty, deepest
+    /// first (best effort: the first that is not empty ends it).
+    async fn prune_versions(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) {
+        let mut dirs: Vec<SharePath> = self.root.versions_root(bucket).ancestors_of(mapped);
+        dirs.push(self.root.versions_dir(bucket, mapped));
+        for dir in dirs.iter().rev() {
+            if share::delete(tree, dir, true).await.is_err() {
+                return;
+            }
+        }
+    }
+}
