@@ -9,6 +9,7 @@ import hashlib
 import uuid
 
 import pytest
+import requests
 from botocore.exceptions import ClientError
 
 
@@ -254,3 +255,54 @@ def test_list_object_versions_pages_prefixes_and_markers(s3, vbucket):
     with pytest.raises(ClientError) as e:
         s3.list_object_versions(Bucket=vbucket, VersionIdMarker="x")
     assert err(e) == ("InvalidArgument", 400)
+
+
+def test_versions_as_sources_and_subjects_of_other_calls(s3, vbucket, gateway):
+    v1 = s3.put_object(Bucket=vbucket, Key="src", Body=b"old bytes", Tagging="t=1")["VersionId"]
+    v2 = s3.put_object(Bucket=vbucket, Key="src", Body=b"new")["VersionId"]
+    # CopyObject and UploadPartCopy from an older version.
+    c = s3.copy_object(Bucket=vbucket, Key="copy", CopySource={"Bucket": vbucket, "Key": "src", "VersionId": v1})
+    assert c["CopySourceVersionId"] == v1
+    got = s3.get_object(Bucket=vbucket, Key="copy")
+    assert got["Body"].read() == b"old bytes" and got["VersionId"] == c["VersionId"] != v1
+    up = s3.create_multipart_upload(Bucket=vbucket, Key="mp")["UploadId"]
+    p = s3.upload_part_copy(Bucket=vbucket, Key="mp", UploadId=up, PartNumber=1,
+                            CopySource={"Bucket": vbucket, "Key": "src", "VersionId": v1})
+    assert p["CopySourceVersionId"] == v1
+    s3.complete_multipart_upload(Bucket=vbucket, Key="mp", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": p["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=vbucket, Key="mp")["Body"].read() == b"old bytes"
+    # Tags of an older version: read and changed there, the current's untouched.
+    assert s3.get_object_tagging(Bucket=vbucket, Key="src", VersionId=v1)["TagSet"] == [{"Key": "t", "Value": "1"}]
+    s3.put_object_tagging(Bucket=vbucket, Key="src", VersionId=v1, Tagging={"TagSet": [{"Key": "t", "Value": "2"}]})
+    assert s3.get_object_tagging(Bucket=vbucket, Key="src", VersionId=v1)["TagSet"] == [{"Key": "t", "Value": "2"}]
+    assert s3.get_object_tagging(Bucket=vbucket, Key="src")["TagSet"] == []
+    assert s3.get_object(Bucket=vbucket, Key="src", VersionId=v1)["Body"].read() == b"old bytes"
+    # GetObjectAttributes and the ACL call of a version.
+    a = s3.get_object_attributes(Bucket=vbucket, Key="src", VersionId=v1, ObjectAttributes=["ObjectSize", "ETag"])
+    assert (a["ObjectSize"], a["VersionId"]) == (9, v1)
+    assert s3.get_object_attributes(Bucket=vbucket, Key="src", ObjectAttributes=["ObjectSize"])["VersionId"] == v2
+    s3.get_object_acl(Bucket=vbucket, Key="src", VersionId=v1)
+    with pytest.raises(ClientError) as e:
+        s3.get_object_acl(Bucket=vbucket, Key="src", VersionId="1" * 24)
+    assert err(e) == ("NoSuchVersion", 404)
+    # A form upload names its version.
+    form = gateway.client(signature_version="s3v4").generate_presigned_post(vbucket, "posted")
+    r = requests.post(f"{gateway.endpoint}/{vbucket}", data=form["fields"],
+                      files={"file": ("f", b"posted")}, allow_redirects=False, timeout=30)
+    assert r.status_code == 204, r.text
+    assert r.headers["x-amz-version-id"] == s3.head_object(Bucket=vbucket, Key="posted")["VersionId"]
+
+
+def test_files_people_change_on_the_share_are_versions_too(s3, vbucket, samba):
+    from conftest import put_on_share
+    s3.put_object(Bucket=vbucket, Key="shared.txt", Body=b"through s3")
+    put_on_share(samba, vbucket, "shared.txt", b"edited on the share")
+    head = s3.head_object(Bucket=vbucket, Key="shared.txt")
+    theirs = head["VersionId"]
+    assert theirs.startswith("s") and len(theirs) == 24, theirs
+    assert s3.head_object(Bucket=vbucket, Key="shared.txt")["VersionId"] == theirs
+    ours = s3.put_object(Bucket=vbucket, Key="shared.txt", Body=b"s3 again")["VersionId"]
+    _, listed = versions_of(s3, vbucket)
+    assert [v for _, v, _, _, _ in listed] == [ours, theirs]
+    assert s3.get_object(Bucket=vbucket, Key="shared.txt", VersionId=theirs)["Body"].read() == b"edited on the share"

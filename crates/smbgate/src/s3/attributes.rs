@@ -9,7 +9,7 @@ use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::convert::*;
-use super::{s3_error, Gateway};
+use super::Gateway;
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::meta::ObjectMeta;
@@ -91,7 +91,15 @@ pub async fn get(
     }
     let wants = |a: &str| wanted.iter().any(|w| w == a);
     let read = ReadRequest { conditions, part_number: None, range: None };
-    let (info, _) = gw.store.reads().head_read(&i.bucket, &i.key, &read).await.map_err(s3_error)?;
+    let state = gw.versioning(&i.bucket).await?;
+    let head = match &i.version_id {
+        Some(v) => gw.store.reads().head_version(&i.bucket, &i.key, v, &read).await,
+        None => gw.store.reads().head_read(&i.bucket, &i.key, &read).await,
+    };
+    let (info, _) = match head {
+        Ok(head) => head,
+        Err(e) => return Err(gw.not_found(&i.bucket, &i.key, e, state).await),
+    };
     let m = &info.meta;
     let checksum = (wants(ObjectAttributes::CHECKSUM) && !m.checksums.is_empty()).then(|| {
         let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&m.checksums);
@@ -114,6 +122,7 @@ pub async fn get(
             .then(|| StorageClass::from_static(StorageClass::STANDARD)),
         object_size: wants(ObjectAttributes::OBJECT_SIZE).then_some(info.size as i64),
         last_modified: Some(timestamp(info.last_modified)),
+        version_id: super::versioning::answer_version(&info, state, i.version_id.is_some()),
         ..Default::default()
     }))
 }

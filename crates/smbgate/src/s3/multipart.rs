@@ -110,7 +110,7 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let i = req.input;
-    let (sb, sk) = copy_source(&i.copy_source)?;
+    let (sb, sk, source_version) = copy_source(&i.copy_source)?;
     super::object::check_same_root(gw, &sb, &i.bucket)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
     let cond = conditions(
@@ -122,12 +122,13 @@ pub async fn upload_part_copy(
     let (info, r) = gw
         .store
         .uploads()
-        .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, &sb, &sk, range, |info| {
+        .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, (&sb, &sk, source_version.clone()), range, |info| {
             cond.check_copy_source(info.current())
         })
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(UploadPartCopyOutput {
+        copy_source_version_id: source_version,
         copy_part_result: Some({
             let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
             CopyPartResult {

@@ -309,10 +309,12 @@ fn deleted_entry(
     }
 }
 
-/// `(bucket, key)` of a copy source.
-pub fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
+/// `(bucket, key, version ID)` of a copy source.
+pub fn copy_source(src: &CopySource) -> S3Result<(String, String, Option<String>)> {
     match src {
-        CopySource::Bucket { bucket, key, .. } => Ok((bucket.to_string(), key.to_string())),
+        CopySource::Bucket { bucket, key, version_id } => {
+            Ok((bucket.to_string(), key.to_string(), version_id.as_deref().map(str::to_string)))
+        }
         _ => Err(S3Error::with_message(S3ErrorCode::NotImplemented, "access point copy sources are not supported")),
     }
 }
@@ -334,10 +336,10 @@ pub fn check_same_root(gw: &Gateway, source_bucket: &str, target_bucket: &str) -
 
 pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
     let i = req.input;
-    let (sb, sk) = copy_source(&i.copy_source)?;
+    let (sb, sk, source_version) = copy_source(&i.copy_source)?;
     check_same_root(gw, &sb, &i.bucket)?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    if sb == i.bucket && sk == i.key && !replace {
+    if sb == i.bucket && sk == i.key && !replace && source_version.is_none() {
         return Err(S3Error::with_message(
             S3ErrorCode::InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
@@ -375,7 +377,13 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             &sb,
             &sk,
             target,
-            CopyRequest { replace: new_meta, tags, conditions: target_cond, ..Default::default() },
+            CopyRequest {
+                replace: new_meta,
+                tags,
+                conditions: target_cond,
+                source_version: source_version.clone(),
+                ..Default::default()
+            },
             |info| cond.check_copy_source(info.current()),
         )
         .await
@@ -383,6 +391,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     gw.emit(&req.extensions, "s3:ObjectCreated:Copy", &i.bucket, &i.key, Some((r.size, &r.etag))).await;
     Ok(S3Response::new(CopyObjectOutput {
         version_id: r.version_id,
+        copy_source_version_id: source_version,
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),
             last_modified: r.last_modified.map(timestamp),
@@ -396,7 +405,11 @@ pub async fn get_object_acl(
     gw: &Gateway,
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
-    gw.store.reads().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    let i = &req.input;
+    match &i.version_id {
+        Some(v) => gw.store.reads().version_info(&i.bucket, &i.key, v).await.map_err(s3_error)?,
+        None => gw.store.reads().head_object(&i.bucket, &i.key).await.map_err(s3_error)?,
+    };
     Ok(S3Response::new(GetObjectAclOutput { grants: Some(full_control()), owner: Some(owner()), ..Default::default() }))
 }
 
@@ -404,6 +417,10 @@ pub async fn put_object_acl(
     gw: &Gateway,
     req: S3Request<PutObjectAclInput>,
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
-    gw.store.reads().head_object(&req.input.bucket, &req.input.key).await.map_err(s3_error)?;
+    let i = &req.input;
+    match &i.version_id {
+        Some(v) => gw.store.reads().version_info(&i.bucket, &i.key, v).await.map_err(s3_error)?,
+        None => gw.store.reads().head_object(&i.bucket, &i.key).await.map_err(s3_error)?,
+    };
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }

@@ -35,9 +35,10 @@ pub async fn put_object(
     let i = req.input;
     let tags = tag_set(i.tagging)?;
     tags::check_object(&tags).map_err(s3_error)?;
-    gw.store.writes().put_object_tags(&i.bucket, &i.key, tags).await.map_err(s3_error)?;
+    let version = i.version_id.as_deref();
+    gw.store.writes().put_object_tags(&i.bucket, &i.key, version, tags).await.map_err(s3_error)?;
     gw.emit(&req.extensions, "s3:ObjectTagging:Put", &i.bucket, &i.key, None).await;
-    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+    Ok(S3Response::new(PutObjectTaggingOutput { version_id: i.version_id, }))
 }
 
 pub async fn get_object(
@@ -45,11 +46,11 @@ pub async fn get_object(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
-    let mut tags = gw.store.writes().object_tags(&i.bucket, &i.key).await.map_err(s3_error)?;
+    let mut tags = gw.store.writes().object_tags(&i.bucket, &i.key, i.version_id.as_deref()).await.map_err(s3_error)?;
     // Sorted by key, as AWS answers, whatever order they were given in
     // (keys are unique, so the order is total).
     tags.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_dto(tags), ..Default::default() }))
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_dto(tags), version_id: i.version_id }))
 }
 
 pub async fn delete_object(
@@ -57,9 +58,10 @@ pub async fn delete_object(
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let i = req.input;
-    gw.store.writes().put_object_tags(&i.bucket, &i.key, TagSet::new()).await.map_err(s3_error)?;
+    let version = i.version_id.as_deref();
+    gw.store.writes().put_object_tags(&i.bucket, &i.key, version, TagSet::new()).await.map_err(s3_error)?;
     gw.emit(&req.extensions, "s3:ObjectTagging:Delete", &i.bucket, &i.key, None).await;
-    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+    Ok(S3Response::new(DeleteObjectTaggingOutput { version_id: i.version_id }))
 }
 
 pub async fn put_bucket(

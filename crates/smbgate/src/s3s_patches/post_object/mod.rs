@@ -252,7 +252,12 @@ impl PostObject {
             Err(e) => return Err(cut.lock().unwrap_or_else(|p| p.into_inner()).map_or(e, body::Cut::error)),
         };
         let etag = out.e_tag.map(|e| e.as_strong().unwrap_or_default().to_string()).unwrap_or_default();
-        Ok(answer(&fields, &bucket, &key, &format!("\"{etag}\""), &location_base))
+        let mut resp = answer(&fields, &bucket, &key, &format!("\"{etag}\""), &location_base);
+        // On a versioned bucket, as on AWS: the posted object's version.
+        if let Some(v) = out.version_id.and_then(|v| http::HeaderValue::from_str(&v).ok()) {
+            resp.headers_mut().insert("x-amz-version-id", v);
+        }
+        Ok(resp)
     }
 }
 

@@ -405,9 +405,11 @@ impl Uploads {
         self.writes.put_to(&tree, Target::Part(self.part_path(id, n).to_string()), body, req, trailer).await
     }
 
-    /// UploadPartCopy: part `n` from a (range of a) source object.
+    /// UploadPartCopy: part `n` from a (range of a) source object, or of
+    /// its version `src_version`.
     ///
-    /// Errors: NoSuchUpload, NoSuchKey, InvalidRange, PreconditionFailed.
+    /// Errors: NoSuchUpload, NoSuchKey, NoSuchVersion, InvalidRange,
+    /// PreconditionFailed.
     #[allow(clippy::too_many_arguments)]
     pub async fn upload_part_copy(
         &self,
@@ -415,8 +417,7 @@ impl Uploads {
         key: &str,
         id: &str,
         n: i32,
-        src_bucket: &str,
-        src_key: &str,
+        (src_bucket, src_key, src_version): (&str, &str, Option<String>),
         src_range: Option<std::ops::Range<u64>>,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
@@ -430,6 +431,7 @@ impl Uploads {
             tags: Some(Vec::new()),
             range: src_range,
             checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
+            source_version: src_version,
             ..Default::default()
         };
         self.writes.copy_object(src_bucket, src_key, target, req, check).await

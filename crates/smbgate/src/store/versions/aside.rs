@@ -33,6 +33,9 @@ impl Root {
         meta: &mut ObjectMeta,
     ) -> StoreResult<Option<String>> {
         let Target::Object { bucket, key } = target else { return Ok(None) };
+        // A copy's record starts as its source's: its version is not the
+        // copy's.
+        meta.version_id = None;
         if key.dir_marker {
             // Markers keep one version (see docs/objects-on-the-share.md).
             return Ok(None);
@@ -44,10 +47,7 @@ impl Root {
                 meta.version_id = Some(id.clone());
                 Some(id)
             }
-            Versioning::Suspended => {
-                meta.version_id = None;
-                Some(NULL_VERSION.to_string())
-            }
+            Versioning::Suspended => Some(NULL_VERSION.to_string()),
         })
     }
 }

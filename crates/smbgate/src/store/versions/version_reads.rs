@@ -4,6 +4,7 @@
 //! latest version is one is 404 with the marker's ID.
 
 use crate::store::keys::MappedKey;
+use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::reads::read_plan::{Read, ReadPlan, ReadRequest};
 use crate::store::reads::stream::object_stream;
@@ -82,14 +83,28 @@ impl Reads {
     /// NoSuchBucket; NoSuchVersion; DeleteMarker (405); as
     /// [`Reads::get_object`] otherwise.
     pub async fn get_version(&self, bucket: &str, key: &str, version_id: &str, req: &ReadRequest) -> StoreResult<Read> {
+        let read = req.first_read();
+        let (opened, info, data) = self.open_version(bucket, key, version_id, read).await?;
+        self.read_opened(opened, info, data, read, req)
+    }
+
+    /// Opens `key`'s version `version_id` for reading, as
+    /// [`Reads::open_object`] opens the current one (with the first READ of
+    /// `read`).
+    ///
+    /// Errors: as [`Reads::get_version`].
+    pub async fn open_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: &str,
+        read: Option<(u64, u32)>,
+    ) -> StoreResult<(Opened, ObjectInfo, Option<bytes::Bytes>)> {
         if !plausible_version_id(version_id) {
             return Err(invalid_version_id());
         }
-        let read = req.first_read();
         match self.open_object(bucket, key, read).await {
-            Ok((opened, info, data)) if version_of(&info) == version_id => {
-                return self.read_opened(opened, info, data, read, req)
-            }
+            Ok((opened, info, data)) if version_of(&info) == version_id => return Ok((opened, info, data)),
             Ok(_) | Err(StoreError::NoSuchKey) => {}
             Err(e) => return Err(e),
         }
@@ -100,7 +115,7 @@ impl Reads {
             .await
             .map_err(|e| if is_not_found(&e) { StoreError::NoSuchVersion } else { e.into() })?;
         let info = as_stored(ObjectInfo::new(handle.info(), meta.clone(), &path), &name);
-        self.read_opened(Opened { handle, meta }, info, data, read, req)
+        Ok((Opened { handle, meta }, info, data))
     }
 
     /// The body of an opened version, as [`Reads::get_object`] sends it.
@@ -116,6 +131,34 @@ impl Reads {
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
         let body = object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first);
         Ok(Read { info, plan, body })
+    }
+
+    /// Opens `key`'s version `version_id` to change its record (its tags),
+    /// as [`Reads::open_to_update_record`] opens the current one.
+    ///
+    /// Errors: as [`Reads::get_version`].
+    pub(crate) async fn open_version_to_update_record(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: &str,
+    ) -> StoreResult<(share::Handle, Option<ObjectMeta>, ObjectInfo, SharePath)> {
+        if !plausible_version_id(version_id) {
+            return Err(invalid_version_id());
+        }
+        match self.open_to_update_record(bucket, key).await {
+            Ok(current) if version_of(&current.2) == version_id => return Ok(current),
+            Ok(_) | Err(StoreError::NoSuchKey) => {}
+            Err(e) => return Err(e),
+        }
+        let tree = self.root.tree().await?;
+        let mapped = self.map_key_to_read(&tree, bucket, key).await.map_err(not_found_version)?;
+        let (path, name) = self.stored_version(&tree, bucket, &mapped, version_id).await?;
+        let (handle, meta, _) = share::open_to_update_record(&tree, self.root.records(), &path, false, true)
+            .await
+            .map_err(|e| if is_not_found(&e) { StoreError::NoSuchVersion } else { e.into() })?;
+        let info = as_stored(ObjectInfo::new(handle.info(), meta.clone(), &path), &name);
+        Ok((handle, meta, info, path))
     }
 
     /// HEAD of `key`'s version `version_id`.

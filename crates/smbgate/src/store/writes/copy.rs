@@ -30,6 +30,8 @@ pub struct CopyRequest {
     pub checksums: Vec<Algorithm>,
     /// The target's If-Match / If-None-Match.
     pub conditions: Conditions,
+    /// The source's version (`None`: its current one).
+    pub source_version: Option<String>,
 }
 
 impl Writes {
@@ -48,9 +50,13 @@ impl Writes {
         req: CopyRequest,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
-        let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions } = req;
+        let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions, source_version } =
+            req;
         let target_conditions = &target_conditions;
-        let (src, info, _) = self.reads.open_object(src_bucket, src_key, None).await?;
+        let (src, info, _) = match &source_version {
+            Some(v) => self.reads.open_version(src_bucket, src_key, v, None).await?,
+            None => self.reads.open_object(src_bucket, src_key, None).await?,
+        };
         check(&info)?;
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));

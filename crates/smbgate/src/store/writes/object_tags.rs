@@ -10,22 +10,37 @@ use crate::store::tags::TagSet;
 use crate::store::{share, StoreResult, Writes};
 
 impl Writes {
-    /// The tags of `key`.
+    /// The tags of `key`, or of its version `version`.
     ///
-    /// Errors: NoSuchBucket, NoSuchKey, InvalidKey.
-    pub async fn object_tags(&self, bucket: &str, key: &str) -> StoreResult<TagSet> {
-        Ok(self.reads.head_object(bucket, key).await?.meta.tags)
+    /// Errors: NoSuchBucket, NoSuchKey, InvalidKey; as
+    /// [`crate::store::Reads::version_info`] for a version.
+    pub async fn object_tags(&self, bucket: &str, key: &str, version: Option<&str>) -> StoreResult<TagSet> {
+        let info = match version {
+            Some(v) => self.reads.version_info(bucket, key, v).await?,
+            None => self.reads.head_object(bucket, key).await?,
+        };
+        Ok(info.meta.tags)
     }
 
-    /// Replaces the tags of `key` with `tags` (already checked, see
+    /// Replaces the tags of `key` (or of its version `version`) with
+    /// `tags` (already checked, see
     /// `store::tags`; empty removes them). A file someone else put on the
     /// share gets a record that holds only its tags, so its ETag stays the
     /// derived one.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, InvalidKey; Busy while another
     /// client holds the file for a rename or delete.
-    pub async fn put_object_tags(&self, bucket: &str, key: &str, tags: TagSet) -> StoreResult<()> {
-        let (handle, meta, info, path) = self.reads.open_to_update_record(bucket, key).await?;
+    pub async fn put_object_tags(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        tags: TagSet,
+    ) -> StoreResult<()> {
+        let (handle, meta, info, path) = match version {
+            Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
+            None => self.reads.open_to_update_record(bucket, key).await?,
+        };
         let mut record = meta.unwrap_or_else(|| ObjectMeta {
             size: info.size,
             disk_id: info.disk_id,
