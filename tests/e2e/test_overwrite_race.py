@@ -35,13 +35,16 @@ def test_overwrites_never_show_readers_a_404_or_a_torn_body(rgw, own_samba):
     overwrite_race(rgw, own_samba.share_path, SECONDS)
 
 
-def overwrite_race(rgw, share_path, seconds):
+def overwrite_race(rgw, share_path, seconds, versioned=False):
     """Runs the race through `rgw` (anything with `.client()`) for `seconds`
     and asserts what the module docstring says; `share_path` is the share's
-    root on disk."""
+    root on disk. With `versioned`, on a bucket with versioning enabled.
+    Returns the counts of requests, and the bucket's name as "bucket"."""
     s3 = rgw.client()
     bucket = f"race-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
+    if versioned:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     key = "hot/key.bin"
     rng = random.Random(7)
     # A few distinct bodies per writer, reused: what matters is the
@@ -124,3 +127,4 @@ def overwrite_race(rgw, share_path, seconds):
     data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     assert hashlib.md5(data).hexdigest() in md5s
     assert (share_path / bucket / "hot" / "key.bin").read_bytes() == data
+    return {**counts, "bucket": bucket}
