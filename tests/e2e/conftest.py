@@ -111,13 +111,17 @@ class Samba:
         self.port = int(self.env["SMB_PORT"])
         self.share_path = Path(self.env["SMB_SHARE_PATH"])
 
-    def smbclient(self, cmd):
-        """Runs smbclient commands against the share; returns stdout."""
+    def smbclient(self, cmd, check=True):
+        """Runs smbclient commands against the share; returns stdout. With
+        `check` False, a command that fails is no error, and what it
+        printed on stderr is returned too."""
         r = subprocess.run(
             ["smbclient", f"//127.0.0.1/{self.env['SMB_SHARE']}", "-p", str(self.port), "-m", "SMB3",
              "-U", f"{self.env['SMB_USER']}%{self.env['SMB_PASSWORD']}", "-c", cmd],
             capture_output=True, text=True,
         )
+        if not check:
+            return r.stdout + r.stderr
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 

@@ -167,15 +167,16 @@ def test_put_bucket_acl_canned_accepted(s3, bucket):
     ("get_bucket_lifecycle_configuration", {}),
     ("get_bucket_encryption", {}),
     ("get_bucket_website", {}),
-    ("get_object_lock_configuration", {}),
 ])
 def test_unsupported_bucket_ops_not_implemented(s3, bucket, op, kwargs):
     expect_error(501, "NotImplemented", getattr(s3, op), Bucket=bucket, **kwargs)
 
 
-def test_unsupported_object_op_not_implemented(s3, bucket):
+def test_object_lock_calls_on_a_bucket_without_object_lock(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
-    expect_error(501, "NotImplemented", s3.get_object_legal_hold, Bucket=bucket, Key="k")
+    expect_error(400, "InvalidRequest", s3.get_object_legal_hold, Bucket=bucket, Key="k")
+    expect_error(400, "InvalidRequest", s3.get_object_retention, Bucket=bucket, Key="k")
+    expect_error(404, "ObjectLockConfigurationNotFoundError", s3.get_object_lock_configuration, Bucket=bucket)
 
 
 def test_root_unsigned_get_is_403(gateway):

@@ -23,10 +23,12 @@ def absent(s3, bucket, key):
     expect_error(404, "404", s3.head_object, Bucket=bucket, Key=key)
 
 
-def test_create_bucket_with_object_lock_is_not_implemented_and_makes_no_bucket(s3):
+def test_create_bucket_with_object_lock_makes_a_locked_versioned_bucket(s3):
     name = f"lock-{uuid.uuid4().hex[:10]}"
-    expect_error(501, "NotImplemented", s3.create_bucket, Bucket=name, ObjectLockEnabledForBucket=True)
-    expect_error(404, "404", s3.head_bucket, Bucket=name)
+    s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
+    assert s3.get_bucket_versioning(Bucket=name)["Status"] == "Enabled"
+    assert s3.get_object_lock_configuration(Bucket=name)["ObjectLockConfiguration"]["ObjectLockEnabled"] == "Enabled"
+    s3.delete_bucket(Bucket=name)
     # Explicitly off is an ordinary bucket.
     s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=False)
     s3.head_bucket(Bucket=name)
@@ -38,7 +40,7 @@ def test_create_bucket_with_object_lock_is_not_implemented_and_makes_no_bucket(s
     {"ObjectLockMode": "GOVERNANCE", "ObjectLockRetainUntilDate": RETAIN},
     {"ObjectLockLegalHoldStatus": "ON"},
 ], ids=["compliance", "governance", "legal-hold"])
-def test_lock_headers_on_writes_are_refused_and_store_nothing(s3, bucket, lock):
+def test_lock_headers_on_a_bucket_without_object_lock_are_refused_and_store_nothing(s3, bucket, lock):
     body = b"backup"
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
     r = expect_error(400, "InvalidRequest", s3.put_object, Bucket=bucket, Key="locked", Body=body,

@@ -75,6 +75,12 @@ impl FileTimes {
         self.attributes & crate::create_flags::attributes::DIRECTORY != 0
     }
 
+    /// True if FILE_ATTRIBUTE_READONLY is set: the server refuses to delete
+    /// the file or open it for writing (MS-FSCC 2.6).
+    pub fn is_read_only(&self) -> bool {
+        self.attributes & crate::create_flags::attributes::READONLY != 0
+    }
+
     /// True if FILE_ATTRIBUTE_REPARSE_POINT is set: a symbolic link, a
     /// junction or another reparse point (MS-FSCC 2.1.2), which may lead
     /// anywhere on the server.

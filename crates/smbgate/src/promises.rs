@@ -5,11 +5,12 @@
 //! is immutable, and a client told 200 to an SSE-C key believes its data
 //! is encrypted, while the share holds plain, deletable files.
 //!
+//! Object Lock headers are not refused here: whether a bucket has Object
+//! Lock is the bucket's (see `s3::object_lock`), which answers 400
+//! InvalidRequest "Bucket is missing Object Lock Configuration" for one
+//! without it.
+//!
 //! Refused, as AWS refuses them where the feature is missing:
-//! - Object Lock on a write (retention mode, retain-until date, legal
-//!   hold): 400 InvalidRequest "Bucket is missing Object Lock
-//!   Configuration"; CreateBucket with `x-amz-bucket-object-lock-enabled:
-//!   true`: 501 NotImplemented.
 //! - SSE-C (`x-amz-server-side-encryption-customer-*`): 501 NotImplemented
 //!   on a write that creates an object; on anything else (GET, HEAD, a
 //!   part, a copy's source) 400 InvalidRequest, since no object here is
@@ -25,8 +26,9 @@
 //! Accepted, as AWS treats them as no-ops here or the gateway keeps them:
 //! ACL headers (documented as accepted without effect), storage classes,
 //! `x-amz-request-payer`, `x-amz-expected-bucket-owner` (one owner per
-//! gateway), `x-amz-mfa` and `x-amz-bypass-governance-retention` (they
-//! only matter to versioned or locked buckets, and there are none).
+//! gateway), `x-amz-mfa` (MFA Delete is never on: enabling it is 501),
+//! and `x-amz-bypass-governance-retention` (the user's `bypass_governance`
+//! decides what it allows).
 //!
 //! The check runs once the request is authenticated and authorised (an
 //! unknown key still gets 403 first, as from AWS), on the request's
@@ -41,10 +43,6 @@ pub struct Promises {
     /// SSE-S3 requests are accepted.
     pub encrypted_at_rest: bool,
 }
-
-/// The Object Lock headers of a write.
-const LOCK: [&str; 3] =
-    ["x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"];
 
 /// The SSE-C headers of the object written or read.
 const SSE_C: [&str; 3] = [
@@ -88,17 +86,7 @@ impl Promises {
     /// NotImplemented; see the module docs.
     pub fn refusal<'a>(&self, operation: &str, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
         let has = |names: &[&str]| names.iter().any(|n| get(n).is_some());
-        if operation == "CreateBucket" {
-            let lock = get("x-amz-bucket-object-lock-enabled").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-            return lock.then(|| not_implemented("Object Lock (x-amz-bucket-object-lock-enabled)"));
-        }
         if creates_object(operation) {
-            if has(&LOCK) {
-                return Some(S3Error::with_message(
-                    S3ErrorCode::InvalidRequest,
-                    "Bucket is missing Object Lock Configuration",
-                ));
-            }
             if has(&SSE_C) {
                 return Some(not_implemented("server-side encryption with customer-provided keys (SSE-C)"));
             }
@@ -157,16 +145,12 @@ mod tests {
     }
 
     #[test]
-    fn lock_headers_on_writes_are_refused() {
+    fn lock_headers_are_left_to_the_bucket() {
         let p = Promises::default();
         for op in ["PutObject", "CopyObject", "CreateMultipartUpload", "PostObject"] {
-            for h in LOCK {
-                assert_eq!(refusal(p, op, &[(h, "x")]), Some((400, "InvalidRequest".into())), "{op} {h}");
-            }
+            assert_eq!(refusal(p, op, &[("x-amz-object-lock-mode", "COMPLIANCE")]), None, "{op}");
         }
-        let lock = [("x-amz-bucket-object-lock-enabled", "True")];
-        assert_eq!(refusal(p, "CreateBucket", &lock), Some((501, "NotImplemented".into())));
-        assert_eq!(refusal(p, "CreateBucket", &[("x-amz-bucket-object-lock-enabled", "false")]), None);
+        assert_eq!(refusal(p, "CreateBucket", &[("x-amz-bucket-object-lock-enabled", "True")]), None);
         assert_eq!(refusal(p, "PutObject", &[("x-amz-acl", "private"), ("x-amz-storage-class", "STANDARD")]), None);
     }
 

@@ -129,6 +129,7 @@ impl Anonymous {
                 smb: None,
                 buckets: Buckets::parse(buckets.to_vec()).map_err(|e| format!("--anonymous-bucket{e}"))?,
                 read_only: !write,
+                bypass_governance: false,
             }))),
         }
     }
@@ -162,6 +163,10 @@ pub struct User {
     pub buckets: Buckets,
     /// Only reading operations are allowed ([`is_read_operation`]).
     pub read_only: bool,
+    /// May shorten or remove GOVERNANCE retention, and delete versions
+    /// under it, with `x-amz-bypass-governance-retention: true`
+    /// (`bypass_governance` in its table; off by default).
+    pub bypass_governance: bool,
 }
 
 impl User {
@@ -222,6 +227,9 @@ pub fn is_read_operation(operation: &str) -> bool {
             | "GetBucketLocation"
             | "GetBucketVersioning"
             | "ListObjectVersions"
+            | "GetObjectLockConfiguration"
+            | "GetObjectRetention"
+            | "GetObjectLegalHold"
             | "GetBucketAcl"
             | "GetBucketCors"
             | "ListObjects"
@@ -253,6 +261,8 @@ struct Entry {
     buckets: Vec<String>,
     #[serde(default)]
     read_only: bool,
+    #[serde(default)]
+    bypass_governance: bool,
 }
 
 /// Every user, by access key.
@@ -291,6 +301,7 @@ impl UserTable {
             smb: None,
             buckets: Buckets::All,
             read_only: false,
+            bypass_governance: false,
         })
     }
 
@@ -321,7 +332,8 @@ impl UserTable {
                     Buckets::Only(b) => format!("buckets {}", b.iter().cloned().collect::<Vec<_>>().join(", ")),
                 };
                 let ro = if u.read_only { ", read-only" } else { "" };
-                format!("{}: access key {}, as SMB {smb}, {buckets}{ro}", u.name, u.access_key)
+                let bypass = if u.bypass_governance { ", may bypass GOVERNANCE retention" } else { "" };
+                format!("{}: access key {}, as SMB {smb}, {buckets}{ro}{bypass}", u.name, u.access_key)
             })
             .collect()
     }
@@ -369,6 +381,7 @@ fn build(name: &str, e: Entry, dir: &Path) -> Result<User, String> {
         smb,
         buckets,
         read_only: e.read_only,
+        bypass_governance: e.bypass_governance,
     })
 }
 

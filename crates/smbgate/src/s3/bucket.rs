@@ -114,6 +114,10 @@ pub async fn create_bucket(
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let bucket = req.input.bucket;
     match gw.store.buckets().create_bucket(&bucket).await {
+        // Object Lock at creation turns versioning on with it.
+        Ok(()) if req.input.object_lock_enabled_for_bucket == Some(true) => {
+            gw.store.buckets().enable_object_lock(&bucket).await.map_err(s3_error)?
+        }
         Ok(()) => {}
         // S3's legacy rule: in us-east-1, creating a bucket you already own
         // succeeds (and leaves its contents alone); elsewhere it is 409.

@@ -10,6 +10,7 @@ mod list;
 mod multipart;
 mod notification;
 mod object;
+mod object_lock;
 mod tagging;
 mod versioning;
 
@@ -147,6 +148,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
             return err;
         }
         StoreError::NoSuchVersion => C::NoSuchVersion,
+        StoreError::InvalidBucketState(_) => C::InvalidBucketState,
         StoreError::DeleteMarker { version_id, last_modified, requested } => {
             let code = if *requested { C::MethodNotAllowed } else { C::NoSuchKey };
             let mut err = S3Error::with_message(code, msg);
@@ -222,6 +224,42 @@ impl S3 for Gateway {
         req: S3Request<PutBucketVersioningInput>,
     ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
         versioning::put_bucket_versioning(&self.scoped(&req).await?, req).await
+    }
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        object_lock::put_configuration(&self.scoped(&req).await?, req).await
+    }
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        object_lock::get_configuration(&self.scoped(&req).await?, req).await
+    }
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        object_lock::put_retention(&self.scoped(&req).await?, req).await
+    }
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        object_lock::get_retention(&self.scoped(&req).await?, req).await
+    }
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        object_lock::put_legal_hold(&self.scoped(&req).await?, req).await
+    }
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        object_lock::get_legal_hold(&self.scoped(&req).await?, req).await
     }
     async fn list_object_versions(
         &self,

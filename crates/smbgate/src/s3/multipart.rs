@@ -26,6 +26,10 @@ pub async fn create(
     let mut meta = meta_of!(i)?;
     // Kept in the upload's record until the object is completed.
     meta.tags = super::object::header_tags(i.tagging.as_deref())?;
+    let hold = i.object_lock_legal_hold_status.as_ref();
+    let until = i.object_lock_retain_until_date.as_ref();
+    super::object_lock::write_lock(&mut meta, i.object_lock_mode.as_ref(), until, hold)?;
+    super::object_lock::check_bucket_locks(gw, &i.bucket, &meta).await?;
     let checksum = part_checksums::of_create(
         i.checksum_algorithm.as_ref().map(|a| a.as_str()),
         i.checksum_type.as_ref().map(|t| t.as_str()),

@@ -65,9 +65,10 @@ impl Gateway {
         key: &str,
         version_id: Option<&str>,
         cond: &crate::store::conditions::Conditions,
+        bypass: bool,
     ) -> S3Result<Option<Removed>> {
         if !self.events.is_on() {
-            return self.store.deletes().delete(bucket, key, version_id, cond).await.map_err(s3_error);
+            return self.store.deletes().delete(bucket, key, version_id, cond, bypass).await.map_err(s3_error);
         }
         // In a task of its own, so that a client hanging up between the
         // delete and its event does not lose the event.
@@ -77,7 +78,7 @@ impl Gateway {
         let deleting = tokio::spawn(
             async move {
                 let marked = gw.events.mark_removal(&bucket, &key).await;
-                let removed = match gw.store.deletes().delete(&bucket, &key, version_id.as_deref(), &cond).await {
+                let removed = match gw.store.deletes().delete(&bucket, &key, version_id.as_deref(), &cond, bypass).await {
                     Ok(removed) => removed,
                     Err(e) => {
                         if marked {

@@ -6,6 +6,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::bucket::full_control;
 use super::convert::*;
+use super::object_lock::{check_lock_digest, read_lock, write_lock};
 use super::versioning::answer_version;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
@@ -84,8 +85,12 @@ macro_rules! object_output {
             $partial,
         );
         let any_checksum = [&crc32, &crc32c, &crc64, &sha1, &sha256].iter().any(|c| c.is_some());
+        let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = read_lock(&m);
         $ty {
             $($extra)*
+            object_lock_mode,
+            object_lock_retain_until_date,
+            object_lock_legal_hold_status,
             content_length: Some(($range.end - $range.start) as i64),
             content_range: $partial
                 .then(|| format!("bytes {}-{}/{}", $range.start, $range.end.saturating_sub(1), $info.size)),
@@ -117,6 +122,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     let trailers = req.trailing_headers.clone();
     let headers = req.headers.clone();
     let undeclared = req.extensions.get::<crate::precheck::UndeclaredLength>().is_some();
+    let is_form = req.extensions.get::<super::FormUpload>().is_some();
     let event = match req.extensions.get::<super::FormUpload>() {
         Some(_) => "s3:ObjectCreated:Post",
         None => "s3:ObjectCreated:Put",
@@ -130,6 +136,11 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     }
     let mut meta = meta_of!(i)?;
     meta.tags = header_tags(i.tagging.as_deref())?;
+    let lock_hold = i.object_lock_legal_hold_status.as_ref();
+    write_lock(&mut meta, i.object_lock_mode.as_ref(), i.object_lock_retain_until_date.as_ref(), lock_hold)?;
+    if !is_form {
+        check_lock_digest(gw, &i.bucket, &meta, &headers).await?;
+    }
     let put = PutRequest {
         meta,
         content_md5: content_md5(i.content_md5, &headers),
@@ -224,7 +235,9 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
     let cond = conditions(i.if_match.as_ref(), None, None, None);
-    let removed = gw.delete_reported(&req.extensions, &i.bucket, &i.key, i.version_id.as_deref(), &cond).await?;
+    let bypass = gw.bypass(i.bypass_governance_retention);
+    let version = i.version_id.as_deref();
+    let removed = gw.delete_reported(&req.extensions, &i.bucket, &i.key, version, &cond, bypass).await?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: removed.as_ref().and_then(|r| r.delete_marker.then_some(true)),
         version_id: removed.map(|r| r.version_id),
@@ -260,11 +273,13 @@ pub async fn delete_objects(
     }
     gw.store.buckets().head_bucket(&i.bucket).await.map_err(s3_error)?;
     let quiet = i.delete.quiet.unwrap_or(false);
+    let bypass = gw.bypass(i.bypass_governance_retention);
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in i.delete.objects {
         let version = obj.version_id.as_deref();
-        match gw.delete_reported(&req.extensions, &i.bucket, &obj.key, version, &Default::default()).await {
+        let none = Default::default();
+        match gw.delete_reported(&req.extensions, &i.bucket, &obj.key, version, &none, bypass).await {
             Ok(removed) => {
                 if !quiet {
                     deleted.push(deleted_entry(obj.key, obj.version_id, removed));
@@ -349,6 +364,10 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         true => Some(meta_of!(i)?),
         false => None,
     };
+    // The copy's own lock settings: a source's never carry over.
+    let mut lock = crate::store::meta::ObjectMeta::default();
+    let hold = i.object_lock_legal_hold_status.as_ref();
+    write_lock(&mut lock, i.object_lock_mode.as_ref(), i.object_lock_retain_until_date.as_ref(), hold)?;
     // x-amz-tagging-directive: COPY (the default) takes the source's tags,
     // REPLACE the request's (none without x-amz-tagging).
     let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
@@ -382,6 +401,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
                 tags,
                 conditions: target_cond,
                 source_version: source_version.clone(),
+                retention: lock.retention,
+                legal_hold: lock.legal_hold,
                 ..Default::default()
             },
             |info| cond.check_copy_source(info.current()),

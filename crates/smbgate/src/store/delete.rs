@@ -272,6 +272,8 @@ impl Deletes {
     /// ([`Deletes::delete_object`]). Returns what a versioned delete
     /// removed or made (`None` on a bucket that was never versioned).
     ///
+    /// `bypass`: the request may bypass GOVERNANCE retention.
+    ///
     /// Errors: as [`Deletes::delete_object`] and [`Deletes::delete_version`].
     pub async fn delete(
         &self,
@@ -279,9 +281,10 @@ impl Deletes {
         key: &str,
         version_id: Option<&str>,
         conditions: &Conditions,
+        bypass: bool,
     ) -> StoreResult<Option<Removed>> {
         if let Some(id) = version_id {
-            return self.delete_version(bucket, key, id).await.map(Some);
+            return self.delete_version(bucket, key, id, bypass).await.map(Some);
         }
         let state = self.root.versioning(&self.root.tree().await?, bucket).await?;
         if state.versioned() && !key.ends_with('/') {

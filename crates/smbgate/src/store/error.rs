@@ -77,6 +77,10 @@ pub enum StoreError {
         /// True if the request named the marker's versionId.
         requested: bool,
     },
+    /// The bucket's state forbids the request (409 InvalidBucketState),
+    /// for the reason given.
+    #[error("{0}")]
+    InvalidBucketState(String),
     /// Unknown UploadId.
     #[error("the specified multipart upload does not exist")]
     NoSuchUpload,

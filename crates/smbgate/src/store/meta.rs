@@ -83,6 +83,52 @@ pub struct ObjectMeta {
     /// versioning enabled (`None`: the `null` version; see `versions`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
+    /// Object Lock retention of this version (see `versions::lock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// Object Lock legal hold of this version.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
+}
+
+/// An Object Lock retention mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Shortened or removed only by a user allowed to bypass it.
+    #[serde(rename = "GOVERNANCE")]
+    Governance,
+    /// Only ever extended, by anyone; never shortened or removed.
+    #[serde(rename = "COMPLIANCE")]
+    Compliance,
+}
+
+impl LockMode {
+    /// S3's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Governance => "GOVERNANCE",
+            LockMode::Compliance => "COMPLIANCE",
+        }
+    }
+
+    /// The mode S3 names `name`; `None` for any other word.
+    pub fn parse(name: &str) -> Option<LockMode> {
+        match name {
+            "GOVERNANCE" => Some(LockMode::Governance),
+            "COMPLIANCE" => Some(LockMode::Compliance),
+            _ => None,
+        }
+    }
+}
+
+/// A version's Object Lock retention: no delete or overwrite before
+/// `until_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// The mode.
+    pub mode: LockMode,
+    /// The retain-until date, in milliseconds since the Unix epoch.
+    pub until_ms: i64,
 }
 
 impl ObjectMeta {

@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use s3s::dto::{ChecksumAlgorithm, PutObjectInput, StreamingBlob, Tagging, Timestamp, TimestampFormat};
+use s3s::dto::{ChecksumAlgorithm, ObjectLockLegalHoldStatus, ObjectLockMode, PutObjectInput, StreamingBlob};
+use s3s::dto::{Tagging, Timestamp, TimestampFormat};
 use s3s::{HttpResponse, S3Error, S3ErrorCode, S3Request, S3Result, S3};
 
 use crate::s3::{Gateway, RequestBucket};
@@ -303,6 +304,16 @@ fn put_input(fields: &Fields, bucket: &str, key: &str) -> S3Result<PutObjectInpu
     input.checksum_crc64nvme = text("x-amz-checksum-crc64nvme");
     input.checksum_sha1 = text("x-amz-checksum-sha1");
     input.checksum_sha256 = text("x-amz-checksum-sha256");
+    // Object Lock fields, judged as a PUT's headers are (a form that asks
+    // for a lock on a bucket without one is refused, never ignored).
+    input.object_lock_mode = text("x-amz-object-lock-mode").map(ObjectLockMode::from);
+    input.object_lock_retain_until_date = match fields.get("x-amz-object-lock-retain-until-date") {
+        Some(v) => Some(Timestamp::parse(TimestampFormat::DateTime, v).map_err(|_| {
+            S3Error::with_message(S3ErrorCode::InvalidArgument, "x-amz-object-lock-retain-until-date is not a date")
+        })?),
+        None => None,
+    };
+    input.object_lock_legal_hold_status = text("x-amz-object-lock-legal-hold").map(ObjectLockLegalHoldStatus::from);
     Ok(input)
 }
 

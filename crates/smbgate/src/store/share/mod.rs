@@ -24,6 +24,7 @@ mod lookup;
 mod names;
 mod own_files;
 mod reads;
+mod read_only;
 mod record_io;
 pub mod records;
 mod replace;
@@ -60,6 +61,7 @@ pub use names::{copy_chunks, delete, is_empty_dir, list_dir, mkdir, read_small, 
 pub use own_files::{
     create_claim, create_lock, create_once, open_data_file, open_lane, open_upload_file, set_end_of_file,
 };
+pub use read_only::{clear_read_only_at, set_read_only};
 pub use reads::{read_all, read_range, read_range_whole, RangeReader};
 pub use record_io::{probe_record_support, query_records, rewrite_records, set_eas, MAX_EA_VALUE};
 pub use replace::{

@@ -15,6 +15,7 @@ use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::share;
 use crate::store::types::{PutRequest, PutResult, Target};
+use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult, Uploads};
 
 /// A checked CompleteMultipartUpload: what will be published.
@@ -44,6 +45,9 @@ pub struct CompletePlan {
     /// The version ID the answer names (`None` on a bucket that was never
     /// versioned).
     pub version_id: Option<String>,
+    /// The object's Object Lock retention: the upload's, or the bucket's
+    /// default when the plan was made.
+    pub retention: Option<crate::store::meta::Retention>,
 }
 
 /// A part as CompleteMultipartUpload names it.
@@ -132,8 +136,10 @@ impl Uploads {
         }
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
+        let sealed = needs_seal(&meta);
         self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
         self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
+        self.writes.seal(&d, sealed).await;
         let _ = d.close().await;
         Ok(())
     }
@@ -170,8 +176,11 @@ impl Uploads {
                 return Err(StoreError::Busy("assembled object has the wrong size".into()));
             }
             let record = meta(temp.handle().info().on_disk_id());
+            let sealed = needs_seal(&record);
             self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
-            self.writes.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await
+            self.writes.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await?;
+            self.writes.seal(temp.handle(), sealed).await;
+            Ok(())
         }
         .await;
         temp.settle(result).await
@@ -272,7 +281,9 @@ impl Uploads {
         // share, when the object is published.
         let check = PutRequest { conditions: conditions.clone(), ..Default::default() };
         self.writes.check_write_conditions(&tree, bucket, &mapped, &check).await?;
-        let mut stamp = ObjectMeta::default();
+        // The upload's lock settings, or the bucket's default retention.
+        let mut stamp =
+            ObjectMeta { retention: record.meta.retention, legal_hold: record.meta.legal_hold, ..Default::default() };
         let target = Target::Object { bucket: bucket.into(), key: mapped.clone() };
         let version_id = self.root.stamp_version(&tree, &target, &mut stamp).await?;
         Ok(CompletePlan {
@@ -286,6 +297,7 @@ impl Uploads {
             conditions,
             record_version: stamp.version_id,
             version_id,
+            retention: stamp.retention,
         })
     }
 
@@ -332,6 +344,7 @@ impl Uploads {
             checksum_type: plan.checksum.as_ref().map(|(c, _)| c.kind),
             part_checksums: part_checksums.clone(),
             version_id: plan.record_version.clone(),
+            retention: plan.retention,
             ..plan.record.meta.clone()
         };
         let stride = plan.parts[0].size;

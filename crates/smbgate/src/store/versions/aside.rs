@@ -22,10 +22,12 @@ const PUBLISH_TRIES: usize = 4;
 impl Root {
     /// Stamps the record `meta` of a new object of `target` with the
     /// version it is written as: a new ID where versioning is enabled,
-    /// none (`null`) otherwise. Returns the version ID the answer names
+    /// none (`null`) otherwise; and with its Object Lock settings (see
+    /// [`Root::apply_lock`]). Returns the version ID the answer names
     /// (`None` on a bucket that was never versioned).
     ///
-    /// Errors: SMB failures reading the bucket's versioning state.
+    /// Errors: InvalidRequest for lock settings on a bucket without
+    /// Object Lock; SMB failures reading the bucket's state.
     pub(crate) async fn stamp_version(
         &self,
         tree: &Tree,
@@ -36,6 +38,7 @@ impl Root {
         // A copy's record starts as its source's: its version is not the
         // copy's.
         meta.version_id = None;
+        self.apply_lock(tree, target, meta).await?;
         if key.dir_marker {
             // Markers keep one version (see docs/objects-on-the-share.md).
             return Ok(None);

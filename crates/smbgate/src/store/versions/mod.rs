@@ -22,6 +22,8 @@
 
 pub mod aside;
 pub mod list;
+pub mod lock;
+pub mod lock_config;
 pub mod removal;
 pub mod status;
 pub mod version_reads;

@@ -19,6 +19,8 @@ use crate::store::types::ObjectInfo;
 use crate::store::writes::swap::make_parents_of;
 use crate::store::{Deletes, StoreError, StoreResult};
 
+use super::lock::check_delete;
+use super::lock_config::now_ms;
 use super::version_reads::invalid_version_id;
 use super::{filetime_now, new_version_id, plausible_version_id, version_of, StoredName, Versioning, NULL_VERSION};
 
@@ -138,11 +140,14 @@ impl Deletes {
     }
 
     /// DELETE of `key`'s version `version_id` (see the module docs). A
-    /// version that does not exist is success, as on AWS.
+    /// version that does not exist is success, as on AWS. A version under
+    /// Object Lock stays (see `lock::check_delete`; `bypass`: GOVERNANCE
+    /// retention may be bypassed).
     ///
     /// Errors: InvalidArgument for an ID no version has the form of;
-    /// NoSuchBucket, InvalidKey, Busy; SMB failures.
-    pub async fn delete_version(&self, bucket: &str, key: &str, version_id: &str) -> StoreResult<Removed> {
+    /// AccessDenied for a locked version; NoSuchBucket, InvalidKey, Busy;
+    /// SMB failures.
+    pub async fn delete_version(&self, bucket: &str, key: &str, version_id: &str, bypass: bool) -> StoreResult<Removed> {
         if !plausible_version_id(version_id) {
             return Err(invalid_version_id());
         }
@@ -153,7 +158,7 @@ impl Deletes {
         self.root.forget_listing(bucket, &mapped);
         let current = self.hold_current(&tree, bucket, &mapped).await?;
         let creating = self.root.create_lock(&tree, &plain).await?;
-        let removed = self.remove_version(&tree, bucket, &mapped, current, version_id).await;
+        let removed = self.remove_version(&tree, bucket, &mapped, current, version_id, bypass).await;
         creating.release().await;
         let (removed, current_gone) = removed?;
         self.prune_versions(&tree, bucket, &mapped).await;
@@ -174,12 +179,17 @@ impl Deletes {
         mapped: &MappedKey,
         current: Option<Current>,
         version_id: &str,
+        bypass: bool,
     ) -> StoreResult<(Removed, bool)> {
         let live = LiveShare { tree, records: self.root.records() };
         let mut removed = Removed { version_id: version_id.to_string(), delete_marker: false };
         let had_current = current.is_some();
         match current {
             Some(Current { handle, info }) if version_of(&info) == version_id => {
+                check_delete(&info.meta, now_ms(), bypass)?;
+                if handle.info().times.is_read_only() {
+                    share::clear_read_only_at(tree, &info.path).await?;
+                }
                 live.forget_record(&handle);
                 live.close_and_delete(handle).await?;
             }
@@ -191,6 +201,9 @@ impl Deletes {
                 let Some((path, name)) = stored.into_iter().find(|(_, n)| n.version_id == version_id) else {
                     return Ok((removed, !had_current));
                 };
+                if !name.marker {
+                    self.unlock_stored(tree, &path, bypass).await?;
+                }
                 match share::delete(tree, &path, false).await {
                     Ok(()) => {}
                     Err(e) if is_not_found(&e) => return Ok((removed, !had_current)),
@@ -204,6 +217,25 @@ impl Deletes {
         }
         let promoted = self.promote_newest(tree, bucket, mapped).await?;
         Ok((removed, !promoted))
+    }
+
+    /// Checks that the stored version at `path` may be deleted now, and
+    /// clears its read-only mark on the share if it has one.
+    ///
+    /// Errors: AccessDenied under Object Lock; SMB failures.
+    async fn unlock_stored(&self, tree: &Tree, path: &SharePath, bypass: bool) -> StoreResult<()> {
+        let (created, meta) = match share::stat_with_meta(tree, self.root.records(), path).await {
+            Ok(found) => found,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(meta) = &meta {
+            check_delete(meta, now_ms(), bypass)?;
+        }
+        if created.times.is_read_only() {
+            share::clear_read_only_at(tree, path).await?;
+        }
+        Ok(())
     }
 
     /// Makes the newest stored version of `mapped` its current file again,

@@ -50,26 +50,39 @@ impl Versioning {
     }
 }
 
-/// Buckets' versioning states as last read, by bucket name (shared by the
-/// roots of every identity's pool).
-#[derive(Debug, Default)]
-pub struct StatusCache {
-    known: Mutex<HashMap<String, (Instant, Versioning)>>,
+/// What was last read of each bucket, by name, for [`STATUS_TTL`].
+#[derive(Debug)]
+pub(crate) struct Recent<V> {
+    known: Mutex<HashMap<String, (Instant, V)>>,
 }
 
-impl StatusCache {
-    fn get(&self, bucket: &str) -> Option<Versioning> {
+impl<V> Default for Recent<V> {
+    fn default() -> Self {
+        Recent { known: Mutex::default() }
+    }
+}
+
+impl<V: Clone> Recent<V> {
+    pub(crate) fn get(&self, bucket: &str) -> Option<V> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        known.get(bucket).filter(|(at, _)| at.elapsed() < STATUS_TTL).map(|(_, v)| *v)
+        known.get(bucket).filter(|(at, _)| at.elapsed() < STATUS_TTL).map(|(_, v)| v.clone())
     }
 
-    fn set(&self, bucket: &str, v: Versioning) {
+    pub(crate) fn set(&self, bucket: &str, v: V) {
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         if known.len() > 10_000 {
             known.retain(|_, (at, _)| at.elapsed() < STATUS_TTL);
         }
         known.insert(bucket.to_string(), (Instant::now(), v));
     }
+}
+
+/// Buckets' versioning states and Object Lock configurations as last
+/// read (shared by the roots of every identity's pool).
+#[derive(Debug, Default)]
+pub struct StatusCache {
+    versioning: Recent<Versioning>,
+    pub(crate) locks: Recent<super::lock_config::BucketLock>,
 }
 
 impl Root {
@@ -81,7 +94,7 @@ impl Root {
     ///
     /// Errors: SMB failures other than not-found.
     pub async fn versioning(&self, tree: &Tree, bucket: &str) -> StoreResult<Versioning> {
-        if let Some(v) = self.inner().versioning.get(bucket) {
+        if let Some(v) = self.inner().versioning.versioning.get(bucket) {
             return Ok(v);
         }
         let v = match share::read_small(tree, &self.versioning_path(bucket), 64).await {
@@ -89,7 +102,7 @@ impl Root {
             Err(e) if is_not_found(&e) => Versioning::Off,
             Err(e) => return Err(e.into()),
         };
-        self.inner().versioning.set(bucket, v);
+        self.inner().versioning.versioning.set(bucket, v);
         Ok(v)
     }
 }
@@ -103,7 +116,7 @@ impl Buckets {
         self.root.check_bucket(&tree, bucket).await?;
         let path = self.root.versioning_path(bucket);
         let v = self.read_state_file(&tree, &path, 64).await?.map_or(Versioning::Off, |t| Versioning::parse(&t));
-        self.root.inner().versioning.set(bucket, v);
+        self.root.inner().versioning.versioning.set(bucket, v);
         Ok(v)
     }
 
@@ -111,7 +124,8 @@ impl Buckets {
     /// `Suspended` (a bucket once versioned never goes back to
     /// [`Versioning::Off`]).
     ///
-    /// Errors: NoSuchBucket; InvalidArgument for [`Versioning::Off`]; SMB
+    /// Errors: NoSuchBucket; InvalidArgument for [`Versioning::Off`];
+    /// InvalidBucketState for suspending a bucket with Object Lock; SMB
     /// failures.
     pub async fn put_bucket_versioning(&self, bucket: &str, v: Versioning) -> StoreResult<()> {
         let Some(word) = v.as_str() else {
@@ -119,8 +133,14 @@ impl Buckets {
         };
         let tree = self.root.tree().await?;
         self.root.check_bucket(&tree, bucket).await?;
+        if v != Versioning::Enabled && self.object_lock(&tree, bucket).await?.enabled {
+            return Err(StoreError::InvalidBucketState(
+                "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."
+                    .into(),
+            ));
+        }
         self.replace_state_file(&tree, &self.root.versioning_path(bucket), word.as_bytes()).await?;
-        self.root.inner().versioning.set(bucket, v);
+        self.root.inner().versioning.versioning.set(bucket, v);
         Ok(())
     }
 
@@ -128,6 +148,7 @@ impl Buckets {
     /// folders (DeleteBucket; a bucket with stored versions is not empty).
     pub(in crate::store) async fn forget_versioning(&self, tree: &Tree, bucket: &str) {
         let _ = self.remove_state_file(tree, &self.root.versioning_path(bucket)).await;
-        self.root.inner().versioning.set(bucket, Versioning::Off);
+        self.root.inner().versioning.versioning.set(bucket, Versioning::Off);
+        self.forget_object_lock(tree, bucket).await;
     }
 }

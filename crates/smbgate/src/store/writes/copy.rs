@@ -9,7 +9,8 @@ use md5::{Digest, Md5};
 
 use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::conditions::Conditions;
-use crate::store::meta::{record_write_error, ObjectMeta};
+use crate::store::meta::{record_write_error, ObjectMeta, Retention};
+use crate::store::versions::lock::needs_seal;
 use crate::store::share;
 use crate::store::tags::TagSet;
 use crate::store::types::{ObjectInfo, PutResult, Target};
@@ -32,6 +33,10 @@ pub struct CopyRequest {
     pub conditions: Conditions,
     /// The source's version (`None`: its current one).
     pub source_version: Option<String>,
+    /// The copy's Object Lock retention (never the source's).
+    pub retention: Option<Retention>,
+    /// The copy's Object Lock legal hold (never the source's).
+    pub legal_hold: bool,
 }
 
 impl Writes {
@@ -50,8 +55,16 @@ impl Writes {
         req: CopyRequest,
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
-        let CopyRequest { replace, tags, range: src_range, checksums: want, conditions: target_conditions, source_version } =
-            req;
+        let CopyRequest {
+            replace,
+            tags,
+            range: src_range,
+            checksums: want,
+            conditions: target_conditions,
+            source_version,
+            retention,
+            legal_hold,
+        } = req;
         let target_conditions = &target_conditions;
         let (src, info, _) = match &source_version {
             Some(v) => self.reads.open_version(src_bucket, src_key, v, None).await?,
@@ -67,7 +80,7 @@ impl Writes {
         let range = src_range.unwrap_or(0..info.size);
         let tree = share::connection_of(&src.handle).clone();
         let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
-        let result: StoreResult<PutResult> = async {
+        let result: StoreResult<(PutResult, bool)> = async {
             let len = range.end - range.start;
             if len > 0 {
                 let n = share::copy_chunks(&tree, &src.handle, range.start, temp.handle(), 0, len).await?;
@@ -90,6 +103,7 @@ impl Writes {
             meta.part_checksums.clear();
             meta.checksum_type = None;
             meta.key = target.key();
+            (meta.retention, meta.legal_hold) = (retention, legal_hold);
             let version_id = self.root.stamp_version(&tree, &target, &mut meta).await?;
             let source_sums = info.meta.checksum_type.is_none().then_some(&info.meta.checksums);
             if whole && !info.etag.contains('-') && want.iter().all(|a| source_sums.is_some_and(|s| s.contains_key(a)))
@@ -111,7 +125,9 @@ impl Writes {
             share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
-            Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None, version_id })
+            let sealed = needs_seal(&meta);
+            let r = PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None, version_id };
+            Ok((r, sealed))
         }
         .await;
         // Close the source before publishing: a copy onto itself renames
@@ -120,10 +136,15 @@ impl Writes {
         // The target's If-Match / If-None-Match are decided on the share,
         // as a PUT's (failure class 25).
         let published = match result {
-            Ok(r) => self
-                .publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions)
-                .await
-                .map(|()| r),
+            Ok((r, sealed)) => {
+                let published =
+                    self.publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions);
+                let published = published.await;
+                if published.is_ok() {
+                    self.seal(temp.handle(), sealed).await;
+                }
+                published.map(|()| r)
+            }
             Err(e) => Err(e),
         };
         match published {

@@ -23,6 +23,7 @@ use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::{hash_now, verified_meta, HashWorker};
+use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult, Writes};
 
 /// Bodies up to this size are buffered and written with one compound.
@@ -112,6 +113,7 @@ impl Writes {
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
         let versioned = version_id.is_some();
+        let sealed = needs_seal(&meta);
         let result = PutResult {
             etag: meta.etag,
             checksums: meta.checksums,
@@ -127,6 +129,9 @@ impl Writes {
             let published =
                 self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
             let published = published.await.map(|()| result);
+            if published.is_ok() {
+                self.seal(temp.handle(), sealed).await;
+            }
             return temp.settle(published).await;
         }
         let replace = true;
@@ -191,6 +196,7 @@ impl Writes {
             self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
         self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
+        self.seal(temp.handle(), needs_seal(&meta)).await;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id })
     }
 

@@ -1,0 +1,219 @@
+//! Object Lock on versions: the rules (what a retention or legal hold
+//! forbids, and how a retention may change), and the retention and legal
+//! hold of a version read and changed in its record. Retention is judged by
+//! the gateway's clock. A protected version's file is also marked
+//! read-only on the share, so that people on the share cannot delete or
+//! overwrite it either where the server keeps DOS attributes.
+
+use crate::store::meta::{LockMode, ObjectMeta, Retention};
+use crate::store::share::{self, Handle};
+use crate::store::types::Target;
+use crate::store::{Root, StoreError, StoreResult, Writes};
+
+use super::lock_config::now_ms;
+
+/// AWS's answer to a change a lock forbids (403 AccessDenied).
+pub fn locked() -> StoreError {
+    StoreError::Refused("Access Denied because object protected by object lock.")
+}
+
+/// AWS's answer to a lock setting on a bucket without Object Lock.
+pub fn bucket_not_locked() -> StoreError {
+    StoreError::InvalidRequest("Bucket is missing Object Lock Configuration".into())
+}
+
+/// True if the version `meta` may be neither deleted nor overwritten at
+/// `now_ms`: a legal hold, or a retention not yet past.
+pub fn protected(meta: &ObjectMeta, now_ms: i64) -> bool {
+    meta.legal_hold || meta.retention.is_some_and(|r| r.until_ms > now_ms)
+}
+
+/// True if a version written now with the record `meta` is to be marked
+/// read-only on the share (see [`Writes::seal`]).
+pub fn needs_seal(meta: &ObjectMeta) -> bool {
+    (meta.legal_hold || meta.retention.is_some()) && protected(meta, now_ms())
+}
+
+/// Whether the version `meta` may be deleted at `now_ms`; `bypass`: the
+/// request asked to bypass GOVERNANCE retention and its user may.
+///
+/// Errors: AccessDenied (403) under a legal hold, a COMPLIANCE retention,
+/// or a GOVERNANCE one without `bypass`.
+pub fn check_delete(meta: &ObjectMeta, now_ms: i64, bypass: bool) -> StoreResult<()> {
+    if meta.legal_hold {
+        return Err(locked());
+    }
+    match meta.retention {
+        Some(r) if r.until_ms > now_ms && (r.mode == LockMode::Compliance || !bypass) => Err(locked()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a version's retention may go from `old` to `new` at `now_ms`:
+/// a COMPLIANCE retention only ever lengthens and stays COMPLIANCE; a
+/// GOVERNANCE one lengthens (or becomes COMPLIANCE) freely, and is
+/// shortened or removed only with `bypass`. A retention already past
+/// binds nothing.
+///
+/// Errors: AccessDenied (403).
+pub fn check_retention_change(old: Option<Retention>, new: Option<Retention>, now_ms: i64, bypass: bool) -> StoreResult<()> {
+    let Some(old) = old.filter(|r| r.until_ms > now_ms) else { return Ok(()) };
+    let longer = new.is_some_and(|n| n.until_ms >= old.until_ms);
+    match old.mode {
+        LockMode::Compliance if longer && new.is_some_and(|n| n.mode == LockMode::Compliance) => Ok(()),
+        LockMode::Compliance => Err(locked()),
+        LockMode::Governance if longer || bypass => Ok(()),
+        LockMode::Governance => Err(locked()),
+    }
+}
+
+impl Root {
+    /// Applies `bucket`'s Object Lock to a new version's record `meta`:
+    /// its own retention and legal hold (refused without Object Lock on
+    /// the bucket); without a retention of its own, the bucket's default.
+    ///
+    /// Errors: InvalidRequest for lock settings on a bucket without
+    /// Object Lock; SMB failures.
+    pub(crate) async fn apply_lock(&self, tree: &share::Tree, target: &Target, meta: &mut ObjectMeta) -> StoreResult<()> {
+        let Target::Object { bucket, .. } = target else { return Ok(()) };
+        let asked = meta.retention.is_some() || meta.legal_hold;
+        let lock = self.bucket_lock(tree, bucket).await?;
+        match (lock.enabled, asked) {
+            (false, true) => Err(bucket_not_locked()),
+            (false, false) => Ok(()),
+            // A legal hold alone still gets the default retention.
+            (true, _) => {
+                if meta.retention.is_none() {
+                    meta.retention = lock.default.map(|d| d.from(now_ms()));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Writes {
+    /// Marks the file a write just published (`handle`, still open) read-
+    /// only on the share if `sealed` (its record is protected, see
+    /// [`needs_seal`]). A server that refuses is logged: the gateway's own
+    /// rules still hold.
+    pub(crate) async fn seal(&self, handle: &Handle, sealed: bool) {
+        if sealed {
+            if let Err(e) = share::set_read_only(handle, true).await {
+                tracing::warn!(error = %e, "a locked version could not be marked read-only on the share");
+            }
+        }
+    }
+
+    /// PutObjectRetention: sets (or with `None` removes) the retention of
+    /// `key` or of its version `version`, under the rules of
+    /// [`check_retention_change`]. Returns the version's ID.
+    ///
+    /// Errors: InvalidRequest on a bucket without Object Lock;
+    /// AccessDenied; NoSuchKey / NoSuchVersion.
+    pub async fn put_retention(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        retention: Option<Retention>,
+        bypass: bool,
+    ) -> StoreResult<String> {
+        self.change_lock(bucket, key, version, |meta| {
+            check_retention_change(meta.retention, retention, now_ms(), bypass)?;
+            meta.retention = retention;
+            Ok(())
+        })
+        .await
+    }
+
+    /// PutObjectLegalHold: puts the legal hold of `key` (or of its
+    /// version `version`) on or off. Returns the version's ID.
+    ///
+    /// Errors: as [`Writes::put_retention`], without AccessDenied.
+    pub async fn put_legal_hold(&self, bucket: &str, key: &str, version: Option<&str>, on: bool) -> StoreResult<String> {
+        self.change_lock(bucket, key, version, |meta| {
+            meta.legal_hold = on;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Changes the lock settings in a version's record with `change`, and
+    /// its read-only mark on the share to match.
+    async fn change_lock(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        change: impl FnOnce(&mut ObjectMeta) -> StoreResult<()>,
+    ) -> StoreResult<String> {
+        let tree = self.root.tree().await?;
+        self.root.check_bucket(&tree, bucket).await?;
+        if !self.root.bucket_lock(&tree, bucket).await?.enabled {
+            return Err(bucket_not_locked());
+        }
+        let (handle, meta, info, path) = match version {
+            Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
+            None => self.reads.open_to_update_record(bucket, key).await?,
+        };
+        let version_id = super::version_of(&info);
+        let mut record = meta.unwrap_or_else(|| ObjectMeta {
+            size: info.size,
+            disk_id: info.disk_id,
+            key: Some(key.to_string()),
+            ..Default::default()
+        });
+        change(&mut record)?;
+        share::rewrite_records(&handle, self.root.records(), path.as_str(), &[record.to_ea()]).await?;
+        if let Err(e) = share::set_read_only(&handle, protected(&record, now_ms())).await {
+            tracing::warn!(error = %e, "a version's read-only mark on the share could not follow its lock");
+        }
+        let tree = share::connection_of(&handle);
+        let _ = handle.close().await;
+        self.root.warn_holders_after(&tree, path.as_str()).await;
+        Ok(version_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(mode: LockMode, until_ms: i64) -> Option<Retention> {
+        Some(Retention { mode, until_ms })
+    }
+
+    #[test]
+    fn compliance_only_lengthens_and_governance_yields_to_a_bypass() {
+        use LockMode::{Compliance as C, Governance as G};
+        let now = 1_000;
+        let check = |old, new, bypass| check_retention_change(old, new, now, bypass).is_ok();
+        assert!(check(r(C, 2_000), r(C, 3_000), false));
+        assert!(check(r(C, 2_000), r(C, 2_000), false));
+        assert!(!check(r(C, 2_000), r(C, 1_500), true), "shorter, even with a bypass");
+        assert!(!check(r(C, 2_000), r(G, 3_000), true), "another mode");
+        assert!(!check(r(C, 2_000), None, true), "removed");
+        assert!(check(r(C, 500), None, false), "a past retention binds nothing");
+        assert!(check(r(G, 2_000), r(G, 3_000), false));
+        assert!(check(r(G, 2_000), r(C, 3_000), false));
+        assert!(!check(r(G, 2_000), r(G, 1_500), false));
+        assert!(check(r(G, 2_000), r(G, 1_500), true));
+        assert!(check(r(G, 2_000), None, true));
+        assert!(!check(r(G, 2_000), None, false));
+    }
+
+    #[test]
+    fn deletes_wait_for_the_retention_and_the_legal_hold() {
+        let now = 1_000;
+        let meta = |retention, legal_hold| ObjectMeta { retention, legal_hold, ..Default::default() };
+        assert!(check_delete(&meta(None, false), now, false).is_ok());
+        assert!(check_delete(&meta(None, true), now, true).is_err());
+        assert!(check_delete(&meta(r(LockMode::Compliance, 2_000), false), now, true).is_err());
+        assert!(check_delete(&meta(r(LockMode::Compliance, 900), false), now, false).is_ok());
+        assert!(check_delete(&meta(r(LockMode::Governance, 2_000), false), now, false).is_err());
+        assert!(check_delete(&meta(r(LockMode::Governance, 2_000), false), now, true).is_ok());
+        assert!(protected(&meta(r(LockMode::Governance, 2_000), false), now));
+        assert!(!protected(&meta(r(LockMode::Governance, 900), false), now));
+    }
+}
