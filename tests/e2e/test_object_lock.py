@@ -9,7 +9,9 @@ import base64
 import datetime
 import hashlib
 import re
+import time
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -257,3 +259,26 @@ def test_retention_documents_without_the_s3_namespace_are_read(lgw, locked):
         assert st == 200, (sub, st, answer)
     head = s3.head_object(Bucket=locked, Key="ns", VersionId=v)
     assert (head["ObjectLockMode"], head["ObjectLockLegalHoldStatus"]) == ("GOVERNANCE", "ON")
+
+
+def test_a_share_clock_off_from_the_gateways_is_warned_about(own_samba):
+    """Retention is judged by the gateway's clock: a gateway two hours
+    ahead of the share (libfaketime) says so at startup."""
+    lib = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    g = Gateway(own_samba, env={"LD_PRELOAD": str(lib), "FAKETIME": "+2h", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "clock differs" not in Path(g.log.name).read_text():
+            time.sleep(0.2)
+        log = Path(g.log.name).read_text()
+        assert "the share's clock differs from the gateway's by more than a minute" in log, log
+        assert "skew_seconds=-72" in log, log
+    finally:
+        g.stop()
+    # In step with the share: no warning.
+    g = Gateway(own_samba)
+    try:
+        time.sleep(1.5)
+        assert "clock differs" not in Path(g.log.name).read_text()
+    finally:
+        g.stop()

@@ -18,16 +18,23 @@ use crate::store::{backoff, share, Uploads};
 /// The log target of these events: the name `SMBGATE_LOG` filters by, kept when the file moved.
 const LOG_TARGET: &str = "smbgate::store::sweep";
 
+/// Object Lock retention is judged by the gateway's clock: a share whose
+/// clock differs by more than this is worth a warning.
+const CLOCK_SKEW_WARN: u64 = 60 * 10_000_000;
+
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Uploads) {
+    let mut first = true;
     loop {
-        sweep_once(&store).await;
+        sweep_once(&store, first).await;
+        first = false;
         backoff::pause(store.root.options().sweep_interval).await;
     }
 }
 
-/// One sweep; failures are left for the next one.
-async fn sweep_once(store: &Uploads) {
+/// One sweep; failures are left for the next one. The `first` one also
+/// compares the share's clock with the gateway's.
+async fn sweep_once(store: &Uploads, first: bool) {
     let Ok(tree) = store.root.tree().await else { return };
     let tmp = store.root.internal("tmp");
     // "Now" on the server: the LastWriteTime of a file made now.
@@ -35,6 +42,14 @@ async fn sweep_once(store: &Uploads) {
     let Ok(c) = share::write_small(&tree, &probe, b"").await else { return };
     let now = c.times.last_write;
     let _ = share::delete(&tree, &probe, false).await;
+    let ours = crate::store::versions::filetime_now();
+    if first && now.abs_diff(ours) > CLOCK_SKEW_WARN {
+        tracing::warn!(
+            skew_seconds = (now as i128 - ours as i128) / 10_000_000,
+            "the share's clock differs from the gateway's by more than a minute; Object Lock retention is \
+             judged by the gateway's clock"
+        );
+    }
     let quiet = store.root.options().sweep_interval.as_nanos() as u64 / 100;
     if let Ok(entries) = share::list_dir(&tree, &tmp).await {
         for e in entries {
