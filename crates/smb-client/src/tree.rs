@@ -232,6 +232,13 @@ impl Tree {
         Ok(FileTimes::decode_network_open(&b)?)
     }
 
+    /// FileFsFullSizeInformation of the volume an open file or directory is
+    /// on (MS-FSCC 2.5.4): its size and free space, in allocation units.
+    pub async fn fs_full_size(&self, file_id: FileId) -> Result<smb_proto::info::FsFullSize> {
+        let b = self.query_info(file_id, info_type::FILESYSTEM, class::FILE_FS_FULL_SIZE_INFORMATION, 32).await?;
+        Ok(smb_proto::info::FsFullSize::decode(&b)?)
+    }
+
     /// FileStandardInformation of an open file (MS-FSCC 2.4.41): its link
     /// count and whether it is delete-pending.
     pub async fn query_standard(&self, file_id: FileId) -> Result<smb_proto::info::StandardInfo> {

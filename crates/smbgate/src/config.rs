@@ -160,6 +160,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ENCRYPTED_AT_REST", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub encrypted_at_rest: bool,
+    /// Serve Veeam's Smart Object Storage API objects in every bucket
+    /// (`.system-d26a9498-cb7c-4a87-a44a-8ae204f5ba6c/system.xml` and
+    /// `capacity.xml`, the latter with the share's size and free space,
+    /// asked of the SMB server at each read).
+    #[arg(long, env = "SMBGATE_VEEAM_SOSAPI", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
+    pub veeam_sosapi: bool,
     /// SMB connections in the pool (and in each S3 user's own pool).
     #[arg(long, env = "SMBGATE_POOL_SIZE", default_value_t = 8, help_heading = "SMB")]
     pub pool_size: usize,

@@ -147,7 +147,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     crate::events::watcher::start(&events);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone(), &events));
     let cors = crate::cors::Cache::new(identities.primary().clone());
-    let gateway = Gateway::new(identities.clone(), &args.region, cors.clone(), events);
+    let gateway = Gateway::new(identities.clone(), &args.region, cors.clone(), events).with_sosapi(args.veeam_sosapi);
     let directory = crate::users::Directory::new(users);
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see

@@ -11,6 +11,7 @@ mod multipart;
 mod notification;
 mod object;
 mod object_lock;
+mod sosapi;
 mod tagging;
 mod versioning;
 
@@ -46,6 +47,9 @@ pub struct Gateway {
     /// The user that signed the request (`None`: anonymous, or a gateway
     /// not yet scoped to a request).
     user: Option<std::sync::Arc<User>>,
+    /// Veeam's two SOSAPI objects are served in every bucket
+    /// (`--veeam-sosapi`, see `sosapi`).
+    sosapi: bool,
 }
 
 impl Gateway {
@@ -57,7 +61,21 @@ impl Gateway {
         cors: crate::cors::Cache,
         events: crate::events::Events,
     ) -> Gateway {
-        Gateway { store: identities.primary().clone(), region: region.into(), identities, cors, events, user: None }
+        Gateway {
+            store: identities.primary().clone(),
+            region: region.into(),
+            identities,
+            cors,
+            events,
+            user: None,
+            sosapi: false,
+        }
+    }
+
+    /// This gateway, serving Veeam's SOSAPI objects if `on`
+    /// (`--veeam-sosapi`).
+    pub fn with_sosapi(self, on: bool) -> Gateway {
+        Gateway { sosapi: on, ..self }
     }
 
     /// This gateway for one request: on the store of the request's
@@ -89,6 +107,7 @@ impl Gateway {
             cors: self.cors.clone(),
             events: self.events.clone(),
             user,
+            sosapi: self.sosapi,
         })
     }
 }

@@ -182,6 +182,9 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
 
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
+    if let Some(v) = gw.sosapi_object(&i.bucket, &i.key).await {
+        return Ok(S3Response::new(super::sosapi::get_output(v?)));
+    }
     let req = read_request!(i);
     let state = gw.versioning(&i.bucket).await?;
     let reads = gw.store.reads();
@@ -206,6 +209,9 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
+    if let Some(v) = gw.sosapi_object(&i.bucket, &i.key).await {
+        return Ok(S3Response::new(super::sosapi::head_output(v?)));
+    }
     let req = read_request!(i);
     let state = gw.versioning(&i.bucket).await?;
     let reads = gw.store.reads();

@@ -30,6 +30,7 @@ pub mod records;
 mod replace;
 mod requests;
 mod seal;
+mod space;
 mod temp;
 mod watch;
 
@@ -69,6 +70,7 @@ pub use replace::{
     rename_through_new_handle, swap_in,
 };
 pub use seal::{Handle, Tree};
+pub use space::space;
 pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
