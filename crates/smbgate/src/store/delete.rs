@@ -15,7 +15,6 @@ use super::reads::object_open::{check_record_key, keyed};
 use super::share::is_not_found;
 use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;
-use super::versions::removal::Removed;
 use super::{backoff, retry_sharing, share, Deletes, Root, StoreError, StoreResult};
 
 impl Deletes {
@@ -266,33 +265,6 @@ pub(in crate::store) enum Prune {
 }
 
 impl Deletes {
-    /// DELETE of `key`, or of its version `version_id`: on a versioned
-    /// bucket a delete without a version ID adds a delete marker (see
-    /// [`super::versions::removal`]); elsewhere the object goes
-    /// ([`Deletes::delete_object`]). Returns what a versioned delete
-    /// removed or made (`None` on a bucket that was never versioned).
-    ///
-    /// `bypass`: the request may bypass GOVERNANCE retention.
-    ///
-    /// Errors: as [`Deletes::delete_object`] and [`Deletes::delete_version`].
-    pub async fn delete(
-        &self,
-        bucket: &str,
-        key: &str,
-        version_id: Option<&str>,
-        conditions: &Conditions,
-        bypass: bool,
-    ) -> StoreResult<Option<Removed>> {
-        if let Some(id) = version_id {
-            return self.delete_version(bucket, key, id, bypass).await.map(Some);
-        }
-        let state = self.root.versioning(&self.root.tree().await?, bucket).await?;
-        if state.versioned() && !key.ends_with('/') {
-            return self.delete_versioned(bucket, key, conditions, state).await.map(Some);
-        }
-        self.delete_object(bucket, key, conditions).await.map(|()| None)
-    }
-
     /// DELETE: removes the object (idempotent: a missing key is success, as
     /// in S3), then prunes directories it leaves empty. With `conditions`
     /// (If-Match), the object's ETag is read from the handle that deletes.

@@ -1,4 +1,6 @@
-//! DELETE on a versioned bucket. Without a versionId the current file
+//! DELETE, where it chooses between versions and plain files
+//! (`Deletes::delete`), and DELETE on a versioned bucket. Without a
+//! versionId the current file
 //! moves into the key's versions folder and a delete marker becomes the
 //! latest version (on a suspended bucket the `null` version goes instead,
 //! and the marker is `null`). With a versionId exactly that version (or
@@ -40,6 +42,33 @@ struct Current {
 }
 
 impl Deletes {
+    /// DELETE of `key`, or of its version `version_id`: on a versioned
+    /// bucket a delete without a version ID adds a delete marker (see
+    /// the module docs); elsewhere the object goes
+    /// ([`Deletes::delete_object`]). Returns what a versioned delete
+    /// removed or made (`None` on a bucket that was never versioned).
+    ///
+    /// `bypass`: the request may bypass GOVERNANCE retention.
+    ///
+    /// Errors: as [`Deletes::delete_object`] and [`Deletes::delete_version`].
+    pub async fn delete(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        conditions: &Conditions,
+        bypass: bool,
+    ) -> StoreResult<Option<Removed>> {
+        if let Some(id) = version_id {
+            return self.delete_version(bucket, key, id, bypass).await.map(Some);
+        }
+        let state = self.root.versioning(&self.root.tree().await?, bucket).await?;
+        if state.versioned() && !key.ends_with('/') {
+            return self.delete_versioned(bucket, key, conditions, state).await.map(Some);
+        }
+        self.delete_object(bucket, key, conditions).await.map(|()| None)
+    }
+
     /// The current file of `mapped`, at its own path or beside a directory
     /// of its name, held so that no one else replaces or removes it; `None`
     /// if the key has none (or only another spelling of it).
