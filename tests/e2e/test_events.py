@@ -325,3 +325,22 @@ def test_events_reach_a_nats_jetstream_stream(own_samba, nats, tmp_path):
         assert 'smbgate_events_queued{target="bus"} 0' in text
     finally:
         gw.stop()
+
+
+def test_events_of_a_versioned_bucket_name_their_versions(own_samba, receiver, tmp_path):
+    gw = webhook_gateway(own_samba, tmp_path, receiver.url)
+    try:
+        s3, _ = new_configured_bucket(gw, "evv", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"])
+        receiver.wait_for_test_event()
+        s3.put_bucket_versioning(Bucket="evv", VersioningConfiguration={"Status": "Enabled"})
+        v1 = s3.put_object(Bucket="evv", Key="k", Body=b"one")["VersionId"]
+        marker = s3.delete_object(Bucket="evv", Key="k")["VersionId"]
+        s3.delete_object(Bucket="evv", Key="k", VersionId=marker)
+        records = receiver.wait_for(3)
+        assert [(r["eventName"], r["s3"]["object"].get("versionId")) for r in records] == [
+            ("ObjectCreated:Put", v1),
+            ("ObjectRemoved:DeleteMarkerCreated", marker),
+            ("ObjectRemoved:Delete", marker),
+        ]
+    finally:
+        gw.stop()

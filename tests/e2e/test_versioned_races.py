@@ -15,18 +15,10 @@ import pytest
 from conftest import Gateway
 from s3util import racing_puts
 from test_overwrite_race import overwrite_race
+from test_conditional_delete_race import pair  # noqa: F401  (a fixture: two gateways on one share)
 from test_temp_reclaim import start_put
 
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def pair(own_samba):
-    a = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8"})
-    b = Gateway(own_samba, env={"SMBGATE_POOL_SIZE": "8"})
-    yield a, b
-    a.stop()
-    b.stop()
 
 
 def versioned_bucket(s3):

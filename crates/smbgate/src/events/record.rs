@@ -16,6 +16,9 @@ pub struct Change {
     pub size: Option<u64>,
     /// The ETag, unquoted (created objects).
     pub etag: Option<String>,
+    /// The version created or removed (on a versioned bucket), or the
+    /// delete marker made.
+    pub version_id: Option<String>,
 }
 
 /// The request that made the change (a request extension set by the
@@ -81,6 +84,9 @@ pub fn message(
     }
     if let Some(etag) = &change.etag {
         object["eTag"] = etag.clone().into();
+    }
+    if let Some(v) = &change.version_id {
+        object["versionId"] = v.clone().into();
     }
     serde_json::json!({
         "Records": [{
@@ -156,6 +162,7 @@ mod tests {
             key: "x y".into(),
             size: Some(3),
             etag: Some("abc".into()),
+            version_id: None,
         };
         let origin = Origin { request_id: "R".into(), host_id: "H".into(), source_ip: Some([127, 0, 0, 1].into()) };
         let m = message(&change, &origin, "alice", "cfg", "0001", "us-east-1", std::time::UNIX_EPOCH);

@@ -393,6 +393,7 @@ impl Watcher {
             key: key.to_string(),
             size: Some(info.size),
             etag: Some(info.etag),
+            version_id: None,
         };
         self.events.emit(change, &Origin::default(), PRINCIPAL).await;
     }
@@ -410,6 +411,7 @@ impl Watcher {
             key: key.to_string(),
             size: None,
             etag: None,
+            version_id: None,
         };
         self.events.emit(change, &Origin::default(), PRINCIPAL).await;
     }

@@ -230,7 +230,8 @@ pub async fn complete(
         async move {
             let r = gw.store.uploads().complete_upload(plan).await?;
             let created = Some((r.size, r.etag.as_str()));
-            gw.emit(&extensions, "s3:ObjectCreated:CompleteMultipartUpload", &bucket, &key, created).await;
+            let (name, version) = ("s3:ObjectCreated:CompleteMultipartUpload", r.version_id.as_deref());
+            gw.emit(&extensions, name, &bucket, &key, created, version).await;
             Ok::<_, StoreError>((r, bucket, key))
         }
         .in_current_span(),

@@ -91,7 +91,8 @@ impl Gateway {
                     Some(r) if r.delete_marker && version_id.is_none() => "s3:ObjectRemoved:DeleteMarkerCreated",
                     _ => "s3:ObjectRemoved:Delete",
                 };
-                gw.emit(&extensions, event, &bucket, &key, None).await;
+                let version = removed.as_ref().map(|r| r.version_id.as_str());
+                gw.emit(&extensions, event, &bucket, &key, None, version).await;
                 Ok(removed)
             }
             .in_current_span(),
@@ -101,8 +102,9 @@ impl Gateway {
 
     /// Reports a change this request made (`name`, an event type such as
     /// `s3:ObjectCreated:Put`, to `key` of `bucket`; `size` and `etag` for
-    /// created objects) to the bucket's notifications: queued before the
-    /// handler answers. Costs nothing without event targets.
+    /// created objects; the version made or removed on a versioned bucket)
+    /// to the bucket's notifications: queued before the handler answers.
+    /// Costs nothing without event targets.
     pub(super) async fn emit(
         &self,
         extensions: &http::Extensions,
@@ -110,6 +112,7 @@ impl Gateway {
         bucket: &str,
         key: &str,
         created: Option<(u64, &str)>,
+        version_id: Option<&str>,
     ) {
         if !self.events.is_on() {
             return;
@@ -122,6 +125,7 @@ impl Gateway {
             key: key.to_string(),
             size: created.map(|(s, _)| s),
             etag: created.map(|(_, e)| e.to_string()),
+            version_id: version_id.map(str::to_string),
         };
         self.events.emit(change, &origin, principal).await;
     }

@@ -166,7 +166,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         .put_object(&i.bucket, &i.key, body, put, || trailer_checksums(&trailers))
         .await
         .map_err(s3_error)?;
-    gw.emit(&req.extensions, event, &i.bucket, &i.key, Some((r.size, &r.etag))).await;
+    gw.emit(&req.extensions, event, &i.bucket, &i.key, Some((r.size, &r.etag)), r.version_id.as_deref()).await;
     let c = |a: Algorithm| r.checksums.get(&a).cloned();
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(etag(&r.etag)),
@@ -415,7 +415,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         )
         .await
         .map_err(s3_error)?;
-    gw.emit(&req.extensions, "s3:ObjectCreated:Copy", &i.bucket, &i.key, Some((r.size, &r.etag))).await;
+    let created = Some((r.size, r.etag.as_str()));
+    gw.emit(&req.extensions, "s3:ObjectCreated:Copy", &i.bucket, &i.key, created, r.version_id.as_deref()).await;
     Ok(S3Response::new(CopyObjectOutput {
         version_id: r.version_id,
         copy_source_version_id: source_version,

@@ -37,7 +37,7 @@ pub async fn put_object(
     tags::check_object(&tags).map_err(s3_error)?;
     let version = i.version_id.as_deref();
     gw.store.writes().put_object_tags(&i.bucket, &i.key, version, tags).await.map_err(s3_error)?;
-    gw.emit(&req.extensions, "s3:ObjectTagging:Put", &i.bucket, &i.key, None).await;
+    gw.emit(&req.extensions, "s3:ObjectTagging:Put", &i.bucket, &i.key, None, version).await;
     Ok(S3Response::new(PutObjectTaggingOutput { version_id: i.version_id, }))
 }
 
@@ -60,7 +60,7 @@ pub async fn delete_object(
     let i = req.input;
     let version = i.version_id.as_deref();
     gw.store.writes().put_object_tags(&i.bucket, &i.key, version, TagSet::new()).await.map_err(s3_error)?;
-    gw.emit(&req.extensions, "s3:ObjectTagging:Delete", &i.bucket, &i.key, None).await;
+    gw.emit(&req.extensions, "s3:ObjectTagging:Delete", &i.bucket, &i.key, None, version).await;
     Ok(S3Response::new(DeleteObjectTaggingOutput { version_id: i.version_id }))
 }
 

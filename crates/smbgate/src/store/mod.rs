@@ -14,7 +14,9 @@
 //! it, six owners split the S3 operations between them ([`Reads`],
 //! [`Writes`], [`Deletes`], [`Uploads`], [`Listings`], [`Buckets`]), each
 //! in a folder of its name (see `operations`), sharing `conditions`,
-//! `checksum` and `verify`. [`Store`] is the six together.
+//! `checksum` and `verify`; `versions` holds their versioned halves
+//! (older versions, delete markers, Object Lock). [`Store`] is the six
+//! together.
 
 pub(crate) use share::backoff;
 mod beside;

@@ -13,6 +13,9 @@
 //! | [`Listings`] | ListObjects, ListObjectsV2 | `listings/` |
 //! | [`Buckets`] | buckets, their tags and CORS rules | `buckets/` |
 //!
+//! On a versioned bucket each owner's operations have a versioned half in
+//! `versions/` (methods of the same owners).
+//!
 //! An owner is cheap to clone (handles to shared state); one that builds
 //! on another holds it (a copy reads, a completion publishes).
 

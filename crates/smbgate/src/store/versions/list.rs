@@ -2,14 +2,16 @@
 //! first, merged from the bucket's files (the current versions) and the
 //! versions folders (stored versions and delete markers).
 //!
-//! The keys under the prefix are gathered whole (names only: the bucket's
-//! walk without ETags, and one folder read per key with stored versions),
-//! then one page is cut from them and only its entries are looked at for
-//! their ETags and version IDs. Memory grows with the keys under the
-//! prefix, not with their versions' records.
+//! The keys under the prefix from the key marker on are gathered by name
+//! (the bucket's walk without ETags from the marker, and the versions
+//! folders' tree, read a level at a time with its directories in
+//! parallel, leaving out what lies wholly before the marker); then one
+//! page is cut from them in key order, reading a key's versions folder
+//! only as the page reaches it (a few keys ahead at once), and only the
+//! page's entries are looked at for their ETags and version IDs. Memory
+//! grows with the keys after the marker, not with their versions.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use futures::stream::{self, StreamExt};
 
@@ -27,6 +29,10 @@ const LOOKUPS: usize = 16;
 
 /// Keys one walk of the bucket's files asks for per page.
 const WALK_PAGE: usize = 1000;
+
+/// Versions folders read at once, ahead of the page that needs them; and
+/// directories of the versions tree read at once.
+const FOLDERS_AHEAD: usize = 16;
 
 /// What a ListObjectVersions asks for.
 #[derive(Debug, Clone, Default)]
@@ -86,11 +92,13 @@ pub struct VersionsPage {
 }
 
 /// A key's versions as gathered: whether a current file stands at its path,
-/// and its stored versions, newest first.
+/// whether it has a versions folder, and once that is read, its stored
+/// versions, newest first.
 #[derive(Debug, Default)]
 struct KeyVersions {
     current: bool,
-    stored: Vec<StoredName>,
+    folder: bool,
+    stored: Option<Vec<StoredName>>,
 }
 
 /// A picked entry, before it is looked at.
@@ -110,10 +118,18 @@ impl Listings {
         if req.max_keys == 0 {
             return Ok(VersionsPage::default());
         }
+        let marker = req.key_marker.as_deref().filter(|m| !m.is_empty());
         let mut keys: BTreeMap<String, KeyVersions> = BTreeMap::new();
-        self.gather_current(&tree, bucket, &req.prefix, &mut keys).await?;
-        self.gather_stored(&tree, bucket, &req.prefix, &mut keys).await?;
-        let (picked, page) = self.pick(&tree, bucket, req, &keys).await?;
+        self.gather_current(&tree, bucket, &req.prefix, marker, &mut keys).await?;
+        if let (Some(m), Some(_)) = (marker, &req.version_id_marker) {
+            // The walk starts after the marker; its own versions continue.
+            if self.current_info(&tree, bucket, m).await?.is_some() {
+                keys.entry(m.to_string()).or_default().current = true;
+            }
+        }
+        self.gather_stored(&tree, bucket, &req.prefix, marker, &mut keys).await?;
+        let mut keys: Vec<(String, KeyVersions)> = keys.into_iter().collect();
+        let (picked, page) = self.pick(&tree, bucket, req, &mut keys).await?;
         let items = stream::iter(picked)
             .map(|p| self.look(&tree, bucket, p))
             .buffered(LOOKUPS)
@@ -124,16 +140,18 @@ impl Listings {
         Ok(VersionsPage { items: items.into_iter().flatten().collect(), ..page })
     }
 
-    /// The keys under `prefix` that have a file in the bucket.
+    /// The keys under `prefix`, after `marker`, that have a file in the
+    /// bucket.
     async fn gather_current(
         &self,
         tree: &Tree,
         bucket: &str,
         prefix: &str,
+        marker: Option<&str>,
         keys: &mut BTreeMap<String, KeyVersions>,
     ) -> StoreResult<()> {
-        let mut req =
-            ListRequest { prefix: prefix.to_string(), max_keys: WALK_PAGE, ..Default::default() };
+        let start_after = marker.map(str::to_string);
+        let mut req = ListRequest { prefix: prefix.to_string(), max_keys: WALK_PAGE, start_after, ..Default::default() };
         let mut continuation = false;
         loop {
             let page = self.walk_page(tree, bucket, &req, continuation).await?;
@@ -150,12 +168,15 @@ impl Listings {
         }
     }
 
-    /// The keys under `prefix` with stored versions or delete markers.
+    /// The keys under `prefix`, from `marker` on, that have a versions
+    /// folder: the versions tree read a level at a time, its directories in
+    /// parallel, leaving out those whose keys all sort before `marker`.
     async fn gather_stored(
         &self,
         tree: &Tree,
         bucket: &str,
         prefix: &str,
+        marker: Option<&str>,
         keys: &mut BTreeMap<String, KeyVersions>,
     ) -> StoreResult<()> {
         let Some(dirs) = start_dir(prefix) else { return Ok(()) };
@@ -166,39 +187,72 @@ impl Listings {
             key_prefix.push_str(d);
             key_prefix.push('/');
         }
-        let mut todo: Vec<(SharePath, String)> = vec![(start, key_prefix)];
-        while let Some((dir, under)) = todo.pop() {
-            let entries = match share::list_dir(tree, &dir).await {
-                Ok(entries) => entries,
-                Err(e) if is_not_found(&e) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            for e in entries.iter().filter(|e| e.times.is_directory()) {
-                if e.name.eq_ignore_ascii_case(INTERNAL_DIR) {
-                    let key = under.trim_end_matches('/');
-                    if key.is_empty() || !key.starts_with(prefix) {
+        // A subtree of keys starting with `under` lies wholly before the
+        // marker if `under` sorts before it and the marker is not in it.
+        let before = |under: &str| marker.is_some_and(|m| under < m && !m.starts_with(under));
+        let mut level: Vec<(SharePath, String)> = vec![(start, key_prefix)];
+        while !level.is_empty() {
+            let read = stream::iter(level)
+                .map(|(dir, under)| async move {
+                    match share::list_dir(tree, &dir).await {
+                        Ok(entries) => Ok(Some((dir, under, entries))),
+                        Err(e) if is_not_found(&e) => Ok(None),
+                        Err(e) => Err(crate::store::StoreError::from(e)),
+                    }
+                })
+                .buffer_unordered(FOLDERS_AHEAD)
+                .collect::<Vec<_>>()
+                .await;
+            let mut next = Vec::new();
+            for found in read {
+                let Some((dir, under, entries)) = found? else { continue };
+                for e in entries.iter().filter(|e| e.times.is_directory()) {
+                    if e.name.eq_ignore_ascii_case(INTERNAL_DIR) {
+                        let key = under.trim_end_matches('/');
+                        if !key.is_empty() && key.starts_with(prefix) && !marker.is_some_and(|m| key < m) {
+                            keys.entry(key.to_string()).or_default().folder = true;
+                        }
                         continue;
                     }
-                    let mut stored: Vec<StoredName> = match share::list_dir(tree, &dir.join(&e.name)).await {
-                        Ok(files) => files.iter().filter_map(|f| StoredName::parse(&f.name)).collect(),
-                        Err(e) if is_not_found(&e) => continue,
-                        Err(e) => return Err(e.into()),
-                    };
-                    if !stored.is_empty() {
-                        stored.sort_by_key(|n| n.name());
-                        keys.entry(key.to_string()).or_default().stored = stored;
+                    let name = keys::decode_component(&e.name);
+                    if keys::encode_component(&name) != e.name {
+                        continue;
                     }
-                    continue;
-                }
-                let name = keys::decode_component(&e.name);
-                if keys::encode_component(&name) != e.name {
-                    continue;
-                }
-                let deeper = format!("{under}{name}/");
-                if deeper.starts_with(prefix) || prefix.starts_with(&deeper) {
-                    todo.push((dir.join(&e.name), deeper));
+                    let deeper = format!("{under}{name}/");
+                    // The key `under + name` itself is in the deeper
+                    // directory too: it may not be passed over by its
+                    // subtree's test alone.
+                    let key = &deeper[..deeper.len() - 1];
+                    if (deeper.starts_with(prefix) || prefix.starts_with(&deeper)) && !(before(&deeper) && before(key)) {
+                        next.push((dir.join(&e.name), deeper));
+                    }
                 }
             }
+            level = next;
+        }
+        Ok(())
+    }
+
+    /// Reads the versions folders of the keys from `from` on that have one
+    /// and are not read yet, up to [`FOLDERS_AHEAD`] of them at once.
+    async fn read_folders(&self, tree: &Tree, bucket: &str, keys: &mut [(String, KeyVersions)], from: usize) -> StoreResult<()> {
+        let wanted: Vec<usize> = (from..keys.len())
+            .filter(|&i| keys[i].1.folder && keys[i].1.stored.is_none())
+            .take(FOLDERS_AHEAD)
+            .collect();
+        let names: Vec<String> = wanted.iter().map(|&i| keys[i].0.clone()).collect();
+        let read = stream::iter(names)
+            .map(|key| async move {
+                let Ok(mapped) = map_key(&key) else { return Ok(Vec::new()) };
+                Ok::<_, crate::store::StoreError>(
+                    self.root.stored_versions(tree, bucket, &mapped).await?.into_iter().map(|(_, n)| n).collect(),
+                )
+            })
+            .buffered(FOLDERS_AHEAD)
+            .collect::<Vec<_>>()
+            .await;
+        for (i, stored) in wanted.into_iter().zip(read) {
+            keys[i].1.stored = Some(stored?);
         }
         Ok(())
     }
@@ -210,7 +264,7 @@ impl Listings {
         tree: &Tree,
         bucket: &str,
         req: &VersionsRequest,
-        keys: &BTreeMap<String, KeyVersions>,
+        keys: &mut [(String, KeyVersions)],
     ) -> StoreResult<(Vec<Picked>, VersionsPage)> {
         let delimiter = req.delimiter.as_deref().filter(|d| !d.is_empty());
         let marker = req.key_marker.as_deref().filter(|m| !m.is_empty());
@@ -218,8 +272,12 @@ impl Listings {
         let mut page = VersionsPage::default();
         let mut last_prefix: Option<String> = None;
         let full = |picked: &Vec<Picked>| picked.len() >= req.max_keys;
-        let from = marker.unwrap_or_default();
-        for (key, versions) in keys.range::<str, _>((Bound::Included(from), Bound::Unbounded)) {
+        let first = keys.partition_point(|(k, _)| marker.is_some_and(|m| k.as_str() < m));
+        for i in first..keys.len() {
+            if keys[i].1.folder && keys[i].1.stored.is_none() {
+                self.read_folders(tree, bucket, keys, i).await?;
+            }
+            let (key, versions) = &keys[i];
             if let Some(d) = delimiter {
                 if let Some(at) = key[req.prefix.len()..].find(d) {
                     let cp = &key[..req.prefix.len() + at + d.len()];
@@ -261,7 +319,7 @@ impl Listings {
                 }
                 latest = false;
             }
-            for name in &versions.stored {
+            for name in versions.stored.iter().flatten() {
                 if let Some(v) = skip_to {
                     if name.version_id == v {
                         skip_to = None;

@@ -88,10 +88,15 @@ impl Writes {
         let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
         meta.key = target.key();
         let version_id = self.root.stamp_version(tree, target, &mut meta).await?;
+        let versioned = version_id.is_some();
         let (target_path, seen) = match target {
             Target::Object { bucket, key } => {
                 self.check_write_conditions(tree, bucket, key, &req).await?;
-                let seen = self.root.check_case_seen(tree, bucket, key).await?;
+                // A versioned publish checks the key's case itself.
+                let seen = match versioned {
+                    true => Seen::Unchecked,
+                    false => self.root.check_case_seen(tree, bucket, key).await?,
+                };
                 self.root.forget_listing(bucket, key);
                 (self.root.write_path(bucket, key).to_string(), seen)
             }
@@ -112,7 +117,6 @@ impl Writes {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
-        let versioned = version_id.is_some();
         let sealed = needs_seal(&meta);
         let result = PutResult {
             etag: meta.etag,

@@ -97,10 +97,7 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     };
     let aside = accept(&lock, meta, path)?;
     let backup = match &aside {
-        Aside::Keep(kept) => {
-            make_parents_of(s, kept).await?;
-            kept.as_str()
-        }
+        Aside::Keep(kept) => kept.as_str(),
         Aside::Discard => paths.backup,
     };
     // A creator's rename and our second rename both check, then rename:
@@ -112,28 +109,48 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     // STATUS_ACCESS_DENIED until it closes, often on a CTDB cluster.
     // Nothing has changed then and the lock still holds the file, so the
     // swap is tried again (about 1.5 s in all) before a 503.
-    let swapped = retry_busy(|| async {
-        let (away, into) = s.swap_in(&lock, backup, file, path).await?;
-        match away {
-            Err(e) if is_busy(&e) && into.is_err() => Err(e),
-            away => Ok((away, into)),
+    let swap = || {
+        retry_busy(|| async {
+            let (away, into) = s.swap_in(&lock, backup, file, path).await?;
+            match away {
+                Err(e) if is_busy(&e) && into.is_err() => Err(e),
+                away => Ok((away, into)),
+            }
+        })
+    };
+    let mut swapped = swap().await;
+    // A kept version's folder is made the first time it is missing (the
+    // old version did not move, so the new one could not go in either).
+    if let (Aside::Keep(kept), Ok((Err(e), Err(_)))) = (&aside, &swapped) {
+        if is_not_found(e) {
+            make_parents_of(s, kept).await?;
+            swapped = swap().await;
         }
-    })
-    .await;
-    let outcome = settle(s, file, (lock, &aside), swapped, path, paths).await;
-    s.close(creating).await;
-    outcome.map(|()| Swapped::Done)
+    }
+    // The old version, once kept aside, closes beside the creation lock,
+    // whose CLOSE the next writer of the key waits for.
+    match settle(s, file, (lock, &aside), swapped, path, paths).await {
+        Ok(Some(kept)) => {
+            tokio::join!(s.close(kept), s.close(creating));
+            Ok(Swapped::Done)
+        }
+        outcome => {
+            s.close(creating).await;
+            outcome.map(|_| Swapped::Done)
+        }
+    }
 }
 
 /// The replaced version, once the new one is in: it goes, or stays kept
-/// where it moved.
-async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) {
+/// where it moved (its handle is returned, for the caller to close).
+async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Option<S::Handle> {
     match aside {
         Aside::Discard => {
             s.forget_record(&lock);
             let _ = s.close_and_delete(lock).await; // the old version, now at the backup name
+            None
         }
-        Aside::Keep(_) => s.close(lock).await,
+        Aside::Keep(_) => Some(lock),
     }
 }
 
@@ -159,7 +176,8 @@ pub(crate) async fn make_parents_of<S: ShareOps>(s: &S, path: &str) -> Result<()
 
 /// What a swap's two renames did, settled while the key's creation lock
 /// is still held: the old version (`lock`, at its backup name if it
-/// moved) goes or stays kept ([`Aside`]), or goes back, and the answer.
+/// moved) goes or stays kept ([`Aside`]), or goes back, and the answer;
+/// with it, the handle of a version kept aside, still to be closed.
 async fn settle<S: ShareOps>(
     s: &S,
     file: &S::Handle,
@@ -167,7 +185,7 @@ async fn settle<S: ShareOps>(
     swapped: Result<SwapSteps, ShareError>,
     path: &str,
     paths: &SwapPaths<'_>,
-) -> StoreResult<()> {
+) -> StoreResult<Option<S::Handle>> {
     let busy = || StoreError::Busy("the object could not be replaced; retry the request".into());
     let (away, into) = match swapped {
         Err(e) if is_busy(&e) => {
@@ -177,10 +195,7 @@ async fn settle<S: ShareOps>(
         other => other?,
     };
     match (away, into) {
-        (_, Ok(())) => {
-            retire(s, lock, aside).await;
-            Ok(())
-        }
+        (_, Ok(())) => Ok(retire(s, lock, aside).await),
         (Ok(()), Err(e))
             if e.failure() == Failure::Collision
                 && paths.beside.is_some_and(|b| b != path)
@@ -191,10 +206,7 @@ async fn settle<S: ShareOps>(
             // The new version goes beside it; the old one goes.
             let beside = paths.beside.unwrap_or(path);
             match s.rename(file, beside, true).await {
-                Ok(()) => {
-                    retire(s, lock, aside).await;
-                    Ok(())
-                }
+                Ok(()) => Ok(retire(s, lock, aside).await),
                 Err(e) => {
                     tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
                     if let Err(r) = s.rename(&lock, beside, false).await {
@@ -219,9 +231,9 @@ async fn settle<S: ShareOps>(
         }
         (Ok(()), Err(e)) => {
             tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-            retire(s, lock, aside).await;
+            let kept = retire(s, lock, aside).await;
             let _ = s.delete_on_close(file).await;
-            Ok(())
+            Ok(kept)
         }
         (Err(e), Err(_)) => {
             tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
