@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
 from conftest import Gateway
 from s3util import racing_puts
@@ -97,3 +98,21 @@ def test_a_gateway_killed_mid_put_leaves_the_versions_as_they_were(own_samba):
         assert s3.get_object(Bucket=bucket, Key="k", VersionId=v1)["Body"].read() == b"first"
     finally:
         after.stop()
+
+
+def test_an_instances_cached_object_follows_a_versioned_overwrite_through_another(pair):
+    a, b = pair[0].client(), pair[1].client()
+    bucket = versioned_bucket(a)
+    a.put_object(Bucket=bucket, Key="hot", Body=b"first")
+    for _ in range(3):  # held in the object cache of the instance that reads
+        assert a.get_object(Bucket=bucket, Key="hot")["Body"].read() == b"first"
+    v2 = b.put_object(Bucket=bucket, Key="hot", Body=b"second")["VersionId"]
+    got = a.get_object(Bucket=bucket, Key="hot")
+    assert (got["Body"].read(), got["VersionId"]) == (b"second", v2)
+    assert a.head_object(Bucket=bucket, Key="hot")["VersionId"] == v2
+    marker = b.delete_object(Bucket=bucket, Key="hot")["VersionId"]
+    try:
+        a.head_object(Bucket=bucket, Key="hot")
+        raise AssertionError("the deleted key still answers")
+    except ClientError as e:
+        assert e.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-version-id"] == marker

@@ -306,3 +306,21 @@ def test_files_people_change_on_the_share_are_versions_too(s3, vbucket, samba):
     _, listed = versions_of(s3, vbucket)
     assert [v for _, v, _, _, _ in listed] == [ours, theirs]
     assert s3.get_object(Bucket=vbucket, Key="shared.txt", VersionId=theirs)["Body"].read() == b"edited on the share"
+
+
+def test_a_key_kept_beside_a_directory_of_its_name_keeps_its_versions(s3, vbucket, samba):
+    v1 = s3.put_object(Bucket=vbucket, Key="a", Body=b"a one")["VersionId"]
+    s3.put_object(Bucket=vbucket, Key="a/b", Body=b"under a")
+    # `a` is now kept beside the directory `a`; an overwrite still keeps
+    # the version it replaces, and the key under it is untouched.
+    v2 = s3.put_object(Bucket=vbucket, Key="a", Body=b"a two")["VersionId"]
+    assert s3.get_object(Bucket=vbucket, Key="a")["Body"].read() == b"a two"
+    assert s3.get_object(Bucket=vbucket, Key="a", VersionId=v1)["Body"].read() == b"a one"
+    assert s3.get_object(Bucket=vbucket, Key="a/b")["Body"].read() == b"under a"
+    _, listed = versions_of(s3, vbucket)
+    assert [(k, v) for k, v, _, _, _ in listed] == [("a", v2), ("a", v1), ("a/b", listed[2][1])]
+    # Deleting the current version by ID brings the older one back beside
+    # the directory.
+    s3.delete_object(Bucket=vbucket, Key="a", VersionId=v2)
+    assert s3.get_object(Bucket=vbucket, Key="a")["Body"].read() == b"a one"
+    assert s3.get_object(Bucket=vbucket, Key="a/b")["Body"].read() == b"under a"
