@@ -93,6 +93,7 @@ def test_a_locked_bucket_is_versioned_and_its_configuration_reads_back(lgw, lock
         ({"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1, "Years": 1}}, ("MalformedXML", 400)),
         ({"DefaultRetention": {"Mode": "FOREVER", "Days": 1}}, ("MalformedXML", 400)),
         ({"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 0}}, ("InvalidArgument", 400)),
+        ({"DefaultRetention": {"Mode": "COMPLIANCE", "Years": 10000}}, ("InvalidArgument", 400)),
     ]
     for rule, want in bad:
         with pytest.raises(ClientError) as e:
@@ -124,6 +125,11 @@ def test_lock_headers_are_checked_and_need_a_digest(lgw, locked):
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=locked, Key="k", Body=b"x", ObjectLockMode="COMPLIANCE")
     assert err(e) == ("InvalidArgument", 400)
+    # A folder marker keeps one version: nothing could hold a lock on it.
+    for body in (b"", b"with a body"):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket=locked, Key="folder/", Body=body, ContentMD5=md5(body), ObjectLockLegalHoldStatus="ON")
+        assert err(e) == ("InvalidRequest", 400)
     past = later(-1)
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=locked, Key="k", Body=b"x", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=past)

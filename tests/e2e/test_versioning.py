@@ -6,6 +6,7 @@ markers, prefixes and pages. The current version stays the plain file at
 the key's path, which the tests read on the share itself."""
 
 import hashlib
+import time
 import uuid
 
 import pytest
@@ -324,3 +325,58 @@ def test_a_key_kept_beside_a_directory_of_its_name_keeps_its_versions(s3, vbucke
     s3.delete_object(Bucket=vbucket, Key="a", VersionId=v2)
     assert s3.get_object(Bucket=vbucket, Key="a")["Body"].read() == b"a one"
     assert s3.get_object(Bucket=vbucket, Key="a/b")["Body"].read() == b"under a"
+
+
+def test_versions_are_ordered_by_when_they_were_replaced(s3, vbucket):
+    """A multipart upload completed after a PUT is the newer version, though
+    its bytes (parts written before the PUT) are older on the share."""
+    up = s3.create_multipart_upload(Bucket=vbucket, Key="k")["UploadId"]
+    part = s3.upload_part(Bucket=vbucket, Key="k", UploadId=up, PartNumber=1, Body=b"multipart")
+    time.sleep(1.2)
+    s = s3.put_object(Bucket=vbucket, Key="k", Body=b"single")["VersionId"]
+    m = s3.complete_multipart_upload(Bucket=vbucket, Key="k", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})["VersionId"]
+    x = s3.put_object(Bucket=vbucket, Key="k", Body=b"newest")["VersionId"]
+    _, listed = versions_of(s3, vbucket)
+    assert [v for _, v, _, _, _ in listed] == [x, m, s]
+    s3.delete_object(Bucket=vbucket, Key="k", VersionId=x)
+    assert s3.get_object(Bucket=vbucket, Key="k")["Body"].read() == b"multipart"
+
+
+def test_list_object_versions_with_a_key_marker_outside_the_prefix(s3, vbucket):
+    a = s3.put_object(Bucket=vbucket, Key="a", Body=b"a")["VersionId"]
+    s3.put_object(Bucket=vbucket, Key="photos/p", Body=b"p")
+    r = s3.list_object_versions(Bucket=vbucket, Prefix="photos/", Delimiter="/", KeyMarker="a", VersionIdMarker=a)
+    assert [v["Key"] for v in r.get("Versions", [])] == ["photos/p"]
+    r = s3.list_object_versions(Bucket=vbucket, Prefix="photos/", KeyMarker="a", VersionIdMarker=a)
+    assert [v["Key"] for v in r.get("Versions", [])] == ["photos/p"]
+
+
+def test_versions_keep_their_order_when_the_gateways_clock_is_behind_the_shares(samba):
+    """A version and the delete marker after it are ordered by one clock,
+    the storing gateway's, not the share's for one and the gateway's for the
+    other: a gateway five minutes behind the share (libfaketime) still
+    answers the key as deleted."""
+    from pathlib import Path
+    from conftest import Gateway
+    lib = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    g = Gateway(samba, env={"LD_PRELOAD": str(lib), "FAKETIME": "-5m", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+    try:
+        s3 = g.client()
+        b = f"v-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=b)
+        enable(s3, b)
+        v1 = s3.put_object(Bucket=b, Key="k", Body=b"one")["VersionId"]
+        v2 = s3.put_object(Bucket=b, Key="k", Body=b"two")["VersionId"]
+        marker = s3.delete_object(Bucket=b, Key="k")["VersionId"]
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket=b, Key="k")
+        assert headers(e).get("x-amz-delete-marker") == "true" and headers(e)["x-amz-version-id"] == marker
+        _, listed = versions_of(s3, b)
+        assert sorted((v, latest) for _, v, latest, _, _ in listed) == sorted(
+            [(marker, True), (v2, False), (v1, False)])
+        # Removing the marker brings back the newest version, not the oldest.
+        s3.delete_object(Bucket=b, Key="k", VersionId=marker)
+        assert s3.get_object(Bucket=b, Key="k")["Body"].read() == b"two"
+    finally:
+        g.stop()

@@ -9,6 +9,13 @@ use super::{s3_error, Gateway};
 use crate::store::meta::{LockMode, ObjectMeta, Retention};
 use crate::store::versions::lock_config::{self, now_ms, BucketLock};
 
+/// The longest default retention, in days (100 years).
+const MAX_DAYS: i32 = 36_500;
+
+/// The latest date an S3 timestamp can hold (9999-12-31T23:59:59.999Z),
+/// in milliseconds since the Unix epoch.
+const LAST_MS: i64 = 253_402_300_799_999;
+
 /// 400 MalformedXML, AWS's answer to a lock document it cannot use.
 fn malformed() -> S3Error {
     S3Error::with_message(
@@ -29,7 +36,7 @@ fn timestamp_ms(t: &Timestamp) -> i64 {
 
 /// The S3 timestamp of `ms` milliseconds since the Unix epoch.
 fn ms_timestamp(ms: i64) -> Timestamp {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.clamp(0, LAST_MS) as u64);
     Timestamp::from(t)
 }
 
@@ -146,6 +153,9 @@ pub async fn put_configuration(
                 (Some(n), None) | (None, Some(n)) if n <= 0 => {
                     return Err(invalid("Default retention period must be a positive integer value."))
                 }
+                // Dates past the year 9999 have no S3 form.
+                (Some(n), None) if n > MAX_DAYS => return Err(invalid("Default retention period is too large.")),
+                (None, Some(n)) if n > MAX_DAYS / 365 => return Err(invalid("Default retention period is too large.")),
                 (days, years) => (days.map(|n| n as u32), years.map(|n| n as u32)),
             };
             Some(lock_config::DefaultRetention { mode, days, years })

@@ -36,7 +36,7 @@ impl Gateway {
         match self.store.reads().latest_marker(bucket, key).await {
             Ok(Some(m)) => s3_error(StoreError::DeleteMarker {
                 version_id: m.version_id,
-                last_modified: m.last_modified,
+                last_modified: m.stored_at,
                 requested: false,
             }),
             _ => s3_error(e),

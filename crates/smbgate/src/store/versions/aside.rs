@@ -13,11 +13,22 @@ use crate::store::writes::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::{conditions::Conditions, keys::MappedKey};
 use crate::store::{Root, StoreError, StoreResult, Writes};
 
-use super::{new_version_id, version_of, StoredName, Versioning, NULL_VERSION};
+use super::{filetime_now, new_version_id, version_of, StoredName, Versioning, NULL_VERSION};
 
 /// How often a versioned publish tries while the key comes and goes
 /// between its swap and its create (another writer made or removed it).
 const PUBLISH_TRIES: usize = 4;
+
+/// Refuses Object Lock settings on a folder marker (a key ending in `/`),
+/// which keeps one version.
+///
+/// Errors: InvalidRequest.
+pub(crate) fn refuse_marker_lock(meta: &ObjectMeta) -> StoreResult<()> {
+    match meta.retention.is_some() || meta.legal_hold {
+        true => Err(StoreError::InvalidRequest("Object Lock cannot be set on a key ending in /".into())),
+        false => Ok(()),
+    }
+}
 
 impl Root {
     /// Stamps the record `meta` of a new object of `target` with the
@@ -38,11 +49,13 @@ impl Root {
         // A copy's record starts as its source's: its version is not the
         // copy's.
         meta.version_id = None;
-        self.apply_lock(tree, target, meta).await?;
         if key.dir_marker {
-            // Markers keep one version (see docs/objects-on-the-share.md).
+            // Markers keep one version (see docs/objects-on-the-share.md),
+            // so nothing could keep a lock on one.
+            refuse_marker_lock(meta)?;
             return Ok(None);
         }
+        self.apply_lock(tree, target, meta).await?;
         Ok(match self.versioning(tree, bucket).await? {
             Versioning::Off => None,
             Versioning::Enabled => {
@@ -104,7 +117,7 @@ impl Writes {
                 if state == Versioning::Suspended && version_id == NULL_VERSION {
                     return Ok(Aside::Discard);
                 }
-                let name = StoredName { last_modified: current.last_modified, version_id, marker: false };
+                let name = StoredName { stored_at: filetime_now(), version_id, marker: false };
                 Ok(Aside::Keep(versions.join(&name.name()).to_string()))
             };
             match swap_if_match(&live, file, &publishing, &paths, accept).await? {

@@ -121,7 +121,7 @@ impl Listings {
         let marker = req.key_marker.as_deref().filter(|m| !m.is_empty());
         let mut keys: BTreeMap<String, KeyVersions> = BTreeMap::new();
         self.gather_current(&tree, bucket, &req.prefix, marker, &mut keys).await?;
-        if let (Some(m), Some(_)) = (marker, &req.version_id_marker) {
+        if let (Some(m), Some(_)) = (marker.filter(|m| m.starts_with(&req.prefix)), &req.version_id_marker) {
             // The walk starts after the marker; its own versions continue.
             if self.current_info(&tree, bucket, m).await?.is_some() {
                 keys.entry(m.to_string()).or_default().current = true;
@@ -278,8 +278,8 @@ impl Listings {
                 self.read_folders(tree, bucket, keys, i).await?;
             }
             let (key, versions) = &keys[i];
-            if let Some(d) = delimiter {
-                if let Some(at) = key[req.prefix.len()..].find(d) {
+            if let (Some(d), Some(rest)) = (delimiter, key.strip_prefix(req.prefix.as_str())) {
+                if let Some(at) = rest.find(d) {
                     let cp = &key[..req.prefix.len() + at + d.len()];
                     if last_prefix.as_deref() == Some(cp) || marker.is_some_and(|m| cp <= m) {
                         continue;
@@ -388,7 +388,7 @@ impl Listings {
                     delete_marker: true,
                     etag: String::new(),
                     size: 0,
-                    last_modified: name.last_modified,
+                    last_modified: name.stored_at,
                 })));
             }
             Picked::Stored { key, name, latest } => {

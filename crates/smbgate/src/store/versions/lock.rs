@@ -67,7 +67,48 @@ pub fn check_retention_change(old: Option<Retention>, new: Option<Retention>, no
     }
 }
 
+/// Rewrites the record of the file `handle` holds with `record`, its
+/// read-only mark cleared for the write (a record kept in a named stream
+/// is a write to the file) and put back after.
+///
+/// Errors: the share's; MetadataTooLarge for a record the share has no
+/// room for.
+pub(crate) async fn rewrite_sealed(
+    handle: &Handle,
+    records: &crate::store::records::Records,
+    path: &str,
+    record: &ObjectMeta,
+) -> StoreResult<()> {
+    let sealed = handle.info().times.is_read_only();
+    if sealed {
+        share::set_read_only(handle, false).await?;
+    }
+    let written = share::rewrite_records(handle, records, path, &[record.to_ea()]).await;
+    if sealed {
+        share::set_read_only(handle, true).await?;
+    }
+    written.map_err(|e| crate::store::meta::record_write_error(e, record.record_len()))
+}
+
 impl Root {
+    /// Runs `work` (a change of `key`'s records) under the key's creation
+    /// lock in `bucket`.
+    ///
+    /// Errors: `work`'s; InvalidKey; Busy if the lock stays taken.
+    pub(crate) async fn under_key_lock<T>(
+        &self,
+        tree: &share::Tree,
+        bucket: &str,
+        key: &str,
+        work: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let mapped = crate::store::keys::map_key(key)?;
+        let creating = self.create_lock(tree, &self.object_path(bucket, &mapped)).await?;
+        let done = work.await;
+        creating.release().await;
+        done
+    }
+
     /// Applies `bucket`'s Object Lock to a new version's record `meta`:
     /// its own retention and legal hold (refused without Object Lock on
     /// the bucket); without a retention of its own, the bucket's default.
@@ -153,6 +194,21 @@ impl Writes {
         if !self.root.bucket_lock(&tree, bucket).await?.enabled {
             return Err(bucket_not_locked());
         }
+        // Under the key's creation lock, which deletes of its versions and
+        // tag changes take too: no change of the record is lost to another,
+        // and none lands on a version being deleted.
+        let changing = self.change_lock_held(bucket, key, version, change);
+        self.root.under_key_lock(&tree, bucket, key, changing).await
+    }
+
+    /// [`Writes::change_lock`], once the key's creation lock is held.
+    async fn change_lock_held(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        change: impl FnOnce(&mut ObjectMeta) -> StoreResult<()>,
+    ) -> StoreResult<String> {
         let (handle, meta, info, path) = match version {
             Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
             None => self.reads.open_to_update_record(bucket, key).await?,
@@ -165,7 +221,7 @@ impl Writes {
             ..Default::default()
         });
         change(&mut record)?;
-        share::rewrite_records(&handle, self.root.records(), path.as_str(), &[record.to_ea()]).await?;
+        rewrite_sealed(&handle, self.root.records(), path.as_str(), &record).await?;
         if let Err(e) = share::set_read_only(&handle, protected(&record, now_ms())).await {
             tracing::warn!(error = %e, "a version's read-only mark on the share could not follow its lock");
         }

@@ -9,8 +9,9 @@
 //!
 //! A stored version is named `<age>.<version id>`, a delete marker
 //! `<age>.<version id>.marker`; `<age>` is 16 hex digits of `u64::MAX`
-//! minus its LastWriteTime (FILETIME), so a folder in name order is newest
-//! first. A new version moves the old file there by rename, never by
+//! minus the time (FILETIME, by the storing gateway's clock) the version
+//! stopped being current or the marker was made, so a folder in name
+//! order is newest first. A new version moves the old file there by rename, never by
 //! copying bytes.
 //!
 //! Version IDs ([`new_version_id`]) are 16 hex digits of `u64::MAX` minus
@@ -70,8 +71,11 @@ pub fn plausible_version_id(id: &str) -> bool {
 /// A stored version's or delete marker's file name, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredName {
-    /// LastWriteTime of the version (FILETIME) when it was stored.
-    pub last_modified: u64,
+    /// When it stopped being the current version, or for a delete marker
+    /// when it was made (FILETIME, by the clock of the gateway that stored
+    /// it: the key's versions change one at a time, under its creation
+    /// lock, so one clock orders them).
+    pub stored_at: u64,
     /// Its version ID.
     pub version_id: String,
     /// True for a delete marker.
@@ -82,7 +86,7 @@ impl StoredName {
     /// The file name (see the module docs).
     pub fn name(&self) -> String {
         let suffix = if self.marker { MARKER_SUFFIX } else { "" };
-        format!("{:016x}.{}{suffix}", u64::MAX - self.last_modified, self.version_id)
+        format!("{:016x}.{}{suffix}", u64::MAX - self.stored_at, self.version_id)
     }
 
     /// Parses a name [`StoredName::name`] made; `None` for any other.
@@ -97,7 +101,7 @@ impl StoredName {
             None => (rest, false),
         };
         plausible_version_id(id).then(|| StoredName {
-            last_modified: u64::MAX - age,
+            stored_at: u64::MAX - age,
             version_id: id.to_string(),
             marker,
         })
@@ -128,8 +132,8 @@ mod tests {
 
     #[test]
     fn stored_names_sort_newest_first_and_parse_back() {
-        let old = StoredName { last_modified: 100, version_id: new_version_id(), marker: false };
-        let new = StoredName { last_modified: 200, version_id: NULL_VERSION.into(), marker: true };
+        let old = StoredName { stored_at: 100, version_id: new_version_id(), marker: false };
+        let new = StoredName { stored_at: 200, version_id: NULL_VERSION.into(), marker: true };
         assert!(new.name() < old.name());
         assert_eq!(StoredName::parse(&old.name()), Some(old.clone()));
         assert_eq!(StoredName::parse(&new.name()), Some(new.clone()));

@@ -96,6 +96,33 @@ impl Deletes {
         Ok(None)
     }
 
+    /// The current file of `mapped` held, then the key's creation lock, in
+    /// the order an If-Match swap takes them. A key without a current file
+    /// is looked at again once the lock is held: a writer that created it
+    /// meanwhile is then seen, not passed over.
+    ///
+    /// Errors: Busy; SMB failures.
+    async fn hold_then_lock(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        plain: &SharePath,
+    ) -> StoreResult<(Option<Current>, crate::store::create_lock::CreateLock)> {
+        let current = self.hold_current(tree, bucket, mapped).await?;
+        let creating = self.root.create_lock(tree, plain).await?;
+        if current.is_some() {
+            return Ok((current, creating));
+        }
+        match self.hold_current(tree, bucket, mapped).await {
+            Ok(current) => Ok((current, creating)),
+            Err(e) => {
+                creating.release().await;
+                Err(e)
+            }
+        }
+    }
+
     /// DELETE without a versionId on a bucket whose versioning is `state`
     /// (see the module docs); If-Match is decided on the current file.
     ///
@@ -112,8 +139,7 @@ impl Deletes {
         let tree = self.root.tree().await?;
         let plain = self.root.object_path(bucket, &mapped);
         self.root.forget_listing(bucket, &mapped);
-        let current = self.hold_current(&tree, bucket, &mapped).await?;
-        let creating = self.root.create_lock(&tree, &plain).await?;
+        let (current, creating) = self.hold_then_lock(&tree, bucket, &mapped, &plain).await?;
         let made = self.make_marker(&tree, bucket, &mapped, current, conditions, state).await;
         creating.release().await;
         let made = made?;
@@ -142,7 +168,7 @@ impl Deletes {
                     live.forget_record(&handle);
                     live.close_and_delete(handle).await?;
                 } else {
-                    let name = StoredName { last_modified: info.last_modified, version_id, marker: false };
+                    let name = StoredName { stored_at: filetime_now(), version_id, marker: false };
                     let kept = versions.join(&name.name());
                     make_parents_of(&live, kept.as_str()).await?;
                     live.rename(&handle, kept.as_str(), false).await?;
@@ -161,7 +187,7 @@ impl Deletes {
             }
             _ => new_version_id(),
         };
-        let marker = StoredName { last_modified: filetime_now(), version_id: version_id.clone(), marker: true };
+        let marker = StoredName { stored_at: filetime_now(), version_id: version_id.clone(), marker: true };
         let path = versions.join(&marker.name());
         make_parents_of(&live, path.as_str()).await?;
         share::write_small(tree, &path, &[]).await?;
@@ -185,8 +211,7 @@ impl Deletes {
         self.root.check_bucket(&tree, bucket).await?;
         let plain = self.root.object_path(bucket, &mapped);
         self.root.forget_listing(bucket, &mapped);
-        let current = self.hold_current(&tree, bucket, &mapped).await?;
-        let creating = self.root.create_lock(&tree, &plain).await?;
+        let (current, creating) = self.hold_then_lock(&tree, bucket, &mapped, &plain).await?;
         let removed = self.remove_version(&tree, bucket, &mapped, current, version_id, bypass).await;
         creating.release().await;
         let (removed, current_gone) = removed?;
@@ -216,7 +241,9 @@ impl Deletes {
         match current {
             Some(Current { handle, info }) if version_of(&info) == version_id => {
                 check_delete(&info.meta, now_ms(), bypass)?;
-                if handle.info().times.is_read_only() {
+                let read_only = handle.info().times.is_read_only();
+                self.unknown_lock(tree, bucket, info.meta.etag.is_empty() && read_only).await?;
+                if read_only {
                     share::clear_read_only_at(tree, &info.path).await?;
                 }
                 live.forget_record(&handle);
@@ -231,7 +258,7 @@ impl Deletes {
                     return Ok((removed, !had_current));
                 };
                 if !name.marker {
-                    self.unlock_stored(tree, &path, bypass).await?;
+                    self.unlock_stored(tree, bucket, &path, bypass).await?;
                 }
                 match share::delete(tree, &path, false).await {
                     Ok(()) => {}
@@ -252,19 +279,32 @@ impl Deletes {
     /// clears its read-only mark on the share if it has one.
     ///
     /// Errors: AccessDenied under Object Lock; SMB failures.
-    async fn unlock_stored(&self, tree: &Tree, path: &SharePath, bypass: bool) -> StoreResult<()> {
+    async fn unlock_stored(&self, tree: &Tree, bucket: &str, path: &SharePath, bypass: bool) -> StoreResult<()> {
         let (created, meta) = match share::stat_with_meta(tree, self.root.records(), path).await {
             Ok(found) => found,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        if let Some(meta) = &meta {
-            check_delete(meta, now_ms(), bypass)?;
+        match &meta {
+            Some(meta) => check_delete(meta, now_ms(), bypass)?,
+            None => self.unknown_lock(tree, bucket, created.times.is_read_only()).await?,
         }
         if created.times.is_read_only() {
             share::clear_read_only_at(tree, path).await?;
         }
         Ok(())
+    }
+
+    /// A version whose record no longer matches its file (changed on the
+    /// share) cannot say whether it is locked; on a bucket with Object
+    /// Lock, its read-only mark (`marked`) is taken to say it is.
+    ///
+    /// Errors: AccessDenied; SMB failures reading the bucket's configuration.
+    async fn unknown_lock(&self, tree: &Tree, bucket: &str, marked: bool) -> StoreResult<()> {
+        match marked && self.root.bucket_lock(tree, bucket).await?.enabled {
+            true => Err(super::lock::locked()),
+            false => Ok(()),
+        }
     }
 
     /// Makes the newest stored version of `mapped` its current file again,

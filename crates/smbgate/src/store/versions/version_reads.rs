@@ -70,7 +70,7 @@ impl Reads {
         if name.marker {
             return Err(StoreError::DeleteMarker {
                 version_id: name.version_id,
-                last_modified: name.last_modified,
+                last_modified: name.stored_at,
                 requested: true,
             });
         }

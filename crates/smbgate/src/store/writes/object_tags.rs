@@ -5,7 +5,8 @@
 //! keeps the name on this file, and leaves the ETag and Last-Modified as
 //! they were.
 
-use crate::store::meta::{record_write_error, ObjectMeta};
+use crate::store::meta::ObjectMeta;
+use crate::store::versions::lock::rewrite_sealed;
 use crate::store::tags::TagSet;
 use crate::store::{share, StoreResult, Writes};
 
@@ -37,6 +38,19 @@ impl Writes {
         version: Option<&str>,
         tags: TagSet,
     ) -> StoreResult<()> {
+        let tree = self.root.tree().await?;
+        // On a bucket with Object Lock, under the key's creation lock, as
+        // a change of a version's retention or legal hold: the two rewrite
+        // one record, and neither may lose the other's change.
+        if self.root.bucket_lock(&tree, bucket).await?.enabled {
+            let changing = self.put_tags_now(bucket, key, version, tags);
+            return self.root.under_key_lock(&tree, bucket, key, changing).await;
+        }
+        self.put_tags_now(bucket, key, version, tags).await
+    }
+
+    /// [`Writes::put_object_tags`] itself.
+    async fn put_tags_now(&self, bucket: &str, key: &str, version: Option<&str>, tags: TagSet) -> StoreResult<()> {
         let (handle, meta, info, path) = match version {
             Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
             None => self.reads.open_to_update_record(bucket, key).await?,
@@ -51,10 +65,10 @@ impl Writes {
             return Ok(());
         }
         record.tags = tags;
-        let written = share::rewrite_records(&handle, self.root.records(), path.as_str(), &[record.to_ea()]).await;
+        let written = rewrite_sealed(&handle, self.root.records(), path.as_str(), &record).await;
         let tree = share::connection_of(&handle);
         let _ = handle.close().await;
         self.root.warn_holders_after(&tree, path.as_str()).await;
-        written.map_err(|e| record_write_error(e, record.record_len()))
+        written
     }
 }

@@ -282,6 +282,7 @@ impl Writes {
         mapped: &MappedKey,
         req: PutRequest,
     ) -> StoreResult<PutResult> {
+        crate::store::versions::aside::refuse_marker_lock(&req.meta)?;
         self.root.check_bucket(tree, bucket).await?;
         self.root.check_case(tree, bucket, mapped).await?;
         self.root.forget_listing(bucket, mapped);

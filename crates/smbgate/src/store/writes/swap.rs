@@ -233,7 +233,15 @@ async fn settle<S: ShareOps>(
             tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
             let kept = retire(s, lock, aside).await;
             let _ = s.delete_on_close(file).await;
-            Ok(kept)
+            match kept {
+                // A versioned write would name a version that was never
+                // stored: the client is asked to try again.
+                Some(kept) => {
+                    s.close(kept).await;
+                    Err(busy())
+                }
+                None => Ok(None),
+            }
         }
         (Err(e), Err(_)) => {
             tracing::debug!(error = %e, "If-Match write: the current object could not be moved aside");
