@@ -7,13 +7,14 @@ they were."""
 
 import hashlib
 import os
+import threading
 import time
 import uuid
 
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import Gateway
+from conftest import Gateway, balanced_pair
 from s3util import racing_puts
 from test_overwrite_race import overwrite_race
 from test_conditional_delete_race import pair  # noqa: F401  (a fixture: two gateways on one share)
@@ -116,3 +117,44 @@ def test_an_instances_cached_object_follows_a_versioned_overwrite_through_anothe
         raise AssertionError("the deleted key still answers")
     except ClientError as e:
         assert e.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-version-id"] == marker
+
+
+@pytest.fixture(scope="module")
+def behind_haproxy(own_samba, tmp_path_factory):
+    yield from balanced_pair(own_samba, own_samba, tmp_path_factory.mktemp("lb"))
+
+
+def test_versions_written_through_haproxy_over_two_instances_interleave(behind_haproxy):
+    a, b, lb = behind_haproxy
+    s3 = lb.client()
+    bucket = versioned_bucket(s3)
+    # One at a time, round-robin over the two instances: the versions list
+    # newest first in the order they were written, the last one latest.
+    written = []
+    for i in range(12):
+        if i % 4 == 3:
+            written.append(("marker", s3.delete_object(Bucket=bucket, Key="k")["VersionId"]))
+        else:
+            written.append(("version", s3.put_object(Bucket=bucket, Key="k", Body=b"v%d" % i)["VersionId"]))
+    r = s3.list_object_versions(Bucket=bucket)
+    listed = [("version", v["VersionId"], v["LastModified"]) for v in r.get("Versions", [])]
+    listed += [("marker", m["VersionId"], m["LastModified"]) for m in r.get("DeleteMarkers", [])]
+    latest = [v for v in r.get("Versions", []) + r.get("DeleteMarkers", []) if v["IsLatest"]]
+    assert [x["VersionId"] for x in latest] == [written[-1][1]]
+    assert sorted(v for _, v, _ in listed) == sorted(v for _, v in written)
+    assert [v["VersionId"] for v in r["Versions"]] == [v for kind, v in reversed(written) if kind == "version"]
+    # Both instances served writes.
+    served = [sum(1 for line in open(g.access_log) if "PutObject" in line) for g in (a, b)]
+    assert all(n > 0 for n in served), served
+    # Concurrent writers through the balancer: one version per PUT.
+    def put(i):
+        c = lb.client()
+        for n in range(5):
+            c.put_object(Bucket=bucket, Key="hot", Body=b"%d-%d" % (i, n))
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    versions = [v for v in all_versions(s3, bucket) if v["Key"] == "hot"]
+    assert len(versions) == 30 and [v["IsLatest"] for v in versions].count(True) == 1
