@@ -51,6 +51,11 @@ pub(crate) trait ShareOps: Sync {
     /// Closes `file`; a failure is the server's concern, not the caller's.
     fn close(&self, file: Self::Handle) -> impl Future<Output = ()> + Send;
 
+    /// Closes `file` at once, without the caller waiting for the answer
+    /// (a CLOSE that others wait for, sent now rather than with the
+    /// connection's next request).
+    fn close_soon(&self, file: Self::Handle);
+
     /// Marks `file` delete-on-close and closes it (`share::close_and_delete`).
     fn close_and_delete(&self, file: Self::Handle) -> impl Future<Output = Result<()>> + Send;
 
@@ -146,6 +151,12 @@ impl ShareOps for LiveShare<'_> {
 
     async fn close(&self, file: Handle) {
         let _ = file.close().await;
+    }
+
+    fn close_soon(&self, file: Handle) {
+        tokio::spawn(async move {
+            let _ = file.close().await;
+        });
     }
 
     fn close_and_delete(&self, file: Handle) -> impl Future<Output = Result<()>> + Send {

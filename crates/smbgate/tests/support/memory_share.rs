@@ -288,6 +288,10 @@ impl ShareOps for MemoryShare {
         self.state.lock().unwrap().rename(file.id, target, replace)
     }
 
+    fn close_soon(&self, file: MemHandle) {
+        drop(file);
+    }
+
     async fn close(&self, file: MemHandle) {
         self.gate.step("close").await;
         drop(file);

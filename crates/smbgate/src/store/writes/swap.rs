@@ -127,11 +127,13 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
             swapped = swap().await;
         }
     }
-    // The old version, once kept aside, closes beside the creation lock,
-    // whose CLOSE the next writer of the key waits for.
+    // The old version, once kept aside, and the creation lock (whose
+    // CLOSE the next writer of the key waits for) close now, beside the
+    // rest of the write.
     match settle(s, file, (lock, &aside), swapped, path, paths).await {
         Ok(Some(kept)) => {
-            tokio::join!(s.close(kept), s.close(creating));
+            s.close_soon(kept);
+            s.close_soon(creating);
             Ok(Swapped::Done)
         }
         outcome => {
