@@ -106,6 +106,7 @@ impl Writes {
         };
         let versions = self.root.versions_dir(bucket, mapped);
         let live = LiveShare { tree, records: self.root.records() };
+        let started = filetime_now();
         let mut done = false;
         for _ in 0..PUBLISH_TRIES {
             let accept = |lock: &Handle, meta, at: &str| {
@@ -143,7 +144,10 @@ impl Writes {
             return Err(StoreError::Busy("the key kept changing while it was written; retry the request".into()));
         }
         if state == Versioning::Suspended {
-            self.root.drop_stored_versions(tree, bucket, mapped, |n| n.version_id == NULL_VERSION).await;
+            // Only the `null` versions stored before this write: a DELETE
+            // that came after it (its lock released) made a newer one.
+            let older = |n: &StoredName| n.version_id == NULL_VERSION && n.stored_at < started;
+            self.root.drop_stored_versions(tree, bucket, mapped, older).await;
         }
         Ok(())
     }
