@@ -126,9 +126,15 @@ pub async fn upload_part_copy(
     let (info, r) = gw
         .store
         .uploads()
-        .upload_part_copy(&i.bucket, &i.key, &i.upload_id, i.part_number, (&sb, &sk, source_version.clone()), range, |info| {
-            cond.check_copy_source(info.current())
-        })
+        .upload_part_copy(
+            &i.bucket,
+            &i.key,
+            &i.upload_id,
+            i.part_number,
+            (&sb, &sk, source_version.clone()),
+            range,
+            |info| cond.check_copy_source(info.current()),
+        )
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(UploadPartCopyOutput {

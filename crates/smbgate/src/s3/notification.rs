@@ -78,7 +78,8 @@ impl Gateway {
         let deleting = tokio::spawn(
             async move {
                 let marked = gw.events.mark_removal(&bucket, &key).await;
-                let removed = match gw.store.deletes().delete(&bucket, &key, version_id.as_deref(), &cond, bypass).await {
+                let removed = match gw.store.deletes().delete(&bucket, &key, version_id.as_deref(), &cond, bypass).await
+                {
                     Ok(removed) => removed,
                     Err(e) => {
                         if marked {

@@ -70,7 +70,9 @@ pub(super) fn write_lock(
             }
             Some(Retention { mode, until_ms })
         }
-        _ => return Err(invalid("x-amz-object-lock-retain-until-date and x-amz-object-lock-mode must both be supplied")),
+        _ => {
+            return Err(invalid("x-amz-object-lock-retain-until-date and x-amz-object-lock-mode must both be supplied"))
+        }
     };
     meta.legal_hold = match hold.map(|h| h.as_str()) {
         None | Some(ObjectLockLegalHoldStatus::OFF) => false,
@@ -114,7 +116,12 @@ pub(super) async fn check_bucket_locks(gw: &Gateway, bucket: &str, meta: &Object
 /// without an integrity header, as AWS does.
 ///
 /// Errors: 400 InvalidRequest.
-pub(super) async fn check_lock_digest(gw: &Gateway, bucket: &str, meta: &ObjectMeta, headers: &http::HeaderMap) -> S3Result<()> {
+pub(super) async fn check_lock_digest(
+    gw: &Gateway,
+    bucket: &str,
+    meta: &ObjectMeta,
+    headers: &http::HeaderMap,
+) -> S3Result<()> {
     let digest = headers.contains_key("content-md5")
         || headers.keys().any(|k| k.as_str().starts_with("x-amz-checksum-") && k != "x-amz-checksum-type")
         || headers.contains_key("x-amz-sdk-checksum-algorithm");

@@ -38,7 +38,7 @@ pub async fn put_object(
     let version = i.version_id.as_deref();
     gw.store.writes().put_object_tags(&i.bucket, &i.key, version, tags).await.map_err(s3_error)?;
     gw.emit(&req.extensions, "s3:ObjectTagging:Put", &i.bucket, &i.key, None, version).await;
-    Ok(S3Response::new(PutObjectTaggingOutput { version_id: i.version_id, }))
+    Ok(S3Response::new(PutObjectTaggingOutput { version_id: i.version_id }))
 }
 
 pub async fn get_object(

@@ -23,8 +23,8 @@ mod leased;
 mod lookup;
 mod names;
 mod own_files;
-mod reads;
 mod read_only;
+mod reads;
 mod record_io;
 pub mod records;
 mod replace;
@@ -70,9 +70,9 @@ pub use replace::{
     rename_through_new_handle, swap_in,
 };
 pub use seal::{Handle, Tree};
-pub use space::space;
 pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
+pub use space::space;
 pub use temp::{create_temp, create_temp_and_write, publish_and_close, reopen, TempFile};
 pub use watch::{watch_dir, watch_tree, Action, Change, DirWatch, Notified, WatchError};

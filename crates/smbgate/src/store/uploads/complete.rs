@@ -178,7 +178,9 @@ impl Uploads {
             let record = meta(temp.handle().info().on_disk_id());
             let sealed = needs_seal(&record);
             self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
-            self.writes.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions).await?;
+            self.writes
+                .publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions)
+                .await?;
             self.writes.seal(temp.handle(), sealed).await;
             Ok(())
         }

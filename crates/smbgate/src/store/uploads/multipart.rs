@@ -223,7 +223,8 @@ impl Uploads {
             let (md5, sums, size, _reopened) = self.writes.stream_body(writer, &mut body, &req, Some(len)).await?;
             let meta = verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset, checksums: meta.checksums.clone() };
-            let result = PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id: None };
+            let result =
+                PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id: None };
             Ok((result, rec))
         }
         .await;

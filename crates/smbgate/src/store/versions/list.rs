@@ -151,7 +151,8 @@ impl Listings {
         keys: &mut BTreeMap<String, KeyVersions>,
     ) -> StoreResult<()> {
         let start_after = marker.map(str::to_string);
-        let mut req = ListRequest { prefix: prefix.to_string(), max_keys: WALK_PAGE, start_after, ..Default::default() };
+        let mut req =
+            ListRequest { prefix: prefix.to_string(), max_keys: WALK_PAGE, start_after, ..Default::default() };
         let mut continuation = false;
         loop {
             let page = self.walk_page(tree, bucket, &req, continuation).await?;
@@ -223,7 +224,8 @@ impl Listings {
                     // directory too: it may not be passed over by its
                     // subtree's test alone.
                     let key = &deeper[..deeper.len() - 1];
-                    if (deeper.starts_with(prefix) || prefix.starts_with(&deeper)) && !(before(&deeper) && before(key)) {
+                    if (deeper.starts_with(prefix) || prefix.starts_with(&deeper)) && !(before(&deeper) && before(key))
+                    {
                         next.push((dir.join(&e.name), deeper));
                     }
                 }
@@ -235,7 +237,13 @@ impl Listings {
 
     /// Reads the versions folders of the keys from `from` on that have one
     /// and are not read yet, up to [`FOLDERS_AHEAD`] of them at once.
-    async fn read_folders(&self, tree: &Tree, bucket: &str, keys: &mut [(String, KeyVersions)], from: usize) -> StoreResult<()> {
+    async fn read_folders(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        keys: &mut [(String, KeyVersions)],
+        from: usize,
+    ) -> StoreResult<()> {
         let wanted: Vec<usize> = (from..keys.len())
             .filter(|&i| keys[i].1.folder && keys[i].1.stored.is_none())
             .take(FOLDERS_AHEAD)

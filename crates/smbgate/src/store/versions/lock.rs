@@ -56,7 +56,12 @@ pub fn check_delete(meta: &ObjectMeta, now_ms: i64, bypass: bool) -> StoreResult
 /// binds nothing.
 ///
 /// Errors: AccessDenied (403).
-pub fn check_retention_change(old: Option<Retention>, new: Option<Retention>, now_ms: i64, bypass: bool) -> StoreResult<()> {
+pub fn check_retention_change(
+    old: Option<Retention>,
+    new: Option<Retention>,
+    now_ms: i64,
+    bypass: bool,
+) -> StoreResult<()> {
     let Some(old) = old.filter(|r| r.until_ms > now_ms) else { return Ok(()) };
     let longer = new.is_some_and(|n| n.until_ms >= old.until_ms);
     match old.mode {
@@ -115,7 +120,12 @@ impl Root {
     ///
     /// Errors: InvalidRequest for lock settings on a bucket without
     /// Object Lock; SMB failures.
-    pub(crate) async fn apply_lock(&self, tree: &share::Tree, target: &Target, meta: &mut ObjectMeta) -> StoreResult<()> {
+    pub(crate) async fn apply_lock(
+        &self,
+        tree: &share::Tree,
+        target: &Target,
+        meta: &mut ObjectMeta,
+    ) -> StoreResult<()> {
         let Target::Object { bucket, .. } = target else { return Ok(()) };
         let asked = meta.retention.is_some() || meta.legal_hold;
         let lock = self.bucket_lock(tree, bucket).await?;
@@ -172,7 +182,13 @@ impl Writes {
     /// version `version`) on or off. Returns the version's ID.
     ///
     /// Errors: as [`Writes::put_retention`], without AccessDenied.
-    pub async fn put_legal_hold(&self, bucket: &str, key: &str, version: Option<&str>, on: bool) -> StoreResult<String> {
+    pub async fn put_legal_hold(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        on: bool,
+    ) -> StoreResult<String> {
         self.change_lock(bucket, key, version, |meta| {
             meta.legal_hold = on;
             Ok(())

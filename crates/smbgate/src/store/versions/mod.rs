@@ -100,11 +100,7 @@ impl StoredName {
             Some(id) => (id, true),
             None => (rest, false),
         };
-        plausible_version_id(id).then(|| StoredName {
-            stored_at: u64::MAX - age,
-            version_id: id.to_string(),
-            marker,
-        })
+        plausible_version_id(id).then(|| StoredName { stored_at: u64::MAX - age, version_id: id.to_string(), marker })
     }
 }
 

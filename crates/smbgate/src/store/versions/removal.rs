@@ -202,7 +202,13 @@ impl Deletes {
     /// Errors: InvalidArgument for an ID no version has the form of;
     /// AccessDenied for a locked version; NoSuchBucket, InvalidKey, Busy;
     /// SMB failures.
-    pub async fn delete_version(&self, bucket: &str, key: &str, version_id: &str, bypass: bool) -> StoreResult<Removed> {
+    pub async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: &str,
+        bypass: bool,
+    ) -> StoreResult<Removed> {
         if !plausible_version_id(version_id) {
             return Err(invalid_version_id());
         }

@@ -66,7 +66,8 @@ impl Reads {
         version_id: &str,
     ) -> StoreResult<(SharePath, StoredName)> {
         let stored = self.root.stored_versions(tree, bucket, mapped).await?;
-        let (path, name) = stored.into_iter().find(|(_, n)| n.version_id == version_id).ok_or(StoreError::NoSuchVersion)?;
+        let (path, name) =
+            stored.into_iter().find(|(_, n)| n.version_id == version_id).ok_or(StoreError::NoSuchVersion)?;
         if name.marker {
             return Err(StoreError::DeleteMarker {
                 version_id: name.version_id,
@@ -191,9 +192,13 @@ impl Reads {
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await.map_err(not_found_version)?;
         let (path, name) = self.stored_version(&tree, bucket, &mapped, version_id).await?;
-        let (created, meta) = share::stat_with_meta(&tree, self.root.records(), &path)
-            .await
-            .map_err(|e| if is_not_found(&e) { StoreError::NoSuchVersion } else { e.into() })?;
+        let (created, meta) = share::stat_with_meta(&tree, self.root.records(), &path).await.map_err(|e| {
+            if is_not_found(&e) {
+                StoreError::NoSuchVersion
+            } else {
+                e.into()
+            }
+        })?;
         Ok(as_stored(ObjectInfo::new(&created, meta, &path), &name))
     }
 

@@ -10,10 +10,10 @@ use md5::{Digest, Md5};
 use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::conditions::Conditions;
 use crate::store::meta::{record_write_error, ObjectMeta, Retention};
-use crate::store::versions::lock::needs_seal;
 use crate::store::share;
 use crate::store::tags::TagSet;
 use crate::store::types::{ObjectInfo, PutResult, Target};
+use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult};
 
 /// What a copy takes from its source and what it computes.
@@ -126,7 +126,8 @@ impl Writes {
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
             let sealed = needs_seal(&meta);
-            let r = PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None, version_id };
+            let r =
+                PutResult { etag: meta.etag, checksums: meta.checksums, size: len, last_modified: None, version_id };
             Ok((r, sealed))
         }
         .await;

@@ -6,8 +6,8 @@
 //! they were.
 
 use crate::store::meta::ObjectMeta;
-use crate::store::versions::lock::rewrite_sealed;
 use crate::store::tags::TagSet;
+use crate::store::versions::lock::rewrite_sealed;
 use crate::store::{share, StoreResult, Writes};
 
 impl Writes {

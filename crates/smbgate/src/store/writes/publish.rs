@@ -127,7 +127,9 @@ impl Writes {
             if !key.dir_marker && !conditions.forbids_existing() {
                 let state = self.root.versioning(&share::connection_of(file), bucket).await?;
                 if state.versioned() {
-                    return self.publish_versioned(file, publishing, source, target, bucket, key, conditions, state).await;
+                    return self
+                        .publish_versioned(file, publishing, source, target, bucket, key, conditions, state)
+                        .await;
                 }
             }
         }
