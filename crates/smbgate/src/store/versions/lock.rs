@@ -72,29 +72,6 @@ pub fn check_retention_change(
     }
 }
 
-/// Rewrites the record of the file `handle` holds with `record`, its
-/// read-only mark cleared for the write (a record kept in a named stream
-/// is a write to the file) and put back after.
-///
-/// Errors: the share's; MetadataTooLarge for a record the share has no
-/// room for.
-pub(crate) async fn rewrite_sealed(
-    handle: &Handle,
-    records: &crate::store::records::Records,
-    path: &str,
-    record: &ObjectMeta,
-) -> StoreResult<()> {
-    let sealed = handle.info().times.is_read_only();
-    if sealed {
-        share::set_read_only(handle, false).await?;
-    }
-    let written = share::rewrite_records(handle, records, path, &[record.to_ea()]).await;
-    if sealed {
-        share::set_read_only(handle, true).await?;
-    }
-    written.map_err(|e| crate::store::meta::record_write_error(e, record.record_len()))
-}
-
 impl Root {
     /// Runs `work` (a change of `key`'s records) under the key's creation
     /// lock in `bucket`.
@@ -213,38 +190,17 @@ impl Writes {
         // Under the key's creation lock, which deletes of its versions and
         // tag changes take too: no change of the record is lost to another,
         // and none lands on a version being deleted.
-        let changing = self.change_lock_held(bucket, key, version, change);
+        let changing = self.change_record(
+            bucket,
+            key,
+            version,
+            |record| {
+                change(record)?;
+                Ok(true)
+            },
+            true,
+        );
         self.root.under_key_lock(&tree, bucket, key, changing).await
-    }
-
-    /// [`Writes::change_lock`], once the key's creation lock is held.
-    async fn change_lock_held(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: Option<&str>,
-        change: impl FnOnce(&mut ObjectMeta) -> StoreResult<()>,
-    ) -> StoreResult<String> {
-        let (handle, meta, info, path) = match version {
-            Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
-            None => self.reads.open_to_update_record(bucket, key).await?,
-        };
-        let version_id = super::version_of(&info);
-        let mut record = meta.unwrap_or_else(|| ObjectMeta {
-            size: info.size,
-            disk_id: info.disk_id,
-            key: Some(key.to_string()),
-            ..Default::default()
-        });
-        change(&mut record)?;
-        rewrite_sealed(&handle, self.root.records(), path.as_str(), &record).await?;
-        if let Err(e) = share::set_read_only(&handle, protected(&record, now_ms())).await {
-            tracing::warn!(error = %e, "a version's read-only mark on the share could not follow its lock");
-        }
-        let tree = share::connection_of(&handle);
-        let _ = handle.close().await;
-        self.root.warn_holders_after(&tree, path.as_str()).await;
-        Ok(version_id)
     }
 }
 

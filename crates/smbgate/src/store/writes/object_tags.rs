@@ -3,11 +3,15 @@
 //! move, copy and vanish with the object, and an overwrite without tags
 //! clears them; changing them rewrites the record through a handle that
 //! keeps the name on this file, and leaves the ETag and Last-Modified as
-//! they were.
+//! they were. Object Lock's retention and legal hold change a record the
+//! same way (`Writes::change_record`).
 
-use crate::store::meta::ObjectMeta;
+use crate::store::meta::{record_write_error, ObjectMeta};
+use crate::store::share::Handle;
 use crate::store::tags::TagSet;
-use crate::store::versions::lock::rewrite_sealed;
+use crate::store::versions::lock::protected;
+use crate::store::versions::lock_config::now_ms;
+use crate::store::versions::version_of;
 use crate::store::{share, StoreResult, Writes};
 
 impl Writes {
@@ -51,24 +55,81 @@ impl Writes {
 
     /// [`Writes::put_object_tags`] itself.
     async fn put_tags_now(&self, bucket: &str, key: &str, version: Option<&str>, tags: TagSet) -> StoreResult<()> {
+        let change = |record: &mut ObjectMeta| {
+            let changed = record.tags != tags;
+            record.tags = tags;
+            Ok(changed)
+        };
+        self.change_record(bucket, key, version, change, false).await.map(|_| ())
+    }
+
+    /// Changes the record of `key` (or of its version `version`) in place
+    /// with `change` (which answers whether there is anything to write): a
+    /// file someone else put on the share gets a record of its own. The
+    /// file's read-only mark is lifted for the write (a record kept in a
+    /// named stream is a write to the file), then put back as it was, or,
+    /// with `follow_lock`, as the record's Object Lock now says. Returns
+    /// the version's ID.
+    ///
+    /// Errors: `change`'s; as [`Writes::put_object_tags`]; the share's.
+    pub(crate) async fn change_record(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        change: impl FnOnce(&mut ObjectMeta) -> StoreResult<bool>,
+        follow_lock: bool,
+    ) -> StoreResult<String> {
         let (handle, meta, info, path) = match version {
             Some(v) => self.reads.open_version_to_update_record(bucket, key, v).await?,
             None => self.reads.open_to_update_record(bucket, key).await?,
         };
+        let version_id = version_of(&info);
         let mut record = meta.unwrap_or_else(|| ObjectMeta {
             size: info.size,
             disk_id: info.disk_id,
             key: Some(key.to_string()),
             ..Default::default()
         });
-        if record.tags == tags {
-            return Ok(());
+        if !change(&mut record)? {
+            return Ok(version_id);
         }
-        record.tags = tags;
-        let written = rewrite_sealed(&handle, self.root.records(), path.as_str(), &record).await;
+        let sealed = handle.info().times.is_read_only();
+        let seal = match follow_lock {
+            true => protected(&record, now_ms()),
+            false => sealed,
+        };
+        let written = self.rewrite_record(&handle, path.as_str(), &record, sealed, seal).await;
         let tree = share::connection_of(&handle);
         let _ = handle.close().await;
         self.root.warn_holders_after(&tree, path.as_str()).await;
-        written
+        written.map(|()| version_id)
+    }
+
+    /// Writes `record` through `handle`, whose file is read-only now if
+    /// `sealed` and is to be after if `seal`.
+    ///
+    /// Errors: the share's; MetadataTooLarge for a record the share has no
+    /// room for.
+    async fn rewrite_record(
+        &self,
+        handle: &Handle,
+        path: &str,
+        record: &ObjectMeta,
+        sealed: bool,
+        seal: bool,
+    ) -> StoreResult<()> {
+        if sealed {
+            share::set_read_only(handle, false).await?;
+        }
+        let written = share::rewrite_records(handle, self.root.records(), path, &[record.to_ea()]).await;
+        // A write that failed leaves the record, so the mark, as it was.
+        let mark = if written.is_ok() { seal } else { sealed };
+        if mark {
+            if let Err(e) = share::set_read_only(handle, true).await {
+                tracing::warn!(error = %e, "a version's read-only mark on the share could not be put back");
+            }
+        }
+        written.map_err(|e| record_write_error(e, record.record_len()))
     }
 }
