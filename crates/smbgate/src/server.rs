@@ -41,6 +41,10 @@ pub struct Prepared {
     users: UsersReload,
     /// The access log file, reopened on SIGHUP.
     access_log: Option<crate::access_log::AccessLogFile>,
+    /// SIGHUP, caught from before `listener` was bound: a signal sent by
+    /// anyone who saw the port open is a reload, never the default action
+    /// (the end of the process).
+    reload: ReloadSignal,
 }
 
 impl Prepared {
@@ -170,6 +174,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let access = crate::access_check::Access { anonymous: anonymous_for_routes, users: directory.clone(), promises };
     let delete = crate::s3s_patches::delete_objects::DeleteObjects::new(access, domain.clone());
     builder.set_route(crate::routes::Routes::new(inner, delete));
+    let reload = reload_signal();
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let admin = match args.metrics_listen {
@@ -216,7 +221,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     if let Some((l, admin)) = &admin {
         l.local_addr().map(|a| admin.warn_if_open(a)).ok();
     }
-    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None })
+    Ok(Prepared { listener, admin, plain, tls, service, limits, per_client, users, access_log: None, reload })
 }
 
 /// The store's settings from the command line and config file.
@@ -427,7 +432,7 @@ pub async fn run(mut p: Prepared, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let builder = http_builder(&p.limits);
     let slots = Slots::new(p.limits.max_connections);
-    let mut reload = reload_signal();
+    let mut reload = std::mem::take(&mut p.reload);
     if let Some((listener, admin)) = p.admin.take() {
         tokio::spawn(serve_admin(listener, admin, builder.clone(), p.limits.header_read_timeout));
     }
@@ -518,7 +523,9 @@ fn reload_certificates(tls: &Option<(Arc<Certificates>, TlsAcceptor)>) -> bool {
     true
 }
 
-/// SIGHUP as a stream of reload requests (never fires off Unix).
+/// SIGHUP as a stream of reload requests (never fires off Unix; the
+/// default one never fires).
+#[derive(Default)]
 struct ReloadSignal(#[cfg(unix)] Option<tokio::signal::unix::Signal>);
 
 impl ReloadSignal {
