@@ -20,6 +20,8 @@ pub mod access {
     pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
     pub const DELETE: u32 = 0x0001_0000;
     pub const READ_CONTROL: u32 = 0x0002_0000;
+    pub const WRITE_DAC: u32 = 0x0004_0000;
+    pub const WRITE_OWNER: u32 = 0x0008_0000;
     pub const SYNCHRONIZE: u32 = 0x0010_0000;
     pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
     pub const GENERIC_ALL: u32 = 0x1000_0000;

@@ -203,7 +203,7 @@ pub fn encode_get_ea(out: &mut BytesMut, names: &[&str]) {
     }
 }
 
-/// A SET_INFO payload for InfoType FILE.
+/// A SET_INFO payload: InfoType FILE, or a DACL (InfoType SECURITY).
 #[derive(Debug, Clone)]
 #[allow(missing_docs)] // variant docs name the fields
 pub enum SetFileInfo<'a> {
@@ -218,6 +218,10 @@ pub enum SetFileInfo<'a> {
     Basic { creation: u64, last_access: u64, last_write: u64, change: u64, attributes: u32 },
     /// FileFullEaInformation: set (or delete, with an empty value) EAs.
     FullEa(&'a [FullEa]),
+    /// InfoType SECURITY with DACL_SECURITY_INFORMATION: a self-relative
+    /// security descriptor carrying the new DACL (see
+    /// `security::SecurityDescriptor::encode_dacl`).
+    Dacl(&'a [u8]),
 }
 
 impl SetFileInfo<'_> {
@@ -229,6 +233,24 @@ impl SetFileInfo<'_> {
             SetFileInfo::EndOfFile(_) => class::FILE_END_OF_FILE_INFORMATION,
             SetFileInfo::Basic { .. } => class::FILE_BASIC_INFORMATION,
             SetFileInfo::FullEa(_) => class::FILE_FULL_EA_INFORMATION,
+            SetFileInfo::Dacl(_) => 0,
+        }
+    }
+
+    /// The InfoType of this payload (MS-SMB2 2.2.39).
+    pub fn info_type(&self) -> u8 {
+        match self {
+            SetFileInfo::Dacl(_) => info_type::SECURITY,
+            _ => info_type::FILE,
+        }
+    }
+
+    /// The AdditionalInformation of this payload: which parts of a
+    /// security descriptor it sets; 0 for the FILE classes.
+    pub fn additional_information(&self) -> u32 {
+        match self {
+            SetFileInfo::Dacl(_) => crate::security::security_information::DACL,
+            _ => 0,
         }
     }
 
@@ -254,6 +276,7 @@ impl SetFileInfo<'_> {
                 put_u32(out, 0);
             }
             SetFileInfo::FullEa(eas) => encode_full_ea(out, eas),
+            SetFileInfo::Dacl(descriptor) => out.extend_from_slice(descriptor),
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod notify;
 pub mod oplock;
 pub mod query;
 pub mod reader;
+pub mod security;
 pub mod session;
 pub mod status;
 pub mod transform;

@@ -5,7 +5,7 @@ use bytes::{Bytes, BytesMut};
 use crate::create::FileId;
 use crate::error::DecodeResult;
 use crate::header::{Command, HEADER_LEN};
-use crate::info::{encode_get_ea, info_type, SetFileInfo};
+use crate::info::{encode_get_ea, SetFileInfo};
 use crate::message::{patch_u16, patch_u32, put_u16, put_u32, Request};
 use crate::reader::{put_utf16, range_at, Reader};
 
@@ -83,7 +83,7 @@ impl OutputBuffer {
 /// QUERY_INFO request (MS-SMB2 2.2.37).
 #[derive(Debug, Clone, Copy)]
 pub struct QueryInfoRequest<'a> {
-    /// InfoType, see [`info_type`].
+    /// InfoType, see [`crate::info::info_type`].
     pub info_type: u8,
     /// FileInfoClass.
     pub class: u8,
@@ -127,7 +127,7 @@ impl Request for QueryInfoRequest<'_> {
     }
 }
 
-/// SET_INFO request for InfoType FILE (MS-SMB2 2.2.39).
+/// SET_INFO request (MS-SMB2 2.2.39) for InfoType FILE or SECURITY.
 #[derive(Debug, Clone)]
 pub struct SetInfoRequest<'a> {
     /// The handle, or [`FileId::RELATED`].
@@ -142,12 +142,12 @@ impl Request for SetInfoRequest<'_> {
     }
     fn encode_body(&self, out: &mut BytesMut, hdr: usize) {
         put_u16(out, 33);
-        out.extend_from_slice(&[info_type::FILE, self.info.class()]);
+        out.extend_from_slice(&[self.info.info_type(), self.info.class()]);
         let len_at = out.len();
         put_u32(out, 0);
         put_u16(out, (HEADER_LEN + 32) as u16);
         put_u16(out, 0);
-        put_u32(out, 0); // AdditionalInformation
+        put_u32(out, self.info.additional_information());
         self.file_id.encode(out);
         let start = out.len();
         debug_assert_eq!(start - hdr, HEADER_LEN + 32);
