@@ -9,6 +9,7 @@ import base64
 import datetime
 import hashlib
 import re
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +22,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, write_secret
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, Gateway, Samba, write_secret
 from s3util import raw
 
 KEEPER = ("AKKEEPER000000000001", "keeper-secret-key-0001")
@@ -189,6 +190,88 @@ def test_compliance_only_lengthens_and_holds_against_deletes(lgw, locked, own_sa
     with pytest.raises(ClientError) as e:
         s3.delete_object(Bucket=locked, Key="backup/b1", VersionId=v)
     assert err(e) == ("AccessDenied", 403)
+
+
+PERSON = ("person", "person-smb-pw")
+
+
+def as_person(samba, cmd):
+    """smbclient commands run by another account of the share (a person
+    with write access to the buckets' folders, not the gateway's)."""
+    r = subprocess.run(["smbclient", f"//127.0.0.1/{samba.env['SMB_SHARE']}", "-p", str(samba.port), "-m", "SMB3",
+                        "-U", f"{PERSON[0]}%{PERSON[1]}", "-c", cmd], capture_output=True, text=True)
+    return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def acl_samba():
+    """A share that keeps Windows ACLs (vfs_acl_xattr), with a second
+    account that may write everything the gateway's may."""
+    s = Samba("--user", f"{PERSON[0]}:{PERSON[1]}", "--share-option", "vfs objects = acl_xattr")
+    yield s
+    s.stop()
+
+
+def test_a_lock_holds_against_other_accounts_on_a_share_that_keeps_acls(acl_samba, tmp_path):
+    """The read-only mark alone yields to anyone who may write the file's
+    attributes: another account clears it and deletes. The DENY the
+    gateway puts on a locked version's DACL stops that, and the ACEs come
+    off when the lock is lifted."""
+    cfg = tmp_path / "smbgate.toml"
+    write_secret(cfg, f"""
+[users.keeper]
+access_key = "{KEEPER[0]}"
+secret_key = "{KEEPER[1]}"
+buckets = ["*"]
+bypass_governance = true
+""")
+    g = Gateway(acl_samba, env={"SMBGATE_CONFIG": str(cfg)})
+    try:
+        s3 = client(g, KEEPER)
+        s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
+        s3.put_object(Bucket="vault", Key="free", Body=b"free", ContentMD5=md5(b"free"))
+        kept = s3.put_object(Bucket="vault", Key="kept", Body=b"precious", ContentMD5=md5(b"precious"),
+                             ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=later(1))["VersionId"]
+        v = s3.put_object(Bucket="vault", Key="gov", Body=b"governed", ContentMD5=md5(b"governed"),
+                          ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=later(1))["VersionId"]
+        brief_until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+        brief = s3.put_object(Bucket="vault", Key="brief", Body=b"b", ContentMD5=md5(b"b"),
+                              ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=brief_until)["VersionId"]
+        root = acl_samba.share_path / "vault"
+        out = as_person(acl_samba, 'cd vault; setmode kept -r; setmode gov -r; put /etc/hostname kept; del kept; del gov')
+        # smbclient tries each setmode twice, the same answer both times.
+        assert set(out.splitlines()) == {
+            "cli_setatr failed: NT_STATUS_ACCESS_DENIED",
+            "NT_STATUS_ACCESS_DENIED opening remote file \\vault\\kept",
+            "NT_STATUS_CANNOT_DELETE deleting remote file \\vault\\kept",
+            "NT_STATUS_CANNOT_DELETE deleting remote file \\vault\\gov",
+        }, out
+        assert (root / "kept").read_bytes() == b"precious"
+        assert (root / "gov").read_bytes() == b"governed"
+        # An object without a lock is the person's to change, as before.
+        out = as_person(acl_samba, 'cd vault; put /etc/hostname free')
+        assert "NT_STATUS" not in out, out
+        assert (root / "free").read_bytes() == Path("/etc/hostname").read_bytes()
+        # GOVERNANCE lifted (by a user allowed to bypass it): the mark and
+        # the ACEs go, and the person may write the file again.
+        client(g, KEEPER).put_object_retention(Bucket="vault", Key="gov", VersionId=v,
+                                               BypassGovernanceRetention=True, Retention={})
+        out = as_person(acl_samba, 'cd vault; put /etc/hostname gov')
+        assert "NT_STATUS" not in out, out
+        assert (root / "gov").read_bytes() == Path("/etc/hostname").read_bytes()
+        # The gateway's own account is not denied: a new version moves the
+        # locked one aside, and a version no longer locked can go.
+        s3.put_object(Bucket="vault", Key="kept", Body=b"newer", ContentMD5=md5(b"newer"))
+        assert s3.get_object(Bucket="vault", Key="kept", VersionId=kept)["Body"].read() == b"precious"
+        # A retention past by the gateway's clock leaves the mark and the
+        # ACEs on the share until the version goes, which the gateway may.
+        assert brief_until > datetime.datetime.now(datetime.timezone.utc)
+        time.sleep(max(0.0, (brief_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 1)
+        assert "NT_STATUS_ACCESS_DENIED" in as_person(acl_samba, 'cd vault; setmode brief -r')
+        s3.delete_object(Bucket="vault", Key="brief", VersionId=brief)
+        assert not (root / "brief").exists()
+    finally:
+        g.stop()
 
 
 def test_governance_yields_only_to_a_user_allowed_to_bypass_it(lgw, locked):

@@ -45,6 +45,8 @@ pub(super) struct Inner {
     /// Buckets' versioning states as last read (shared by every identity's
     /// root).
     pub(super) versioning: Arc<super::versions::StatusCache>,
+    /// The lock's ACEs on the share, for this root's identity.
+    pub(super) lock_acl: super::share::LockAcl,
 }
 
 impl Root {
@@ -61,6 +63,12 @@ impl Root {
     /// The store of `weak`, if it still serves.
     pub(super) fn upgrade(weak: &Weak<Inner>) -> Option<Root> {
         weak.upgrade().map(Root::from_inner)
+    }
+
+    /// The ACEs that hold locked versions on the share, for this root's
+    /// SMB identity.
+    pub(crate) fn lock_acl(&self) -> &super::share::LockAcl {
+        &self.inner.lock_acl
     }
 
     /// The object cache's directory watches.

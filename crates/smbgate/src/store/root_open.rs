@@ -89,6 +89,7 @@ impl Store {
             objects: object_cache::ObjectCache::new(opts_cache),
             watches: Default::default(),
             versioning: Default::default(),
+            lock_acl: Default::default(),
         }));
         super::reads::dir_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
@@ -116,6 +117,7 @@ impl Store {
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             watches: i.watches.for_another_identity(),
             versioning: i.versioning.clone(),
+            lock_acl: Default::default(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

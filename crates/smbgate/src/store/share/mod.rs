@@ -20,6 +20,7 @@ mod failure;
 mod handles;
 pub mod lane;
 mod leased;
+mod lock_acl;
 mod lookup;
 mod names;
 mod own_files;
@@ -53,6 +54,7 @@ pub use failure::{
 };
 pub use handles::{is_going, not_a_file, query_times};
 pub use leased::{hold_with_meta, warn_holders, warn_holders_after, Held, HeldLook};
+pub use lock_acl::LockAcl;
 pub(crate) use lookup::stat_created;
 pub use lookup::{
     normalized_names, open_read, open_to_update_record, open_with_meta, stat_key, stat_with_meta,

@@ -138,6 +138,9 @@ impl Uploads {
         meta.disk_id = d.info().on_disk_id();
         let sealed = needs_seal(&meta);
         self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
+        if sealed {
+            self.writes.deny_changes(&tree, data_path.as_str(), true).await;
+        }
         self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
         self.writes.seal(&d, sealed).await;
         let _ = d.close().await;
@@ -178,6 +181,9 @@ impl Uploads {
             let record = meta(temp.handle().info().on_disk_id());
             let sealed = needs_seal(&record);
             self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
+            if sealed {
+                self.writes.deny_changes(&tree, temp.path(), true).await;
+            }
             self.writes
                 .publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions)
                 .await?;

@@ -1,9 +1,11 @@
 //! Object Lock on versions: the rules (what a retention or legal hold
 //! forbids, and how a retention may change), and the retention and legal
 //! hold of a version read and changed in its record. Retention is judged by
-//! the gateway's clock. A protected version's file is also marked
-//! read-only on the share, so that people on the share cannot delete or
-//! overwrite it either where the server keeps DOS attributes.
+//! the gateway's clock. A protected version's file is also held on the
+//! share: marked read-only where the server keeps DOS attributes, and
+//! given a DACL that denies changes to all but the gateway's account where
+//! it keeps Windows ACLs (`share::LockAcl`), so that people on the share
+//! can neither delete nor overwrite it, nor lift the mark.
 
 use crate::store::meta::{LockMode, ObjectMeta, Retention};
 use crate::store::share::{self, Handle};
@@ -121,6 +123,17 @@ impl Root {
 }
 
 impl Writes {
+    /// Puts the lock's ACEs on the file at `path` (`on`), not yet
+    /// published, or takes them off a version whose lock was lifted. A
+    /// share that refuses or keeps no ACLs is logged: the read-only mark
+    /// and the gateway's own rules still hold.
+    pub(crate) async fn deny_changes(&self, tree: &share::Tree, path: &str, on: bool) {
+        let probe = || self.root.temp_path().to_string();
+        if let Err(e) = self.root.lock_acl().set(tree, path, on, probe).await {
+            tracing::warn!(error = %e, on, "the ACEs of a locked version could not be changed on the share");
+        }
+    }
+
     /// Marks the file a write just published (`handle`, still open) read-
     /// only on the share if `sealed` (its record is protected, see
     /// [`needs_seal`]). A server that refuses is logged: the gateway's own

@@ -138,6 +138,9 @@ impl Writes {
         // as a PUT's (failure class 25).
         let published = match result {
             Ok((r, sealed)) => {
+                if sealed {
+                    self.deny_changes(&share::connection_of(temp.handle()), temp.path(), true).await;
+                }
                 let published =
                     self.publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions);
                 let published = published.await;

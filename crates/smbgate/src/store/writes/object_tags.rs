@@ -102,6 +102,9 @@ impl Writes {
         let written = self.rewrite_record(&handle, path.as_str(), &record, sealed, seal).await;
         let tree = share::connection_of(&handle);
         let _ = handle.close().await;
+        if follow_lock && written.is_ok() {
+            self.deny_changes(&tree, path.as_str(), seal).await;
+        }
         self.root.warn_holders_after(&tree, path.as_str()).await;
         written.map(|()| version_id)
     }

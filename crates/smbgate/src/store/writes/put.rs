@@ -130,6 +130,9 @@ impl Writes {
         // the one-compound rename below is for plain PUTs.
         let marker = matches!(target, Target::Object { key, .. } if key.dir_marker);
         if req.conditions.if_match.is_some() || req.conditions.forbids_existing() || marker || versioned {
+            if sealed {
+                self.deny_changes(tree, temp.path(), true).await;
+            }
             let published =
                 self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
             let published = published.await.map(|()| result);
@@ -199,8 +202,12 @@ impl Writes {
         if let Target::Object { bucket, key } = target {
             self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
+        let sealed = needs_seal(&meta);
+        if sealed {
+            self.deny_changes(&share::connection_of(temp.handle()), temp.path(), true).await;
+        }
         self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
-        self.seal(temp.handle(), needs_seal(&meta)).await;
+        self.seal(temp.handle(), sealed).await;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id })
     }
 
