@@ -248,6 +248,15 @@ bypass_governance = true
         }, out
         assert (root / "kept").read_bytes() == b"precious"
         assert (root / "gov").read_bytes() == b"governed"
+        # A file the person put on the share, locked afterwards through S3:
+        # its owner cannot lift the mark either.
+        assert "NT_STATUS" not in as_person(acl_samba, 'cd vault; put /etc/hostname theirs')
+        s3.put_object_retention(Bucket="vault", Key="theirs",
+                                Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later(1)})
+        out = as_person(acl_samba, 'cd vault; setmode theirs -r; del theirs')
+        assert set(out.splitlines()) == {"cli_setatr failed: NT_STATUS_ACCESS_DENIED",
+                                         "NT_STATUS_CANNOT_DELETE deleting remote file \\vault\\theirs"}, out
+        assert (root / "theirs").read_bytes() == Path("/etc/hostname").read_bytes()
         # An object without a lock is the person's to change, as before.
         out = as_person(acl_samba, 'cd vault; put /etc/hostname free')
         assert "NT_STATUS" not in out, out
