@@ -351,6 +351,6 @@ impl Listings {
             window: self.root.options().list_window,
         };
         let req = ListRequest { max_dirs: Some(self.root.options().list_max_dirs), ..req.clone() };
-        Ok(list(&src, &req).await?)
+        list(&src, &req).await
     }
 }

@@ -210,7 +210,7 @@ impl Listings {
                 for e in entries.iter().filter(|e| e.times.is_directory()) {
                     if e.name.eq_ignore_ascii_case(INTERNAL_DIR) {
                         let key = under.trim_end_matches('/');
-                        if !key.is_empty() && key.starts_with(prefix) && !marker.is_some_and(|m| key < m) {
+                        if !key.is_empty() && key.starts_with(prefix) && marker.is_none_or(|m| key >= m) {
                             keys.entry(key.to_string()).or_default().folder = true;
                         }
                         continue;

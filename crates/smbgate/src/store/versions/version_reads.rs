@@ -50,7 +50,7 @@ impl Root {
             .filter(|e| !e.times.is_directory())
             .filter_map(|e| StoredName::parse(&e.name).map(|n| (dir.join(&e.name), n)))
             .collect();
-        stored.sort_by(|a, b| a.1.name().cmp(&b.1.name()));
+        stored.sort_by_cached_key(|a| a.1.name());
         Ok(stored)
     }
 }
