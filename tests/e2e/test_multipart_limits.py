@@ -83,31 +83,3 @@ def test_hundreds_of_parts_complete_where_extended_attributes_are_small(s3, buck
     record = os.getxattr(samba.share_path / bucket / "big", "user.smbgate.meta")
     assert b'"part_runs":[[5242880,600]]' in record, record[:300]
     s3.delete_object(Bucket=bucket, Key="big")
-
-
-def test_metadata_and_tags_over_what_the_share_keeps_are_metadata_too_large(s3, bucket, samba):
-    """Issue 23, point 6.8: S3 allows 2 KB of user metadata and 10 tags of
-    up to 128 + 256 characters; together they are one record of about
-    6 KB, over the ~4 KiB of extended attributes ext4 keeps for a file.
-    That is 400 MetadataTooLarge (it was 500 STATUS_DISK_FULL), and nothing
-    is stored or changed: not by a PUT (small or streamed), nor by a
-    PutObjectTagging on an object that already holds the metadata."""
-    from botocore.exceptions import ClientError
-    from s3util import wait_no_tmp
-    meta = {f"m{i}": "v" * 190 for i in range(10)}
-    tags = "&".join(f"{'k' * 120}{i}={'v' * 250}" for i in range(10))
-    for key, body in (("small", b"x" * 10), ("streamed", b"x" * (20 << 20))):
-        with pytest.raises(ClientError) as e:
-            s3.put_object(Bucket=bucket, Key=key, Body=body, Metadata=meta, Tagging=tags)
-        assert (e.value.response["ResponseMetadata"]["HTTPStatusCode"], e.value.response["Error"]["Code"]) == \
-            (400, "MetadataTooLarge"), key
-        assert not (samba.share_path / bucket / key).exists()
-    s3.put_object(Bucket=bucket, Key="held", Body=b"kept", Metadata=meta)
-    with pytest.raises(ClientError) as e:
-        s3.put_object_tagging(Bucket=bucket, Key="held", Tagging={"TagSet": [
-            {"Key": f"{'k' * 120}{i}", "Value": "v" * 250} for i in range(10)]})
-    assert e.value.response["Error"]["Code"] == "MetadataTooLarge"
-    assert s3.get_object_tagging(Bucket=bucket, Key="held")["TagSet"] == []
-    got = s3.get_object(Bucket=bucket, Key="held")
-    assert (got["Body"].read(), got["Metadata"]) == (b"kept", meta)
-    assert wait_no_tmp(samba) == []

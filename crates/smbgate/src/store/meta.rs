@@ -89,6 +89,10 @@ pub struct ObjectMeta {
     /// Object Lock legal hold of this version.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legal_hold: bool,
+    /// True on the stub left in an EA or stream whose full record went to
+    /// a sidecar for its size (see `share::spill`): read past it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spilled: bool,
 }
 
 /// An Object Lock retention mode.
@@ -132,6 +136,25 @@ pub struct Retention {
 }
 
 impl ObjectMeta {
+    /// The stub a record too large for an EA leaves there: all but the
+    /// user metadata, tags, Content-* headers and the parts' checksums,
+    /// marked [`ObjectMeta::spilled`].
+    pub fn stub(&self) -> ObjectMeta {
+        ObjectMeta {
+            content_type: None,
+            content_encoding: None,
+            content_disposition: None,
+            content_language: None,
+            cache_control: None,
+            expires: None,
+            user: BTreeMap::new(),
+            part_checksums: Vec::new(),
+            tags: Vec::new(),
+            spilled: true,
+            ..self.clone()
+        }
+    }
+
     /// Encodes as the EA to set.
     pub fn to_ea(&self) -> FullEa {
         FullEa { name: META_EA.to_string(), value: serde_json::to_vec(self).expect("serialisable") }

@@ -203,7 +203,7 @@ impl Reads {
                     let (tree, own) = (&tree, &path);
                     async move {
                         if file_only && p == *own {
-                            match share::hold_with_meta(tree, p.as_str(), read, exact).await {
+                            match share::hold_with_meta(tree, self.root.records(), p.as_str(), read, exact).await {
                                 Ok(Some(l)) => return Ok(Look::Held(Box::new(l))),
                                 Ok(None) => {}
                                 Err(e) if not_holdable(&e) => {}
@@ -282,7 +282,14 @@ impl Reads {
         let Ok(mapped) = map_key(key) else { return };
         let read = self.root.objects().options().object_max;
         let seen = dir_watches::mark(&self.root, path.as_str());
-        let mut look = match share::hold_with_meta(&tree, path.as_str(), read, self.root.exact_names_for(&mapped)).await
+        let mut look = match share::hold_with_meta(
+            &tree,
+            self.root.records(),
+            path.as_str(),
+            read,
+            self.root.exact_names_for(&mapped),
+        )
+        .await
         {
             Ok(Some(look)) => look,
             Ok(None) => return,

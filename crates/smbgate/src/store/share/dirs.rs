@@ -11,6 +11,7 @@ use smb_proto::query::SetInfoRequest;
 use super::lookup::key_of;
 use super::records::{Kind, Records};
 use super::requests::{take, CLOSE_RELATED, QFID};
+use super::spill;
 
 /// The sub-second part of the CreationTime (FILETIME, 100 ns units) of
 /// the directories the gateway makes for keys: 0.765432 s. A folder
@@ -56,15 +57,28 @@ pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
 /// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND; the
 /// sidecar's write.
 pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
-    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
+    // A record too large for an EA or stream leaves a stub in the CREATE
+    // and goes to a sidecar named after the id the CREATE tells; nobody
+    // reads the new directory's records before this returns.
+    let (kept, spilled) = match rec.in_sidecars() {
+        true => (eas.to_vec(), Vec::new()),
+        false => spill::split(eas).unwrap_or_else(|| (eas.to_vec(), Vec::new())),
+    };
+    let ctx = [CreateContext::EaBuffer(&kept), CreateContext::QueryOnDiskId];
     let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
-    let req = CreateRequest::new_directory(path, access).contexts(if rec.in_eas() { &ctx[..1] } else { &ctx[1..] });
+    let contexts = match (rec.in_eas(), spilled.is_empty()) {
+        (true, true) => &ctx[..1],
+        (true, false) => &ctx[..],
+        (false, _) => &ctx[1..],
+    };
+    let req = CreateRequest::new_directory(path, access).contexts(contexts);
     let [created, _closed] = take(tree.smb().compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+    spill::write(rec, tree, || key_of(&created), &spilled).await?;
     match rec.kind() {
         Kind::Ea => {}
-        Kind::Stream => rec.write_streams(tree, path, eas, true).await?,
-        Kind::Sidecar { .. } => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
+        Kind::Stream => rec.write_streams(tree, path, &kept, true).await?,
+        Kind::Sidecar => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
     }
     Ok(())
 }
@@ -79,6 +93,23 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
     let open = CreateRequest::open(path, access::FILE_WRITE_EA | access::FILE_READ_ATTRIBUTES)
         .options(options::DIRECTORY_FILE)
         .contexts(&QFID);
+    let ea = match !rec.in_sidecars() && ea.value.len() > spill::SPILL_OVER {
+        // Too large for an EA or stream: the sidecar, named after the
+        // directory's id, first, then its stub.
+        true => {
+            let look = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
+            let [created, _closed] = take(tree.smb().compound(&[&look, &CLOSE_RELATED]).await?)?;
+            let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
+            match spill::split(std::slice::from_ref(&ea)) {
+                Some((kept, spilled)) => {
+                    spill::write(rec, tree, || key_of(&created), &spilled).await?;
+                    kept.into_iter().next().unwrap_or(ea)
+                }
+                None => ea,
+            }
+        }
+        false => ea,
+    };
     let eas = [ea];
     if rec.in_streams() {
         // A stream is written by name: make sure the name is a directory's,

@@ -20,7 +20,9 @@ use smb_proto::lease::state;
 use smb_proto::{NtStatus, Request};
 
 use super::lookup::{decode_meta, decode_name};
+use super::records::{FileKey, Records};
 use super::requests::{delete_req, meta_query, CLOSE_RELATED, NAME_QUERY, QFID};
+use super::spill::unspill_meta;
 use super::Result;
 use crate::store::meta::{ObjectMeta, META_EA};
 
@@ -97,7 +99,7 @@ pub struct HeldLook {
 /// Errors: the CREATE's NTSTATUS (not-found statuses,
 /// STATUS_SHARING_VIOLATION while a writer holds the file for DELETE or
 /// writing, STATUS_FILE_IS_A_DIRECTORY); an answer that does not decode.
-pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> Result<Option<HeldLook>> {
+pub async fn hold_with_meta(tree: &Tree, rec: &Records, path: &str, read: u32, name: bool) -> Result<Option<HeldLook>> {
     let req = hold_req(path);
     let leased = tree.smb().lease_request(&req, HOLD, OnBreak::CloseFirst);
     let names = [META_EA];
@@ -119,7 +121,10 @@ pub async fn hold_with_meta(tree: &Tree, path: &str, read: u32, name: bool) -> R
     let (handle, lease) = leased.opened(handle).await?;
     let handle = Handle::of(handle);
     let Some(held) = held(handle, lease).await else { return Ok(None) };
-    let meta = rs.next().and_then(|a| decode_meta(&a, held.created()));
+    let meta = match rs.next().and_then(|a| decode_meta(&a, held.created())) {
+        Some(meta) => Some(unspill_meta(rec, tree, FileKey::of(held.created()), meta).await?),
+        None => None,
+    };
     let data = match (read > 0).then(|| rs.next()).flatten() {
         Some(a) if a.status() == NtStatus::STATUS_SUCCESS => {
             let data = a.body(ReadResponse::decode)?.data;

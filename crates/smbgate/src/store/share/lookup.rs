@@ -17,6 +17,7 @@ use smb_proto::{NtStatus, Request};
 use super::backoff::{self, Backoff};
 use super::records::{FileKey, Kind, Records};
 use super::requests::{lookup_req, meta_query, read_req, take, CLOSE_RELATED, NAME_QUERY};
+use super::spill::unspill_meta;
 use crate::store::meta::{ObjectMeta, META_EA};
 
 /// The share-relative on-disk path from a [`NAME_QUERY`] answer; `None`
@@ -79,12 +80,15 @@ pub(crate) async fn record_of(
     created: &CreateResponse,
 ) -> Result<(Option<ObjectMeta>, bool)> {
     match answer {
-        RecordAnswer::Ea(r) => Ok((decode_meta(&r, created), false)),
+        RecordAnswer::Ea(r) => match decode_meta(&r, created) {
+            Some(meta) => Ok((Some(unspill_meta(rec, tree, FileKey::of(created), meta).await?), false)),
+            None => Ok((None, false)),
+        },
         RecordAnswer::Stream(bytes) => {
             let Some(meta) = bytes.as_deref().and_then(ObjectMeta::from_ea) else { return Ok((None, false)) };
             let other_file = meta.disk_id.is_some() && meta.disk_id != created.on_disk_id();
             Ok(match meta.matches(created.times.end_of_file, created.on_disk_id()) {
-                true => (Some(meta), false),
+                true => (Some(unspill_meta(rec, tree, FileKey::of(created), meta).await?), false),
                 false => (None, other_file),
             })
         }
@@ -184,7 +188,7 @@ pub(crate) async fn compound_with_record(
             };
             Ok((main, stream_answer(super::records::whole_read_answer(s))?))
         }
-        Kind::Sidecar { .. } => Ok((tree.smb().compound(chain).await?, RecordAnswer::Later)),
+        Kind::Sidecar => Ok((tree.smb().compound(chain).await?, RecordAnswer::Later)),
     }
 }
 

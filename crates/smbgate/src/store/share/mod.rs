@@ -32,6 +32,7 @@ mod replace;
 mod requests;
 mod seal;
 mod space;
+mod spill;
 mod temp;
 mod watch;
 

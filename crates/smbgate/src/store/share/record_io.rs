@@ -10,6 +10,7 @@ use smb_proto::NtStatus;
 
 use super::records::{FileKey, Kind, Records};
 use super::requests::{take, temp_req, CLOSE_RELATED};
+use super::spill;
 
 /// Longest record value an EA can carry, in bytes (its length is 16 bits
 /// on the wire, MS-FSCC 2.4.15).
@@ -19,22 +20,34 @@ pub const MAX_EA_VALUE: usize = u16::MAX as usize;
 /// the file at `path`, which nobody else writes (a temp file, a part claim,
 /// an upload's data file): its EAs, its named streams, or its sidecar.
 ///
+/// A record over [`spill::SPILL_OVER`] bytes goes to a sidecar first, its
+/// stub to the EA or stream (see `spill`).
+///
 /// Errors: the SET_INFO's NTSTATUS, or the stream or sidecar write's; a
 /// handle opened without the QFid context cannot have a sidecar; an EA
 /// value over 65,535 bytes (an EA's length is 16 bits on the wire) is
 /// refused before anything is sent, never cut ([`MAX_EA_VALUE`]).
 pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
-    match rec.kind() {
-        Kind::Ea => {
-            if let Some(big) = eas.iter().find(|e| e.value.len() > MAX_EA_VALUE) {
-                let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
-                return Err(Error::InvalidArgument(why).into());
-            }
-            handle.smb().tree().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
-        }
-        Kind::Stream => rec.write_streams(&handle.tree(), path, eas, true).await,
-        Kind::Sidecar { .. } => rec.write_sidecar(&handle.tree(), handle_key(handle)?, eas).await,
+    if rec.in_sidecars() {
+        return rec.write_sidecar(&handle.tree(), handle_key(handle)?, eas).await;
     }
+    // A record too large for an EA or stream goes to a sidecar first.
+    let split = spill::split(eas);
+    let eas = match &split {
+        Some((kept, spilled)) => {
+            spill::write(rec, &handle.tree(), || handle_key(handle), spilled).await?;
+            &kept[..]
+        }
+        None => eas,
+    };
+    if rec.in_streams() {
+        return rec.write_streams(&handle.tree(), path, eas, true).await;
+    }
+    if let Some(big) = eas.iter().find(|e| e.value.len() > MAX_EA_VALUE) {
+        let why = format!("record {} of {} bytes: an EA holds {MAX_EA_VALUE}", big.name, big.value.len());
+        return Err(Error::InvalidArgument(why).into());
+    }
+    handle.smb().tree().set_info(handle.smb().id(), SetFileInfo::FullEa(eas)).await.map_err(Into::into)
 }
 
 /// Replaces the records of an object open to change them (see
@@ -74,12 +87,12 @@ pub(crate) fn handle_key(handle: &Handle) -> Result<FileKey> {
 
 /// The records named `names` of the open `handle` of the file at `path`:
 /// QUERY_INFO of its EAs, its named streams, or its sidecar (every record
-/// it holds).
+/// it holds); a spilled record is read from its sidecar.
 ///
 /// Errors: the QUERY_INFO's NTSTATUS, or the stream or sidecar read's.
 pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[&str]) -> Result<Vec<FullEa>> {
-    match rec.kind() {
-        Kind::Ea => handle.smb().tree().query_eas(handle.smb().id(), names).await.map_err(Into::into),
+    let found = match rec.kind() {
+        Kind::Ea => handle.smb().tree().query_eas(handle.smb().id(), names).await?,
         Kind::Stream => {
             let mut out = Vec::new();
             for name in names {
@@ -87,13 +100,16 @@ pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[
                     out.push(FullEa { name: name.to_string(), value: value.to_vec() });
                 }
             }
-            Ok(out)
+            out
         }
-        Kind::Sidecar { .. } => match handle_key(handle) {
-            Ok(key) => rec.read_sidecar(&handle.tree(), key).await,
-            Err(_) => Ok(Vec::new()),
-        },
-    }
+        Kind::Sidecar => {
+            return match handle_key(handle) {
+                Ok(key) => rec.read_sidecar(&handle.tree(), key).await,
+                Err(_) => Ok(Vec::new()),
+            }
+        }
+    };
+    spill::unspill(rec, &handle.tree(), || handle_key(handle), found).await
 }
 
 /// What the share can hold records in, asked the way a PUT uses them:

@@ -47,7 +47,26 @@ const MAX_SIDECAR: u32 = 1 << 20;
 /// at startup by [`choose`]. Which kind it is stays inside the share
 /// layer: the rules above ask what they need of it.
 #[derive(Debug, Clone)]
-pub struct Records(Kind);
+pub struct Records {
+    kind: Kind,
+    /// Where sidecars go: every record on a sidecar share, and on the
+    /// others a record too large for an EA or stream (see `spill`).
+    sidecars: Sidecars,
+    /// Set once this process has written or read a spilled record: only
+    /// then do deletes on an EA or stream share look for a sidecar to
+    /// remove ([`Records::forget`]).
+    spills_seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The sidecar directory and where sidecars are written before their
+/// rename into place.
+#[derive(Debug, Clone)]
+struct Sidecars {
+    /// `<root>\.smbgate\meta`.
+    dir: SharePath,
+    /// `<root>\.smbgate\tmp`.
+    tmp: SharePath,
+}
 
 /// The kinds of record store.
 #[derive(Debug, Clone)]
@@ -56,14 +75,9 @@ pub(super) enum Kind {
     Ea,
     /// In a named stream on each file, one per record name.
     Stream,
-    /// In sidecar files under `dir` (`<root>\.smbgate\meta`), for a share
+    /// In sidecar files under `<root>\.smbgate\meta`, for a share
     /// without EAs.
-    Sidecar {
-        /// The sidecar directory.
-        dir: SharePath,
-        /// Where a sidecar is written before its rename into place.
-        tmp: SharePath,
-    },
+    Sidecar,
 }
 
 /// What identifies the file a sidecar describes: its on-disk id and its
@@ -115,11 +129,18 @@ impl Records {
         self.in_eas()
     }
 
-    /// True unless a record of `len` bytes is over what this kind of
-    /// record can carry at all (an EA's value, [`super::MAX_EA_VALUE`]); a
-    /// record that may fit can still be refused by the share.
+    /// True unless a record of `len` bytes is over what a sidecar carries
+    /// (half of [`MAX_SIDECAR`], for the escaping of a record's JSON inside
+    /// the sidecar's): a larger EA or stream record spills to one (see
+    /// `spill`).
     pub fn may_hold(&self, len: usize) -> bool {
-        !self.in_eas() || len <= super::MAX_EA_VALUE
+        len <= MAX_SIDECAR as usize / 2
+    }
+
+    /// Notes that this process met a spilled record (see
+    /// [`Records::forget`]).
+    pub(super) fn saw_spill(&self) {
+        self.spills_seen.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The record of the file or directory at `path` (whose on-disk id
@@ -128,39 +149,42 @@ impl Records {
     ///
     /// Errors: the read's SMB failures; not-found ones where `path` is gone.
     pub async fn read_of(&self, tree: &Tree, path: &str, key: FileKey) -> Result<Option<ObjectMeta>> {
-        Ok(match &self.0 {
+        Ok(match &self.kind {
             Kind::Ea => super::stat_with_meta(tree, self, path).await?.1,
-            Kind::Stream => self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)),
-            Kind::Sidecar { .. } => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
+            Kind::Stream => match self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)) {
+                Some(meta) => Some(super::spill::unspill_meta(self, tree, Some(key), meta).await?),
+                None => None,
+            },
+            Kind::Sidecar => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
         })
     }
 
     /// Which kind of store this is, for the share layer's own operations.
     pub(super) fn kind(&self) -> &Kind {
-        &self.0
+        &self.kind
     }
 
     /// True if records travel inside the open's compound (EAs).
     pub(super) fn in_eas(&self) -> bool {
-        matches!(self.0, Kind::Ea)
+        matches!(self.kind, Kind::Ea)
     }
 
     /// True if records are named streams of their files.
     pub(super) fn in_streams(&self) -> bool {
-        matches!(self.0, Kind::Stream)
+        matches!(self.kind, Kind::Stream)
     }
 
     /// True if records are sidecar files, found by file id.
     pub(super) fn in_sidecars(&self) -> bool {
-        matches!(self.0, Kind::Sidecar { .. })
+        matches!(self.kind, Kind::Sidecar)
     }
 
     /// A name for the logs.
     pub fn describe(&self) -> &'static str {
-        match &self.0 {
+        match &self.kind {
             Kind::Ea => "extended attributes",
             Kind::Stream => "alternate data streams",
-            Kind::Sidecar { .. } => "sidecar files under .smbgate/meta",
+            Kind::Sidecar => "sidecar files under .smbgate/meta",
         }
     }
 
@@ -170,8 +194,8 @@ impl Records {
     }
 
     /// Writes `eas` (empty values remove) as the records of the file `key`
-    /// names. Only for [`Kind::Sidecar`]; the EA form is set by the
-    /// caller on its handle.
+    /// names: all its records on a sidecar share, its spilled ones on the
+    /// others (see `spill`).
     ///
     /// Sidecar form: CREATE(temp) + WRITE + SET_INFO(rename over the
     /// sidecar) + CLOSE, one round trip, so a reader sees the old sidecar
@@ -180,9 +204,7 @@ impl Records {
     ///
     /// Errors: the first failing step's NTSTATUS.
     pub async fn write_sidecar(&self, tree: &Tree, key: FileKey, eas: &[FullEa]) -> Result<()> {
-        let Kind::Sidecar { dir, tmp } = &self.0 else {
-            return Err(Error::InvalidArgument("this share keeps no sidecar records".into()).into());
-        };
+        let Sidecars { dir, tmp } = &self.sidecars;
         let target = Self::sidecar_path(dir, key);
         let mut records = std::collections::BTreeMap::new();
         for ea in eas.iter().filter(|e| !e.value.is_empty()) {
@@ -201,11 +223,16 @@ impl Records {
         let temp = tmp.join(&format!("rec-{:016x}", rand::random::<u64>()));
         match self.publish_retrying(tree, &temp, &target, &body).await {
             Err(e) if e.status() == Some(NtStatus::STATUS_OBJECT_PATH_NOT_FOUND) => {
-                // The first record in this subdirectory.
+                // The first record in this subdirectory (and, on a share
+                // whose records spill only now and then, the first of all).
                 if let Some((sub, _)) = target.split_leaf() {
-                    match tree.smb().mkdir(sub.as_str()).await {
-                        Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
-                        _ => {}
+                    for d in [dir, &sub] {
+                        match tree.smb().mkdir(d.as_str()).await {
+                            Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => {
+                                return Err(e.into())
+                            }
+                            _ => {}
+                        }
                     }
                 }
                 self.publish_retrying(tree, &temp, &target, &body).await
@@ -306,13 +333,11 @@ impl Records {
     }
 
     /// The records of the file `key` names, from its sidecar (empty if it
-    /// has none, or if the sidecar was written for another file). Only for
-    /// [`Kind::Sidecar`].
+    /// has none, or if the sidecar was written for another file).
     ///
     /// Errors: a failing status other than not-found, a transport error.
     pub async fn read_sidecar(&self, tree: &Tree, key: FileKey) -> Result<Vec<FullEa>> {
-        let Kind::Sidecar { dir, .. } = &self.0 else { return Ok(Vec::new()) };
-        let path = Self::sidecar_path(dir, key);
+        let path = Self::sidecar_path(&self.sidecars.dir, key);
         let (open, read, close) = whole_read(path.as_str(), tree.max_read());
         let chain: [&dyn Request; 3] = [&open, &read, &close];
         let Some(data) = whole_read_answer(tree.smb().compound(&chain).await?)? else { return Ok(Vec::new()) };
@@ -330,9 +355,13 @@ impl Records {
     /// readers that opened the file just before and read its sidecar next
     /// (they would otherwise see a file without a record, with a derived
     /// ETag). Runs on `tree`'s connection; best effort, since a leftover is
-    /// harmless (see the module docs) and small.
+    /// harmless (see the module docs) and small. On an EA or stream share,
+    /// only once this process has met a spilled record.
     pub fn forget(&self, tree: &Tree, key: Option<FileKey>) {
-        let (Kind::Sidecar { .. }, Some(key)) = (&self.0, key) else { return };
+        let Some(key) = key else { return };
+        if !self.in_sidecars() && !self.spills_seen.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let (records, tree) = (self.clone(), tree.clone());
         tokio::spawn(async move {
             backoff::pause(backoff::SIDECAR_FORGET_DELAY).await;
@@ -347,8 +376,7 @@ impl Records {
     /// [`Records::write_sidecar`]; readers go on), read, and deleted through
     /// that handle only if it names `key`.
     async fn forget_now(&self, tree: &Tree, key: FileKey) {
-        let Kind::Sidecar { dir, .. } = &self.0 else { return };
-        let path = Self::sidecar_path(dir, key);
+        let path = Self::sidecar_path(&self.sidecars.dir, key);
         let (open, read, _) = whole_read(path.as_str(), tree.max_read());
         let open = CreateRequest {
             desired_access: access::GENERIC_READ | access::DELETE,
@@ -457,11 +485,16 @@ pub async fn choose(
     streams: bool,
     has_disk_ids: bool,
 ) -> Result<Records> {
+    let records = |kind| Records {
+        kind,
+        sidecars: Sidecars { dir: internal.join("meta"), tmp: internal.join("tmp") },
+        spills_seen: Default::default(),
+    };
     if ea_supported {
-        return Ok(Records(Kind::Ea));
+        return Ok(records(Kind::Ea));
     }
     if streams && has_disk_ids {
-        return Ok(Records(Kind::Stream));
+        return Ok(records(Kind::Stream));
     }
     if !has_disk_ids {
         return Err(Error::InvalidArgument(
@@ -471,12 +504,12 @@ pub async fn choose(
         )
         .into());
     }
-    let dir = internal.join("meta");
-    match tree.smb().mkdir(dir.as_str()).await {
+    let records = records(Kind::Sidecar);
+    match tree.smb().mkdir(records.sidecars.dir.as_str()).await {
         Err(e) if e.status() != Some(NtStatus::STATUS_OBJECT_NAME_COLLISION) => return Err(e.into()),
         _ => {}
     }
-    Ok(Records(Kind::Sidecar { dir, tmp: internal.join("tmp") }))
+    Ok(records)
 }
 
 #[cfg(test)]

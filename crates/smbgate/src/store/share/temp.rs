@@ -16,6 +16,7 @@ use super::record_io::set_eas;
 use super::records::Records;
 use super::replace::{close_and_delete, open_for_delete};
 use super::requests::{delete_req, take, temp_req, QFID};
+use super::spill;
 
 /// Creates the temporary file `path` (QFid), with `eas` set by the CREATE.
 ///
@@ -44,7 +45,9 @@ pub async fn create_temp_and_write(
     data: &[u8],
 ) -> Result<(TempFile, u32)> {
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
-    let in_create = rec.in_eas() && !eas.is_empty();
+    // A record that spills is set after the CREATE, which tells the
+    // file's id its sidecar is named after.
+    let in_create = rec.in_eas() && !eas.is_empty() && eas.iter().all(|e| e.value.len() <= spill::SPILL_OVER);
     let create = temp_req(path, if in_create { &ctx[..] } else { &ctx[1..] });
     let created = async {
         if data.is_empty() {
