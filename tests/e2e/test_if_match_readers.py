@@ -65,7 +65,12 @@ def test_readers_never_see_a_404_while_if_match_puts_swap_the_key(own_samba):
         threads += [threading.Thread(target=reader, args=(gws[r % 2], r)) for r in range(10)]
         for t in threads:
             t.start()
+        # At least SECONDS, and on until enough swaps and reads met (a
+        # loaded machine gets there later; the cap only ends a stuck run).
+        started = time.monotonic()
         time.sleep(SECONDS)
+        while (seen["swaps"] <= 20 or seen["reads"] <= 100) and time.monotonic() - started < 20 * SECONDS:
+            time.sleep(0.5)
         stop.set()
         for t in threads:
             t.join()
