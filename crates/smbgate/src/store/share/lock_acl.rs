@@ -87,7 +87,7 @@ impl LockAcl {
         let dacl_query = security_query(security_information::DACL);
         let [created, queried, _] = take(tree.smb().compound(&[&open, &dacl_query, &CLOSE_RELATED]).await?)?;
         created.ok_or_status(&[])?;
-        let now = queried.ok_or_status(&[])?.body(|m| SecurityDescriptor::decode(&OutputBuffer::decode(m)?.0))?;
+        let now = descriptor_of(queried)?;
         let aces = now.dacl.clone().unwrap_or_default();
         let want = with_lock_aces(&aces, own, on);
         if want == aces {
@@ -98,7 +98,7 @@ impl LockAcl {
         let [created, set, queried, _] = take(tree.smb().compound(&[&open, &set, &dacl_query, &CLOSE_RELATED]).await?)?;
         created.ok_or_status(&[])?;
         set.ok_or_status(&[])?;
-        let after = queried.ok_or_status(&[])?.body(|m| SecurityDescriptor::decode(&OutputBuffer::decode(m)?.0))?;
+        let after = descriptor_of(queried)?;
         Ok(self.dropped(has_lock_aces(after.dacl.as_deref().unwrap_or_default(), own) == on))
     }
 
@@ -113,6 +113,13 @@ impl LockAcl {
         }
         kept
     }
+}
+
+/// The security descriptor a security QUERY_INFO answered.
+///
+/// Errors: its NTSTATUS; a descriptor that does not decode.
+fn descriptor_of(answer: smb_client::connection::Response) -> Result<SecurityDescriptor> {
+    Ok(answer.ok_or_status(&[])?.body(|m| SecurityDescriptor::decode(&OutputBuffer::decode(m)?.0))?)
 }
 
 /// QUERY_INFO of the related handle's security descriptor parts `parts`.
@@ -145,8 +152,7 @@ async fn own_sid(tree: &Tree, probe: String) -> Result<Option<Sid>> {
     if none.contains(&queried.status()) {
         return Ok(None);
     }
-    let sd = queried.ok_or_status(&[])?.body(|m| SecurityDescriptor::decode(&OutputBuffer::decode(m)?.0))?;
-    Ok(sd.owner)
+    Ok(descriptor_of(queried)?.owner)
 }
 
 #[cfg(test)]
