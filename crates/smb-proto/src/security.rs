@@ -192,28 +192,31 @@ impl SecurityDescriptor {
 
     /// Encodes the descriptor a DACL-only SET_INFO carries: self-relative,
     /// with the DACL (an empty one if `dacl` is `None`), no owner, group
-    /// or SACL, and the DACL's inheritance control bits as read.
-    pub fn encode_dacl(&self) -> BytesMut {
+    /// or SACL, and the DACL's inheritance control bits as read. `None`
+    /// if the DACL or an ACE would be over the 65,535 bytes their 16-bit
+    /// sizes can say.
+    pub fn encode_dacl(&self) -> Option<BytesMut> {
         let kept = control::DACL_AUTO_INHERIT_REQ | control::DACL_AUTO_INHERITED | control::DACL_PROTECTED;
-        let mut out = BytesMut::new();
+        let aces = self.dacl.as_deref().unwrap_or_default();
+        let size = u16::try_from(8 + aces.iter().map(|a| 4 + a.body.len()).sum::<usize>()).ok()?;
+        let count = u16::try_from(aces.len()).ok()?;
+        let mut out = BytesMut::with_capacity(20 + size as usize);
         out.extend_from_slice(&[1, 0]);
         put_u16(&mut out, control::SELF_RELATIVE | control::DACL_PRESENT | (self.control & kept));
         put_u32(&mut out, 0); // OffsetOwner
         put_u32(&mut out, 0); // OffsetGroup
         put_u32(&mut out, 0); // OffsetSacl
         put_u32(&mut out, 20); // OffsetDacl
-        let aces = self.dacl.as_deref().unwrap_or_default();
-        let size = 8 + aces.iter().map(|a| 4 + a.body.len()).sum::<usize>();
         out.extend_from_slice(&[self.dacl_revision.max(2), 0]);
-        put_u16(&mut out, size as u16);
-        put_u16(&mut out, aces.len() as u16);
+        put_u16(&mut out, size);
+        put_u16(&mut out, count);
         put_u16(&mut out, 0);
         for a in aces {
             out.extend_from_slice(&[a.ace_type, a.flags]);
-            put_u16(&mut out, (4 + a.body.len()) as u16);
+            put_u16(&mut out, (4 + a.body.len()) as u16); // within `size`, checked above
             out.extend_from_slice(&a.body);
         }
-        out
+        Some(out)
     }
 }
 
@@ -227,7 +230,9 @@ fn decode_acl(b: &[u8]) -> DecodeResult<(Vec<Ace>, u8)> {
     let count = r.u16("Acl.AceCount")?;
     r.skip(2, "Acl.Sbz2")?;
     let mut r = Reader::new(slice_at(b, 8, size.saturating_sub(8), "Acl.Aces")?);
-    let mut aces = Vec::with_capacity(count as usize);
+    // An ACE takes at least 8 bytes: a count the ACL cannot hold
+    // reserves no more than it can.
+    let mut aces = Vec::with_capacity((count as usize).min(size / 8));
     for _ in 0..count {
         let ace_type = r.u8("Ace.AceType")?;
         let flags = r.u8("Ace.AceFlags")?;
@@ -260,7 +265,7 @@ mod tests {
             dacl_revision: 2,
         };
         // Put the owner after the DACL, as servers may.
-        let mut b = sd.encode_dacl();
+        let mut b = sd.encode_dacl().unwrap();
         let at = b.len() as u32;
         owner.encode(&mut b);
         b[4..8].copy_from_slice(&at.to_le_bytes());
@@ -275,7 +280,7 @@ mod tests {
         assert_eq!(aces.len(), 3);
         assert_eq!(aces[2].mask_and_sid(), Some((0x0012_00a9, Sid::everyone())));
         // Written back without the owner, it reads as the same DACL.
-        let again = SecurityDescriptor::decode(&sd.encode_dacl()).unwrap();
+        let again = SecurityDescriptor::decode(&sd.encode_dacl().unwrap()).unwrap();
         assert_eq!((again.owner, again.dacl), (None, sd.dacl));
     }
 
@@ -286,7 +291,7 @@ mod tests {
         assert_eq!(&b[..], &[1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
         let sd = SecurityDescriptor { dacl: Some(vec![]), ..Default::default() };
         assert_eq!(
-            &sd.encode_dacl()[..],
+            &sd.encode_dacl().unwrap()[..],
             &[1, 0, 4, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 2, 0, 8, 0, 0, 0, 0, 0]
         );
     }
@@ -300,6 +305,11 @@ mod tests {
         let mut bad = good.clone();
         bad[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(SecurityDescriptor::decode(&bad), Err(DecodeError::OutOfBounds("Dacl")));
+        let huge = SecurityDescriptor {
+            dacl: Some(vec![Ace { ace_type: 0, flags: 0, body: vec![0; 40_000] }; 2]),
+            ..Default::default()
+        };
+        assert_eq!(huge.encode_dacl(), None);
         let mut not_relative = good;
         not_relative[3] = 0;
         assert!(matches!(SecurityDescriptor::decode(&not_relative), Err(DecodeError::BadValue { .. })));

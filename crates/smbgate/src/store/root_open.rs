@@ -117,7 +117,7 @@ impl Store {
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             watches: i.watches.for_another_identity(),
             versioning: i.versioning.clone(),
-            lock_acl: Default::default(),
+            lock_acl: i.lock_acl.for_another_identity(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())
