@@ -57,27 +57,29 @@ pub async fn mkdir_own(tree: &Tree, path: &str) -> Result<()> {
 /// Errors: STATUS_OBJECT_NAME_COLLISION, STATUS_OBJECT_PATH_NOT_FOUND; the
 /// sidecar's write.
 pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[FullEa]) -> Result<()> {
-    // A record too large for an EA or stream leaves a stub in the CREATE
-    // and goes to a sidecar named after the id the CREATE tells; nobody
-    // reads the new directory's records before this returns.
-    let (kept, spilled) = match rec.in_sidecars() {
-        true => (eas.to_vec(), Vec::new()),
-        false => spill::split(eas).unwrap_or_else(|| (eas.to_vec(), Vec::new())),
-    };
-    let ctx = [CreateContext::EaBuffer(&kept), CreateContext::QueryOnDiskId];
+    // A record too large for an EA or stream is set after the CREATE, by
+    // `set_dir_ea`: its sidecar, named after the directory's id, first,
+    // then the stub, so that nobody meets a stub without its record.
+    let spills = !rec.in_sidecars() && spill::split(eas).is_some();
+    let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
-    let contexts = match (rec.in_eas(), spilled.is_empty()) {
-        (true, true) => &ctx[..1],
-        (true, false) => &ctx[..],
-        (false, _) => &ctx[1..],
-    };
+    let contexts = if rec.in_eas() && !spills { &ctx[..1] } else { &ctx[1..] };
     let req = CreateRequest::new_directory(path, access).contexts(contexts);
     let [created, _closed] = take(tree.smb().compound(&[&req, &CLOSE_RELATED]).await?)?;
     let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
-    spill::write(rec, tree, || key_of(&created), &spilled).await?;
+    if spills {
+        for ea in eas {
+            if let Err(e) = set_dir_ea(tree, rec, path, ea.clone()).await {
+                // Not left without its record.
+                let _ = super::delete(tree, path, true).await;
+                return Err(e);
+            }
+        }
+        return Ok(());
+    }
     match rec.kind() {
         Kind::Ea => {}
-        Kind::Stream => rec.write_streams(tree, path, &kept, true).await?,
+        Kind::Stream => rec.write_streams(tree, path, eas, true).await?,
         Kind::Sidecar => rec.write_sidecar(tree, key_of(&created)?, eas).await?,
     }
     Ok(())
@@ -100,12 +102,14 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
             let look = CreateRequest { desired_access: access::FILE_READ_ATTRIBUTES, ..open };
             let [created, _closed] = take(tree.smb().compound(&[&look, &CLOSE_RELATED]).await?)?;
             let created = created.ok_or_status(&[])?.body(CreateResponse::decode)?;
-            match spill::split(std::slice::from_ref(&ea)) {
-                Some((kept, spilled)) => {
-                    spill::write(rec, tree, || key_of(&created), &spilled).await?;
+            // Without an on-disk id there is no sidecar: the EA is tried
+            // whole, as before spills.
+            match (spill::split(std::slice::from_ref(&ea)), key_of(&created)) {
+                (Some((kept, spilled)), Ok(key)) => {
+                    spill::write(rec, tree, || Ok(key), &spilled).await?;
                     kept.into_iter().next().unwrap_or(ea)
                 }
-                None => ea,
+                _ => ea,
             }
         }
         false => ea,

@@ -31,8 +31,9 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
     if rec.in_sidecars() {
         return rec.write_sidecar(&handle.tree(), handle_key(handle)?, eas).await;
     }
-    // A record too large for an EA or stream goes to a sidecar first.
-    let split = spill::split(eas);
+    // A record too large for an EA or stream goes to a sidecar first;
+    // without an on-disk id to name one, the EA or stream is tried whole.
+    let split = handle_key(handle).ok().and_then(|_| spill::split(eas));
     let eas = match &split {
         Some((kept, spilled)) => {
             spill::write(rec, &handle.tree(), || handle_key(handle), spilled).await?;

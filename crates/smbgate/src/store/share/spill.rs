@@ -4,11 +4,19 @@
 //! 2 KB of user metadata beside 10 tags of up to 384 bytes. Such a record
 //! goes to a sidecar file under `.smbgate\meta`, named after the file's
 //! on-disk id as on a share without EAs (see `records`), written before
-//! its stub; the EA or stream keeps the stub. An object record's stub
-//! keeps everything but the user metadata, tags, Content-* headers and the
-//! parts' checksums, so that listings and write conditions need no more
-//! than it; every read that hands a record above this layer reads the
-//! sidecar when it meets a stub.
+//! its stub; the EA or stream keeps the stub. Every read that hands a
+//! record above this layer reads the sidecar when it meets a stub (one
+//! round trip more, for such objects only). An object record's stub keeps
+//! everything but the user metadata, tags, Content-* headers and the
+//! parts' checksums, so that an object whose sidecar went keeps its ETag,
+//! size, checksums, version and lock.
+//!
+//! Known limits: a sidecar is replaced before its stub is written, so a
+//! record rewrite whose stub write then fails still takes effect; and
+//! only a DELETE (or replacement) the gateway makes after it met a spill
+//! removes the sidecar on an EA or stream share, so overwrites by others
+//! and some of the gateway's own paths leave small sidecars behind, which
+//! never describe another file (see `records`).
 
 use smb_proto::info::FullEa;
 
@@ -85,8 +93,10 @@ pub(super) async fn write(
 }
 
 /// `meta` itself, or, for a stub, the record from the sidecar of the file
-/// `key` names. A stub whose sidecar is gone or names another file stays
-/// a stub (said at WARN): its ETag, size and checksums still hold.
+/// `key` names. A stub whose sidecar is gone or names another file is
+/// taken as the record (said at WARN): its ETag, size and checksums still
+/// hold, and it is no longer marked spilled, so that a copy or a record
+/// rewritten from it is not taken for a stub.
 ///
 /// Errors: the sidecar read's.
 pub(crate) async fn unspill_meta(
@@ -107,7 +117,7 @@ pub(crate) async fn unspill_meta(
         Some(full) if full.etag == meta.etag && full.size == meta.size => Ok(full),
         _ => {
             tracing::warn!(key = meta.key.as_deref().unwrap_or(""), "a spilled record's sidecar is missing");
-            Ok(meta)
+            Ok(ObjectMeta { spilled: false, ..meta })
         }
     }
 }
