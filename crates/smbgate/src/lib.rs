@@ -48,7 +48,7 @@ pub mod config_file;
 pub mod conn_limits;
 pub mod conn_slots;
 mod connection;
-pub mod cors;
+pub mod cors_rules;
 pub mod events;
 pub mod front;
 pub mod identities;

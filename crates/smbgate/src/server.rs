@@ -150,7 +150,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     let events = crate::events::Events::start(identities.clone(), &settled.targets, &args.region)?;
     crate::events::watcher::start(&events);
     let metrics = Arc::new(crate::metrics::Metrics::new(identities.clone(), bodies.clone(), &events));
-    let cors = crate::cors::Cache::new(identities.primary().clone());
+    let cors = crate::cors_rules::Cache::new(identities.primary().clone());
     let gateway = Gateway::new(identities.clone(), &args.region, cors.clone(), events).with_sosapi(args.veeam_sosapi);
     let directory = crate::users::Directory::new(users);
     // The service behind the custom route for unusable Ranges: the same

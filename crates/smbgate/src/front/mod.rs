@@ -37,7 +37,7 @@ use crate::metrics::Metrics;
 use crate::store::share::Pool;
 
 mod answer;
-mod cors;
+mod cross_origin;
 mod forms;
 mod health;
 mod prechecks;
@@ -54,7 +54,7 @@ type Answering = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + 
 
 /// The layers around s3s, built once; cloned per request.
 type Stack = health::Health<
-    answer::Answer<cors::Cors<prechecks::Prechecks<whole_bodies::WholeBodies<forms::Forms<s3_call::S3Call>>>>>,
+    answer::Answer<cross_origin::Cors<prechecks::Prechecks<whole_bodies::WholeBodies<forms::Forms<s3_call::S3Call>>>>>,
 >;
 
 /// The service hyper runs for each connection.
@@ -79,18 +79,18 @@ impl Front {
         rules: crate::precheck::Rules,
         users: crate::users::Directory,
         bodies: crate::body_budget::BodyBudget,
-        cors: crate::cors::Cache,
+        cors: crate::cors_rules::Cache,
         domain: Option<crate::vhost::Domain>,
         post: crate::s3s_patches::post_object::PostObject,
         pace: crate::paced_body::Pace,
     ) -> Front {
         let sigv2 = Arc::new(crate::s3s_patches::sigv2::Verifier::new(users, domain.clone()));
-        let cors = Arc::new(cors::CorsRules { cache: cors, domain: domain.clone() });
+        let cors = Arc::new(cross_origin::CorsRules { cache: cors, domain: domain.clone() });
         let (rules, post) = (Arc::new(rules), Arc::new(post));
         let stack = ServiceBuilder::new()
             .layer_fn(|inner| health::Health { inner, pool: pool.clone() })
             .layer_fn(|inner| answer::Answer::new(inner, metrics.clone(), domain.clone()))
-            .layer_fn(|inner| cors::Cors { inner, rules: cors.clone() })
+            .layer_fn(|inner| cross_origin::Cors { inner, rules: cors.clone() })
             .layer_fn(|inner| prechecks::Prechecks::new(inner, rules.clone(), sigv2.clone()))
             .layer_fn(|inner| whole_bodies::WholeBodies { inner, bodies: bodies.clone() })
             .layer_fn(|inner| forms::Forms { inner, post: post.clone() })

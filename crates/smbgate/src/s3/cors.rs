@@ -1,11 +1,11 @@
 //! PutBucketCors, GetBucketCors and DeleteBucketCors. The rules are
-//! `crate::cors`'s; the configuration is kept on the share as JSON.
+//! `crate::cors_rules`'s; the configuration is kept on the share as JSON.
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::{s3_error, Gateway};
-use crate::cors::Config;
+use crate::cors_rules::Config;
 
 pub async fn put(gw: &Gateway, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
     let i = req.input;

@@ -41,7 +41,7 @@ pub struct Gateway {
     region: std::sync::Arc<str>,
     identities: Identities,
     /// Buckets' CORS configurations (forgotten here when changed).
-    cors: crate::cors::Cache,
+    cors: crate::cors_rules::Cache,
     /// Bucket notifications: the changes made are reported here.
     events: crate::events::Events,
     /// The user that signed the request (`None`: anonymous, or a gateway
@@ -58,7 +58,7 @@ impl Gateway {
     pub fn new(
         identities: Identities,
         region: &str,
-        cors: crate::cors::Cache,
+        cors: crate::cors_rules::Cache,
         events: crate::events::Events,
     ) -> Gateway {
         Gateway {

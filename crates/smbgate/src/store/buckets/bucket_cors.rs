@@ -1,7 +1,7 @@
 //! Buckets' CORS configurations, one small file each under
 //! `.smbgate/cors/<bucket>` at the share root (see `state_files`), so that
 //! every instance serving the share applies the same rules. The store
-//! keeps the bytes; what they say is `crate::cors`'s.
+//! keeps the bytes; what they say is `crate::cors_rules`'s.
 
 use crate::store::{Buckets, StoreError, StoreResult};
 

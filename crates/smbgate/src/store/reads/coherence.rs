@@ -309,7 +309,7 @@ impl Reads {
 
 impl Root {
     /// Before this instance renames over `path` on `renaming`'s connection:
-    /// drops its own entry and warns every holder ([`share::warn_holders`])
+    /// drops its own entry and warns every holder ([`share::open_breaking_leases`])
     /// from another pooled connection, waiting its turn behind other
     /// writers' warnings. [`Root::warned`] ends the warning once the
     /// rename is done. Nothing with the cache off.
@@ -321,11 +321,11 @@ impl Root {
             // One connection: warn and close at once (a holder could come
             // back before the rename, and then holds the old file until
             // `--cache-max-age`).
-            share::warn_holders_after(renaming, path).await;
+            share::break_leases_after_change(renaming, path).await;
             return Warning::Unwarned;
         };
         let sharing = |e: &share::ShareError| e.failure() == Failure::SharingViolation;
-        match backoff::retry(&backoff::WARNING, sharing, || share::warn_holders(&other, path)).await {
+        match backoff::retry(&backoff::WARNING, sharing, || share::open_breaking_leases(&other, path)).await {
             Ok(h) => {
                 tracing::debug!(path, "object cache: holders warned");
                 Warning::Held(Box::new(h))
@@ -365,7 +365,7 @@ impl Root {
     /// off.
     pub(crate) async fn warn_holders_after(&self, tree: &Tree, path: &str) {
         if self.forget_own(path) {
-            share::warn_holders_after(tree, path).await;
+            share::break_leases_after_change(tree, path).await;
         }
     }
 }

@@ -10,7 +10,7 @@
 //!   write or truncating open);
 //! - every gateway writer opens the current file for DELETE before it
 //!   renames over it or deletes it, and after it rewrites a record
-//!   (`share::warn_holders`), which breaks Handle; the holder's connection
+//!   (`share::open_breaking_leases`), which breaks Handle; the holder's connection
 //!   closes the handle before it acknowledges, so the writer goes on;
 //! - a person on the share who renames another file over the object, or a
 //!   program on the server itself, breaks nothing: for them the entry is

@@ -7,7 +7,7 @@
 //! a rename over a file or a delete of its name breaks no lease held
 //! elsewhere, but an open whose access the holder's sharing refuses does.
 //! So a holder shares only READ, and every writer opens the current file
-//! for DELETE first ([`warn_holders`]); the holder's connection then closes
+//! for DELETE first ([`open_breaking_leases`]); the holder's connection then closes
 //! the handle and acknowledges ([`OnBreak::CloseFirst`]), and the writer's
 //! open goes on.
 
@@ -159,15 +159,15 @@ pub async fn hold_with_meta(tree: &Tree, rec: &Records, path: &str, read: u32, n
 /// cannot replace a file that appears meanwhile unwarned),
 /// STATUS_SHARING_VIOLATION while another writer warns or holds the file
 /// for DELETE, STATUS_FILE_IS_A_DIRECTORY.
-pub async fn warn_holders(tree: &Tree, path: &str) -> Result<Handle> {
+pub async fn open_breaking_leases(tree: &Tree, path: &str) -> Result<Handle> {
     Ok(tree.open(&delete_req(path, share::READ | share::WRITE)).await?)
 }
 
-/// A warning like [`warn_holders`] for a change already made in place (a
+/// A warning like [`open_breaking_leases`] for a change already made in place (a
 /// record rewritten), sharing everything, closed in the same compound: a
 /// holder that read the file before the change loses its lease before
 /// this returns. Best effort: a file that is gone or held for DELETE has
 /// no holders to warn.
-pub async fn warn_holders_after(tree: &Tree, path: &str) {
+pub async fn break_leases_after_change(tree: &Tree, path: &str) {
     let _ = tree.smb().compound(&[&delete_req(path, share::ALL), &CLOSE_RELATED]).await;
 }

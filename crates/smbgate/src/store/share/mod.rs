@@ -54,7 +54,7 @@ pub use failure::{
     Result, ShareError,
 };
 pub use handles::{is_going, not_a_file, query_times};
-pub use leased::{hold_with_meta, warn_holders, warn_holders_after, Held, HeldLook};
+pub use leased::{break_leases_after_change, hold_with_meta, open_breaking_leases, Held, HeldLook};
 pub use lock_acl::LockAcl;
 pub(crate) use lookup::stat_created;
 pub use lookup::{

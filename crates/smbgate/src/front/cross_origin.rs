@@ -1,6 +1,6 @@
 //! CORS: a preflight (`OPTIONS`, never signed, never seen by s3s) is
 //! answered from the bucket's rules; an actual cross-origin request's
-//! answer gets the headers of the rule that allows it (see `crate::cors`).
+//! answer gets the headers of the rule that allows it (see `crate::cors_rules`).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use super::{always_ready, Answering, Layer, Request};
 /// What the layer needs: the buckets' rules, and the domain of
 /// virtual-hosted-style names (to find a request's bucket).
 pub(super) struct CorsRules {
-    pub(super) cache: crate::cors::Cache,
+    pub(super) cache: crate::cors_rules::Cache,
     pub(super) domain: Option<crate::vhost::Domain>,
 }
 
@@ -30,7 +30,7 @@ impl CorsRules {
 
     /// The answer to a CORS preflight: the bucket's rules decide it.
     async fn preflight(&self, req: &Request) -> HttpResponse {
-        let ask = crate::cors::Preflight::of(req.headers());
+        let ask = crate::cors_rules::Preflight::of(req.headers());
         let config = match self.bucket_of(req) {
             Some(b) => match self.cache.get(&b).await {
                 Ok(c) => c,
@@ -89,7 +89,7 @@ where
         Box::pin(async move {
             let mut resp = answering.await?;
             if let Ok(Some(c)) = rules.cache.get(&bucket).await {
-                crate::cors::decorate(resp.headers_mut(), &c, &origin, &method);
+                crate::cors_rules::decorate(resp.headers_mut(), &c, &origin, &method);
             }
             Ok(resp)
         })
