@@ -78,10 +78,6 @@ pub(crate) trait ShareOps: Sync {
     /// removed while a handle still holds it (`share::not_a_file`).
     fn holds_no_file(&self, path: &str) -> impl Future<Output = bool> + Send;
 
-    /// The record of the file `file` held is no longer needed (it was
-    /// replaced or deleted): a sidecar record goes; an EA went with it.
-    fn forget_record(&self, file: &Self::Handle);
-
     /// Opens the file at `path` for DELETE with its record (and with
     /// `name` its on-disk name), sharing only READ if `exclusive`, else
     /// everything (`share::open_delete_with_meta`).
@@ -103,7 +99,9 @@ pub(crate) trait ShareOps: Sync {
     /// ([`FileKey::of`]); `None` where the record went with the file.
     fn record_key(&self, file: &Self::Handle) -> Option<FileKey>;
 
-    /// Forgets the record `key` names ([`ShareOps::record_key`]).
+    /// Forgets the record `key` names ([`ShareOps::record_key`]), once its
+    /// file was deleted or replaced: a sidecar (a record's own, or one an
+    /// EA or stream record spilled to) goes; an EA went with the file.
     fn forget_record_of(&self, key: Option<FileKey>);
 
     /// True unless the creation lock at `lock` is known to be absent (a
@@ -181,10 +179,6 @@ impl ShareOps for LiveShare<'_> {
 
     async fn holds_no_file(&self, path: &str) -> bool {
         share::stat(self.tree, path).await.is_ok_and(|t| not_a_file(&t))
-    }
-
-    fn forget_record(&self, file: &Handle) {
-        self.records.forget(self.tree, FileKey::of(file.info()));
     }
 
     fn open_delete_with_meta(

@@ -345,8 +345,6 @@ impl ShareOps for MemoryShare {
         s.names.get(path).is_some_and(|n| s.nodes[n].dir)
     }
 
-    fn forget_record(&self, _file: &MemHandle) {}
-
     async fn open_delete_with_meta(
         &self,
         path: &str,

@@ -165,8 +165,9 @@ impl Deletes {
                 conditions.check_write(Some(info.current()))?;
                 let version_id = version_of(&info);
                 if state == Versioning::Suspended && version_id == NULL_VERSION {
-                    live.forget_record(&handle);
+                    let key = live.record_key(&handle);
                     live.close_and_delete(handle).await?;
+                    live.forget_record_of(key);
                 } else {
                     let name = StoredName { stored_at: filetime_now(), version_id, marker: false };
                     let kept = versions.join(&name.name());
@@ -252,8 +253,9 @@ impl Deletes {
                 if read_only {
                     share::clear_read_only_at(tree, &info.path).await?;
                 }
-                live.forget_record(&handle);
+                let key = live.record_key(&handle);
                 live.close_and_delete(handle).await?;
+                live.forget_record_of(key);
             }
             other => {
                 if let Some(Current { handle, .. }) = other {

@@ -148,8 +148,12 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
 async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Option<S::Handle> {
     match aside {
         Aside::Discard => {
-            s.forget_record(&lock);
-            let _ = s.close_and_delete(lock).await; // the old version, now at the backup name
+            // The record goes only with its file: a delete that failed
+            // leaves a file that still needs it.
+            let key = s.record_key(&lock);
+            if s.close_and_delete(lock).await.is_ok() {
+                s.forget_record_of(key); // the old version's, now at the backup name
+            }
             None
         }
         Aside::Keep(_) => Some(lock),
