@@ -124,7 +124,7 @@ impl Root {
         let removed = share::delete(tree, dir, true).await.is_ok();
         if removed {
             // Gone at its last close, before its name is taken again.
-            super::reads::dir_watches::unwatch_under(self, dir.as_str()).await;
+            super::reads::cache_watches::unwatch_under(self, dir.as_str()).await;
             self.rename_back(tree, dir, beside).await;
         }
         lock.release().await;

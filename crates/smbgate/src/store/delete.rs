@@ -124,7 +124,7 @@ impl Deletes {
                 return;
             }
             // Samba removes it at its last close: close this store's watch.
-            crate::store::reads::dir_watches::unwatch_under(&self.root, dir.as_str()).await;
+            crate::store::reads::cache_watches::unwatch_under(&self.root, dir.as_str()).await;
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use super::keys;
 use super::listings::listing_cache;
 use super::path::SharePath;
-use super::reads::{object_cache, watched_dirs};
+use super::reads::{object_cache, watch_table};
 use super::records;
 use super::share::{self, Pool, Tree};
 use super::{StoreError, StoreOptions, StoreResult, INTERNAL};
@@ -41,7 +41,7 @@ pub(super) struct Inner {
     /// Objects held under leases for HEAD and small GETs.
     pub(super) objects: object_cache::ObjectCache,
     /// The watches that tell the object cache of changes no lease reports.
-    pub(super) watches: watched_dirs::DirWatches,
+    pub(super) watches: watch_table::DirWatches,
     /// Buckets' versioning states as last read (shared by every identity's
     /// root).
     pub(super) versioning: Arc<super::versions::StatusCache>,
@@ -72,7 +72,7 @@ impl Root {
     }
 
     /// The object cache's directory watches.
-    pub(super) fn watches(&self) -> &watched_dirs::DirWatches {
+    pub(super) fn watches(&self) -> &watch_table::DirWatches {
         &self.inner.watches
     }
 

@@ -91,7 +91,7 @@ impl Store {
             versioning: Default::default(),
             lock_acl: Default::default(),
         }));
-        super::reads::dir_watches::probe(&root).await;
+        super::reads::cache_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
         tokio::spawn(sweep::sweep_loop(store.uploads().clone()));
         Ok(store)

@@ -28,7 +28,7 @@ impl Buckets {
 
     async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {
         let path = self.root.bucket_path(bucket);
-        crate::store::reads::dir_watches::unwatch_under(&self.root, path.as_str()).await;
+        crate::store::reads::cache_watches::unwatch_under(&self.root, path.as_str()).await;
         match share::delete(tree, &path, true).await {
             Ok(()) => return Ok(()),
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),

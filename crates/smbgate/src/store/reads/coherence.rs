@@ -6,7 +6,7 @@
 //! (on any instance) from another connection, keeping that open until the
 //! rename is done.
 
-use super::dir_watches;
+use super::cache_watches;
 use super::object_cache::{Age, Cached};
 use crate::store::backoff;
 use crate::store::folders::Found;
@@ -140,7 +140,7 @@ impl Reads {
             Ok(now) => {
                 let renewed = self.root.objects().renew(path.as_str(), &now, asked, generation);
                 if renewed {
-                    dir_watches::watch_dir_of(&self.root, path.as_str());
+                    cache_watches::watch_dir_of(&self.root, path.as_str());
                 }
                 renewed
             }
@@ -188,7 +188,7 @@ impl Reads {
         let Some(_filling) = self.root.objects().start_fill(path.as_str()) else {
             return self.head_uncached(bucket, key).await;
         };
-        let seen = dir_watches::mark(&self.root, path.as_str());
+        let seen = cache_watches::mark(&self.root, path.as_str());
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.root.exact_names_for(&mapped);
@@ -232,10 +232,10 @@ impl Reads {
     /// small enough.
     ///
     /// `seen` is the directory's watch mark before the hold
-    /// ([`dir_watches::mark`]): an entry whose directory changed, or whose
+    /// ([`cache_watches::mark`]): an entry whose directory changed, or whose
     /// watch began or ended, since then is kept expired, for one look to
     /// renew.
-    fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook, seen: dir_watches::Mark) {
+    fn keep_held(&self, path: &SharePath, info: &ObjectInfo, look: HeldLook, seen: cache_watches::Mark) {
         if info.meta.marker || info.path != path.as_str() {
             return;
         }
@@ -243,9 +243,9 @@ impl Reads {
         let body = look.data.filter(|b| small && b.len() as u64 == info.size);
         if look.held.holds() {
             tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
-            let changed = dir_watches::mark(&self.root, path.as_str()) != seen;
+            let changed = cache_watches::mark(&self.root, path.as_str()) != seen;
             self.root.objects().insert(path.as_str(), Cached { info: info.clone(), body }, look.held, changed);
-            dir_watches::watch_dir_of(&self.root, path.as_str());
+            cache_watches::watch_dir_of(&self.root, path.as_str());
         }
     }
     /// After an uncached GET found `info` for `key`: fills the cache's
@@ -281,7 +281,7 @@ impl Reads {
         let Ok(tree) = self.root.tree().await else { return };
         let Ok(mapped) = map_key(key) else { return };
         let read = self.root.objects().options().object_max;
-        let seen = dir_watches::mark(&self.root, path.as_str());
+        let seen = cache_watches::mark(&self.root, path.as_str());
         let mut look = match share::hold_with_meta(
             &tree,
             self.root.records(),

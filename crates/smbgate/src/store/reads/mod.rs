@@ -6,15 +6,15 @@
 //! `stream` (the body: reads on the GET's own handle, and for a large range
 //! ordered segments fetched ahead on pooled connections). `object_cache`
 //! and `coherence` keep HEADs and small GETs in memory while the server's
-//! lease says the file is unchanged, and `dir_watches` tells it of changes
-//! no lease reports (their state: `watched_dirs`); `prefetch_depth` adapts how far ahead
+//! lease says the file is unchanged, and `cache_watches` tells it of changes
+//! no lease reports (their state: `watch_table`); `prefetch_depth` adapts how far ahead
 //! a large GET fetches.
 
+pub mod cache_watches;
 pub(super) mod coherence;
-pub mod dir_watches;
 pub mod object_cache;
 pub(super) mod object_open;
 pub mod prefetch_depth;
 pub mod read_plan;
 pub mod stream;
-pub mod watched_dirs;
+pub mod watch_table;

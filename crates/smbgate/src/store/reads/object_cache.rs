@@ -100,7 +100,7 @@ struct State {
     order: BTreeMap<u64, String>,
     tick: u64,
     bytes: usize,
-    /// The paths of the entries in each directory (for `dir_watches`).
+    /// The paths of the entries in each directory (for `cache_watches`).
     dirs: HashMap<String, HashSet<String>>,
 }
 

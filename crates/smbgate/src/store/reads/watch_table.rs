@@ -1,4 +1,4 @@
-//! The state of one store's directory watches (`dir_watches` runs them):
+//! The state of one store's directory watches (`cache_watches` runs them):
 //! which directories are watched, each watch's id and how often it was
 //! armed or reported changes (the marks fills compare), which directories
 //! could not be watched lately, and whether the server keeps watches at

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-pub use super::watched_dirs::{DirWatches, Mark, MAX_WATCHES, RETRY_AFTER};
+pub use super::watch_table::{DirWatches, Mark, MAX_WATCHES, RETRY_AFTER};
 use crate::store::root::{Inner, Root};
 use crate::store::share::{self, Action, DirWatch, Notified, WatchError};
 
