@@ -141,7 +141,15 @@ impl Uploads {
         if sealed {
             self.writes.deny_changes(&tree, data_path.as_str(), true).await;
         }
-        self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await?;
+        if let Err(e) = self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await {
+            // The data file stays in the upload, for another Complete or
+            // the sweep, which may run as another SMB identity.
+            if sealed {
+                let _ = d.close().await;
+                self.writes.deny_changes(&tree, data_path.as_str(), false).await;
+            }
+            return Err(e);
+        }
         self.writes.seal(&d, sealed).await;
         let _ = d.close().await;
         Ok(())
