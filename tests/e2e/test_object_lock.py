@@ -257,6 +257,14 @@ bypass_governance = true
         assert set(out.splitlines()) == {"cli_setatr failed: NT_STATUS_ACCESS_DENIED",
                                          "NT_STATUS_CANNOT_DELETE deleting remote file \\vault\\theirs"}, out
         assert (root / "theirs").read_bytes() == Path("/etc/hostname").read_bytes()
+        # Such a file's lock is its record's: GOVERNANCE yields to a bypass,
+        # and the version goes by its ID.
+        assert "NT_STATUS" not in as_person(acl_samba, 'cd vault; put /etc/hostname placed')
+        s3.put_object_retention(Bucket="vault", Key="placed",
+                                Retention={"Mode": "GOVERNANCE", "RetainUntilDate": later(1)})
+        placed = s3.head_object(Bucket="vault", Key="placed")["VersionId"]
+        s3.delete_object(Bucket="vault", Key="placed", VersionId=placed, BypassGovernanceRetention=True)
+        assert not (root / "placed").exists()
         # An object without a lock is the person's to change, as before.
         out = as_person(acl_samba, 'cd vault; put /etc/hostname free')
         assert "NT_STATUS" not in out, out

@@ -249,7 +249,11 @@ impl Deletes {
             Some(Current { handle, info }) if version_of(&info) == version_id => {
                 check_delete(&info.meta, now_ms(), bypass)?;
                 let read_only = handle.info().times.is_read_only();
-                self.unknown_lock(tree, bucket, info.meta.etag.is_empty() && read_only).await?;
+                // A file without a record of ours (changed on the share) cannot
+                // say; one someone else put there and locked through S3 has a
+                // record (without an ETag of its own) that says.
+                let recorded = info.meta != crate::store::meta::ObjectMeta::default();
+                self.unknown_lock(tree, bucket, !recorded && read_only).await?;
                 if read_only {
                     share::clear_read_only_at(tree, &info.path).await?;
                 }
