@@ -97,3 +97,29 @@ def test_a_deleted_objects_sidecar_goes_too(kind):
     while sidecar.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not sidecar.exists()
+
+
+def sidecar_files(samba):
+    return {p for p in (samba.share_path / ".smbgate" / "meta").rglob("*") if p.is_file()}
+
+
+def test_an_uploads_spilled_record_goes_with_the_upload(kind):
+    """The upload's record (the object's metadata and tags to come) spills
+    like the object's; completing or aborting the upload removes it."""
+    g, samba, name = kind
+    s3 = g.client()
+    bucket = f"up-{name}-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    before = sidecar_files(samba)
+    up = s3.create_multipart_upload(Bucket=bucket, Key="done", Metadata=META, Tagging=TAGGING)["UploadId"]
+    gone = s3.create_multipart_upload(Bucket=bucket, Key="aborted", Metadata=META, Tagging=TAGGING)["UploadId"]
+    part = s3.upload_part(Bucket=bucket, Key="done", UploadId=up, PartNumber=1, Body=b"p")
+    s3.complete_multipart_upload(Bucket=bucket, Key="done", UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    s3.abort_multipart_upload(Bucket=bucket, Key="aborted", UploadId=gone)
+    ino = (samba.share_path / bucket / "done").stat().st_ino
+    want = before | {samba.share_path / ".smbgate" / "meta" / f"{ino & 0xff:02x}" / f"{ino:016x}"}
+    deadline = time.monotonic() + 20
+    while sidecar_files(samba) != want and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sidecar_files(samba) == want

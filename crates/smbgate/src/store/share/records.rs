@@ -358,10 +358,16 @@ impl Records {
     /// harmless (see the module docs) and small. On an EA or stream share,
     /// only once this process has met a spilled record.
     pub fn forget(&self, tree: &Tree, key: Option<FileKey>) {
-        let Some(key) = key else { return };
-        if !self.in_sidecars() && !self.spills_seen.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
+        if self.in_sidecars() || self.spills_seen.load(std::sync::atomic::Ordering::Relaxed) {
+            self.forget_any(tree, key);
         }
+    }
+
+    /// [`Records::forget`] on any share, for the rare removals where a
+    /// spilled record is likely (an upload's directory, whose record holds
+    /// the object's metadata and tags) whatever this process has met.
+    pub fn forget_any(&self, tree: &Tree, key: Option<FileKey>) {
+        let Some(key) = key else { return };
         let (records, tree) = (self.clone(), tree.clone());
         tokio::spawn(async move {
             backoff::pause(backoff::SIDECAR_FORGET_DELAY).await;

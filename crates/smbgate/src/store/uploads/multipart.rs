@@ -263,12 +263,9 @@ impl Uploads {
         let tree = self.root.tree().await?;
         let dir = self.upload_dir(id);
         let records = self.root.records();
-        // Sidecars are found by id, which only an open or a listing tells.
-        let dir_key = if records.kept_by_file_id() {
-            share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()))
-        } else {
-            None
-        };
+        // Sidecars are found by id, which only an open or a listing tells:
+        // the directory's own record may have spilled to one on any share.
+        let dir_key = share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()));
         for e in share::list_dir(&tree, &dir).await? {
             if share::delete(&tree, &dir.join(&e.name), false).await.is_ok() {
                 records.forget(&tree, Some(FileKey { id: e.file_id, created: e.times.creation }));
@@ -276,7 +273,7 @@ impl Uploads {
         }
         match share::delete(&tree, &dir, true).await {
             Ok(()) => {
-                records.forget(&tree, dir_key);
+                records.forget_any(&tree, dir_key);
                 Ok(())
             }
             Err(e) if is_not_found(&e) => Ok(()),
