@@ -42,6 +42,9 @@ impl AuthFailure {
             "InvalidAccessKeyId" => AuthFailure::UnknownKey,
             "RequestTimeTooSkewed" => AuthFailure::ClockSkew,
             "AccessDenied" if says("expired") => AuthFailure::Expired,
+            // Object Lock's refusal of a change to a protected version is
+            // the rule working, not an authorization failed.
+            "AccessDenied" if says("object lock") => return None,
             "AccessDenied" => AuthFailure::Denied,
             "AuthorizationHeaderMalformed" | "AuthorizationQueryParametersError" if says("region") => {
                 AuthFailure::WrongRegion
@@ -184,6 +187,8 @@ mod tests {
         );
         assert_eq!(AuthFailure::of("RequestTimeTooSkewed", ""), Some(AuthFailure::ClockSkew));
         assert_eq!(AuthFailure::of("NoSuchBucket", ""), None);
+        let locked = "Access Denied because object protected by object lock.";
+        assert_eq!(AuthFailure::of("AccessDenied", locked), None);
     }
 
     #[test]
