@@ -15,6 +15,7 @@ use smb_proto::io::{ReadResponse, WriteResponse};
 use smb_proto::ioctl::{decode_resume_key, CopyChunkResponse, IoctlResponse};
 use smb_proto::negotiate::NegotiateResponse;
 use smb_proto::query::OutputBuffer;
+use smb_proto::security::SecurityDescriptor;
 use smb_proto::session::SessionSetupResponse;
 use smb_proto::transform::{is_transform, TransformHeader, TRANSFORM_HEADER_LEN};
 use smb_proto::tree::TreeConnectResponse;
@@ -74,6 +75,9 @@ fn decode_message(msg: &Bytes) {
                 let _ = FileTimes::decode_network_open(&out.0);
                 let _ = decode_full_ea(&out.0);
                 let _ = FsFullSize::decode(&out.0);
+                if let Ok(sd) = SecurityDescriptor::decode(&out.0) {
+                    let _ = sd.encode_dacl();
+                }
             }
         }
         Command::Ioctl => {

@@ -19,6 +19,7 @@ use smb_proto::ioctl::IoctlResponse;
 use smb_proto::message::Empty;
 use smb_proto::negotiate::NegotiateResponse;
 use smb_proto::query::OutputBuffer;
+use smb_proto::security::{Ace, SecurityDescriptor};
 use smb_proto::session::SessionSetupResponse;
 use smb_proto::transform::{TransformHeader, TRANSFORM_HEADER_LEN};
 use smb_proto::tree::TreeConnectResponse;
@@ -181,6 +182,16 @@ fn decode_buffers(b: &[u8]) {
     let _ = decode_dir_entries(b, |_| n += 1);
     let _ = decode_full_ea(b);
     let _ = FileTimes::decode_network_open(b);
+    // A security descriptor read back is written back (the lock's ACEs):
+    // whatever decodes must encode without a panic, and read the same.
+    if let Ok(sd) = SecurityDescriptor::decode(b) {
+        for ace in sd.dacl.iter().flatten() {
+            let _ = ace.mask_and_sid();
+        }
+        if let (Some(_), Some(again)) = (&sd.dacl, sd.encode_dacl()) {
+            assert_eq!(SecurityDescriptor::decode(&again).map(|s| s.dacl), Ok(sd.dacl));
+        }
+    }
 }
 
 /// A whole received frame: the transport header check, the transform
@@ -325,6 +336,21 @@ fn arb_shaped_message() -> impl Strategy<Value = Bytes> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn security_descriptors_round_trip_and_bent_ones_never_panic(
+        aces in prop::collection::vec((0u8..4, any::<u8>(), prop::collection::vec(any::<u8>(), 0..48)), 0..8),
+        at in any::<usize>(),
+        byte in any::<u8>(),
+    ) {
+        let dacl: Vec<Ace> = aces.into_iter().map(|(ace_type, flags, body)| Ace { ace_type, flags, body }).collect();
+        let sd = SecurityDescriptor { dacl: Some(dacl), ..Default::default() };
+        let mut b = sd.encode_dacl().unwrap().to_vec();
+        prop_assert_eq!(SecurityDescriptor::decode(&b).unwrap().dacl, sd.dacl);
+        let i = at % b.len();
+        b[i] = byte;
+        decode_buffers(&b);
+    }
 
     #[test]
     fn header_round_trip(h in arb_header(), tail in prop::collection::vec(any::<u8>(), 0..32)) {
