@@ -26,7 +26,7 @@
 //!   [`smb_startup`]: the SMB share opened at startup, a refusal in one
 //!   line.
 //! - [`tls`]: certificates for the HTTPS listener.
-//! - [`cors`]: bucket CORS rules, preflights and response headers.
+//! - [`cors_rules`]: bucket CORS rules, preflights and response headers.
 //! - [`vhost`]: virtual-hosted-style bucket addressing (`--domain`).
 //! - [`users`]: S3 users, their buckets, read-only flag and SMB identity;
 //!   [`identities`]: one SMB pool and store per identity.

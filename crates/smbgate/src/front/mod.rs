@@ -7,7 +7,7 @@
 //!    ERROR, client errors at DEBUG), the log of failed authentications,
 //!    the access-log line, and the fixes to what s3s writes otherwise than
 //!    AWS.
-//! 3. [`cors`]: CORS preflights answered from the bucket's rules, and the
+//! 3. [`cross_origin`]: CORS preflights answered from the bucket's rules, and the
 //!    headers of the allowing rule on a cross-origin request's answer.
 //! 4. [`prechecks`]: what is refused before s3s verifies a signature (the
 //!    precheck rules, SigV2, a presigned URL's checksum), and the

@@ -11,6 +11,7 @@ use smb_proto::NtStatus;
 use super::records::{FileKey, Kind, Records};
 use super::requests::{take, temp_req, CLOSE_RELATED};
 use super::spill;
+use crate::store::meta::{ObjectMeta, META_EA};
 
 /// Longest record value an EA can carry, in bytes (its length is 16 bits
 /// on the wire, MS-FSCC 2.4.15).
@@ -111,6 +112,26 @@ pub async fn query_records(handle: &Handle, rec: &Records, path: &str, names: &[
         }
     };
     spill::unspill(rec, &handle.tree(), || handle_key(handle), found).await
+}
+
+// Here rather than in `records`, which stays below the spill (`spill`
+// builds on it), like the other reads that meet a stub.
+impl Records {
+    /// The record of the file or directory at `path` (whose on-disk id
+    /// and creation time are `key`, from its directory entry): read from
+    /// its stream or sidecar, or with an open where it is an EA.
+    ///
+    /// Errors: the read's SMB failures; not-found ones where `path` is gone.
+    pub async fn read_of(&self, tree: &Tree, path: &str, key: FileKey) -> Result<Option<ObjectMeta>> {
+        Ok(match self.kind() {
+            Kind::Ea => super::stat_with_meta(tree, self, path).await?.1,
+            Kind::Stream => match self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)) {
+                Some(meta) => Some(spill::unspill_meta(self, tree, Some(key), meta).await?),
+                None => None,
+            },
+            Kind::Sidecar => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
+        })
+    }
 }
 
 /// What the share can hold records in, asked the way a PUT uses them:

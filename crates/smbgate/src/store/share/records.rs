@@ -36,7 +36,6 @@ use smb_proto::query::SetInfoRequest;
 use smb_proto::{NtStatus, Request};
 
 use super::backoff;
-use crate::store::meta::{ObjectMeta, META_EA};
 use crate::store::path::SharePath;
 
 /// Longest sidecar read, in bytes: an object record of 10,000 parts is
@@ -141,22 +140,6 @@ impl Records {
     /// [`Records::forget`]).
     pub(super) fn saw_spill(&self) {
         self.spills_seen.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The record of the file or directory at `path` (whose on-disk id
-    /// and creation time are `key`, from its directory entry): read from
-    /// its stream or sidecar, or with an open where it is an EA.
-    ///
-    /// Errors: the read's SMB failures; not-found ones where `path` is gone.
-    pub async fn read_of(&self, tree: &Tree, path: &str, key: FileKey) -> Result<Option<ObjectMeta>> {
-        Ok(match &self.kind {
-            Kind::Ea => super::stat_with_meta(tree, self, path).await?.1,
-            Kind::Stream => match self.read_stream(tree, path, META_EA).await?.and_then(|b| ObjectMeta::from_ea(&b)) {
-                Some(meta) => Some(super::spill::unspill_meta(self, tree, Some(key), meta).await?),
-                None => None,
-            },
-            Kind::Sidecar => ObjectMeta::from_eas(&self.read_sidecar(tree, key).await?),
-        })
     }
 
     /// Which kind of store this is, for the share layer's own operations.
