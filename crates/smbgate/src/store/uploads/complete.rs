@@ -138,19 +138,7 @@ impl Uploads {
         meta.disk_id = d.info().on_disk_id();
         let sealed = needs_seal(&meta);
         self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
-        if sealed {
-            self.writes.deny_changes(&tree, data_path.as_str(), true).await;
-        }
-        if let Err(e) = self.writes.publish_with(&d, || {}, &data_path, target, &plan.conditions).await {
-            // The data file stays in the upload, for another Complete or
-            // the sweep, which may run as another SMB identity.
-            if sealed {
-                let _ = d.close().await;
-                self.writes.deny_changes(&tree, data_path.as_str(), false).await;
-            }
-            return Err(e);
-        }
-        self.writes.seal(&d, sealed).await;
+        self.writes.publish_sealed(&d, || {}, &data_path, target, &plan.conditions, sealed).await?;
         let _ = d.close().await;
         Ok(())
     }
@@ -189,14 +177,9 @@ impl Uploads {
             let record = meta(temp.handle().info().on_disk_id());
             let sealed = needs_seal(&record);
             self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
-            if sealed {
-                self.writes.deny_changes(&tree, temp.path(), true).await;
-            }
             self.writes
-                .publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions)
-                .await?;
-            self.writes.seal(temp.handle(), sealed).await;
-            Ok(())
+                .publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions, sealed)
+                .await
         }
         .await;
         temp.settle(result).await

@@ -7,6 +7,7 @@
 //! it keeps Windows ACLs (`share::LockAcl`), so that people on the share
 //! can neither delete nor overwrite it, nor lift the mark.
 
+use crate::store::conditions::Conditions;
 use crate::store::meta::{LockMode, ObjectMeta, Retention};
 use crate::store::share::{self, Handle};
 use crate::store::types::Target;
@@ -31,7 +32,7 @@ pub fn protected(meta: &ObjectMeta, now_ms: i64) -> bool {
 }
 
 /// True if a version written now with the record `meta` is to be marked
-/// read-only on the share (see [`Writes::seal`]).
+/// held on the share (see [`Writes::publish_sealed`]).
 pub fn needs_seal(meta: &ObjectMeta) -> bool {
     (meta.legal_hold || meta.retention.is_some()) && protected(meta, now_ms())
 }
@@ -134,16 +135,39 @@ impl Writes {
         }
     }
 
-    /// Marks the file a write just published (`handle`, still open) read-
-    /// only on the share if `sealed` (its record is protected, see
-    /// [`needs_seal`]). A server that refuses is logged: the gateway's own
-    /// rules still hold.
-    pub(crate) async fn seal(&self, handle: &Handle, sealed: bool) {
-        if sealed {
-            if let Err(e) = share::set_read_only(handle, true).await {
-                tracing::warn!(error = %e, "a locked version could not be marked read-only on the share");
-            }
+    /// Publishes `file` (at `source`) as [`Writes::publish_with`] does,
+    /// held on the share if `sealed` (its record is protected, see
+    /// [`needs_seal`]): the lock's ACEs before the publish, the read-only
+    /// mark on the published file after it. A publish that fails takes the
+    /// ACEs back off, since the file may stay (an upload's data file, for
+    /// another Complete or the sweep under another SMB identity). A share
+    /// that refuses either is logged: the gateway's own rules still hold.
+    ///
+    /// Errors: [`Writes::publish_with`]'s.
+    pub(crate) async fn publish_sealed(
+        &self,
+        file: &Handle,
+        publishing: impl Fn(),
+        source: &str,
+        target: &Target,
+        conditions: &Conditions,
+        sealed: bool,
+    ) -> StoreResult<()> {
+        if !sealed {
+            return self.publish_with(file, publishing, source, target, conditions).await;
         }
+        let tree = share::connection_of(file);
+        self.deny_changes(&tree, source, true).await;
+        let published = self.publish_with(file, publishing, source, target, conditions).await;
+        match &published {
+            Ok(()) => {
+                if let Err(e) = share::set_read_only(file, true).await {
+                    tracing::warn!(error = %e, "a locked version could not be marked read-only on the share");
+                }
+            }
+            Err(_) => self.deny_changes(&tree, source, false).await,
+        }
+        published
     }
 
     /// PutObjectRetention: sets (or with `None` removes) the retention of

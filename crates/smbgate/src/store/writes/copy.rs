@@ -138,16 +138,15 @@ impl Writes {
         // as a PUT's (failure class 25).
         let published = match result {
             Ok((r, sealed)) => {
-                if sealed {
-                    self.deny_changes(&share::connection_of(temp.handle()), temp.path(), true).await;
-                }
-                let published =
-                    self.publish_with(temp.handle(), || temp.publishing(), temp.path(), &target, target_conditions);
-                let published = published.await;
-                if published.is_ok() {
-                    self.seal(temp.handle(), sealed).await;
-                }
-                published.map(|()| r)
+                let published = self.publish_sealed(
+                    temp.handle(),
+                    || temp.publishing(),
+                    temp.path(),
+                    &target,
+                    target_conditions,
+                    sealed,
+                );
+                published.await.map(|()| r)
             }
             Err(e) => Err(e),
         };

@@ -130,15 +130,9 @@ impl Writes {
         // the one-compound rename below is for plain PUTs.
         let marker = matches!(target, Target::Object { key, .. } if key.dir_marker);
         if req.conditions.if_match.is_some() || req.conditions.forbids_existing() || marker || versioned {
-            if sealed {
-                self.deny_changes(tree, temp.path(), true).await;
-            }
             let published =
-                self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions);
+                self.publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions, sealed);
             let published = published.await.map(|()| result);
-            if published.is_ok() {
-                self.seal(temp.handle(), sealed).await;
-            }
             return temp.settle(published).await;
         }
         let replace = true;
@@ -203,11 +197,7 @@ impl Writes {
             self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
         }
         let sealed = needs_seal(&meta);
-        if sealed {
-            self.deny_changes(&share::connection_of(temp.handle()), temp.path(), true).await;
-        }
-        self.publish_with(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions).await?;
-        self.seal(temp.handle(), sealed).await;
+        self.publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions, sealed).await?;
         Ok(PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id })
     }
 
