@@ -60,7 +60,7 @@ pub async fn create_dir_with_eas(tree: &Tree, rec: &Records, path: &str, eas: &[
     // A record too large for an EA or stream is set after the CREATE, by
     // `set_dir_ea`: its sidecar, named after the directory's id, first,
     // then the stub, so that nobody meets a stub without its record.
-    let spills = !rec.in_sidecars() && spill::split(eas).is_some();
+    let spills = !rec.in_sidecars() && eas.iter().any(|e| e.value.len() > spill::SPILL_OVER);
     let ctx = [CreateContext::EaBuffer(eas), CreateContext::QueryOnDiskId];
     let access = access::FILE_LIST_DIRECTORY | access::FILE_WRITE_EA | access::SYNCHRONIZE;
     let contexts = if rec.in_eas() && !spills { &ctx[..1] } else { &ctx[1..] };
@@ -106,7 +106,7 @@ pub async fn set_dir_ea(tree: &Tree, rec: &Records, path: &str, ea: FullEa) -> R
             // whole, as before spills.
             match (spill::split(std::slice::from_ref(&ea)), key_of(&created)) {
                 (Some((kept, spilled)), Ok(key)) => {
-                    spill::write(rec, tree, || Ok(key), &spilled).await?;
+                    spill::write(rec, tree, key, &spilled).await?;
                     kept.into_iter().next().unwrap_or(ea)
                 }
                 _ => ea,

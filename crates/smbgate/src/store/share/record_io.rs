@@ -34,10 +34,10 @@ pub async fn set_eas(handle: &Handle, rec: &Records, path: &str, eas: &[FullEa])
     }
     // A record too large for an EA or stream goes to a sidecar first;
     // without an on-disk id to name one, the EA or stream is tried whole.
-    let split = handle_key(handle).ok().and_then(|_| spill::split(eas));
+    let split = handle_key(handle).ok().and_then(|key| Some((key, spill::split(eas)?)));
     let eas = match &split {
-        Some((kept, spilled)) => {
-            spill::write(rec, &handle.tree(), || handle_key(handle), spilled).await?;
+        Some((key, (kept, spilled))) => {
+            spill::write(rec, &handle.tree(), *key, spilled).await?;
             &kept[..]
         }
         None => eas,

@@ -75,21 +75,13 @@ pub(super) fn split(eas: &[FullEa]) -> Option<(Vec<FullEa>, Vec<FullEa>)> {
 }
 
 /// Writes the sidecar of `spilled` (see [`split`]) for the file `key`
-/// names, if anything spilled: before the stubs, so that nobody meets a
-/// stub without its record.
+/// names: before the stubs, so that nobody meets a stub without its
+/// record.
 ///
-/// Errors: the sidecar write's; no on-disk id for the file.
-pub(super) async fn write(
-    rec: &Records,
-    tree: &Tree,
-    key: impl FnOnce() -> Result<FileKey>,
-    spilled: &[FullEa],
-) -> Result<()> {
-    if spilled.is_empty() {
-        return Ok(());
-    }
+/// Errors: the sidecar write's.
+pub(super) async fn write(rec: &Records, tree: &Tree, key: FileKey, spilled: &[FullEa]) -> Result<()> {
     rec.saw_spill();
-    rec.write_sidecar(tree, key()?, spilled).await
+    rec.write_sidecar(tree, key, spilled).await
 }
 
 /// `meta` itself, or, for a stub, the record from the sidecar of the file
