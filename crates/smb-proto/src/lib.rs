@@ -19,6 +19,7 @@ pub mod info;
 pub mod io;
 pub mod ioctl;
 pub mod lease;
+pub mod lock;
 pub mod message;
 pub mod negotiate;
 pub mod notify;
