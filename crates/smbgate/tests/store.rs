@@ -208,3 +208,50 @@ fn tokio_stream_from(
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
     Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conditional_put_waits_while_its_keys_lock_is_held_elsewhere() {
+    // The key's creation lock is one exclusive byte of .smbgate/key-locks,
+    // at the first 8 bytes (little-endian) of the MD5 of its lowercased
+    // share path, below 2^40. Another client (another gateway instance)
+    // holding that byte keeps an If-None-Match PUT of the key waiting.
+    use smb_proto::create::{access, attributes, options, share, CreateRequest, Disposition};
+    use smb_proto::lock::{flags, LockElement, LockRequest, FAIL_IMMEDIATELY};
+    let smb = Samba::start(&[]);
+    let st = store(&smb).await;
+    st.buckets().create_bucket("kl").await.expect("bucket");
+    let other = smb_client::Session::connect(&smb.config()).await.expect("connect");
+    let t = other.tree_connect(smb.get("SMB_SHARE")).await.expect("tree");
+    let req = CreateRequest {
+        name: ".smbgate\\key-locks",
+        oplock_level: 0,
+        desired_access: access::FILE_READ_DATA | access::SYNCHRONIZE,
+        file_attributes: attributes::NORMAL,
+        share_access: share::READ | share::WRITE,
+        disposition: Disposition::OpenIf,
+        options: options::NON_DIRECTORY_FILE,
+        contexts: &[],
+    };
+    let locks = t.open(&req).await.expect("open the lock file");
+    let digest = <md5::Md5 as md5::Digest>::digest(b"kl\\key");
+    let offset = u64::from_le_bytes(digest[..8].try_into().unwrap()) & ((1 << 40) - 1);
+    let lock = |flags| LockRequest { file_id: locks.id(), lock: LockElement { offset, length: 1, flags } };
+    let held = t.call(&lock(flags::EXCLUSIVE | FAIL_IMMEDIATELY)).await.expect("LOCK");
+    assert_eq!(held.status(), smb_proto::NtStatus::STATUS_SUCCESS);
+
+    let mut req = PutRequest::default();
+    req.conditions.if_none_match = Some(smbgate::store::conditions::EtagCondition::Any);
+    let put = {
+        let st = st.clone();
+        tokio::spawn(async move {
+            st.writes().put_object("kl", "Key", body(vec![b"v".to_vec()]), req, Default::default).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!put.is_finished(), "the PUT went ahead while the key's lock was held");
+    assert!(!smb.share_path().join("kl/Key").exists());
+    t.call(&lock(flags::UNLOCK)).await.expect("UNLOCK").ok_or_status(&[]).expect("unlocked");
+    let r = put.await.unwrap().expect("the PUT goes ahead once the lock is free");
+    assert_eq!(r.etag, hex::encode(<md5::Md5 as md5::Digest>::digest(b"v")));
+    assert_eq!(std::fs::read(smb.share_path().join("kl/Key")).unwrap(), b"v");
+}

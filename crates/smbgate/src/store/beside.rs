@@ -24,7 +24,7 @@ use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::share::{is_busy, Failure, ShareError};
 use super::share::{is_not_found, is_unholdable_name, not_a_file};
-use super::share_ops::{LiveShare, ShareOps};
+use super::share_ops::ShareOps;
 use super::{share, Root, StoreError, StoreResult};
 
 impl Root {
@@ -110,8 +110,8 @@ impl Root {
     /// Errors: Busy (503) if the file stays open without sharing delete
     /// (an If-Match writer holds it) for about 3 s; SMB errors.
     pub(crate) async fn displace(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
-        let live = LiveShare { tree, records: self.records() };
-        let (beside, lock) = (path.beside(false), self.create_lock_path(path));
+        let live = self.live(tree);
+        let (beside, lock) = (path.beside(false), self.lock_name(path));
         displace_on(&live, path, &beside, &lock).await
     }
 
@@ -232,27 +232,27 @@ pub(crate) async fn displace_on<S: ShareOps>(s: &S, path: &str, beside: &str, lo
             Err(e) if is_not_found(&e) => s.mkdir_own(path).await,
             // Another writer made it a directory first.
             Err(e) if e.failure() == Failure::IsDirectory => {
-                s.close(held).await;
+                s.release_lock(held).await;
                 return Ok(());
             }
             Err(e) if is_busy(&e) => {
                 // Not while holding the lock: the holder of the file may
                 // be waiting for it.
-                s.close(held).await;
+                s.release_lock(held).await;
                 if backoff.wait().await {
                     continue;
                 }
                 break;
             }
             Err(e) => {
-                s.close(held).await;
+                s.release_lock(held).await;
                 return Err(match is_unholdable_name(&e) {
                     true => too_long_to_keep_beside(path),
                     false => e.into(),
                 });
             }
         };
-        s.close(held).await;
+        s.release_lock(held).await;
         match made {
             Ok(()) => return Ok(()),
             Err(e) if e.failure() == Failure::Collision => {

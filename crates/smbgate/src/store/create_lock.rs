@@ -6,50 +6,50 @@
 //! connection is its own smbd process, which checks that the target is
 //! absent and then renames over whatever is there by then. Two creators
 //! can both pass the check, and the second silently replaces the first.
-//! The server's create-if-absent is atomic, so each conditional publish of
-//! a key first creates `.smbgate/tmp/lock-<md5 of the key's path>`, sharing
-//! nothing and delete-on-close, and holds it across its check and rename.
-//! The lock exists exactly while its holder's handle is open: a gateway
-//! that dies, or loses its connection, lets go of it with the handle. A
-//! lock left by a server crash is found to be held by nobody (an open
-//! sharing nothing succeeds) and removed, and the sweep removes it too.
-//! That removal may meet a lock still being made (Samba creates the file
-//! before it records the open); `share::create_lock` then finds its name
-//! gone and reports the lock as held, so two never hold it.
+//! So each conditional publish of a key first takes the key's lock and
+//! holds it across its check and rename: one exclusive byte of the root's
+//! lock file, `.smbgate/key-locks`, at an offset hashed from the key's path
+//! (`share::KeyLocks`). The server grants a byte to one open at a time and
+//! frees it with the open: a gateway that dies, or loses its connection,
+//! lets go of it. Every instance serving a share must take its locks this
+//! way (instances before this lock file made a file per key instead, and
+//! the two do not exclude each other).
 
-use super::share::{Handle, Tree};
-use md5::{Digest, Md5};
+use super::share::{KeyLock, Tree};
 
 use super::path::SharePath;
 use super::share_ops::{LiveShare, ShareOps};
 use super::{backoff, Root, StoreError, StoreResult};
 
 /// A held creation lock; released by [`CreateLock::release`] (or, if
-/// dropped, by its handle's close).
-pub(crate) struct CreateLock(Handle);
+/// dropped, in the background).
+pub(crate) struct CreateLock(KeyLock);
 
 impl CreateLock {
-    /// Closes the lock's handle, which deletes it.
+    /// Gives the lock back.
     pub(crate) async fn release(self) {
-        let _ = self.0.close().await;
+        self.0.release().await;
     }
 }
 
 impl Root {
-    /// The lock path of the object at `object` (names compared without
-    /// case, so that keys a case-insensitive share stores as one name share
-    /// one lock).
-    pub(crate) fn create_lock_path(&self, object: &SharePath) -> SharePath {
-        let digest = Md5::digest(object.as_str().to_lowercase().as_bytes());
-        self.internal("tmp").join(&format!("lock-{}", hex::encode(digest)))
+    /// The share as the store's write and delete rules see it, on `tree`.
+    pub(crate) fn live<'a>(&'a self, tree: &'a Tree) -> LiveShare<'a> {
+        LiveShare { tree, records: self.records(), key_locks: &self.inner().key_locks }
     }
 
-    /// True unless the creation lock of the object at `object` is known to
-    /// be absent (a stat of it answers not-found): while it is held, the
-    /// key may be between the two renames of an If-Match swap.
+    /// The name of the lock of the object at `object`: its path without
+    /// case, so that keys a case-insensitive share stores as one name share
+    /// one lock.
+    pub(crate) fn lock_name(&self, object: &SharePath) -> String {
+        object.as_str().to_lowercase()
+    }
+
+    /// True unless the creation lock of the object at `object` is seen
+    /// free: while it is held, the key may be between the two renames of
+    /// an If-Match swap.
     pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
-        let live = LiveShare { tree, records: self.records() };
-        live.is_locked(self.create_lock_path(object).as_str()).await
+        self.live(tree).is_locked(&self.lock_name(object)).await
     }
 
     /// Takes the creation lock of the object at `object`, waiting
@@ -58,28 +58,19 @@ impl Root {
     ///
     /// Errors: Busy (503 SlowDown) after the wait; SMB failures.
     pub(crate) async fn create_lock(&self, tree: &Tree, object: &SharePath) -> StoreResult<CreateLock> {
-        let live = LiveShare { tree, records: self.records() };
-        take_lock(&live, &self.create_lock_path(object)).await.map(CreateLock)
+        take_lock(&self.live(tree), &self.lock_name(object)).await.map(CreateLock)
     }
 }
 
-/// Takes the creation lock at `path` on `s`: creates it, or, while another
-/// publisher holds it, waits ([`backoff::CREATION_LOCK`]); a lock nobody
-/// holds (left by a crash) is removed and taken.
+/// Takes the creation lock named `name` on `s`, or, while another
+/// publisher holds it, waits ([`backoff::CREATION_LOCK`]).
 ///
 /// Errors: Busy (503 SlowDown) after the wait; the share's failures.
-pub(crate) async fn take_lock<S: ShareOps>(s: &S, path: &str) -> StoreResult<S::Handle> {
+pub(crate) async fn take_lock<S: ShareOps>(s: &S, name: &str) -> StoreResult<S::KeyLock> {
     let mut backoff = backoff::CREATION_LOCK.start();
     loop {
-        if let Some(h) = s.create_lock(path).await? {
-            return Ok(h);
-        }
-        // Held, or left behind by a crash: an open sharing nothing
-        // succeeds only on a lock nobody holds, which is removed.
-        if let Ok(h) = s.open_for_delete(path, true).await {
-            tracing::debug!(lock = path, "removing a creation lock nobody holds");
-            let _ = s.close_and_delete(h).await;
-            continue;
+        if let Some(lock) = s.take_key_lock(name).await? {
+            return Ok(lock);
         }
         if !backoff.wait().await {
             return Err(StoreError::Busy("another write of this key is in progress; retry the request".into()));

@@ -4,7 +4,7 @@
 //! between.
 
 use super::share::Tree;
-use super::share_ops::{LiveShare, ShareOps};
+use super::share_ops::ShareOps;
 
 use super::beside::{kept_as, nothing_beside};
 use super::conditions::Conditions;
@@ -49,7 +49,7 @@ impl Deletes {
         let names = |keyed: bool, on_disk: Option<String>| async move {
             self.reads.check_exact_name(tree, bucket, &kept, keyed, on_disk.as_deref()).await
         };
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         delete_checked(&live, path.as_str(), key, conditions, exact, names).await
     }
     /// The delete of `key` ([`Deletes::delete_file`]) where it is kept:
@@ -314,8 +314,8 @@ impl Deletes {
         // If-Match swap is between its two renames, or the object is moving
         // beside its directory or back. Looked for again (see
         // `while_in_motion`).
-        let live = LiveShare { tree: &tree, records: self.root.records() };
-        let lock = self.root.create_lock_path(&path);
+        let live = self.root.live(&tree);
+        let lock = self.root.lock_name(&path);
         let (deleted, at) = while_in_motion(
             &live,
             lock.as_str(),

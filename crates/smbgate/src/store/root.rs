@@ -47,6 +47,9 @@ pub(super) struct Inner {
     pub(super) versioning: Arc<super::versions::StatusCache>,
     /// The lock's ACEs on the share, for this root's identity.
     pub(super) lock_acl: super::share::LockAcl,
+    /// The keys' creation locks, as byte ranges of one file
+    /// (`create_lock`).
+    pub(super) key_locks: super::share::KeyLocks,
 }
 
 impl Root {

@@ -90,6 +90,7 @@ impl Store {
             watches: Default::default(),
             versioning: Default::default(),
             lock_acl: Default::default(),
+            key_locks: share::KeyLocks::new(internal.join("key-locks").as_str().to_string()),
         }));
         super::reads::cache_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
@@ -118,6 +119,7 @@ impl Store {
             watches: i.watches.for_another_identity(),
             versioning: i.versioning.clone(),
             lock_acl: i.lock_acl.for_another_identity(),
+            key_locks: i.key_locks.for_another_pool(),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

@@ -1,5 +1,5 @@
 //! The share operations the store's write and delete rules take, as a
-//! trait: the creation lock (`create_lock`), the If-Match swap (`swap`),
+//! trait: the creation lock (`take_key_lock`), the If-Match swap (`swap`),
 //! the move of an object beside a directory of its name (`beside`) and
 //! the checked delete (`delete`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
@@ -12,7 +12,7 @@ use std::future::Future;
 
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
-use super::share::{self, not_a_file, Handle, Result, Tree};
+use super::share::{self, not_a_file, Handle, KeyLock, KeyLocks, Result, Tree};
 use super::types::ObjectInfo;
 
 /// What the creation lock and the If-Match swap do on a share. Paths are
@@ -21,13 +21,18 @@ pub(crate) trait ShareOps: Sync {
     /// An open file; it closes itself when dropped.
     type Handle: Send + Sync;
 
-    /// Creates `path` if absent, sharing nothing, delete-on-close: `None`
-    /// if it exists, is going, or is open (`share::create_lock`).
-    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
+    /// A key's creation lock, held until released.
+    type KeyLock: Send + Sync;
 
-    /// Opens an existing file for DELETE, sharing everything or, with
-    /// `exclusive`, nothing (`share::open_for_delete`).
-    fn open_for_delete(&self, path: &str, exclusive: bool) -> impl Future<Output = Result<Self::Handle>> + Send;
+    /// Takes the creation lock named `name` if nobody holds it: `None` if
+    /// another writer holds it (`share::KeyLocks::try_take`).
+    fn take_key_lock(&self, name: &str) -> impl Future<Output = Result<Option<Self::KeyLock>>> + Send;
+
+    /// Gives `lock` back and waits for the share's answer.
+    fn release_lock(&self, lock: Self::KeyLock) -> impl Future<Output = ()> + Send;
+
+    /// Gives `lock` back without waiting for the answer.
+    fn release_lock_soon(&self, lock: Self::KeyLock);
 
     /// Opens the file at `path` for DELETE sharing only READ, with its
     /// record: the lock of an If-Match swap (`share::open_to_replace`).
@@ -104,29 +109,37 @@ pub(crate) trait ShareOps: Sync {
     /// EA or stream record spilled to) goes; an EA went with the file.
     fn forget_record_of(&self, key: Option<FileKey>);
 
-    /// True unless the creation lock at `lock` is known to be absent (a
-    /// stat of it answers not-found): while it is held, its key may be
-    /// between the two renames of an If-Match swap (`Root::is_locked`).
+    /// True unless the creation lock named `lock` is seen free: while it
+    /// is held, its key may be between the two renames of an If-Match swap
+    /// (`Root::is_locked`).
     fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send;
 }
 
-/// The live share: one pooled connection and the root's records.
+/// The live share: one pooled connection, the root's records and its
+/// keys' locks.
 pub(crate) struct LiveShare<'a> {
     /// The connection the operations run on.
     pub tree: &'a Tree,
     /// Where the root keeps its records.
     pub records: &'a Records,
+    /// The root's creation locks.
+    pub key_locks: &'a KeyLocks,
 }
 
 impl ShareOps for LiveShare<'_> {
     type Handle = Handle;
+    type KeyLock = KeyLock;
 
-    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Handle>>> + Send {
-        share::create_lock(self.tree, path)
+    fn take_key_lock(&self, name: &str) -> impl Future<Output = Result<Option<KeyLock>>> + Send {
+        self.key_locks.try_take(self.tree, name)
     }
 
-    fn open_for_delete(&self, path: &str, exclusive: bool) -> impl Future<Output = Result<Handle>> + Send {
-        share::open_for_delete(self.tree, path, exclusive)
+    fn release_lock(&self, lock: KeyLock) -> impl Future<Output = ()> + Send {
+        lock.release()
+    }
+
+    fn release_lock_soon(&self, lock: KeyLock) {
+        drop(lock); // its drop sends the UNLOCK in the background
     }
 
     fn open_to_replace(&self, path: &str) -> impl Future<Output = Result<(Handle, Option<ObjectMeta>)>> + Send {
@@ -206,10 +219,7 @@ impl ShareOps for LiveShare<'_> {
         self.records.forget(self.tree, key);
     }
 
-    async fn is_locked(&self, lock: &str) -> bool {
-        match share::stat(self.tree, lock).await {
-            Err(e) => !share::is_not_found(&e),
-            Ok(_) => true,
-        }
+    fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send {
+        self.key_locks.is_held(self.tree, lock)
     }
 }

@@ -6,14 +6,16 @@
 //! modes (a conflicting open is a sharing violation), delete on close (the
 //! name stays taken, delete pending, until the last open closes), a rename
 //! that without replace meets a collision and with replace is refused over
-//! a file someone holds open, and a directory where a file was asked for.
+//! a file someone holds open, a directory where a file was asked for, and
+//! keys' creation locks held by one taker at a time until released or
+//! dropped (as a byte-range lock goes with its open).
 //! It is a model, in addition to the tests against smbd, never instead.
 //!
 //! Every operation first waits at the [`Gate`]; [`interleave`] lets one
 //! waiting operation through at a time, chosen by a seeded generator, so
 //! that a seed names one interleaving and a failing one can be replayed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,6 +56,8 @@ struct State {
     names: HashMap<String, u64>,
     nodes: HashMap<u64, Node>,
     opens: HashMap<u64, Open>,
+    /// Creation locks held now, by name.
+    locks: HashSet<String>,
     next: u64,
 }
 
@@ -154,6 +158,18 @@ impl Drop for MemHandle {
     }
 }
 
+/// A creation lock of a [`MemoryShare`]; released when dropped.
+pub(crate) struct MemLock {
+    name: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        self.state.lock().unwrap().locks.remove(&self.name);
+    }
+}
+
 impl MemoryShare {
     /// Puts a file at `path` whose record holds `etag`.
     pub(crate) fn put(&self, path: &str, etag: &str) {
@@ -216,46 +232,21 @@ impl MemoryShare {
 
 impl ShareOps for MemoryShare {
     type Handle = MemHandle;
+    type KeyLock = MemLock;
 
-    async fn create_lock(&self, path: &str) -> Result<Option<MemHandle>> {
-        // As Samba does it: the file first, then its open, then a look at
-        // how many names the file has (see `share::create_lock`).
-        self.gate.step("create_lock").await;
-        let node = {
-            let mut s = self.state.lock().unwrap();
-            if s.names.contains_key(path) {
-                return Ok(None);
-            }
-            let id = s.id();
-            s.nodes.insert(id, Node { dir: false, etag: String::new(), delete_pending: false });
-            s.names.insert(path.to_string(), id);
-            id
-        };
-        self.gate.step("create_lock_open").await;
-        let open = {
-            let mut s = self.state.lock().unwrap();
-            if s.opens.values().any(|o| o.node == node) {
-                // Someone opened the new file first: a sharing violation,
-                // and the file stays.
-                return Ok(None);
-            }
-            // Deleted in between, the file lives on, without a name, for
-            // this open.
-            s.nodes.entry(node).or_insert(Node { dir: false, etag: String::new(), delete_pending: false });
-            let open = s.id();
-            s.opens.insert(open, Open { node, access: DELETE, sharing: 0, delete_on_close: true });
-            open
-        };
-        let held = self.handle(open);
-        self.gate.step("create_lock_look").await;
-        let named = self.state.lock().unwrap().names.values().any(|n| *n == node);
-        Ok(named.then_some(held))
+    async fn take_key_lock(&self, name: &str) -> Result<Option<MemLock>> {
+        self.gate.step("take_key_lock").await;
+        let taken = self.state.lock().unwrap().locks.insert(name.to_string());
+        Ok(taken.then(|| MemLock { name: name.to_string(), state: self.state.clone() }))
     }
 
-    async fn open_for_delete(&self, path: &str, exclusive: bool) -> Result<MemHandle> {
-        self.gate.step("open_for_delete").await;
-        let id = self.state.lock().unwrap().open(path, DELETE, if exclusive { 0 } else { ALL }, false)?;
-        Ok(self.handle(id))
+    async fn release_lock(&self, lock: MemLock) {
+        self.gate.step("release_lock").await;
+        drop(lock);
+    }
+
+    fn release_lock_soon(&self, lock: MemLock) {
+        drop(lock);
     }
 
     async fn open_to_replace(&self, path: &str) -> Result<(MemHandle, Option<ObjectMeta>)> {
@@ -379,7 +370,7 @@ impl ShareOps for MemoryShare {
 
     async fn is_locked(&self, lock: &str) -> bool {
         self.gate.step("is_locked").await;
-        self.state.lock().unwrap().names.contains_key(lock)
+        self.state.lock().unwrap().locks.contains(lock)
     }
 }
 

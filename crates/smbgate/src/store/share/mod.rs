@@ -18,6 +18,7 @@ mod connections;
 mod dirs;
 mod failure;
 mod handles;
+mod key_locks;
 pub mod lane;
 mod leased;
 mod lock_acl;
@@ -54,6 +55,7 @@ pub use failure::{
     Result, ShareError,
 };
 pub use handles::{is_going, not_a_file, query_times};
+pub use key_locks::{KeyLock, KeyLocks};
 pub use leased::{break_leases_after_change, hold_with_meta, open_breaking_leases, Held, HeldLook};
 pub use lock_acl::LockAcl;
 pub(crate) use lookup::stat_created;

@@ -1,5 +1,5 @@
-//! Opens of the files the gateway keeps for itself: creation locks, upload
-//! state, part claims, data files and write lanes.
+//! Opens of the files the gateway keeps for itself: lock files that exist
+//! while held (the event queue's), upload state, part claims, data files and write lanes.
 
 use super::Result;
 use super::{Handle, Tree};

@@ -7,7 +7,6 @@
 use crate::store::meta::ObjectMeta;
 use crate::store::reads::object_open::check_record_key;
 use crate::store::share::{self, Handle, Tree};
-use crate::store::share_ops::LiveShare;
 use crate::store::types::{ObjectInfo, Target};
 use crate::store::writes::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::{conditions::Conditions, keys::MappedKey};
@@ -96,7 +95,7 @@ impl Writes {
         self.root.forget_listing(bucket, mapped);
         let plain = self.root.object_path(bucket, mapped);
         let path = self.root.write_path(bucket, mapped);
-        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.create_lock_path(&plain));
+        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.lock_name(&plain));
         let paths = SwapPaths {
             path: path.as_str(),
             beside: Some(beside.as_str()),
@@ -105,7 +104,7 @@ impl Writes {
             lock: lock.as_str(),
         };
         let versions = self.root.versions_dir(bucket, mapped);
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         let started = filetime_now();
         let mut done = false;
         for _ in 0..PUBLISH_TRIES {

@@ -16,7 +16,7 @@ use crate::store::keys::{map_key, MappedKey};
 use crate::store::path::SharePath;
 use crate::store::reads::object_open::check_record_key;
 use crate::store::share::{self, is_not_found, Failure, Handle, Tree};
-use crate::store::share_ops::{LiveShare, ShareOps};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::writes::swap::make_parents_of;
 use crate::store::{Deletes, StoreError, StoreResult};
@@ -73,7 +73,7 @@ impl Deletes {
     /// of its name, held so that no one else replaces or removes it; `None`
     /// if the key has none (or only another spelling of it).
     async fn hold_current(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<Option<Current>> {
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         let key = mapped.original();
         if self.root.exact_names_for(mapped) && self.root.case_mismatch(tree, bucket, mapped).await?.is_some() {
             return Ok(None);
@@ -158,7 +158,7 @@ impl Deletes {
         conditions: &Conditions,
         state: Versioning,
     ) -> StoreResult<Removed> {
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         let versions = self.root.versions_dir(bucket, mapped);
         match current {
             Some(Current { handle, info }) => {
@@ -242,7 +242,7 @@ impl Deletes {
         version_id: &str,
         bypass: bool,
     ) -> StoreResult<(Removed, bool)> {
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         let mut removed = Removed { version_id: version_id.to_string(), delete_marker: false };
         let had_current = current.is_some();
         match current {
@@ -324,7 +324,7 @@ impl Deletes {
     ///
     /// Errors: SMB failures.
     async fn promote_newest(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<bool> {
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         let stored = self.root.stored_versions(tree, bucket, mapped).await?;
         let Some((path, name)) = stored.into_iter().next() else { return Ok(false) };
         if name.marker {

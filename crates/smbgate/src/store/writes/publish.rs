@@ -24,7 +24,6 @@ use crate::store::share::not_a_file;
 use crate::store::share::{self, TempFile};
 use crate::store::share::{is_bad_path, is_not_found, is_unholdable_name};
 use crate::store::share::{Failure, ShareError};
-use crate::store::share_ops::LiveShare;
 use crate::store::types::ObjectInfo;
 use crate::store::types::Target;
 use crate::store::{retry_busy, StoreError, StoreResult, Writes};
@@ -78,7 +77,7 @@ impl Writes {
         let plain = self.root.object_path(bucket, mapped);
         let path = self.root.write_path(bucket, mapped);
         self.root.forget_listing(bucket, mapped);
-        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.create_lock_path(&plain));
+        let (beside, backup, lock) = (plain.beside(false), self.root.temp_path(), self.root.lock_name(&plain));
         let paths = SwapPaths {
             path: path.as_str(),
             beside: (!mapped.dir_marker).then_some(beside.as_str()),
@@ -93,7 +92,7 @@ impl Writes {
                 false => Err(StoreError::PreconditionFailed),
             }
         };
-        let live = LiveShare { tree, records: self.root.records() };
+        let live = self.root.live(tree);
         match swap_if_match(&live, file, publishing, &paths, accept).await? {
             Swapped::Done => Ok(()),
             Swapped::NoObject => {

@@ -127,17 +127,17 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
             swapped = swap().await;
         }
     }
-    // The old version, once kept aside, and the creation lock (whose
-    // CLOSE the next writer of the key waits for) close now, beside the
+    // The old version, once kept aside, closes and the creation lock
+    // (which the next writer of the key waits for) goes now, beside the
     // rest of the write.
     match settle(s, file, (lock, &aside), swapped, path, paths).await {
         Ok(Some(kept)) => {
             s.close_soon(kept);
-            s.close_soon(creating);
+            s.release_lock_soon(creating);
             Ok(Swapped::Done)
         }
         outcome => {
-            s.close(creating).await;
+            s.release_lock(creating).await;
             outcome.map(|_| Swapped::Done)
         }
     }

@@ -1,0 +1,199 @@
+//! Creation locks of keys as byte ranges of one file (`.smbgate/key-locks`),
+//! MS-SMB2 LOCK (2.2.26).
+//!
+//! A key's lock is one exclusive byte at an offset hashed from its name. The
+//! server grants a range to one open at a time, across connections,
+//! processes and gateway instances (and across a CTDB cluster, whose
+//! byte-range lock database is clustered), and drops it with the open or
+//! its connection: a gateway that dies leaves nothing held. Taking it costs
+//! smbd one LOCK on a file already open, where a lock file per key cost a
+//! CREATE (and, on a case-insensitive share, a scan of its folder) and an
+//! unlink.
+//!
+//! Each pooled connection keeps one open of the file (never durable: a
+//! lock must go with a lost connection), made the first time it takes a
+//! lock. The open shares read and write but not delete, so nobody can
+//! remove or rename the file while a gateway holds it.
+
+use std::sync::{Arc, Mutex};
+
+use md5::{Digest, Md5};
+use smb_proto::create::{access, share, CreateRequest, Disposition};
+use smb_proto::lock::{decode_lock_response, flags, LockElement, LockRequest, FAIL_IMMEDIATELY};
+use smb_proto::NtStatus;
+
+use super::{Handle, Result, Tree};
+
+/// Offsets are kept below 2^40: far inside what every server's locking
+/// takes (Samba maps ranges onto POSIX locks), and a trillion places
+/// make two keys sharing one a matter of chance no writer meets.
+const OFFSET_MASK: u64 = (1 << 40) - 1;
+
+/// The lock file of one share root, and each connection's open of it.
+pub struct KeyLocks {
+    path: String,
+    opens: Mutex<Vec<Arc<Handle>>>,
+}
+
+/// A key's lock, held until [`KeyLock::release`]; dropped unreleased (a
+/// request that went away), it is released in the background.
+pub struct KeyLock {
+    file: Option<Arc<Handle>>,
+    offset: u64,
+}
+
+impl KeyLocks {
+    /// The locks kept as ranges of the file at `path` (share-relative).
+    pub fn new(path: String) -> KeyLocks {
+        KeyLocks { path, opens: Mutex::new(Vec::new()) }
+    }
+
+    /// The same lock file, for another pool's connections (another SMB
+    /// identity's): each connection needs its own open.
+    pub fn for_another_pool(&self) -> KeyLocks {
+        KeyLocks::new(self.path.clone())
+    }
+
+    /// Takes the lock named `name` on `tree`'s connection if nobody holds
+    /// it: `None` if another open (of this gateway or another) holds it.
+    ///
+    /// Errors: the lock file could not be opened; the LOCK's NTSTATUS
+    /// other than STATUS_LOCK_NOT_GRANTED (or STATUS_FILE_LOCK_CONFLICT,
+    /// which some servers answer instead).
+    pub async fn try_take(&self, tree: &Tree, name: &str) -> Result<Option<KeyLock>> {
+        let file = self.open_on(tree).await?;
+        let offset = offset_of(name);
+        match self.lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await? {
+            true => Ok(Some(KeyLock { file: Some(file), offset })),
+            false => Ok(None),
+        }
+    }
+
+    /// True unless the lock named `name` is seen free: an exclusive LOCK
+    /// of its range is granted (and given back at once). Exclusive, since
+    /// a shared lock would stack on this connection's own exclusive one.
+    /// A failure counts as held: the caller then waits rather than answer
+    /// too soon.
+    pub async fn is_held(&self, tree: &Tree, name: &str) -> bool {
+        let Ok(file) = self.open_on(tree).await else { return true };
+        let offset = offset_of(name);
+        match self.lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await {
+            Ok(true) => {
+                let _ = unlock(&file, offset).await;
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// LOCK `flags` on the byte at `offset` of `file`: false if held by
+    /// another. An open that failed with its connection is forgotten.
+    async fn lock(&self, file: &Arc<Handle>, offset: u64, flags: u32) -> Result<bool> {
+        let req = LockRequest { file_id: file.smb().id(), lock: LockElement { offset, length: 1, flags } };
+        let answer = match file.smb().tree().call(&req).await {
+            Ok(a) => a,
+            Err(e) => {
+                self.forget(file);
+                return Err(e.into());
+            }
+        };
+        let status = answer.status();
+        if matches!(status, NtStatus::STATUS_LOCK_NOT_GRANTED | NtStatus::STATUS_FILE_LOCK_CONFLICT) {
+            return Ok(false);
+        }
+        if matches!(status, NtStatus::STATUS_FILE_CLOSED | NtStatus::STATUS_NETWORK_NAME_DELETED) {
+            self.forget(file);
+        }
+        answer.ok_or_status(&[])?.body(decode_lock_response)?;
+        Ok(true)
+    }
+
+    /// This connection's open of the lock file, made (and the file created
+    /// if missing) the first time.
+    async fn open_on(&self, tree: &Tree) -> Result<Arc<Handle>> {
+        if let Some(open) = self.find(tree) {
+            return Ok(open);
+        }
+        let req = CreateRequest {
+            desired_access: access::FILE_READ_DATA | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+            share_access: share::READ | share::WRITE,
+            disposition: Disposition::OpenIf,
+            ..CreateRequest::new_file(&self.path, 0)
+        };
+        let open = Arc::new(tree.open(&req).await?);
+        let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        // Opens on lost connections go; two first takers on one connection
+        // keep the first open, and the second closes itself when dropped.
+        opens.retain(|o| !o.smb().tree().conn().is_poisoned());
+        if let Some(first) = opens.iter().find(|o| o.smb().tree().conn().same_as(tree.smb().conn())) {
+            return Ok(first.clone());
+        }
+        opens.push(open.clone());
+        Ok(open)
+    }
+
+    fn find(&self, tree: &Tree) -> Option<Arc<Handle>> {
+        let opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        opens
+            .iter()
+            .find(|o| o.smb().tree().conn().same_as(tree.smb().conn()) && !tree.smb().conn().is_poisoned())
+            .cloned()
+    }
+
+    fn forget(&self, file: &Arc<Handle>) {
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).retain(|o| !Arc::ptr_eq(o, file));
+    }
+}
+
+impl KeyLock {
+    /// Gives the lock back and waits for the server's answer.
+    pub async fn release(mut self) {
+        if let Some(file) = self.file.take() {
+            let _ = unlock(&file, self.offset).await;
+        }
+    }
+}
+
+impl Drop for KeyLock {
+    fn drop(&mut self) {
+        let Some(file) = self.file.take() else { return };
+        let offset = self.offset;
+        // Outside a runtime the process is ending, and its connections
+        // with it, which frees the range.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = unlock(&file, offset).await;
+            });
+        }
+    }
+}
+
+/// Unlocks the byte at `offset` of `file`.
+async fn unlock(file: &Handle, offset: u64) -> Result<()> {
+    let req = LockRequest { file_id: file.smb().id(), lock: LockElement { offset, length: 1, flags: flags::UNLOCK } };
+    file.smb().tree().call(&req).await?.ok_or_status(&[])?;
+    Ok(())
+}
+
+/// Where the lock named `name` lies: hashed from the name without case, so
+/// that keys a case-insensitive share stores as one name share one lock.
+fn offset_of(name: &str) -> u64 {
+    let digest = Md5::digest(name.to_lowercase().as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first) & OFFSET_MASK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_differing_only_in_case_share_a_lock_and_offsets_stay_below_the_mask() {
+        assert_eq!(offset_of("Bucket\\Key"), offset_of("bucket\\KEY"));
+        assert_ne!(offset_of("bucket\\a"), offset_of("bucket\\b"));
+        for n in ["", "a", "bucket\\x\\y", "\u{17f}"] {
+            assert!(offset_of(n) <= OFFSET_MASK);
+        }
+    }
+}
