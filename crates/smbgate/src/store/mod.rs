@@ -49,6 +49,7 @@ pub mod writes;
 pub use share::records;
 pub mod share;
 mod share_ops;
+pub mod sse_c;
 pub mod tags;
 pub mod types;
 pub mod verify;
