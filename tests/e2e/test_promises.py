@@ -55,17 +55,18 @@ def test_lock_headers_on_a_bucket_without_object_lock_are_refused_and_store_noth
     absent(s3, bucket, "locked")
 
 
-def test_sse_c_is_refused_on_writes_and_reads(s3, bucket):
-    expect_error(501, "NotImplemented", s3.put_object, Bucket=bucket, Key="secret", Body=b"plain", **SSE_C)
+def test_sse_c_is_refused_over_plain_http_and_where_it_is_not_built(s3, bucket):
+    # SSE-C itself is tests/e2e/test_sse_c.py (over TLS). Over plain HTTP
+    # a key is refused, as AWS refuses it, and nothing is stored.
+    r = expect_error(400, "InvalidRequest", s3.put_object, Bucket=bucket, Key="secret", Body=b"plain", **SSE_C)
+    assert "must be made over a secure connection" in r["Error"]["Message"]
     absent(s3, bucket, "secret")
     expect_error(501, "NotImplemented", s3.create_multipart_upload, Bucket=bucket, Key="secret", **SSE_C)
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
-    # An object stored in plain is not served as if it had been encrypted
-    # with the key the client names, nor copied as if its source had been.
     s3.put_object(Bucket=bucket, Key="plain", Body=b"plain")
     expect_error(400, "InvalidRequest", s3.get_object, Bucket=bucket, Key="plain", **SSE_C)
     expect_error(400, "400", s3.head_object, Bucket=bucket, Key="plain", **SSE_C)  # HEAD has no body
-    expect_error(400, "InvalidRequest", s3.copy_object, Bucket=bucket, Key="copy",
+    expect_error(501, "NotImplemented", s3.copy_object, Bucket=bucket, Key="copy",
                  CopySource={"Bucket": bucket, "Key": "plain"},
                  CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey="k" * 32)
     absent(s3, bucket, "copy")
@@ -125,10 +126,10 @@ def test_sse_s3_is_accepted_where_the_operator_declares_the_share_encrypted(samb
         s3.create_bucket(Bucket="at-rest")
         s3.put_object(Bucket="at-rest", Key="k", Body=b"x", ServerSideEncryption="AES256")
         assert s3.get_object(Bucket="at-rest", Key="k")["Body"].read() == b"x"
-        # Still no KMS and no customer keys.
+        # Still no KMS, and customer keys only over TLS.
         expect_error(501, "NotImplemented", s3.put_object, Bucket="at-rest", Key="k2", Body=b"x",
                      ServerSideEncryption="aws:kms")
-        expect_error(501, "NotImplemented", s3.put_object, Bucket="at-rest", Key="k2", Body=b"x", **SSE_C)
+        expect_error(400, "InvalidRequest", s3.put_object, Bucket="at-rest", Key="k2", Body=b"x", **SSE_C)
         s3.delete_object(Bucket="at-rest", Key="k")
         s3.delete_bucket(Bucket="at-rest")
     finally:

@@ -111,8 +111,9 @@ impl S3Access for Access {
         let (mut verdict, user) =
             self.decide(name, bucket.iter().chain(source.iter()).map(String::as_str), access_key.as_deref());
         if verdict.is_ok() {
+            let tls = cx.extensions_mut().get::<crate::conn_limits::OverTls>().is_some();
             let headers = cx.headers();
-            if let Some(refused) = self.promises.refusal(name, |n| headers.get(n).and_then(|v| v.to_str().ok())) {
+            if let Some(refused) = self.promises.refusal(name, tls, |n| headers.get(n).and_then(|v| v.to_str().ok())) {
                 verdict = Err(refused);
             } else if access_key.is_none() && overrides_response_headers(name, cx.uri().query()) {
                 verdict = Err(S3Error::with_message(

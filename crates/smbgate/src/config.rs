@@ -160,6 +160,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_ENCRYPTED_AT_REST", default_value = "off", num_args = 0..=1,
           default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
     pub encrypted_at_rest: bool,
+    /// Accept SSE-C keys (`x-amz-server-side-encryption-customer-key`)
+    /// over plain HTTP. Off: a request carrying one without TLS is refused
+    /// with 400, as AWS refuses it, since the key crossed the network in
+    /// clear. On only where TLS ends at a proxy in front of the gateway
+    /// and the hop between them is private.
+    #[arg(long, env = "SMBGATE_SSE_C_OVER_HTTP", default_value = "off", num_args = 0..=1,
+          default_missing_value = "on", value_parser = parse_on_off, value_name = "on|off", help_heading = "S3")]
+    pub sse_c_over_http: bool,
     /// Serve Veeam's Smart Object Storage API objects in every bucket
     /// (`.system-d26a9498-cb7c-4a87-a44a-8ae204f5ba6c/system.xml` and
     /// `capacity.xml`, the latter with the share's size and free space,

@@ -10,11 +10,20 @@
 //! InvalidRequest "Bucket is missing Object Lock Configuration" for one
 //! without it.
 //!
+//! SSE-C (`x-amz-server-side-encryption-customer-*`) is given on
+//! PutObject, GetObject, HeadObject and GetObjectAttributes (the store
+//! keeps such objects encrypted, `store::sse_c`), and only over TLS unless
+//! the operator allows plain HTTP (`--sse-c-over-http`): elsewhere it is
+//! 400 InvalidRequest "must be made over a secure connection", as AWS
+//! answers.
+//!
 //! Refused, as AWS refuses them where the feature is missing:
-//! - SSE-C (`x-amz-server-side-encryption-customer-*`): 501 NotImplemented
-//!   on a write that creates an object; on anything else (GET, HEAD, a
-//!   part, a copy's source) 400 InvalidRequest, since no object here is
-//!   encrypted with a customer's key.
+//! - SSE-C on the other writes that create an object (CopyObject,
+//!   CreateMultipartUpload, a form upload) and on a copy's source: 501
+//!   NotImplemented; on any other request (a part, a delete) 400
+//!   InvalidRequest, since no upload here is encrypted with a customer's
+//!   key. A copy of an SSE-C object without the source's key is the
+//!   store's 400 InvalidRequest, as AWS answers a GET without it.
 //! - SSE-KMS (`aws:kms`, `aws:kms:dsse`, a KMS key ID, an encryption
 //!   context, a bucket key): 501 NotImplemented.
 //! - SSE-S3 (`x-amz-server-side-encryption: AES256`): 501 NotImplemented
@@ -42,6 +51,8 @@ pub struct Promises {
     /// The share's storage is encrypted at rest (`--encrypted-at-rest`):
     /// SSE-S3 requests are accepted.
     pub encrypted_at_rest: bool,
+    /// SSE-C keys are accepted over plain HTTP (`--sse-c-over-http`).
+    pub sse_c_over_http: bool,
 }
 
 /// The SSE-C headers of the object written or read.
@@ -70,6 +81,12 @@ fn creates_object(operation: &str) -> bool {
     matches!(operation, "PutObject" | "CopyObject" | "CreateMultipartUpload" | "PostObject")
 }
 
+/// The operations that take an SSE-C key for the object they write or
+/// read.
+fn takes_customer_key(operation: &str) -> bool {
+    matches!(operation, "PutObject" | "GetObject" | "HeadObject" | "GetObjectAttributes")
+}
+
 fn not_implemented(what: &str) -> S3Error {
     S3Error::with_message(
         S3ErrorCode::NotImplemented,
@@ -79,25 +96,33 @@ fn not_implemented(what: &str) -> S3Error {
 
 impl Promises {
     /// The refusal of `operation` (an S3 operation name, or `PostObject`)
-    /// whose headers (or form fields) `get` looks up by lower-case name;
-    /// `None` if it asks for nothing the gateway does not give.
+    /// whose headers (or form fields) `get` looks up by lower-case name,
+    /// sent over TLS if `tls`; `None` if it asks for nothing the gateway
+    /// does not give.
     ///
     /// Errors returned: 400 InvalidRequest or InvalidArgument, 501
     /// NotImplemented; see the module docs.
-    pub fn refusal<'a>(&self, operation: &str, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
+    pub fn refusal<'a>(&self, operation: &str, tls: bool, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
         let has = |names: &[&str]| names.iter().any(|n| get(n).is_some());
-        if creates_object(operation) {
+        if has(&SSE_C) && takes_customer_key(operation) {
+            if !tls && !self.sse_c_over_http {
+                return Some(S3Error::with_message(
+                    S3ErrorCode::InvalidRequest,
+                    "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.",
+                ));
+            }
+            if operation == "PutObject" {
+                return self.server_side_encryption(&get).or_else(|| self.write_refusal(&get));
+            }
+        } else if creates_object(operation) {
             if has(&SSE_C) {
                 return Some(not_implemented("server-side encryption with customer-provided keys (SSE-C)"));
             }
             if let Some(e) = self.server_side_encryption(&get) {
                 return Some(e);
             }
-            if get("x-amz-website-redirect-location").is_some() {
-                return Some(not_implemented("website redirects (x-amz-website-redirect-location)"));
-            }
-            if get("x-amz-write-offset-bytes").is_some() {
-                return Some(not_implemented("appends (x-amz-write-offset-bytes)"));
+            if let Some(e) = self.write_refusal(&get) {
+                return Some(e);
             }
         } else if has(&SSE_C) {
             return Some(S3Error::with_message(
@@ -106,10 +131,19 @@ impl Promises {
             ));
         }
         if has(&SSE_C_SOURCE) {
-            return Some(S3Error::with_message(
-                S3ErrorCode::InvalidRequest,
-                "The encryption parameters are not applicable to this object.",
-            ));
+            return Some(not_implemented("copies of objects stored with SSE-C"));
+        }
+        None
+    }
+
+    /// The refusal of a write's headers asking for website redirects or
+    /// appends, if any.
+    fn write_refusal<'a>(&self, get: &impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
+        if get("x-amz-website-redirect-location").is_some() {
+            return Some(not_implemented("website redirects (x-amz-website-redirect-location)"));
+        }
+        if get("x-amz-write-offset-bytes").is_some() {
+            return Some(not_implemented("appends (x-amz-write-offset-bytes)"));
         }
         None
     }
@@ -140,7 +174,11 @@ mod tests {
     use super::*;
 
     fn refusal(p: Promises, op: &str, headers: &[(&str, &str)]) -> Option<(u16, String)> {
-        let e = p.refusal(op, |n| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))?;
+        refusal_over(p, op, true, headers)
+    }
+
+    fn refusal_over(p: Promises, op: &str, tls: bool, headers: &[(&str, &str)]) -> Option<(u16, String)> {
+        let e = p.refusal(op, tls, |n| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))?;
         Some((e.status_code().map_or(0, |s| s.as_u16()), e.code().as_str().to_string()))
     }
 
@@ -158,19 +196,30 @@ mod tests {
     fn encryption_is_refused_unless_declared() {
         let p = Promises::default();
         let sse_c = [("x-amz-server-side-encryption-customer-algorithm", "AES256")];
-        assert_eq!(refusal(p, "PutObject", &sse_c), Some((501, "NotImplemented".into())));
-        for op in ["GetObject", "HeadObject", "UploadPart", "UploadPartCopy"] {
+        for op in ["PutObject", "GetObject", "HeadObject", "GetObjectAttributes"] {
+            assert_eq!(refusal(p, op, &sse_c), None, "{op} over TLS");
+            assert_eq!(refusal_over(p, op, false, &sse_c), Some((400, "InvalidRequest".into())), "{op} over HTTP");
+            let allowed = Promises { sse_c_over_http: true, ..p };
+            assert_eq!(refusal_over(allowed, op, false, &sse_c), None, "{op} over HTTP, allowed");
+        }
+        for op in ["CopyObject", "CreateMultipartUpload", "PostObject"] {
+            assert_eq!(refusal(p, op, &sse_c), Some((501, "NotImplemented".into())), "{op}");
+        }
+        for op in ["UploadPart", "UploadPartCopy", "DeleteObject"] {
             assert_eq!(refusal(p, op, &sse_c), Some((400, "InvalidRequest".into())), "{op}");
         }
+        let with_redirect = [sse_c[0], ("x-amz-website-redirect-location", "/x")];
+        assert_eq!(refusal(p, "PutObject", &with_redirect), Some((501, "NotImplemented".into())));
         let source = [("x-amz-copy-source-server-side-encryption-customer-key", "k")];
-        assert_eq!(refusal(p, "CopyObject", &source), Some((400, "InvalidRequest".into())));
+        assert_eq!(refusal(p, "CopyObject", &source), Some((501, "NotImplemented".into())));
+        assert_eq!(refusal(p, "UploadPartCopy", &source), Some((501, "NotImplemented".into())));
         let kms = [("x-amz-server-side-encryption", "aws:kms")];
         assert_eq!(refusal(p, "CreateMultipartUpload", &kms), Some((501, "NotImplemented".into())));
         let key_id = [("x-amz-server-side-encryption-aws-kms-key-id", "k")];
         assert_eq!(refusal(p, "PutObject", &key_id), Some((501, "NotImplemented".into())));
         let s3 = [("x-amz-server-side-encryption", "AES256")];
         assert_eq!(refusal(p, "PutObject", &s3), Some((501, "NotImplemented".into())));
-        assert_eq!(refusal(Promises { encrypted_at_rest: true }, "PutObject", &s3), None);
+        assert_eq!(refusal(Promises { encrypted_at_rest: true, ..p }, "PutObject", &s3), None);
         let bad = [("x-amz-server-side-encryption", "rot13")];
         assert_eq!(refusal(p, "PutObject", &bad), Some((400, "InvalidArgument".into())));
         let redirect = [("x-amz-website-redirect-location", "/x")];

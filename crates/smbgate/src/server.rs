@@ -156,7 +156,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared, String> {
     // The service behind the custom route for unusable Ranges: the same
     // gateway, checks and config; its requests carry no signature (see
     // ignored_range).
-    let promises = crate::promises::Promises { encrypted_at_rest: args.encrypted_at_rest };
+    let promises =
+        crate::promises::Promises { encrypted_at_rest: args.encrypted_at_rest, sse_c_over_http: args.sse_c_over_http };
     let inner = s3_builder(gateway.clone(), domain.as_ref(), &directory, anonymous.clone(), promises).build();
     let post = crate::s3s_patches::post_object::PostObject::new(
         gateway.clone(),

@@ -90,7 +90,8 @@ pub async fn get(
         return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Invalid attribute name specified."));
     }
     let wants = |a: &str| wanted.iter().any(|w| w == a);
-    let read = ReadRequest { conditions, part_number: None, range: None };
+    let sse_c = super::sse_c::customer_key_of!(i)?;
+    let read = ReadRequest { conditions, part_number: None, range: None, sse_c };
     let state = gw.versioning(&i.bucket).await?;
     let head = match &i.version_id {
         Some(v) => gw.store.reads().head_version(&i.bucket, &i.key, v, &read).await,

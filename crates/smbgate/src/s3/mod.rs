@@ -12,6 +12,7 @@ mod notification;
 mod object;
 mod object_lock;
 mod sosapi;
+mod sse_c;
 mod tagging;
 mod versioning;
 
@@ -207,7 +208,7 @@ pub fn s3_error(e: StoreError) -> S3Error {
         StoreError::Body(_) => C::IncompleteBody,
         // Logged once, at ERROR, by the front with the request's ID and
         // operation (the message names the SMB command and NTSTATUS).
-        StoreError::Smb(_) => C::InternalError,
+        StoreError::Smb(_) | StoreError::Damaged(_) => C::InternalError,
     };
     S3Error::with_message(code, msg)
 }

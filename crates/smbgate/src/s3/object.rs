@@ -7,12 +7,14 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use super::bucket::full_control;
 use super::convert::*;
 use super::object_lock::{check_lock_digest, read_lock, write_lock};
+use super::sse_c::{answer_fields, customer_key_of};
 use super::versioning::answer_version;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
 use crate::store::keys::map_key;
 use crate::store::reads::read_plan::{ByteRange, Read, ReadRequest};
+use crate::store::sse_c::ALGORITHM;
 use crate::store::types::{ObjectInfo, PutRequest, Target};
 use crate::store::writes::copy::CopyRequest;
 
@@ -41,10 +43,13 @@ fn checksum_fields(info: &ObjectInfo, enabled: bool, part: Option<i32>, partial:
 }
 
 /// The store's [`ReadRequest`] of a GetObject or HeadObject input: its
-/// conditional headers, `partNumber` and `Range`.
+/// conditional headers, `partNumber`, `Range` and SSE-C key.
+///
+/// Errors: the SSE-C headers' ([`super::sse_c::customer_key`]).
 macro_rules! read_request {
     ($i:expr) => {
         ReadRequest {
+            sse_c: customer_key_of!($i)?,
             conditions: conditions(
                 $i.if_match.as_ref(),
                 $i.if_none_match.as_ref(),
@@ -86,8 +91,11 @@ macro_rules! object_output {
         );
         let any_checksum = [&crc32, &crc32c, &crc64, &sha1, &sha256].iter().any(|c| c.is_some());
         let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = read_lock(&m);
+        let (sse_customer_algorithm, sse_customer_key_md5) = answer_fields(&m);
         $ty {
             $($extra)*
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             object_lock_mode,
             object_lock_retain_until_date,
             object_lock_legal_hold_status,
@@ -134,6 +142,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     if crate::precheck::expects_continue(&headers) {
         gw.store.buckets().head_bucket(&i.bucket).await.map_err(s3_error)?;
     }
+    let sse_c = customer_key_of!(i)?;
     let mut meta = meta_of!(i)?;
     meta.tags = header_tags(i.tagging.as_deref())?;
     let lock_hold = i.object_lock_legal_hold_status.as_ref();
@@ -156,6 +165,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         content_length: body_length(&headers, i.content_length, undeclared),
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
         pace: Default::default(),
+        sse_c: sse_c.clone(),
     };
     let body = i.body.unwrap_or_else(|| {
         s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
@@ -176,6 +186,8 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         checksum_sha1: c(Algorithm::Sha1),
         checksum_sha256: c(Algorithm::Sha256),
         version_id: r.version_id,
+        sse_customer_algorithm: sse_c.as_ref().map(|_| ALGORITHM.to_string()),
+        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
         ..Default::default()
     }))
 }

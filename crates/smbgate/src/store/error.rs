@@ -129,6 +129,10 @@ pub enum StoreError {
     /// Anything else from SMB, as the share layer told it.
     #[error("SMB error: {0}")]
     Smb(String),
+    /// What the share holds failed its check (an SSE-C package's tag):
+    /// altered or cut there. Nothing of it is sent.
+    #[error("{0}")]
+    Damaged(String),
     /// A checksum announced in `x-amz-trailer` did not arrive in the
     /// trailer.
     #[error("{0}")]

@@ -89,6 +89,11 @@ pub struct ObjectMeta {
     /// Object Lock legal hold of this version.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legal_hold: bool,
+    /// Set on an object stored encrypted with its client's key (SSE-C):
+    /// the key's MD5, the salt and the object's size (`size` above is the
+    /// file's, which holds the packages' tags too; see `store::sse_c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sse_c: Option<super::sse_c::SseCRecord>,
     /// True on the stub left in an EA or stream whose full record went to
     /// a sidecar for its size (see `share::spill`): read past it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

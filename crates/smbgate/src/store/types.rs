@@ -34,6 +34,9 @@ pub struct PutRequest {
     /// The body's progress since the request was read (see
     /// [`super::body_pace`]).
     pub pace: super::body_pace::BodyPace,
+    /// The client's key to store the object encrypted with (SSE-C, see
+    /// [`super::sse_c`]).
+    pub sse_c: Option<super::sse_c::CustomerKey>,
 }
 
 impl PutRequest {
@@ -104,6 +107,12 @@ pub struct ObjectInfo {
 }
 
 impl ObjectInfo {
+    /// Bytes of its file: [`ObjectInfo::size`], or more for an SSE-C object
+    /// (its packages' tags).
+    pub fn stored_size(&self) -> u64 {
+        self.meta.sse_c.as_ref().map_or(self.size, |_| super::sse_c::stored_len(self.size))
+    }
+
     /// What conditional requests are evaluated against.
     pub fn current(&self) -> super::conditions::Current<'_> {
         super::conditions::Current { etag: &self.etag, last_modified: self.last_modified }
@@ -124,6 +133,8 @@ impl ObjectInfo {
                 m.unwrap_or_default(),
             ),
         };
+        // An SSE-C object is smaller than its file (the packages' tags).
+        let size = meta.sse_c.as_ref().map_or(size, |e| e.size);
         ObjectInfo { size, last_modified, etag, meta, path: path.to_string(), disk_id }
     }
 }

@@ -213,7 +213,8 @@ impl PostObject {
             Some(u) => u.authorize(OPERATION, [bucket.as_str()])?,
         }
         posted.user = user.clone();
-        if let Some(refused) = self.promises.refusal(OPERATION, |n| fields.get(n)) {
+        // A form's SSE-C fields are refused whatever the transport.
+        if let Some(refused) = self.promises.refusal(OPERATION, true, |n| fields.get(n)) {
             return Err(refused);
         }
         let redirects = fields.get("success_action_redirect").or_else(|| fields.get("redirect")).is_some();

@@ -8,7 +8,8 @@
 //! and `coherence` keep HEADs and small GETs in memory while the server's
 //! lease says the file is unchanged, and `cache_watches` tells it of changes
 //! no lease reports (their state: `watch_table`); `prefetch_depth` adapts how far ahead
-//! a large GET fetches.
+//! a large GET fetches. `sealed` reads objects stored with their client's
+//! key (SSE-C).
 
 pub mod cache_watches;
 pub(super) mod coherence;
@@ -16,5 +17,6 @@ pub mod object_cache;
 pub(super) mod object_open;
 pub mod prefetch_depth;
 pub mod read_plan;
+pub(super) mod sealed;
 pub mod stream;
 pub mod watch_table;

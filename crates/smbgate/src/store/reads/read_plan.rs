@@ -7,8 +7,10 @@
 use crate::store::Reads;
 use std::ops::Range;
 
+use super::sealed::check_customer_key;
 use super::stream::object_stream;
 use crate::store::conditions::Conditions;
+use crate::store::sse_c::CustomerKey;
 use crate::store::types::ObjectInfo;
 use crate::store::{StoreError, StoreResult};
 
@@ -60,14 +62,21 @@ pub struct ReadRequest {
     /// `Range`, when it parsed as one byte range (one that does not is
     /// ignored before it gets here, as AWS ignores it).
     pub range: Option<ByteRange>,
+    /// The SSE-C key the request brought (`x-amz-server-side-encryption-
+    /// customer-*`).
+    pub sse_c: Option<CustomerKey>,
 }
 
 impl ReadRequest {
     /// Where to read ahead with the open, before the object is known:
     /// `(offset, length)` from the start of the object or of a `bytes=N-`
     /// range; `None` for a part or a suffix, whose start depends on the
-    /// object.
+    /// object, and for a range of an SSE-C object, whose bytes in the file
+    /// are elsewhere.
     pub fn first_read(&self) -> Option<(u64, u32)> {
+        if self.sse_c.is_some() {
+            return (self.part_number.is_none() && self.range.is_none()).then_some((0, FIRST_READ));
+        }
         match (self.part_number, self.range) {
             (None, None) => Some((0, FIRST_READ)),
             (None, Some(ByteRange::FromTo { first, .. })) => Some((first, FIRST_READ)),
@@ -105,8 +114,10 @@ impl ReadPlan {
     /// NotModified (304, with the ETag: If-None-Match, If-Modified-Since);
     /// InvalidPart (400: a part the object does not have, as AWS answers
     /// for multipart and single-PUT objects alike); RangeNotSatisfiable
-    /// (416, with the size).
+    /// (416, with the size); an SSE-C key missing, wrong or not applicable
+    /// ([`check_customer_key`]).
     pub fn decide(info: &ObjectInfo, req: &ReadRequest) -> StoreResult<ReadPlan> {
+        check_customer_key(info, req.sse_c.as_ref())?;
         req.conditions.check_read(info.current())?;
         match (req.part_number, req.range) {
             (Some(n), _) => Ok(ReadPlan { range: part_range(info, n)?, partial: true }),
@@ -155,8 +166,7 @@ impl Reads {
         self.fill_later(bucket, key, &info);
         // On an early return the handle closes itself.
         let plan = tracing::debug_span!("store.read_plan").in_scope(|| ReadPlan::decide(&info, req))?;
-        let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        let body = object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first);
+        let body = self.body_of(opened, &info, &plan, req.sse_c.as_ref(), data, read)?;
         Ok(Read { info, plan, body })
     }
 

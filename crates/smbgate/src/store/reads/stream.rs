@@ -25,18 +25,64 @@ use crate::store::share::Handle;
 
 use super::prefetch_depth::PrefetchDepth;
 use crate::store::share::{self, ShareError};
+use crate::store::sse_c::Opener;
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{backoff, Reads};
 
-/// The response body: bytes from the segment pipeline, in order.
+/// The response body: bytes from the segment pipeline, in order; of an
+/// SSE-C object, opened package by package as they come.
 pub struct BodyStream {
     rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    opener: Option<Opener>,
+    opened: VecDeque<Bytes>,
+    /// The body ended in an error: nothing more is sent.
+    failed: bool,
+}
+
+impl BodyStream {
+    fn of(rx: mpsc::Receiver<Result<Bytes, std::io::Error>>) -> BodyStream {
+        BodyStream { rx, opener: None, opened: VecDeque::new(), failed: false }
+    }
+
+    /// This stream's bytes are an SSE-C object's stored packages: the body
+    /// is what `opener` makes of them, and ends in an error, never in
+    /// other bytes, where a package fails its tag.
+    pub fn opened_with(self, opener: Opener) -> BodyStream {
+        BodyStream { opener: Some(opener), ..self }
+    }
 }
 
 impl Stream for BodyStream {
     type Item = Result<Bytes, std::io::Error>;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
+        let this = &mut *self;
+        if this.failed {
+            return Poll::Ready(None);
+        }
+        loop {
+            if let Some(b) = this.opened.pop_front() {
+                return Poll::Ready(Some(Ok(b)));
+            }
+            let next = std::task::ready!(this.rx.poll_recv(cx));
+            let Some(opener) = this.opener.as_mut() else { return Poll::Ready(next) };
+            match next {
+                Some(Ok(stored)) => match opener.push(&stored) {
+                    Ok(plain) => this.opened.extend(plain),
+                    Err(e) => {
+                        this.failed = true;
+                        return Poll::Ready(Some(Err(io_err(e))));
+                    }
+                },
+                None => {
+                    this.failed = true;
+                    return Poll::Ready(opener.finish().err().map(|e| Err(io_err(e))));
+                }
+                Some(Err(e)) => {
+                    this.failed = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
     }
 }
 
@@ -72,7 +118,7 @@ pub fn object_stream(
             let missing = io_err(format!("{} bytes of the object were not in memory", range.end - range.start));
             let _ = tx.try_send(Err(missing));
         }
-        return BodyStream { rx };
+        return BodyStream::of(rx);
     };
     let span = tracing::debug_span!("store.stream", bytes = (range.end - range.start) as i64);
     let streaming = async move {
@@ -88,7 +134,7 @@ pub fn object_stream(
         }
     };
     tokio::spawn(streaming.instrument(span));
-    BodyStream { rx }
+    BodyStream::of(rx)
 }
 
 /// The trace span of one segment of a GET (its READs get none of their

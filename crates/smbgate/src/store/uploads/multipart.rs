@@ -220,7 +220,8 @@ impl Uploads {
         };
         let result: StoreResult<(PutResult, PartRecord)> = async {
             let writer = SpreadWriter::new(&self.writes, &f, &data_path, offset);
-            let (md5, sums, size, _reopened) = self.writes.stream_body(writer, &mut body, &req, Some(len)).await?;
+            let (md5, sums, size, _reopened) =
+                self.writes.stream_body(writer, &mut body, &req, Some(len), None).await?;
             let meta = verified_meta(&req, md5, sums, size, trailer)?;
             let rec = PartRecord { etag: meta.etag.clone(), size, offset, checksums: meta.checksums.clone() };
             let result =

@@ -7,7 +7,6 @@ use crate::store::keys::MappedKey;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::reads::read_plan::{Read, ReadPlan, ReadRequest};
-use crate::store::reads::stream::object_stream;
 use crate::store::share::{self, is_not_found, Tree};
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{Reads, Root, StoreError, StoreResult};
@@ -129,8 +128,7 @@ impl Reads {
         req: &ReadRequest,
     ) -> StoreResult<Read> {
         let plan = ReadPlan::decide(&info, req)?;
-        let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-        let body = object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first);
+        let body = self.body_of(opened, &info, &plan, req.sse_c.as_ref(), data, read)?;
         Ok(Read { info, plan, body })
     }
 

@@ -71,6 +71,14 @@ impl Writes {
             None => self.reads.open_object(src_bucket, src_key, None).await?,
         };
         check(&info)?;
+        if info.meta.sse_c.is_some() {
+            // Copies would have to open and seal again; not built yet.
+            return Err(StoreError::InvalidRequest(
+                "The object was stored using a form of Server Side Encryption. The correct parameters must be \
+                 provided to retrieve the object."
+                    .into(),
+            ));
+        }
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
         }

@@ -18,9 +18,10 @@ use crate::store::body_pace::BodyPace;
 use crate::store::case::Seen;
 use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::keys::{map_key, MappedKey};
-use crate::store::meta::record_write_error;
+use crate::store::meta::{record_write_error, ObjectMeta};
 use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
+use crate::store::sse_c::{self, CustomerKey, Sealer};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::{hash_now, verified_meta, HashWorker};
 use crate::store::versions::lock::needs_seal;
@@ -29,19 +30,31 @@ use crate::store::{StoreError, StoreResult, Writes};
 /// Bodies up to this size are buffered and written with one compound.
 const SMALL_PUT: usize = 1 << 20;
 
+/// Marks `meta` (verified for a body of `size` bytes whose MD5 is `md5`)
+/// as the record of that body sealed by `sealer` under `key`: the file's
+/// size, the SSE-C record, and an ETag that is not the body's MD5.
+fn sealed_meta(meta: &mut ObjectMeta, sealer: &Sealer, key: &CustomerKey, md5: &[u8; 16], size: u64) {
+    let record = sealer.record(key, size);
+    meta.etag = sse_c::etag(&record.salt, md5);
+    meta.size = sse_c::stored_len(size);
+    meta.sse_c = Some(record);
+}
+
 impl Writes {
     /// Streams `body` into `writer` (an open file, from some offset, spread
     /// over several connections once it passes one segment) while MD5 and
     /// the requested checksums are computed on a second core.
     /// Returns (MD5, checksums, bytes, and the file's handle reopened on
     /// another connection if the writer's own was lost). A body longer than
-    /// `limit` bytes stops with IncompleteBody.
+    /// `limit` bytes stops with IncompleteBody. With `sealer`, the file
+    /// gets the body's packages sealed (SSE-C) and the sums are the body's.
     pub(crate) async fn stream_body<S, E>(
         &self,
         mut writer: SpreadWriter,
         body: &mut S,
         req: &PutRequest,
         limit: Option<u64>,
+        mut sealer: Option<&mut Sealer>,
     ) -> StoreResult<([u8; 16], Checksums, u64, Option<Handle>)>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -57,11 +70,22 @@ impl Writes {
             if size > crate::store::uploads::multipart::MAX_PART_SIZE {
                 return Err(StoreError::EntityTooLarge);
             }
-            writer.write(&chunk).await?;
+            match sealer.as_deref_mut() {
+                None => writer.write(&chunk).await?,
+                Some(s) => {
+                    for package in s.push(&chunk) {
+                        writer.write(&package).await?;
+                    }
+                }
+            }
             hasher.feed(chunk).await;
         }
+        if let Some(last) = sealer.and_then(Sealer::finish_last) {
+            writer.write(&last).await?;
+        }
         let (written, replacement) = writer.finish().await?;
-        if written != size {
+        let stored = if req.sse_c.is_some() { sse_c::stored_len(size) } else { size };
+        if written != stored {
             return Err(StoreError::IncompleteBody);
         }
         let (md5, sums) = hasher.finish().await?;
@@ -87,6 +111,16 @@ impl Writes {
         let (md5, sums) = hash_now(&data, &req.algorithms())?;
         let mut meta = verified_meta(&req, md5, sums, data.len() as u64, trailer)?;
         meta.key = target.key();
+        let size = data.len() as u64;
+        let data = match &req.sse_c {
+            None => data,
+            Some(key) => {
+                let mut sealer = Sealer::new(key);
+                let stored = sealer.seal_all(&data);
+                sealed_meta(&mut meta, &sealer, key, &md5, size);
+                stored
+            }
+        };
         let version_id = self.root.stamp_version(tree, target, &mut meta).await?;
         let versioned = version_id.is_some();
         let (target_path, seen) = match target {
@@ -118,13 +152,7 @@ impl Writes {
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
         }
         let sealed = needs_seal(&meta);
-        let result = PutResult {
-            etag: meta.etag,
-            checksums: meta.checksums,
-            size: data.len() as u64,
-            last_modified: None,
-            version_id,
-        };
+        let result = PutResult { etag: meta.etag, checksums: meta.checksums, size, last_modified: None, version_id };
         // Conditional writes go through the creation lock (publish_with), and
         // so do markers with a body (which replace an empty marker's record);
         // the one-compound rename below is for plain PUTs.
@@ -183,11 +211,15 @@ impl Writes {
         E: std::fmt::Display,
     {
         let writer = SpreadWriter::new(self, temp.handle(), temp.path(), 0);
-        let (md5, sums, size, replacement) = self.stream_body(writer, &mut body, &req, None).await?;
+        let mut sealer = req.sse_c.as_ref().map(Sealer::new);
+        let (md5, sums, size, replacement) = self.stream_body(writer, &mut body, &req, None, sealer.as_mut()).await?;
         // The body survived a lost connection: go on with a live handle.
         temp.revive(replacement).await?;
         let mut meta = verified_meta(&req, md5, sums, size, trailer)?;
         meta.key = target.key();
+        if let (Some(sealer), Some(key)) = (&sealer, &req.sse_c) {
+            sealed_meta(&mut meta, sealer, key, &md5, size);
+        }
         meta.disk_id = temp.handle().info().on_disk_id();
         let version_id = self.root.stamp_version(&share::connection_of(temp.handle()), target, &mut meta).await?;
         share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
