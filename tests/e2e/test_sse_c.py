@@ -109,6 +109,42 @@ def test_ranges_inside_and_across_packages_and_part_one(s3, bucket):
                  **sse(key))
 
 
+def test_a_multipart_upload_seals_each_part_and_reads_as_one_object(s3, bucket, samba):
+    key, other = os.urandom(32), os.urandom(32)
+    sizes = [5 * 1024 * 1024 + 3, 5 * 1024 * 1024, 1000]
+    parts = [os.urandom(n) for n in sizes]
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", **sse(key))
+    assert up["SSECustomerAlgorithm"] == "AES256"
+    uid = up["UploadId"]
+    r = expect_error(400, "InvalidRequest", s3.upload_part, Bucket=bucket, Key="mp", UploadId=uid, PartNumber=1,
+                     Body=parts[0])
+    assert "Subsequent part requests must include" in r["Error"]["Message"]
+    expect_error(400, "InvalidArgument", s3.upload_part, Bucket=bucket, Key="mp", UploadId=uid, PartNumber=1,
+                 Body=parts[0], **sse(other))
+    # Part numbers 1, 4, 9: the object's parts keep their own numbers.
+    numbers = [1, 4, 9]
+    etags = []
+    for n, body in zip(numbers, parts):
+        r = s3.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=n, Body=body, **sse(key))
+        assert r["SSECustomerKeyMD5"] == base64.b64encode(hashlib.md5(key).digest()).decode()
+        etags.append(r["ETag"])
+    listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=uid)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in listed] == list(zip(numbers, sizes))
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": n, "ETag": e} for n, e in zip(numbers, etags)]})
+    whole = b"".join(parts)
+    assert s3.get_object(Bucket=bucket, Key="mp", **sse(key))["Body"].read() == whole
+    assert s3.head_object(Bucket=bucket, Key="mp", **sse(key))["ContentLength"] == len(whole)
+    seam = sizes[0]
+    for first, last in [(seam - 10, seam + 10), (seam + sizes[1] - 1, len(whole) - 1), (70_000, 70_100)]:
+        got = s3.get_object(Bucket=bucket, Key="mp", Range=f"bytes={first}-{last}", **sse(key))["Body"].read()
+        assert got == whole[first:last + 1], (first, last)
+    part2 = s3.get_object(Bucket=bucket, Key="mp", PartNumber=2, **sse(key))
+    assert part2["Body"].read() == parts[1] and part2["PartsCount"] == 3
+    expect_error(400, "InvalidRequest", s3.get_object, Bucket=bucket, Key="mp")
+    assert (samba.share_path / bucket / "mp").stat().st_size == sum(stored_len(n) for n in sizes)
+
+
 def test_a_missing_wrong_needless_or_malformed_key_gets_the_answer_aws_gives(s3, bucket):
     key, other = os.urandom(32), os.urandom(32)
     s3.put_object(Bucket=bucket, Key="locked", Body=b"secret", **sse(key))
@@ -185,7 +221,8 @@ def test_aws_cli_and_rclone_round_trip(gw, pki, bucket, tmp_path):
     key = os.urandom(32)
     (tmp_path / "key.bin").write_bytes(key)
     src = tmp_path / "up.bin"
-    src.write_bytes(os.urandom(700_000))
+    # Over aws-cli's 8 MiB threshold: a multipart upload of two parts.
+    src.write_bytes(os.urandom(9 * 1024 * 1024))
     aws = [str(BIN / "aws"), "--endpoint-url", gw.https, "--ca-bundle", str(pki / "ca.pem")]
     keyarg = ["--sse-c", "AES256", "--sse-c-key", f"fileb://{tmp_path / 'key.bin'}"]
     for args in (["s3", "cp", str(src), f"s3://{bucket}/cli.bin", *keyarg],

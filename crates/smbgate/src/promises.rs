@@ -11,19 +11,20 @@
 //! without it.
 //!
 //! SSE-C (`x-amz-server-side-encryption-customer-*`) is given on
-//! PutObject, GetObject, HeadObject and GetObjectAttributes (the store
-//! keeps such objects encrypted, `store::sse_c`), and only over TLS unless
+//! PutObject, GetObject, HeadObject, GetObjectAttributes,
+//! CreateMultipartUpload and UploadPart (the store keeps such objects and
+//! parts encrypted, `store::sse_c`; CompleteMultipartUpload and ListParts
+//! may carry it too, as AWS allows), and only over TLS unless
 //! the operator allows plain HTTP (`--sse-c-over-http`): elsewhere it is
 //! 400 InvalidRequest "must be made over a secure connection", as AWS
 //! answers.
 //!
 //! Refused, as AWS refuses them where the feature is missing:
-//! - SSE-C on the other writes that create an object (CopyObject,
-//!   CreateMultipartUpload, a form upload) and on a copy's source: 501
-//!   NotImplemented; on any other request (a part, a delete) 400
-//!   InvalidRequest, since no upload here is encrypted with a customer's
-//!   key. A copy of an SSE-C object without the source's key is the
-//!   store's 400 InvalidRequest, as AWS answers a GET without it.
+//! - SSE-C on the other writes that create an object (CopyObject, a form
+//!   upload) and on a copy's source: 501 NotImplemented; on any other
+//!   request (a delete, a copied part) 400 InvalidRequest. A copy of an
+//!   SSE-C object without the source's key is the store's 400
+//!   InvalidRequest, as AWS answers a GET without it.
 //! - SSE-KMS (`aws:kms`, `aws:kms:dsse`, a KMS key ID, an encryption
 //!   context, a bucket key): 501 NotImplemented.
 //! - SSE-S3 (`x-amz-server-side-encryption: AES256`): 501 NotImplemented
@@ -84,7 +85,19 @@ fn creates_object(operation: &str) -> bool {
 /// The operations that take an SSE-C key for the object they write or
 /// read.
 fn takes_customer_key(operation: &str) -> bool {
-    matches!(operation, "PutObject" | "GetObject" | "HeadObject" | "GetObjectAttributes")
+    matches!(
+        operation,
+        "PutObject"
+            | "GetObject"
+            | "HeadObject"
+            | "GetObjectAttributes"
+            | "CreateMultipartUpload"
+            | "UploadPart"
+            // AWS takes the key here too (aws-cli sends it), though the
+            // parts were sealed already: accepted, unused.
+            | "CompleteMultipartUpload"
+            | "ListParts"
+    )
 }
 
 fn not_implemented(what: &str) -> S3Error {
@@ -111,7 +124,7 @@ impl Promises {
                     "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.",
                 ));
             }
-            if operation == "PutObject" {
+            if creates_object(operation) {
                 return self.server_side_encryption(&get).or_else(|| self.write_refusal(&get));
             }
         } else if creates_object(operation) {
@@ -196,16 +209,17 @@ mod tests {
     fn encryption_is_refused_unless_declared() {
         let p = Promises::default();
         let sse_c = [("x-amz-server-side-encryption-customer-algorithm", "AES256")];
-        for op in ["PutObject", "GetObject", "HeadObject", "GetObjectAttributes"] {
+        for op in ["PutObject", "GetObject", "HeadObject", "GetObjectAttributes", "CreateMultipartUpload", "UploadPart"]
+        {
             assert_eq!(refusal(p, op, &sse_c), None, "{op} over TLS");
             assert_eq!(refusal_over(p, op, false, &sse_c), Some((400, "InvalidRequest".into())), "{op} over HTTP");
             let allowed = Promises { sse_c_over_http: true, ..p };
             assert_eq!(refusal_over(allowed, op, false, &sse_c), None, "{op} over HTTP, allowed");
         }
-        for op in ["CopyObject", "CreateMultipartUpload", "PostObject"] {
+        for op in ["CopyObject", "PostObject"] {
             assert_eq!(refusal(p, op, &sse_c), Some((501, "NotImplemented".into())), "{op}");
         }
-        for op in ["UploadPart", "UploadPartCopy", "DeleteObject"] {
+        for op in ["UploadPartCopy", "DeleteObject"] {
             assert_eq!(refusal(p, op, &sse_c), Some((400, "InvalidRequest".into())), "{op}");
         }
         let with_redirect = [sse_c[0], ("x-amz-website-redirect-location", "/x")];

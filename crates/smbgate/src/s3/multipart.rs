@@ -23,6 +23,7 @@ pub async fn create(
     req: S3Request<CreateMultipartUploadInput>,
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let i = req.input;
+    let sse_c = super::sse_c::customer_key_of!(i)?;
     let mut meta = meta_of!(i)?;
     // Kept in the upload's record until the object is completed.
     meta.tags = super::object::header_tags(i.tagging.as_deref())?;
@@ -35,7 +36,8 @@ pub async fn create(
         i.checksum_type.as_ref().map(|t| t.as_str()),
     )
     .map_err(s3_error)?;
-    let id = gw.store.uploads().create_upload(&i.bucket, &i.key, meta, checksum).await.map_err(s3_error)?;
+    let uploads = gw.store.uploads();
+    let id = uploads.create_upload(&i.bucket, &i.key, meta, checksum, sse_c.as_ref()).await.map_err(s3_error)?;
     let (algorithm, kind) = checksum_dto(checksum);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
@@ -43,6 +45,8 @@ pub async fn create(
         upload_id: Some(id),
         checksum_algorithm: algorithm,
         checksum_type: kind,
+        sse_customer_algorithm: sse_c.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
+        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
         ..Default::default()
     }))
 }
@@ -68,8 +72,10 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         checksum_algorithms: requested_algorithms(i.checksum_algorithm.as_ref(), &headers)?,
         trailer_checksums: trailer_algorithms(&headers),
         content_length: body_length(&headers, i.content_length, undeclared),
+        sse_c: super::sse_c::customer_key_of!(i)?,
         ..Default::default()
     };
+    let key_md5 = put.sse_c.as_ref().map(|k| k.key_md5().to_string());
     let body =
         i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let r = gw
@@ -86,6 +92,8 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         checksum_crc64nvme: c(Algorithm::Crc64nvme),
         checksum_sha1: c(Algorithm::Sha1),
         checksum_sha256: c(Algorithm::Sha256),
+        sse_customer_algorithm: key_md5.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
+        sse_customer_key_md5: key_md5,
         ..Default::default()
     }))
 }

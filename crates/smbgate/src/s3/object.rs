@@ -166,6 +166,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
         pace: Default::default(),
         sse_c: sse_c.clone(),
+        sse_c_part: None,
     };
     let body = i.body.unwrap_or_else(|| {
         s3s::dto::StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())

@@ -14,9 +14,15 @@
 //!   record keeps with the customer key's MD5, never the key. Nonces can
 //!   then count packages from zero without ever repeating under one AES
 //!   key, however many objects a customer key seals.
-//! - The nonce is the package's index (big-endian, in the last 8 of its 12
-//!   bytes); the tag also covers one byte saying whether the package is
-//!   the object's last, so that a file cut at a package boundary fails too.
+//! - The nonce is the package's part number and its index in the part
+//!   (each big-endian, in the last 8 of its 12 bytes; part 0 is a single
+//!   PUT's body). The tag also covers one byte saying whether the package
+//!   is its part's last, so that a file cut at a package boundary fails.
+//! - A multipart upload has one salt: each part is sealed as it is
+//!   uploaded, under the upload's key and its own part number, and the
+//!   object is the parts' stored bytes one after the other. Its record
+//!   lists each part's number and size, so that a range finds its
+//!   packages.
 //! - The ETag is not the MD5 of the object (AWS's rule for SSE-C objects,
 //!   and what keeps the plaintext's MD5 off the listing): the MD5 of the
 //!   salt and the plaintext's MD5, in hex.
@@ -139,15 +145,37 @@ impl CustomerKey {
     }
 }
 
-/// What an SSE-C object's record keeps about its encryption.
+/// What an SSE-C object's (or upload's) record keeps about its
+/// encryption.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SseCRecord {
     /// The customer key's MD5, base64.
     pub key_md5: String,
     /// The salt the object's key was derived with, base64 of 32 bytes.
     pub salt: String,
-    /// The object's size in bytes (the file holds more: the tags).
+    /// The object's size in bytes (the file holds more: the tags); 0 in
+    /// an upload's record.
     pub size: u64,
+    /// A multipart object's parts in order, each `[part number, bytes]`;
+    /// empty for a single PUT's body (part 0, `size` bytes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<[u64; 2]>,
+}
+
+impl SseCRecord {
+    /// The record of a new upload under `customer`, with a fresh salt.
+    pub fn for_upload(customer: &CustomerKey) -> SseCRecord {
+        let salt: [u8; 32] = rand::random();
+        SseCRecord { key_md5: customer.key_md5.clone(), salt: B64.encode(salt), size: 0, parts: Vec::new() }
+    }
+
+    /// The object's parts as (part number, bytes).
+    fn layout(&self) -> Vec<(u32, u64)> {
+        match self.parts.is_empty() {
+            true => vec![(0, self.size)],
+            false => self.parts.iter().map(|[n, size]| (*n as u32, *size)).collect(),
+        }
+    }
 }
 
 /// A stored object failed its check: a package's tag, its length, or its
@@ -160,26 +188,28 @@ pub struct Damaged;
 pub struct ObjectKey(LessSafeKey);
 
 impl ObjectKey {
-    fn nonce(index: u64) -> Nonce {
+    fn nonce(part: u32, index: u32) -> Nonce {
         let mut n = [0u8; 12];
-        n[4..].copy_from_slice(&index.to_be_bytes());
+        n[4..8].copy_from_slice(&part.to_be_bytes());
+        n[8..].copy_from_slice(&index.to_be_bytes());
         Nonce::assume_unique_for_key(n)
     }
 
-    /// Seals `buf` (one package of the object) in place as package `index`
-    /// and appends its tag.
-    fn seal(&self, index: u64, last: bool, buf: &mut BytesMut) {
+    /// Seals `buf` (one package) in place as package `index` of part
+    /// `part` and appends its tag.
+    fn seal(&self, (part, index): (u32, u32), last: bool, buf: &mut BytesMut) {
         let tag = self
             .0
-            .seal_in_place_separate_tag(Self::nonce(index), Aad::from([last as u8]), buf)
+            .seal_in_place_separate_tag(Self::nonce(part, index), Aad::from([last as u8]), buf)
             .expect("AES-GCM seals any package of 64 KiB");
         buf.extend_from_slice(tag.as_ref());
     }
 
-    /// Opens package `index` (its bytes and tag) in place: its plaintext
-    /// length.
-    fn open(&self, index: u64, last: bool, buf: &mut [u8]) -> Result<usize, Damaged> {
-        self.0.open_in_place(Self::nonce(index), Aad::from([last as u8]), buf).map(|p| p.len()).map_err(|_| Damaged)
+    /// Opens package `index` of part `part` (its bytes and tag) in place:
+    /// its plaintext length.
+    fn open(&self, (part, index): (u32, u32), last: bool, buf: &mut [u8]) -> Result<usize, Damaged> {
+        let opened = self.0.open_in_place(Self::nonce(part, index), Aad::from([last as u8]), buf);
+        opened.map(|p| p.len()).map_err(|_| Damaged)
     }
 }
 
@@ -207,20 +237,30 @@ pub fn etag(salt: &str, md5: &[u8; 16]) -> String {
 pub struct Sealer {
     key: ObjectKey,
     salt: String,
+    part: u32,
     pending: BytesMut,
-    index: u64,
+    index: u32,
 }
 
 impl Sealer {
     /// A sealer for a new object under `customer`, with a fresh salt.
     pub fn new(customer: &CustomerKey) -> Sealer {
         let salt: [u8; 32] = rand::random();
-        Sealer { key: customer.derive(&salt), salt: B64.encode(salt), pending: BytesMut::new(), index: 0 }
+        Sealer { key: customer.derive(&salt), salt: B64.encode(salt), part: 0, pending: BytesMut::new(), index: 0 }
     }
 
-    /// The record of the object sealed, once it is `size` bytes long.
+    /// A sealer for part `part` (1 to 10,000) of the upload whose record
+    /// is `upload`, under `customer` (checked already against it).
+    ///
+    /// Errors: a salt that is not 32 bytes of base64 (a damaged record).
+    pub fn for_part(customer: &CustomerKey, upload: &SseCRecord, part: u32) -> Result<Sealer, Damaged> {
+        let key = customer.object_key(&upload.salt)?;
+        Ok(Sealer { key, salt: upload.salt.clone(), part, pending: BytesMut::new(), index: 0 })
+    }
+
+    /// The record of the body sealed, once it is `size` bytes long.
     pub fn record(&self, customer: &CustomerKey, size: u64) -> SseCRecord {
-        SseCRecord { key_md5: customer.key_md5.clone(), salt: self.salt.clone(), size }
+        SseCRecord { key_md5: customer.key_md5.clone(), salt: self.salt.clone(), size, parts: Vec::new() }
     }
 
     /// Takes the next `data` of the body: the packages it completes, each
@@ -253,16 +293,16 @@ impl Sealer {
         let n = chunks.len();
         for (i, chunk) in chunks.enumerate() {
             let mut p = BytesMut::from(chunk);
-            self.key.seal(i as u64, i + 1 == n, &mut p);
+            self.key.seal((self.part, i as u32), i + 1 == n, &mut p);
             stored.extend_from_slice(&p);
         }
-        self.index = n as u64;
+        self.index = n as u32;
         stored.freeze()
     }
 
     fn seal_pending(&mut self, last: bool) -> Bytes {
         let mut p = std::mem::take(&mut self.pending);
-        self.key.seal(self.index, last, &mut p);
+        self.key.seal((self.part, self.index), last, &mut p);
         self.index += 1;
         p.freeze()
     }
@@ -272,7 +312,10 @@ impl Sealer {
 /// hands out exactly that range of the object.
 pub struct Opener {
     key: ObjectKey,
-    size: u64,
+    /// The object's parts: (part number, bytes).
+    parts: Vec<(u32, u64)>,
+    /// The part and package the next stored bytes belong to.
+    part: usize,
     next: u64,
     skip: usize,
     remaining: u64,
@@ -281,19 +324,36 @@ pub struct Opener {
 
 impl Opener {
     /// An opener of `range` (bytes of the object, end exclusive, within
-    /// its `size`) under `key`, and the bytes of the file to read for it.
-    pub fn new(key: ObjectKey, size: u64, range: Range<u64>) -> (Opener, Range<u64>) {
-        let first = range.start / PACKAGE;
-        let stored = match range.is_empty() {
+    /// it) of the object of record `record`, under `key`, and the bytes
+    /// of the file to read for it.
+    pub fn new(key: ObjectKey, record: &SseCRecord, range: Range<u64>) -> (Opener, Range<u64>) {
+        let parts = record.layout();
+        // Where each part starts, in the object and in the file.
+        let (mut plain, mut stored) = (0u64, 0u64);
+        let mut starts = Vec::with_capacity(parts.len());
+        for &(_, size) in &parts {
+            starts.push((plain, stored));
+            plain += size;
+            stored += stored_len(size);
+        }
+        // The package holding byte `at` of the object: (part, package).
+        let find = |at: u64| {
+            let p = starts.partition_point(|&(start, _)| start <= at).saturating_sub(1);
+            (p, (at - starts[p].0) / PACKAGE)
+        };
+        let (first_part, first) = find(range.start);
+        let at = match range.is_empty() {
             true => 0..0,
             false => {
-                let last = (range.end - 1) / PACKAGE;
-                first * (PACKAGE + TAG)..last * (PACKAGE + TAG) + package_len(size, last) + TAG
+                let (last_part, last) = find(range.end - 1);
+                let end = starts[last_part].1 + last * (PACKAGE + TAG) + package_len(parts[last_part].1, last) + TAG;
+                starts[first_part].1 + first * (PACKAGE + TAG)..end
             }
         };
-        let skip = (range.start - first * PACKAGE) as usize;
-        let opener = Opener { key, size, next: first, skip, remaining: range.end - range.start, buf: BytesMut::new() };
-        (opener, stored)
+        let skip = (range.start.saturating_sub(starts[first_part].0 + first * PACKAGE)) as usize;
+        let remaining = range.end - range.start;
+        let opener = Opener { key, parts, part: first_part, next: first, skip, remaining, buf: BytesMut::new() };
+        (opener, at)
     }
 
     /// Takes the next stored bytes: the object's bytes they complete.
@@ -303,14 +363,21 @@ impl Opener {
         self.buf.extend_from_slice(data);
         let mut out = Vec::new();
         while self.remaining > 0 {
-            let len = package_len(self.size, self.next);
+            let Some(&(number, size)) = self.parts.get(self.part) else { break };
+            let len = package_len(size, self.next);
+            if len == 0 {
+                // Past this part's last package (or an empty part).
+                (self.part, self.next) = (self.part + 1, 0);
+                continue;
+            }
             let whole = (len + TAG) as usize;
-            if len == 0 || self.buf.len() < whole {
+            if self.buf.len() < whole {
                 break;
             }
             let mut package = self.buf.split_to(whole);
-            let last = (self.next + 1) * PACKAGE >= self.size;
-            let opened = self.key.open(self.next, last, &mut package)?;
+            let last = (self.next + 1) * PACKAGE >= size;
+            let index = u32::try_from(self.next).map_err(|_| Damaged)?;
+            let opened = self.key.open((number, index), last, &mut package)?;
             self.next += 1;
             package.truncate(opened);
             let mut plain = package.freeze().slice(self.skip.min(opened)..);
@@ -365,7 +432,7 @@ mod tests {
     }
 
     fn open(stored: &[u8], record: &SseCRecord, range: Range<u64>, piece: usize) -> Result<Vec<u8>, Damaged> {
-        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), record.size, range);
+        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), record, range);
         let mut out = Vec::new();
         for c in stored[at.start as usize..at.end as usize].chunks(piece.max(1)) {
             o.push(c)?.iter().for_each(|b| out.extend_from_slice(b));
@@ -410,11 +477,11 @@ mod tests {
         let short = SseCRecord { size: 2 * PACKAGE, ..record.clone() };
         assert_eq!(open(&stored[..cut], &short, 0..2 * PACKAGE, 9999), Err(Damaged));
         // Cut anywhere, the size kept: too few bytes.
-        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), n, 0..n);
+        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), &record, 0..n);
         o.push(&stored[at.start as usize..at.end as usize - 1]).unwrap();
         assert_eq!(o.finish(), Err(Damaged));
         let other = CustomerKey { key: [8u8; 32], key_md5: String::new() };
-        let (mut o, _) = Opener::new(other.object_key(&record.salt).unwrap(), n, 0..n);
+        let (mut o, _) = Opener::new(other.object_key(&record.salt).unwrap(), &record, 0..n);
         assert_eq!(o.push(&stored).map(|_| ()), Err(Damaged));
     }
 
@@ -440,6 +507,39 @@ mod tests {
             assert!(matches!(CustomerKey::from_headers(a, key, m), Err(KeyRefusal::Argument(_))), "{a:?} {m:?}");
         }
         assert!(!format!("{:?}", key()).contains(&B64.encode([7u8; 32])), "Debug shows the key");
+    }
+
+    #[test]
+    fn parts_sealed_apart_read_back_as_one_object_across_their_seams() {
+        let p = PACKAGE as usize;
+        let upload = SseCRecord::for_upload(&key());
+        // Parts 2, 5 and 9 (numbers need not follow on), the last short.
+        let sizes = [(2u32, 2 * p + 10), (5, 3 * p), (9, 777)];
+        let (mut stored, mut whole) = (Vec::new(), Vec::new());
+        for (i, &(n, size)) in sizes.iter().enumerate() {
+            let data = body(size + i);
+            let data = &data[i..];
+            let mut s = Sealer::for_part(&key(), &upload, n).unwrap();
+            for c in data.chunks(10_000) {
+                s.push(c).iter().for_each(|b| stored.extend_from_slice(b));
+            }
+            stored.extend_from_slice(&s.finish_last().unwrap());
+            whole.extend_from_slice(data);
+        }
+        let record = SseCRecord {
+            size: whole.len() as u64,
+            parts: sizes.iter().map(|&(n, s)| [n as u64, s as u64]).collect(),
+            ..upload.clone()
+        };
+        assert_eq!(stored.len() as u64, sizes.iter().map(|&(_, s)| stored_len(s as u64)).sum::<u64>());
+        let n = whole.len();
+        for r in [0..n, 2 * p..2 * p + 20, 2 * p + 5..2 * p + 15, 5 * p + 9..n, n - 1..n, 3..4] {
+            let got = open(&stored, &record, r.start as u64..r.end as u64, 3000).unwrap();
+            assert_eq!(got, &whole[r.clone()], "range {r:?}");
+        }
+        // Numbered otherwise, the parts fail their tags.
+        let renumbered = SseCRecord { parts: sizes.iter().map(|&(n, s)| [n as u64 + 1, s as u64]).collect(), ..record };
+        assert_eq!(open(&stored, &renumbered, 0..n as u64, 3000), Err(Damaged));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::share;
+use crate::store::sse_c::SseCRecord;
 use crate::store::types::{PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult, Uploads};
@@ -157,18 +158,18 @@ impl Uploads {
         let result = async {
             let mut off = 0u64;
             for p in &plan.parts {
-                if p.size > 0 {
+                if p.stored > 0 {
                     let (src, src_off) = match p.data_offset {
                         Some(o) => (self.data_path(id), o),
                         None => (self.part_path(id, p.number), 0),
                     };
                     let f = share::open_read(&tree, &src).await?;
-                    let n = share::copy_chunks(&tree, &f, src_off, temp.handle(), off, p.size).await?;
-                    if n != p.size {
+                    let n = share::copy_chunks(&tree, &f, src_off, temp.handle(), off, p.stored).await?;
+                    if n != p.stored {
                         return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
                     }
                 }
-                off += p.size;
+                off += p.stored;
             }
             let t = share::query_times(temp.handle()).await?;
             if t.end_of_file != off {
@@ -332,10 +333,19 @@ impl Uploads {
             }
             None => Vec::new(),
         };
+        let plain: u64 = plan.parts.iter().map(|p| p.size).sum();
+        // Sealed parts (SSE-C): the object is their stored bytes, and its
+        // record says which part holds which of its bytes.
+        let sse_c = plan.record.sse_c.as_ref().map(|upload| SseCRecord {
+            size: plain,
+            parts: plan.parts.iter().map(|p| [p.number as u64, p.size]).collect(),
+            ..upload.clone()
+        });
         let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {
             etag: plan.etag.clone(),
             size,
             disk_id,
+            sse_c: sse_c.clone(),
             parts: plan.parts.iter().map(|p| p.size).collect(),
             key: Some(plan.key.original()),
             upload_id: Some(plan.upload_id.clone()),
@@ -349,12 +359,13 @@ impl Uploads {
         let stride = plan.parts[0].size;
         let last = plan.parts.len() - 1;
         let in_place = stride > 0
+            && plan.record.sse_c.is_none()
             && plan.parts.iter().enumerate().all(|(i, p)| {
                 p.number == i as i32 + 1
                     && (if i == last { p.size <= stride } else { p.size == stride })
                     && p.data_offset.is_none_or(|o| o == i as u64 * stride)
             });
-        let size: u64 = plan.parts.iter().map(|p| p.size).sum();
+        let size: u64 = plan.parts.iter().map(|p| p.stored).sum();
         if in_place {
             self.complete_in_place(&plan, stride, &target, final_meta(size, None)).await?;
         } else {
@@ -367,6 +378,6 @@ impl Uploads {
             tracing::warn!(upload_id = plan.upload_id, error = %e,
                 "upload completed, but its files stay until the sweep removes them");
         }
-        Ok(PutResult { etag: plan.etag, checksums, size, last_modified: None, version_id: plan.version_id })
+        Ok(PutResult { etag: plan.etag, checksums, size: plain, last_modified: None, version_id: plan.version_id })
     }
 }

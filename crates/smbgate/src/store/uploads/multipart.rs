@@ -29,6 +29,7 @@ use crate::store::records::{FileKey, Records};
 use crate::store::share::is_not_found;
 use crate::store::share::Failure;
 use crate::store::share::{self, TempFile};
+use crate::store::sse_c::{CustomerKey, SseCRecord};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::verified_meta;
 use crate::store::writes::copy::CopyRequest;
@@ -58,6 +59,10 @@ pub struct UploadRecord {
     /// The checksum the upload was created with, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<UploadChecksum>,
+    /// For an upload created with an SSE-C key: the key's MD5 and the salt
+    /// every part is sealed under (`store::sse_c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sse_c: Option<SseCRecord>,
 }
 
 /// A stored part.
@@ -69,6 +74,9 @@ pub struct PartInfo {
     pub number: i32,
     /// Size in bytes.
     pub size: u64,
+    /// Bytes of its file: `size`, or more for a part sealed with an SSE-C
+    /// key (its packages' tags).
+    pub stored: u64,
     /// ETag (MD5 hex).
     pub etag: String,
     /// LastWriteTime (FILETIME).
@@ -97,6 +105,29 @@ pub(crate) struct PartRecord {
     pub(crate) offset: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) checksums: BTreeMap<Algorithm, String>,
+}
+
+/// How part `n` of `upload` is sealed, given the SSE-C key the request
+/// brought: `None` for an upload without one.
+///
+/// Errors: InvalidRequest for a key to an upload without one, or none to
+/// an upload with one; InvalidArgument for another key than the upload's.
+fn part_sealing(upload: &UploadRecord, key: Option<&CustomerKey>, n: i32) -> StoreResult<Option<(SseCRecord, u32)>> {
+    match (&upload.sse_c, key) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => {
+            Err(StoreError::InvalidRequest("The encryption parameters are not applicable to this upload.".into()))
+        }
+        (Some(_), None) => Err(StoreError::InvalidRequest(
+            "The multipart upload initiate requested encryption. Subsequent part requests must include the \
+             appropriate encryption parameters."
+                .into(),
+        )),
+        (Some(r), Some(k)) if r.key_md5 == k.key_md5() => Ok(Some((r.clone(), n as u32))),
+        (Some(_), Some(_)) => Err(StoreError::InvalidArgument(
+            "The provided encryption parameters did not match the ones used originally.".into(),
+        )),
+    }
 }
 
 pub(crate) fn valid_upload_id(id: &str) -> bool {
@@ -298,8 +329,9 @@ async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreRe
 
 impl Uploads {
     /// CreateMultipartUpload: a new upload directory with its record (the
-    /// object's metadata, and the `checksum` its parts and the object get,
-    /// if any; see `store::part_checksums`). Returns the UploadId.
+    /// object's metadata, the `checksum` its parts and the object get, if
+    /// any, see `store::part_checksums`, and the SSE-C key `sse_c` its
+    /// parts are sealed with, if any). Returns the UploadId.
     ///
     /// Errors: NoSuchBucket, InvalidKey.
     pub async fn create_upload(
@@ -308,6 +340,7 @@ impl Uploads {
         key: &str,
         meta: ObjectMeta,
         checksum: Option<UploadChecksum>,
+        sse_c: Option<&CustomerKey>,
     ) -> StoreResult<String> {
         map_key(key)?;
         let tree = self.root.tree().await?;
@@ -318,6 +351,7 @@ impl Uploads {
             key: key.into(),
             meta,
             checksum,
+            sse_c: sse_c.map(SseCRecord::for_upload),
             initiated: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
@@ -377,6 +411,7 @@ impl Uploads {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
         let upload = self.check_upload(bucket, key, id).await?;
+        req.sse_c_part = part_sealing(&upload, req.sse_c.as_ref(), n)?;
         // Every part of an upload with a checksum gets one of its
         // algorithm, sent by the client or not.
         if let Some(c) = upload.checksum.filter(|c| !req.checksum_algorithms.contains(&c.algorithm)) {
@@ -387,7 +422,9 @@ impl Uploads {
             return Err(StoreError::EntityTooLarge);
         }
         crate::store::verify::check_content_md5(req.content_md5.as_deref())?;
-        if let Some(len) = req.content_length.filter(|&l| l > 0) {
+        // A sealed part is a file of its own: the data file's stride is in
+        // the parts' own bytes.
+        if let Some(len) = req.content_length.filter(|&l| l > 0 && req.sse_c.is_none()) {
             if let Some(stride) = self.stride(&tree, id, len).await? {
                 // A stride over the part limit (a damaged or foreign stride
                 // file) is never used for offsets.
@@ -453,6 +490,7 @@ impl Uploads {
                     parts.push(PartInfo {
                         number: n,
                         size: rec.size,
+                        stored: rec.size,
                         etag: rec.etag,
                         last_modified: e.times.last_write,
                         data_offset: Some(rec.offset),
@@ -469,7 +507,8 @@ impl Uploads {
             let Some(meta) = meta else { continue };
             parts.push(PartInfo {
                 number: n,
-                size: c.times.end_of_file,
+                size: meta.sse_c.as_ref().map_or(c.times.end_of_file, |e| e.size),
+                stored: c.times.end_of_file,
                 etag: meta.etag,
                 last_modified: c.times.last_write,
                 data_offset: None,

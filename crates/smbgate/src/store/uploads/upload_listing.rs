@@ -174,6 +174,7 @@ mod tests {
                 meta: ObjectMeta::default(),
                 initiated,
                 checksum: None,
+                sse_c: None,
             },
         }
     }

@@ -30,6 +30,17 @@ use crate::store::{StoreError, StoreResult, Writes};
 /// Bodies up to this size are buffered and written with one compound.
 const SMALL_PUT: usize = 1 << 20;
 
+/// The sealer of a body `req` stores under `key`: a new object's, or a
+/// part's under its upload's salt.
+///
+/// Errors: Damaged, for an upload record whose salt is not one.
+fn sealer_for(key: &CustomerKey, req: &PutRequest) -> StoreResult<Sealer> {
+    match &req.sse_c_part {
+        None => Ok(Sealer::new(key)),
+        Some((upload, n)) => Sealer::for_part(key, upload, *n).map_err(|e| StoreError::Damaged(e.to_string())),
+    }
+}
+
 /// Marks `meta` (verified for a body of `size` bytes whose MD5 is `md5`)
 /// as the record of that body sealed by `sealer` under `key`: the file's
 /// size, the SSE-C record, and an ETag that is not the body's MD5.
@@ -115,7 +126,7 @@ impl Writes {
         let data = match &req.sse_c {
             None => data,
             Some(key) => {
-                let mut sealer = Sealer::new(key);
+                let mut sealer = sealer_for(key, &req)?;
                 let stored = sealer.seal_all(&data);
                 sealed_meta(&mut meta, &sealer, key, &md5, size);
                 stored
@@ -211,7 +222,7 @@ impl Writes {
         E: std::fmt::Display,
     {
         let writer = SpreadWriter::new(self, temp.handle(), temp.path(), 0);
-        let mut sealer = req.sse_c.as_ref().map(Sealer::new);
+        let mut sealer = req.sse_c.as_ref().map(|k| sealer_for(k, &req)).transpose()?;
         let (md5, sums, size, replacement) = self.stream_body(writer, &mut body, &req, None, sealer.as_mut()).await?;
         // The body survived a lost connection: go on with a live handle.
         temp.revive(replacement).await?;
