@@ -166,13 +166,47 @@ def test_a_missing_wrong_needless_or_malformed_key_gets_the_answer_aws_gives(s3,
     expect_error(400, "InvalidEncryptionAlgorithmError", s3.put_object, Bucket=bucket, Key="x", Body=b"x",
                  SSECustomerAlgorithm="AES128", SSECustomerKey=key)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="x")
-    # A copy needs the source's key, and copies of SSE-C objects are not built.
+    # A copy needs the source's key, and only its key.
     expect_error(400, "InvalidRequest", s3.copy_object, Bucket=bucket, Key="copy",
                  CopySource={"Bucket": bucket, "Key": "locked"})
-    expect_error(501, "NotImplemented", s3.copy_object, Bucket=bucket, Key="copy",
+    expect_error(403, "AccessDenied", s3.copy_object, Bucket=bucket, Key="copy",
                  CopySource={"Bucket": bucket, "Key": "locked"},
-                 CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=key)
+                 CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=other)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="copy")
+
+
+def source_key(key):
+    return {"CopySourceSSECustomerAlgorithm": "AES256", "CopySourceSSECustomerKey": key}
+
+
+def test_copies_open_the_source_under_its_key_and_seal_the_copy_under_its_own(s3, bucket, samba):
+    k1, k2 = os.urandom(32), os.urandom(32)
+    body = os.urandom(2 * 1024 * 1024 + 77)
+    s3.put_object(Bucket=bucket, Key="src", Body=body, **sse(k1))
+    s3.put_object(Bucket=bucket, Key="plain", Body=body)
+    src = {"Bucket": bucket, "Key": "src"}
+    # Sealed to sealed, under another key.
+    r = s3.copy_object(Bucket=bucket, Key="rekeyed", CopySource=src, **source_key(k1), **sse(k2))
+    assert r["SSECustomerKeyMD5"] == base64.b64encode(hashlib.md5(k2).digest()).decode()
+    assert s3.get_object(Bucket=bucket, Key="rekeyed", **sse(k2))["Body"].read() == body
+    expect_error(403, "AccessDenied", s3.get_object, Bucket=bucket, Key="rekeyed", **sse(k1))
+    # Sealed to plain, and plain to sealed.
+    s3.copy_object(Bucket=bucket, Key="opened", CopySource=src, **source_key(k1))
+    assert s3.get_object(Bucket=bucket, Key="opened")["Body"].read() == body
+    assert (samba.share_path / bucket / "opened").read_bytes() == body
+    s3.copy_object(Bucket=bucket, Key="sealed", CopySource={"Bucket": bucket, "Key": "plain"}, **sse(k2))
+    assert s3.get_object(Bucket=bucket, Key="sealed", **sse(k2))["Body"].read() == body
+    assert (samba.share_path / bucket / "sealed").stat().st_size == stored_len(len(body))
+    # A sealed part copied from a range of a sealed object.
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="mp", **sse(k2))["UploadId"]
+    first = 5 * 1024 * 1024
+    p1 = os.urandom(first)
+    e1 = s3.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=1, Body=p1, **sse(k2))["ETag"]
+    e2 = s3.upload_part_copy(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=2, CopySource=src,
+                             CopySourceRange="bytes=100-70099", **source_key(k1), **sse(k2))["CopyPartResult"]["ETag"]
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert s3.get_object(Bucket=bucket, Key="mp", **sse(k2))["Body"].read() == p1 + body[100:70100]
 
 
 def test_over_plain_http_a_key_is_refused_and_nothing_is_stored(gw, s3, bucket):

@@ -12,19 +12,18 @@
 //!
 //! SSE-C (`x-amz-server-side-encryption-customer-*`) is given on
 //! PutObject, GetObject, HeadObject, GetObjectAttributes,
-//! CreateMultipartUpload and UploadPart (the store keeps such objects and
-//! parts encrypted, `store::sse_c`; CompleteMultipartUpload and ListParts
-//! may carry it too, as AWS allows), and only over TLS unless
+//! CreateMultipartUpload, UploadPart, CopyObject and UploadPartCopy (for
+//! the copy and for its source; the store keeps such objects and parts
+//! encrypted, `store::sse_c`; CompleteMultipartUpload and ListParts may
+//! carry it too, as AWS allows), and only over TLS unless
 //! the operator allows plain HTTP (`--sse-c-over-http`): elsewhere it is
 //! 400 InvalidRequest "must be made over a secure connection", as AWS
 //! answers.
 //!
 //! Refused, as AWS refuses them where the feature is missing:
-//! - SSE-C on the other writes that create an object (CopyObject, a form
-//!   upload) and on a copy's source: 501 NotImplemented; on any other
-//!   request (a delete, a copied part) 400 InvalidRequest. A copy of an
-//!   SSE-C object without the source's key is the store's 400
-//!   InvalidRequest, as AWS answers a GET without it.
+//! - SSE-C on a form upload: 501 NotImplemented; on any other request
+//!   (a delete, a listing) 400 InvalidRequest, as is a copy source's key
+//!   on anything but a copy.
 //! - SSE-KMS (`aws:kms`, `aws:kms:dsse`, a KMS key ID, an encryption
 //!   context, a bucket key): 501 NotImplemented.
 //! - SSE-S3 (`x-amz-server-side-encryption: AES256`): 501 NotImplemented
@@ -97,7 +96,14 @@ fn takes_customer_key(operation: &str) -> bool {
             // parts were sealed already: accepted, unused.
             | "CompleteMultipartUpload"
             | "ListParts"
+            | "CopyObject"
+            | "UploadPartCopy"
     )
+}
+
+/// The operations that take a copy source's SSE-C key.
+fn copies(operation: &str) -> bool {
+    matches!(operation, "CopyObject" | "UploadPartCopy")
 }
 
 fn not_implemented(what: &str) -> S3Error {
@@ -117,13 +123,22 @@ impl Promises {
     /// NotImplemented; see the module docs.
     pub fn refusal<'a>(&self, operation: &str, tls: bool, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
         let has = |names: &[&str]| names.iter().any(|n| get(n).is_some());
-        if has(&SSE_C) && takes_customer_key(operation) {
+        let sealed = (has(&SSE_C) && takes_customer_key(operation)) || (has(&SSE_C_SOURCE) && copies(operation));
+        if sealed {
             if !tls && !self.sse_c_over_http {
                 return Some(S3Error::with_message(
                     S3ErrorCode::InvalidRequest,
                     "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.",
                 ));
             }
+        }
+        if has(&SSE_C_SOURCE) && !copies(operation) {
+            return Some(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "The encryption parameters are not applicable to this object.",
+            ));
+        }
+        if sealed {
             if creates_object(operation) {
                 return self.server_side_encryption(&get).or_else(|| self.write_refusal(&get));
             }
@@ -142,9 +157,6 @@ impl Promises {
                 S3ErrorCode::InvalidRequest,
                 "The encryption parameters are not applicable to this object.",
             ));
-        }
-        if has(&SSE_C_SOURCE) {
-            return Some(not_implemented("copies of objects stored with SSE-C"));
         }
         None
     }
@@ -216,17 +228,16 @@ mod tests {
             let allowed = Promises { sse_c_over_http: true, ..p };
             assert_eq!(refusal_over(allowed, op, false, &sse_c), None, "{op} over HTTP, allowed");
         }
-        for op in ["CopyObject", "PostObject"] {
-            assert_eq!(refusal(p, op, &sse_c), Some((501, "NotImplemented".into())), "{op}");
-        }
-        for op in ["UploadPartCopy", "DeleteObject"] {
+        assert_eq!(refusal(p, "PostObject", &sse_c), Some((501, "NotImplemented".into())));
+        for op in ["DeleteObject", "ListObjectsV2"] {
             assert_eq!(refusal(p, op, &sse_c), Some((400, "InvalidRequest".into())), "{op}");
         }
         let with_redirect = [sse_c[0], ("x-amz-website-redirect-location", "/x")];
         assert_eq!(refusal(p, "PutObject", &with_redirect), Some((501, "NotImplemented".into())));
         let source = [("x-amz-copy-source-server-side-encryption-customer-key", "k")];
-        assert_eq!(refusal(p, "CopyObject", &source), Some((501, "NotImplemented".into())));
-        assert_eq!(refusal(p, "UploadPartCopy", &source), Some((501, "NotImplemented".into())));
+        assert_eq!(refusal(p, "CopyObject", &source), None);
+        assert_eq!(refusal_over(p, "UploadPartCopy", false, &source), Some((400, "InvalidRequest".into())));
+        assert_eq!(refusal(p, "GetObject", &source), Some((400, "InvalidRequest".into())));
         let kms = [("x-amz-server-side-encryption", "aws:kms")];
         assert_eq!(refusal(p, "CreateMultipartUpload", &kms), Some((501, "NotImplemented".into())));
         let key_id = [("x-amz-server-side-encryption-aws-kms-key-id", "k")];

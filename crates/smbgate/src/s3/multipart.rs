@@ -125,6 +125,8 @@ pub async fn upload_part_copy(
     let (sb, sk, source_version) = copy_source(&i.copy_source)?;
     super::object::check_same_root(gw, &sb, &i.bucket)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
+    let sse_c = super::sse_c::customer_key_of!(i)?;
+    let source_key = super::sse_c::source_key_of!(i)?;
     let cond = conditions(
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
@@ -141,12 +143,15 @@ pub async fn upload_part_copy(
             i.part_number,
             (&sb, &sk, source_version.clone()),
             range,
+            (source_key, sse_c.clone()),
             |info| cond.check_copy_source(info.current()),
         )
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(UploadPartCopyOutput {
         copy_source_version_id: source_version,
+        sse_customer_algorithm: sse_c.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
+        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
         copy_part_result: Some({
             let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
             CopyPartResult {

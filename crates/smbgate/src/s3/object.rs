@@ -379,6 +379,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
         ));
     }
+    let sse_c = customer_key_of!(i)?;
     let new_meta = match replace {
         true => Some(meta_of!(i)?),
         false => None,
@@ -422,6 +423,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
                 source_version: source_version.clone(),
                 retention: lock.retention,
                 legal_hold: lock.legal_hold,
+                source_sse_c: super::sse_c::source_key_of!(i)?,
+                sse_c: sse_c.clone(),
                 ..Default::default()
             },
             |info| cond.check_copy_source(info.current()),
@@ -433,6 +436,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     Ok(S3Response::new(CopyObjectOutput {
         version_id: r.version_id,
         copy_source_version_id: source_version,
+        sse_customer_algorithm: sse_c.as_ref().map(|_| ALGORITHM.to_string()),
+        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),
             last_modified: r.last_modified.map(timestamp),

@@ -39,6 +39,19 @@ macro_rules! customer_key_of {
 }
 pub(super) use customer_key_of;
 
+/// [`customer_key`] of a copy's source, from an s3s input with the three
+/// `copy_source_sse_customer_*` fields.
+macro_rules! source_key_of {
+    ($i:expr) => {
+        super::sse_c::customer_key(
+            $i.copy_source_sse_customer_algorithm.as_deref(),
+            $i.copy_source_sse_customer_key.as_deref(),
+            $i.copy_source_sse_customer_key_md5.as_deref(),
+        )
+    };
+}
+pub(super) use source_key_of;
+
 /// What an answer about the object of record `meta` says of its SSE-C
 /// key: (`x-amz-server-side-encryption-customer-algorithm`, `...-key-MD5`),
 /// none for an object stored without one.

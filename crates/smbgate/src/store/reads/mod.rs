@@ -17,6 +17,6 @@ pub mod object_cache;
 pub(super) mod object_open;
 pub mod prefetch_depth;
 pub mod read_plan;
-pub(super) mod sealed;
+pub(crate) mod sealed;
 pub mod stream;
 pub mod watch_table;

@@ -442,10 +442,12 @@ impl Uploads {
     }
 
     /// UploadPartCopy: part `n` from a (range of a) source object, or of
-    /// its version `src_version`.
+    /// its version `src_version`; `(source_key, key)` are the SSE-C keys
+    /// the request brought for the source and for the upload.
     ///
     /// Errors: NoSuchUpload, NoSuchKey, NoSuchVersion, InvalidRange,
-    /// PreconditionFailed.
+    /// PreconditionFailed; a key missing, wrong or not applicable (as for
+    /// GET and UploadPart).
     #[allow(clippy::too_many_arguments)]
     pub async fn upload_part_copy(
         &self,
@@ -455,12 +457,14 @@ impl Uploads {
         n: i32,
         (src_bucket, src_key, src_version): (&str, &str, Option<String>),
         src_range: Option<std::ops::Range<u64>>,
+        (source_key, sse_c): (Option<CustomerKey>, Option<CustomerKey>),
         check: impl FnOnce(&ObjectInfo) -> StoreResult<()>,
     ) -> StoreResult<(ObjectInfo, PutResult)> {
         if !(1..=MAX_PART_NUMBER).contains(&n) {
             return Err(StoreError::InvalidArgument("part number must be an integer between 1 and 10000".into()));
         }
         let upload = self.check_upload(bucket, key, id).await?;
+        let sse_c_part = part_sealing(&upload, sse_c.as_ref(), n)?;
         let target = Target::Part(self.part_path(id, n).to_string());
         let req = CopyRequest {
             replace: Some(ObjectMeta::default()),
@@ -468,6 +472,9 @@ impl Uploads {
             range: src_range,
             checksums: upload.checksum.map(|c| c.algorithm).into_iter().collect(),
             source_version: src_version,
+            source_sse_c: source_key,
+            sse_c,
+            sse_c_part,
             ..Default::default()
         };
         self.writes.copy_object(src_bucket, src_key, target, req, check).await

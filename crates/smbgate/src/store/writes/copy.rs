@@ -1,6 +1,8 @@
 //! CopyObject and UploadPartCopy: a server-side copy (FSCTL_SRV_COPYCHUNK)
 //! into a temporary file, checked for a source that changed meanwhile
-//! (failure class 15), then published like a PUT.
+//! (failure class 15), then published like a PUT. A copy from or to an
+//! object sealed with an SSE-C key goes through the gateway instead
+//! (`sealed_copy`).
 
 use crate::store::Writes;
 use std::ops::Range;
@@ -10,9 +12,11 @@ use md5::{Digest, Md5};
 use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::conditions::Conditions;
 use crate::store::meta::{record_write_error, ObjectMeta, Retention};
+use crate::store::reads::sealed::check_customer_key;
 use crate::store::share;
+use crate::store::sse_c::{CustomerKey, SseCRecord};
 use crate::store::tags::TagSet;
-use crate::store::types::{ObjectInfo, PutResult, Target};
+use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult};
 
@@ -37,6 +41,14 @@ pub struct CopyRequest {
     pub retention: Option<Retention>,
     /// The copy's Object Lock legal hold (never the source's).
     pub legal_hold: bool,
+    /// The source's SSE-C key (`x-amz-copy-source-server-side-encryption-
+    /// customer-*`).
+    pub source_sse_c: Option<CustomerKey>,
+    /// The copy's SSE-C key (for a part: its upload's, checked already).
+    pub sse_c: Option<CustomerKey>,
+    /// For a part of an upload with an SSE-C key: the upload's record and
+    /// the part's number (see [`crate::store::types::PutRequest`]).
+    pub sse_c_part: Option<(SseCRecord, u32)>,
 }
 
 impl Writes {
@@ -64,6 +76,9 @@ impl Writes {
             source_version,
             retention,
             legal_hold,
+            source_sse_c,
+            sse_c,
+            sse_c_part,
         } = req;
         let target_conditions = &target_conditions;
         let (src, info, _) = match &source_version {
@@ -71,14 +86,7 @@ impl Writes {
             None => self.reads.open_object(src_bucket, src_key, None).await?,
         };
         check(&info)?;
-        if info.meta.sse_c.is_some() {
-            // Copies would have to open and seal again; not built yet.
-            return Err(StoreError::InvalidRequest(
-                "The object was stored using a form of Server Side Encryption. The correct parameters must be \
-                 provided to retrieve the object."
-                    .into(),
-            ));
-        }
+        check_customer_key(&info, source_sse_c.as_ref())?;
         if src.create().times.is_directory() {
             return Err(StoreError::InvalidArgument("cannot copy a directory marker".into()));
         }
@@ -86,6 +94,23 @@ impl Writes {
             return Err(StoreError::InvalidRange);
         }
         let range = src_range.unwrap_or(0..info.size);
+        if info.meta.sse_c.is_some() || sse_c.is_some() {
+            // Sealed on either side: the bytes go through the gateway.
+            let mut meta = replace.unwrap_or_else(|| info.meta.clone());
+            meta.tags = tags.unwrap_or_else(|| info.meta.tags.clone());
+            (meta.retention, meta.legal_hold) = (retention, legal_hold);
+            let put = PutRequest {
+                meta,
+                checksum_algorithms: want,
+                content_length: Some(range.end - range.start),
+                conditions: target_conditions.clone(),
+                sse_c,
+                sse_c_part,
+                ..Default::default()
+            };
+            let r = self.copy_through(src, &info, range, source_sse_c.as_ref(), target, put).await?;
+            return Ok((info, r));
+        }
         let tree = share::connection_of(&src.handle).clone();
         let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
         let result: StoreResult<(PutResult, bool)> = async {
