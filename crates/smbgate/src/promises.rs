@@ -124,39 +124,29 @@ impl Promises {
     pub fn refusal<'a>(&self, operation: &str, tls: bool, get: impl Fn(&str) -> Option<&'a str>) -> Option<S3Error> {
         let has = |names: &[&str]| names.iter().any(|n| get(n).is_some());
         let sealed = (has(&SSE_C) && takes_customer_key(operation)) || (has(&SSE_C_SOURCE) && copies(operation));
-        if sealed {
-            if !tls && !self.sse_c_over_http {
-                return Some(S3Error::with_message(
-                    S3ErrorCode::InvalidRequest,
-                    "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.",
-                ));
-            }
+        if sealed && !tls && !self.sse_c_over_http {
+            return Some(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.",
+            ));
         }
+        let not_applicable = || {
+            S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "The encryption parameters are not applicable to this object.",
+            )
+        };
         if has(&SSE_C_SOURCE) && !copies(operation) {
-            return Some(S3Error::with_message(
-                S3ErrorCode::InvalidRequest,
-                "The encryption parameters are not applicable to this object.",
-            ));
+            return Some(not_applicable());
         }
-        if sealed {
-            if creates_object(operation) {
-                return self.server_side_encryption(&get).or_else(|| self.write_refusal(&get));
-            }
-        } else if creates_object(operation) {
-            if has(&SSE_C) {
-                return Some(not_implemented("server-side encryption with customer-provided keys (SSE-C)"));
-            }
-            if let Some(e) = self.server_side_encryption(&get) {
-                return Some(e);
-            }
-            if let Some(e) = self.write_refusal(&get) {
-                return Some(e);
-            }
-        } else if has(&SSE_C) {
-            return Some(S3Error::with_message(
-                S3ErrorCode::InvalidRequest,
-                "The encryption parameters are not applicable to this object.",
-            ));
+        if has(&SSE_C) && !takes_customer_key(operation) {
+            return Some(match creates_object(operation) {
+                true => not_implemented("server-side encryption with customer-provided keys (SSE-C)"),
+                false => not_applicable(),
+            });
+        }
+        if creates_object(operation) {
+            return self.server_side_encryption(&get).or_else(|| self.write_refusal(&get));
         }
         None
     }
