@@ -79,6 +79,13 @@ struct S3Opts {
     /// Speak HTTP/2 (over TLS, by ALPN) instead of HTTP/1.1.
     #[arg(long)]
     http2: bool,
+    /// An SSE-C key (base64 of 32 bytes) every PUT, GET and HEAD sends,
+    /// with `--sse-c-key-md5` (base64 of its MD5).
+    #[arg(long, requires = "sse_c_key_md5")]
+    sse_c_key: Option<String>,
+    /// The MD5 of `--sse-c-key`, base64.
+    #[arg(long)]
+    sse_c_key_md5: Option<String>,
 }
 
 /// HTTP/2 flow-control windows, in bytes: large enough that one stream is
@@ -269,6 +276,8 @@ struct Ctx {
     bucket: Bucket,
     creds: Credentials,
     noise: Bytes,
+    /// The SSE-C key and its MD5, both base64, if the requests carry one.
+    sse_c: Option<(String, String)>,
 }
 
 /// What one request came back with.
@@ -290,7 +299,8 @@ impl Ctx {
         let bucket = Bucket::new(o.endpoint.clone(), UrlStyle::Path, o.bucket.clone(), o.region.clone())
             .map_err(|e| format!("bad endpoint/bucket: {e:?}"))?;
         let creds = Credentials::new(o.access_key.clone(), o.secret_key.clone());
-        Ok(Arc::new(Ctx { client, bucket, creds, noise: noise() }))
+        let sse_c = o.sse_c_key.clone().zip(o.sse_c_key_md5.clone());
+        Ok(Arc::new(Ctx { client, bucket, creds, noise: noise(), sse_c }))
     }
 
     fn url(&self, op: SmallOp, key: &str) -> String {
@@ -318,6 +328,12 @@ impl Ctx {
         let mut req = Request::builder().method(method).uri(self.url(op, key));
         if op == SmallOp::Put {
             req = req.header(hyper::header::CONTENT_LENGTH, size);
+        }
+        if let Some((key, md5)) = &self.sse_c {
+            req = req
+                .header("x-amz-server-side-encryption-customer-algorithm", "AES256")
+                .header("x-amz-server-side-encryption-customer-key", key)
+                .header("x-amz-server-side-encryption-customer-key-md5", md5);
         }
         self.send(req.body(body)?, save).await
     }
