@@ -16,9 +16,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import ACCESS_KEY, BIN, REGION, SECRET_KEY, Gateway, _free_port
+from conftest import ACCESS_KEY, BIN, REGION, SECRET_KEY
 from s3util import expect_error
-from test_tls import make_ca, make_cert
+from test_tls import pki, tls_gw  # noqa: F401 (fixtures, one instance per module)
 
 PACKAGE = 64 * 1024
 
@@ -32,26 +32,9 @@ def sse(key):
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    make_ca(d)
-    make_cert(d, "server", "sse-c")
-    (d / "server.key").chmod(0o600)
-    return d
-
-
-@pytest.fixture(scope="module")
-def gw(samba, pki):
-    plain_port = _free_port()
-    g = Gateway(samba, env={
-        "SMBGATE_TLS_CERT": str(pki / "server.pem"),
-        "SMBGATE_TLS_KEY": str(pki / "server.key"),
-        "SMBGATE_LISTEN_PLAIN": f"127.0.0.1:{plain_port}",
-    })
-    g.https = f"https://127.0.0.1:{g.port}"
-    g.plain = f"http://127.0.0.1:{plain_port}"
-    yield g
-    g.stop()
+def gw(tls_gw):
+    """test_tls's gateway: its own TLS (.https), and a plain listener (.plain)."""
+    return tls_gw
 
 
 def client(endpoint, ca=None):
