@@ -18,11 +18,12 @@
 //!   (each big-endian, in the last 8 of its 12 bytes; part 0 is a single
 //!   PUT's body). The tag also covers one byte saying whether the package
 //!   is its part's last, so that a file cut at a package boundary fails.
-//! - A multipart upload has one salt: each part is sealed as it is
-//!   uploaded, under the upload's key and its own part number, and the
-//!   object is the parts' stored bytes one after the other. Its record
-//!   lists each part's number and size, so that a range finds its
-//!   packages.
+//! - Each part of a multipart upload is sealed as it is uploaded, under a
+//!   salt of its own (a part uploaded again gets a new one, so no nonce
+//!   ever seals two texts under one key) and its part number; the object
+//!   is the parts' stored bytes one after the other, and its record lists
+//!   each part's number, size and salt, so that a range finds its
+//!   packages and their key.
 //! - The ETag is not the MD5 of the object (AWS's rule for SSE-C objects,
 //!   and what keeps the plaintext's MD5 off the listing): the MD5 of the
 //!   salt and the plaintext's MD5, in hex.
@@ -129,7 +130,7 @@ impl CustomerKey {
     /// The AES key of the object whose record holds `salt` (base64).
     ///
     /// Errors: a salt that is not 32 bytes of base64 (a damaged record).
-    pub fn object_key(&self, salt: &str) -> Result<ObjectKey, Damaged> {
+    fn object_key(&self, salt: &str) -> Result<ObjectKey, Damaged> {
         let salt = B64.decode(salt).ok().and_then(|s| <[u8; 32]>::try_from(s).ok()).ok_or(Damaged)?;
         Ok(self.derive(&salt))
     }
@@ -151,29 +152,42 @@ impl CustomerKey {
 pub struct SseCRecord {
     /// The customer key's MD5, base64.
     pub key_md5: String,
-    /// The salt the object's key was derived with, base64 of 32 bytes.
+    /// The salt the object's key was derived with, base64 of 32 bytes;
+    /// empty in an upload's record and a multipart object's (each part has
+    /// its own).
     pub salt: String,
     /// The object's size in bytes (the file holds more: the tags); 0 in
     /// an upload's record.
     pub size: u64,
-    /// A multipart object's parts in order, each `[part number, bytes]`;
-    /// empty for a single PUT's body (part 0, `size` bytes).
+    /// A multipart object's parts in order; empty for a single PUT's body
+    /// (part 0, `size` bytes, under `salt`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<[u64; 2]>,
+    pub parts: Vec<SealedPart>,
+}
+
+/// One part of a multipart SSE-C object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedPart {
+    /// Its part number (1 to 10,000).
+    pub n: u32,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The salt it was sealed under, base64 of 32 bytes.
+    pub salt: String,
 }
 
 impl SseCRecord {
-    /// The record of a new upload under `customer`, with a fresh salt.
+    /// The record of a new upload under `customer`: its key's MD5, which
+    /// every part must bring.
     pub fn for_upload(customer: &CustomerKey) -> SseCRecord {
-        let salt: [u8; 32] = rand::random();
-        SseCRecord { key_md5: customer.key_md5.clone(), salt: B64.encode(salt), size: 0, parts: Vec::new() }
+        SseCRecord { key_md5: customer.key_md5.clone(), salt: String::new(), size: 0, parts: Vec::new() }
     }
 
-    /// The object's parts as (part number, bytes).
-    fn layout(&self) -> Vec<(u32, u64)> {
+    /// The object's parts as (part number, bytes, salt).
+    fn layout(&self) -> Vec<(u32, u64, &str)> {
         match self.parts.is_empty() {
-            true => vec![(0, self.size)],
-            false => self.parts.iter().map(|[n, size]| (*n as u32, *size)).collect(),
+            true => vec![(0, self.size, self.salt.as_str())],
+            false => self.parts.iter().map(|p| (p.n, p.size, p.salt.as_str())).collect(),
         }
     }
 }
@@ -249,13 +263,10 @@ impl Sealer {
         Sealer { key: customer.derive(&salt), salt: B64.encode(salt), part: 0, pending: BytesMut::new(), index: 0 }
     }
 
-    /// A sealer for part `part` (1 to 10,000) of the upload whose record
-    /// is `upload`, under `customer` (checked already against it).
-    ///
-    /// Errors: a salt that is not 32 bytes of base64 (a damaged record).
-    pub fn for_part(customer: &CustomerKey, upload: &SseCRecord, part: u32) -> Result<Sealer, Damaged> {
-        let key = customer.object_key(&upload.salt)?;
-        Ok(Sealer { key, salt: upload.salt.clone(), part, pending: BytesMut::new(), index: 0 })
+    /// A sealer for part `part` (1 to 10,000) of an upload under
+    /// `customer`, with a fresh salt.
+    pub fn for_part(customer: &CustomerKey, part: u32) -> Sealer {
+        Sealer { part, ..Sealer::new(customer) }
     }
 
     /// The record of the body sealed, once it is `size` bytes long.
@@ -311,12 +322,14 @@ impl Sealer {
 /// Opens the stored bytes of a range of an object as they arrive and
 /// hands out exactly that range of the object.
 pub struct Opener {
-    key: ObjectKey,
-    /// The object's parts: (part number, bytes).
-    parts: Vec<(u32, u64)>,
-    /// The part and package the next stored bytes belong to.
+    customer: CustomerKey,
+    /// The object's parts: (part number, bytes, salt).
+    parts: Vec<(u32, u64, String)>,
+    /// The part and package the next stored bytes belong to, and that
+    /// part's key once derived.
     part: usize,
     next: u64,
+    key: Option<ObjectKey>,
     skip: usize,
     remaining: u64,
     buf: BytesMut,
@@ -324,17 +337,19 @@ pub struct Opener {
 
 impl Opener {
     /// An opener of `range` (bytes of the object, end exclusive, within
-    /// it) of the object of record `record`, under `key`, and the bytes
-    /// of the file to read for it.
-    pub fn new(key: ObjectKey, record: &SseCRecord, range: Range<u64>) -> (Opener, Range<u64>) {
-        let parts = record.layout();
+    /// it) of the object of record `record`, under `customer` (checked
+    /// against the record already), and the bytes of the file to read for
+    /// it.
+    pub fn new(customer: &CustomerKey, record: &SseCRecord, range: Range<u64>) -> (Opener, Range<u64>) {
+        let parts: Vec<(u32, u64, String)> =
+            record.layout().into_iter().map(|(n, size, salt)| (n, size, salt.to_string())).collect();
         // Where each part starts, in the object and in the file.
         let (mut plain, mut stored) = (0u64, 0u64);
         let mut starts = Vec::with_capacity(parts.len());
-        for &(_, size) in &parts {
+        for (_, size, _) in &parts {
             starts.push((plain, stored));
             plain += size;
-            stored += stored_len(size);
+            stored += stored_len(*size);
         }
         // The package holding byte `at` of the object: (part, package).
         let find = |at: u64| {
@@ -352,7 +367,16 @@ impl Opener {
         };
         let skip = (range.start.saturating_sub(starts[first_part].0 + first * PACKAGE)) as usize;
         let remaining = range.end - range.start;
-        let opener = Opener { key, parts, part: first_part, next: first, skip, remaining, buf: BytesMut::new() };
+        let opener = Opener {
+            customer: customer.clone(),
+            parts,
+            part: first_part,
+            next: first,
+            key: None,
+            skip,
+            remaining,
+            buf: BytesMut::new(),
+        };
         (opener, at)
     }
 
@@ -363,21 +387,28 @@ impl Opener {
         self.buf.extend_from_slice(data);
         let mut out = Vec::new();
         while self.remaining > 0 {
-            let Some(&(number, size)) = self.parts.get(self.part) else { break };
+            let Some((number, size, salt)) = self.parts.get(self.part) else { break };
+            let (number, size) = (*number, *size);
             let len = package_len(size, self.next);
             if len == 0 {
                 // Past this part's last package (or an empty part).
-                (self.part, self.next) = (self.part + 1, 0);
+                (self.part, self.next, self.key) = (self.part + 1, 0, None);
                 continue;
             }
             let whole = (len + TAG) as usize;
             if self.buf.len() < whole {
                 break;
             }
+            let key = match self.key.take() {
+                Some(k) => k,
+                None => self.customer.object_key(salt)?,
+            };
             let mut package = self.buf.split_to(whole);
             let last = (self.next + 1) * PACKAGE >= size;
             let index = u32::try_from(self.next).map_err(|_| Damaged)?;
-            let opened = self.key.open((number, index), last, &mut package)?;
+            let opened = key.open((number, index), last, &mut package);
+            self.key = Some(key);
+            let opened = opened?;
             self.next += 1;
             package.truncate(opened);
             let mut plain = package.freeze().slice(self.skip.min(opened)..);
@@ -432,7 +463,7 @@ mod tests {
     }
 
     fn open(stored: &[u8], record: &SseCRecord, range: Range<u64>, piece: usize) -> Result<Vec<u8>, Damaged> {
-        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), record, range);
+        let (mut o, at) = Opener::new(&key(), record, range);
         let mut out = Vec::new();
         for c in stored[at.start as usize..at.end as usize].chunks(piece.max(1)) {
             o.push(c)?.iter().for_each(|b| out.extend_from_slice(b));
@@ -477,11 +508,11 @@ mod tests {
         let short = SseCRecord { size: 2 * PACKAGE, ..record.clone() };
         assert_eq!(open(&stored[..cut], &short, 0..2 * PACKAGE, 9999), Err(Damaged));
         // Cut anywhere, the size kept: too few bytes.
-        let (mut o, at) = Opener::new(key().object_key(&record.salt).unwrap(), &record, 0..n);
+        let (mut o, at) = Opener::new(&key(), &record, 0..n);
         o.push(&stored[at.start as usize..at.end as usize - 1]).unwrap();
         assert_eq!(o.finish(), Err(Damaged));
         let other = CustomerKey { key: [8u8; 32], key_md5: String::new() };
-        let (mut o, _) = Opener::new(other.object_key(&record.salt).unwrap(), &record, 0..n);
+        let (mut o, _) = Opener::new(&other, &record, 0..n);
         assert_eq!(o.push(&stored).map(|_| ()), Err(Damaged));
     }
 
@@ -512,34 +543,43 @@ mod tests {
     #[test]
     fn parts_sealed_apart_read_back_as_one_object_across_their_seams() {
         let p = PACKAGE as usize;
-        let upload = SseCRecord::for_upload(&key());
         // Parts 2, 5 and 9 (numbers need not follow on), the last short.
         let sizes = [(2u32, 2 * p + 10), (5, 3 * p), (9, 777)];
-        let (mut stored, mut whole) = (Vec::new(), Vec::new());
+        let (mut stored, mut whole, mut parts) = (Vec::new(), Vec::new(), Vec::new());
         for (i, &(n, size)) in sizes.iter().enumerate() {
             let data = body(size + i);
             let data = &data[i..];
-            let mut s = Sealer::for_part(&key(), &upload, n).unwrap();
+            let mut s = Sealer::for_part(&key(), n);
             for c in data.chunks(10_000) {
                 s.push(c).iter().for_each(|b| stored.extend_from_slice(b));
             }
+            let salt = s.record(&key(), size as u64).salt;
             stored.extend_from_slice(&s.finish_last().unwrap());
             whole.extend_from_slice(data);
+            parts.push(SealedPart { n, size: size as u64, salt });
         }
-        let record = SseCRecord {
-            size: whole.len() as u64,
-            parts: sizes.iter().map(|&(n, s)| [n as u64, s as u64]).collect(),
-            ..upload.clone()
-        };
+        let record = SseCRecord { size: whole.len() as u64, parts: parts.clone(), ..SseCRecord::for_upload(&key()) };
         assert_eq!(stored.len() as u64, sizes.iter().map(|&(_, s)| stored_len(s as u64)).sum::<u64>());
         let n = whole.len();
         for r in [0..n, 2 * p..2 * p + 20, 2 * p + 5..2 * p + 15, 5 * p + 9..n, n - 1..n, 3..4] {
             let got = open(&stored, &record, r.start as u64..r.end as u64, 3000).unwrap();
             assert_eq!(got, &whole[r.clone()], "range {r:?}");
         }
-        // Numbered otherwise, the parts fail their tags.
-        let renumbered = SseCRecord { parts: sizes.iter().map(|&(n, s)| [n as u64 + 1, s as u64]).collect(), ..record };
-        assert_eq!(open(&stored, &renumbered, 0..n as u64, 3000), Err(Damaged));
+        // Numbered otherwise, or under another part's salt, the parts fail
+        // their tags.
+        let renumbered: Vec<_> = parts.iter().map(|p| SealedPart { n: p.n + 1, ..p.clone() }).collect();
+        let record2 = SseCRecord { parts: renumbered, ..record.clone() };
+        assert_eq!(open(&stored, &record2, 0..n as u64, 3000), Err(Damaged));
+        let mut swapped = parts.clone();
+        swapped[0].salt = parts[1].salt.clone();
+        let record3 = SseCRecord { parts: swapped, ..record };
+        assert_eq!(open(&stored, &record3, 0..n as u64, 3000), Err(Damaged));
+    }
+
+    #[test]
+    fn a_part_uploaded_again_is_sealed_under_a_new_salt() {
+        let (a, b) = (Sealer::for_part(&key(), 3), Sealer::for_part(&key(), 3));
+        assert_ne!(a.record(&key(), 1).salt, b.record(&key(), 1).salt);
     }
 
     #[test]

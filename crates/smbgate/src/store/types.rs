@@ -37,9 +37,9 @@ pub struct PutRequest {
     /// The client's key to store the object encrypted with (SSE-C, see
     /// [`super::sse_c`]).
     pub sse_c: Option<super::sse_c::CustomerKey>,
-    /// For a part of an upload with an SSE-C key: the upload's record
-    /// (its salt) and the part's number, which the part is sealed under.
-    pub sse_c_part: Option<(super::sse_c::SseCRecord, u32)>,
+    /// For a part of an upload with an SSE-C key: the part's number, which
+    /// the part is sealed under.
+    pub sse_c_part: Option<u32>,
 }
 
 impl PutRequest {

@@ -56,8 +56,7 @@ impl Reads {
             let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
             return Ok(object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first));
         };
-        let object_key = key.object_key(&record.salt).map_err(damaged)?;
-        let (mut opener, stored) = Opener::new(object_key, record, plan.range.clone());
+        let (mut opener, stored) = Opener::new(key, record, plan.range.clone());
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == stored.start));
         let stored_len = (stored.end - stored.start) as usize;
         // Read whole with the open: opened now, so that a damaged object

@@ -14,7 +14,7 @@ use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::share;
-use crate::store::sse_c::SseCRecord;
+use crate::store::sse_c::{SealedPart, SseCRecord};
 use crate::store::types::{PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
 use crate::store::{StoreError, StoreResult, Uploads};
@@ -224,6 +224,11 @@ impl Uploads {
             if r.etag.trim().trim_matches('"') != p.etag {
                 return Err(StoreError::InvalidPart(format!("part {n} has ETag {}, not {}", p.etag, r.etag)));
             }
+            if record.sse_c.is_some() != p.salt.is_some() {
+                // A part not sealed as its upload is (a file put there by
+                // hand): the object could not be opened whole.
+                return Err(StoreError::InvalidPart(format!("part {n} is not sealed as its upload is")));
+            }
             for (alg, want) in &r.checksums {
                 // As AWS answers a part checksum that is not the one the
                 // part was uploaded with.
@@ -338,7 +343,11 @@ impl Uploads {
         // record says which part holds which of its bytes.
         let sse_c = plan.record.sse_c.as_ref().map(|upload| SseCRecord {
             size: plain,
-            parts: plan.parts.iter().map(|p| [p.number as u64, p.size]).collect(),
+            parts: plan
+                .parts
+                .iter()
+                .map(|p| SealedPart { n: p.number as u32, size: p.size, salt: p.salt.clone().unwrap_or_default() })
+                .collect(),
             ..upload.clone()
         });
         let final_meta = |size: u64, disk_id: Option<u64>| ObjectMeta {

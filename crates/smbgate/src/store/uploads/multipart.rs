@@ -77,6 +77,8 @@ pub struct PartInfo {
     /// Bytes of its file: `size`, or more for a part sealed with an SSE-C
     /// key (its packages' tags).
     pub stored: u64,
+    /// The salt a part sealed with an SSE-C key was sealed under.
+    pub salt: Option<String>,
     /// ETag (MD5 hex).
     pub etag: String,
     /// LastWriteTime (FILETIME).
@@ -107,12 +109,12 @@ pub(crate) struct PartRecord {
     pub(crate) checksums: BTreeMap<Algorithm, String>,
 }
 
-/// How part `n` of `upload` is sealed, given the SSE-C key the request
-/// brought: `None` for an upload without one.
+/// The part number part `n` of `upload` is sealed under, given the SSE-C
+/// key the request brought: `None` for an upload without one.
 ///
 /// Errors: InvalidRequest for a key to an upload without one, or none to
 /// an upload with one; InvalidArgument for another key than the upload's.
-fn part_sealing(upload: &UploadRecord, key: Option<&CustomerKey>, n: i32) -> StoreResult<Option<(SseCRecord, u32)>> {
+fn part_sealing(upload: &UploadRecord, key: Option<&CustomerKey>, n: i32) -> StoreResult<Option<u32>> {
     match (&upload.sse_c, key) {
         (None, None) => Ok(None),
         (None, Some(_)) => {
@@ -123,7 +125,7 @@ fn part_sealing(upload: &UploadRecord, key: Option<&CustomerKey>, n: i32) -> Sto
              appropriate encryption parameters."
                 .into(),
         )),
-        (Some(r), Some(k)) if r.key_md5 == k.key_md5() => Ok(Some((r.clone(), n as u32))),
+        (Some(r), Some(k)) if r.key_md5 == k.key_md5() => Ok(Some(n as u32)),
         (Some(_), Some(_)) => Err(StoreError::InvalidArgument(
             "The provided encryption parameters did not match the ones used originally.".into(),
         )),
@@ -498,6 +500,7 @@ impl Uploads {
                         number: n,
                         size: rec.size,
                         stored: rec.size,
+                        salt: None,
                         etag: rec.etag,
                         last_modified: e.times.last_write,
                         data_offset: Some(rec.offset),
@@ -516,6 +519,7 @@ impl Uploads {
                 number: n,
                 size: meta.sse_c.as_ref().map_or(c.times.end_of_file, |e| e.size),
                 stored: c.times.end_of_file,
+                salt: meta.sse_c.as_ref().map(|e| e.salt.clone()),
                 etag: meta.etag,
                 last_modified: c.times.last_write,
                 data_offset: None,

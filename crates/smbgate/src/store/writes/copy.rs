@@ -14,7 +14,7 @@ use crate::store::conditions::Conditions;
 use crate::store::meta::{record_write_error, ObjectMeta, Retention};
 use crate::store::reads::sealed::check_customer_key;
 use crate::store::share;
-use crate::store::sse_c::{CustomerKey, SseCRecord};
+use crate::store::sse_c::CustomerKey;
 use crate::store::tags::TagSet;
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
@@ -46,9 +46,9 @@ pub struct CopyRequest {
     pub source_sse_c: Option<CustomerKey>,
     /// The copy's SSE-C key (for a part: its upload's, checked already).
     pub sse_c: Option<CustomerKey>,
-    /// For a part of an upload with an SSE-C key: the upload's record and
-    /// the part's number (see [`crate::store::types::PutRequest`]).
-    pub sse_c_part: Option<(SseCRecord, u32)>,
+    /// For a part of an upload with an SSE-C key: the part's number (see
+    /// [`crate::store::types::PutRequest`]).
+    pub sse_c_part: Option<u32>,
 }
 
 impl Writes {

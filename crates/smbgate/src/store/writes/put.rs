@@ -30,14 +30,12 @@ use crate::store::{StoreError, StoreResult, Writes};
 /// Bodies up to this size are buffered and written with one compound.
 const SMALL_PUT: usize = 1 << 20;
 
-/// The sealer of a body `req` stores under `key`: a new object's, or a
-/// part's under its upload's salt.
-///
-/// Errors: Damaged, for an upload record whose salt is not one.
-fn sealer_for(key: &CustomerKey, req: &PutRequest) -> StoreResult<Sealer> {
-    match &req.sse_c_part {
-        None => Ok(Sealer::new(key)),
-        Some((upload, n)) => Sealer::for_part(key, upload, *n).map_err(|e| StoreError::Damaged(e.to_string())),
+/// The sealer of a body `req` stores under `key`: a new object's, or an
+/// upload's part's.
+fn sealer_for(key: &CustomerKey, req: &PutRequest) -> Sealer {
+    match req.sse_c_part {
+        None => Sealer::new(key),
+        Some(n) => Sealer::for_part(key, n),
     }
 }
 
@@ -126,7 +124,7 @@ impl Writes {
         let data = match &req.sse_c {
             None => data,
             Some(key) => {
-                let mut sealer = sealer_for(key, &req)?;
+                let mut sealer = sealer_for(key, &req);
                 let stored = sealer.seal_all(&data);
                 sealed_meta(&mut meta, &sealer, key, &md5, size);
                 stored
@@ -222,7 +220,7 @@ impl Writes {
         E: std::fmt::Display,
     {
         let writer = SpreadWriter::new(self, temp.handle(), temp.path(), 0);
-        let mut sealer = req.sse_c.as_ref().map(|k| sealer_for(k, &req)).transpose()?;
+        let mut sealer = req.sse_c.as_ref().map(|k| sealer_for(k, &req));
         let (md5, sums, size, replacement) = self.stream_body(writer, &mut body, &req, None, sealer.as_mut()).await?;
         // The body survived a lost connection: go on with a live handle.
         temp.revive(replacement).await?;
