@@ -420,3 +420,16 @@ def test_a_bad_users_table_is_refused_at_startup_with_one_line(share, tmp_path):
     assert r.stderr.strip().splitlines() == [
         f"smbgate: config file {cfg}: [users.eve]: buckets is empty (name the buckets, or [\"*\"] for all)"
     ], r.stderr
+
+
+def test_conditional_writes_of_users_with_their_own_accounts_share_the_key_locks(gw, share):
+    # A key's creation lock is a byte of .smbgate/key-locks, which every SMB
+    # account of the gateway opens: each user's conditional writes take it.
+    a, b = client(gw, ALICE), client(gw, BOB)
+    assert a.put_object(Bucket="team", Key="locks/once", Body=b"alice", IfNoneMatch="*")["ETag"]
+    assert error(lambda: b.put_object(Bucket="team", Key="locks/once", Body=b"bob", IfNoneMatch="*")) == (
+        "PreconditionFailed", 412)
+    etag = b.head_object(Bucket="team", Key="locks/once")["ETag"]
+    b.put_object(Bucket="team", Key="locks/once", Body=b"bob", IfMatch=etag)
+    assert (share.share_path / "team" / "locks" / "once").read_bytes() == b"bob"
+    assert (share.share_path / ".smbgate" / "key-locks").stat().st_size == 0
