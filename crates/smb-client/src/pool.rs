@@ -237,6 +237,18 @@ impl Pool {
         }
     }
 
+    /// True if `conn` is one of the pool's connections now (a slot's, or
+    /// the spare's): false once it was replaced, lost or renewed before its
+    /// Kerberos ticket ended, so that a caller keeping a handle open on it
+    /// can let it go (the pool expects a renewed connection to close when
+    /// its last user does). While the spare is being changed it counts as
+    /// held.
+    pub fn holds(&self, conn: &crate::connection::Connection) -> bool {
+        let in_slot =
+            self.inner.slots.iter().any(|s| s.tree.read().unwrap().as_ref().is_some_and(|t| t.conn().same_as(conn)));
+        in_slot || self.inner.spare.try_lock().map_or(true, |s| s.tree.as_ref().is_some_and(|t| t.conn().same_as(conn)))
+    }
+
     /// Number of healthy connections with no request in flight.
     pub fn idle(&self) -> usize {
         self.inner

@@ -78,6 +78,7 @@ impl Store {
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let dir_cache = listing_cache::DirCache::new(opts.listing_cache_ttl, opts.listing_cache.clone());
         let opts_cache = opts.cache.clone();
+        let key_lock_pool = pool.clone();
         let root = Root::from_inner(Arc::new(Inner {
             pool,
             root,
@@ -90,7 +91,7 @@ impl Store {
             watches: Default::default(),
             versioning: Default::default(),
             lock_acl: Default::default(),
-            key_locks: share::KeyLocks::new(internal.join("key-locks").as_str().to_string()),
+            key_locks: share::KeyLocks::new(internal.join("key-locks").as_str().to_string(), key_lock_pool),
         }));
         super::reads::cache_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());
@@ -107,6 +108,7 @@ impl Store {
     /// the sweep runs only on the store [`Store::open`] made.
     pub fn for_pool(&self, pool: Pool) -> Store {
         let i = self.root().inner();
+        let key_lock_pool = pool.clone();
         let root = Root::from_inner(Arc::new(Inner {
             pool,
             root: i.root.clone(),
@@ -119,7 +121,7 @@ impl Store {
             watches: i.watches.for_another_identity(),
             versioning: i.versioning.clone(),
             lock_acl: i.lock_acl.for_another_identity(),
-            key_locks: i.key_locks.for_another_pool(),
+            key_locks: i.key_locks.for_another_pool(key_lock_pool),
         }));
         let writes = self.writes();
         Store::assemble(root, self.read_ahead().clone(), writes.write_behind.clone(), writes.put_lanes.clone())

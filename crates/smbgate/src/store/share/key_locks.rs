@@ -12,17 +12,25 @@
 //!
 //! Each pooled connection keeps one open of the file (never durable: a
 //! lock must go with a lost connection), made the first time it takes a
-//! lock. The open shares read and write but not delete, so nobody can
-//! remove or rename the file while a gateway holds it.
+//! lock and let go once the pool no longer holds that connection. The open
+//! shares read and write but not delete, so nobody can remove or rename
+//! the file while a gateway holds it.
+//!
+//! A LOCK, once sent, is finished by a task of its own: a request that goes
+//! away mid-LOCK (its client hung up) would otherwise leave a byte granted
+//! to an open that lives on, and its key locked until the connection died.
+//! The task gives a grant nobody took back at once.
 
 use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
+use smb_client::Pool;
 use smb_proto::create::{access, share, CreateRequest, Disposition};
 use smb_proto::lock::{decode_lock_response, flags, LockElement, LockRequest, FAIL_IMMEDIATELY};
 use smb_proto::NtStatus;
+use tokio::sync::oneshot;
 
-use super::{Handle, Result, Tree};
+use super::{Handle, Result, ShareError, Tree};
 
 /// Offsets are kept below 2^40: far inside what every server's locking
 /// takes (Samba maps ranges onto POSIX locks), and a trillion places
@@ -32,6 +40,8 @@ const OFFSET_MASK: u64 = (1 << 40) - 1;
 /// The lock file of one share root, and each connection's open of it.
 pub struct KeyLocks {
     path: String,
+    /// The pool whose connections the opens are on.
+    pool: Pool,
     opens: Mutex<Vec<Arc<Handle>>>,
 }
 
@@ -42,16 +52,25 @@ pub struct KeyLock {
     offset: u64,
 }
 
+/// What the server answered a LOCK.
+enum Answer {
+    Granted,
+    Held,
+    /// The open is gone (its connection or the server closed it).
+    Closed(ShareError),
+}
+
 impl KeyLocks {
-    /// The locks kept as ranges of the file at `path` (share-relative).
-    pub fn new(path: String) -> KeyLocks {
-        KeyLocks { path, opens: Mutex::new(Vec::new()) }
+    /// The locks kept as ranges of the file at `path` (share-relative),
+    /// through opens on `pool`'s connections.
+    pub fn new(path: String, pool: Pool) -> KeyLocks {
+        KeyLocks { path, pool, opens: Mutex::new(Vec::new()) }
     }
 
     /// The same lock file, for another pool's connections (another SMB
     /// identity's): each connection needs its own open.
-    pub fn for_another_pool(&self) -> KeyLocks {
-        KeyLocks::new(self.path.clone())
+    pub fn for_another_pool(&self, pool: Pool) -> KeyLocks {
+        KeyLocks::new(self.path.clone(), pool)
     }
 
     /// Takes the lock named `name` on `tree`'s connection if nobody holds
@@ -63,9 +82,21 @@ impl KeyLocks {
     pub async fn try_take(&self, tree: &Tree, name: &str) -> Result<Option<KeyLock>> {
         let file = self.open_on(tree).await?;
         let offset = offset_of(name);
-        match self.lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await? {
-            true => Ok(Some(KeyLock { file: Some(file), offset })),
-            false => Ok(None),
+        let (tx, rx) = oneshot::channel();
+        let held = file.clone();
+        tokio::spawn(async move {
+            let answer = lock(&held, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await;
+            if let Err(Ok(Answer::Granted)) = tx.send(answer) {
+                let _ = unlock(&held, offset).await; // the taker went away
+            }
+        });
+        match rx.await.map_err(|_| ShareError::from(smb_client::Error::ConnectionLost("LOCK task ended".into())))? {
+            Ok(Answer::Granted) => Ok(Some(KeyLock { file: Some(file), offset })),
+            Ok(Answer::Held) => Ok(None),
+            Ok(Answer::Closed(e)) | Err(e) => {
+                self.forget(&file);
+                Err(e)
+            }
         }
     }
 
@@ -77,35 +108,18 @@ impl KeyLocks {
     pub async fn is_held(&self, tree: &Tree, name: &str) -> bool {
         let Ok(file) = self.open_on(tree).await else { return true };
         let offset = offset_of(name);
-        match self.lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await {
-            Ok(true) => {
-                let _ = unlock(&file, offset).await;
-                false
+        // In a task of its own, so that the grant is given back even if
+        // the reader goes away meanwhile.
+        let probe = tokio::spawn(async move {
+            match lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await {
+                Ok(Answer::Granted) => {
+                    let _ = unlock(&file, offset).await;
+                    false
+                }
+                _ => true,
             }
-            _ => true,
-        }
-    }
-
-    /// LOCK `flags` on the byte at `offset` of `file`: false if held by
-    /// another. An open that failed with its connection is forgotten.
-    async fn lock(&self, file: &Arc<Handle>, offset: u64, flags: u32) -> Result<bool> {
-        let req = LockRequest { file_id: file.smb().id(), lock: LockElement { offset, length: 1, flags } };
-        let answer = match file.smb().tree().call(&req).await {
-            Ok(a) => a,
-            Err(e) => {
-                self.forget(file);
-                return Err(e.into());
-            }
-        };
-        let status = answer.status();
-        if matches!(status, NtStatus::STATUS_LOCK_NOT_GRANTED | NtStatus::STATUS_FILE_LOCK_CONFLICT) {
-            return Ok(false);
-        }
-        if matches!(status, NtStatus::STATUS_FILE_CLOSED | NtStatus::STATUS_NETWORK_NAME_DELETED) {
-            self.forget(file);
-        }
-        answer.ok_or_status(&[])?.body(decode_lock_response)?;
-        Ok(true)
+        });
+        probe.await.unwrap_or(true)
     }
 
     /// This connection's open of the lock file, made (and the file created
@@ -122,9 +136,11 @@ impl KeyLocks {
         };
         let open = Arc::new(tree.open(&req).await?);
         let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
-        // Opens on lost connections go; two first takers on one connection
-        // keep the first open, and the second closes itself when dropped.
-        opens.retain(|o| !o.smb().tree().conn().is_poisoned());
+        // Opens on connections the pool let go (lost, or renewed) go, so
+        // that they do not keep those connections alive; two first takers
+        // on one connection keep the first open, and the second closes
+        // itself when dropped.
+        opens.retain(|o| !o.smb().tree().conn().is_poisoned() && self.pool.holds(o.smb().tree().conn()));
         if let Some(first) = opens.iter().find(|o| o.smb().tree().conn().same_as(tree.smb().conn())) {
             return Ok(first.clone());
         }
@@ -146,10 +162,13 @@ impl KeyLocks {
 }
 
 impl KeyLock {
-    /// Gives the lock back and waits for the server's answer.
+    /// Gives the lock back and waits for the server's answer (the UNLOCK
+    /// is sent by a task of its own, so it is sent even if this future is
+    /// dropped).
     pub async fn release(mut self) {
         if let Some(file) = self.file.take() {
-            let _ = unlock(&file, self.offset).await;
+            let offset = self.offset;
+            let _ = tokio::spawn(async move { unlock(&file, offset).await }).await;
         }
     }
 }
@@ -164,6 +183,25 @@ impl Drop for KeyLock {
             rt.spawn(async move {
                 let _ = unlock(&file, offset).await;
             });
+        }
+    }
+}
+
+/// LOCK `flags` on the byte at `offset` of `file`.
+///
+/// Errors: a lost connection; the LOCK's NTSTATUS other than the three
+/// [`Answer`] names.
+async fn lock(file: &Handle, offset: u64, flags: u32) -> Result<Answer> {
+    let req = LockRequest { file_id: file.smb().id(), lock: LockElement { offset, length: 1, flags } };
+    let answer = file.smb().tree().call(&req).await?;
+    match answer.status() {
+        NtStatus::STATUS_LOCK_NOT_GRANTED | NtStatus::STATUS_FILE_LOCK_CONFLICT => Ok(Answer::Held),
+        NtStatus::STATUS_FILE_CLOSED | NtStatus::STATUS_NETWORK_NAME_DELETED => {
+            Ok(Answer::Closed(answer.ok_or_status(&[]).err().map_or_else(super::not_found, Into::into)))
+        }
+        _ => {
+            answer.ok_or_status(&[])?.body(decode_lock_response)?;
+            Ok(Answer::Granted)
         }
     }
 }
