@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import ACCESS_KEY, BIN, REGION, SECRET_KEY
+from conftest import ACCESS_KEY, BIN, REGION, SECRET_KEY, Gateway
 from s3util import expect_error
 from test_tls import pki, tls_gw  # noqa: F401 (fixtures, one instance per module)
 
@@ -282,3 +282,55 @@ def test_versions_of_an_sse_c_key_each_need_their_own_key(s3, bucket):
     expect_error(403, "AccessDenied", s3.get_object, Bucket=bucket, Key="v", VersionId=v1, **sse(k2))
     sizes = {v["VersionId"]: v["Size"] for v in s3.list_object_versions(Bucket=bucket)["Versions"]}
     assert sizes[v1] == 90000 and sorted(sizes.values()) == [3, 90000]
+
+
+@pytest.mark.parametrize("size", [16 * 1024, 64 * 1024], ids=["16k", "64k"])
+def test_the_object_cache_never_serves_the_sealed_bytes(s3, bucket, size):
+    # The cache reads the first 16 KiB with a HEAD and up to 64 KiB when it
+    # fills: an object of exactly that size must not be taken for its file.
+    key, body = os.urandom(32), os.urandom(size)
+    s3.put_object(Bucket=bucket, Key="c", Body=body, **sse(key))
+    for _ in range(3):
+        assert s3.head_object(Bucket=bucket, Key="c", **sse(key))["ContentLength"] == size
+        assert s3.get_object(Bucket=bucket, Key="c", **sse(key))["Body"].read() == body
+
+
+def test_a_large_multipart_object_with_parts_off_the_package_size_streams_whole(samba):
+    # Parts of 5,250,000 bytes end mid-package: the file is longer than
+    # one run of packages of the same total, and a GET of more than two
+    # segments, fetched ahead on other connections (a prefetch of 4), checks
+    # the file's size before each. Through a gateway that takes keys over
+    # plain HTTP, as an operator behind a TLS proxy may set it.
+    g = Gateway(samba, env={"SMBGATE_SSE_C_OVER_HTTP": "on", "SMBGATE_PREFETCH": "4"})
+    try:
+        s3 = g.client()
+        bucket = f"ssec-big-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket)
+        key = os.urandom(32)
+        parts = [os.urandom(5_250_000) for _ in range(4)]
+        uid = s3.create_multipart_upload(Bucket=bucket, Key="big", **sse(key))["UploadId"]
+        etags = [s3.upload_part(Bucket=bucket, Key="big", UploadId=uid, PartNumber=n + 1, Body=p,
+                                **sse(key))["ETag"] for n, p in enumerate(parts)]
+        s3.complete_multipart_upload(Bucket=bucket, Key="big", UploadId=uid, MultipartUpload={
+            "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+        assert s3.get_object(Bucket=bucket, Key="big", **sse(key))["Body"].read() == b"".join(parts)
+        s3.copy_object(Bucket=bucket, Key="big2", CopySource={"Bucket": bucket, "Key": "big"},
+                       **source_key(key), **sse(key))
+        assert s3.get_object(Bucket=bucket, Key="big2", **sse(key))["Body"].read() == b"".join(parts)
+    finally:
+        g.stop()
+
+
+def test_a_copy_of_a_copy_and_a_copy_onto_itself_with_a_new_key(s3, bucket):
+    k1, k2 = os.urandom(32), os.urandom(32)
+    body = os.urandom(10_000)
+    s3.put_object(Bucket=bucket, Key="a", Body=body)
+    # A server-side copy's record names its file; a sealed copy of it must
+    # not carry that over.
+    s3.copy_object(Bucket=bucket, Key="b", CopySource={"Bucket": bucket, "Key": "a"})
+    s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "b"}, **sse(k1))
+    assert s3.get_object(Bucket=bucket, Key="c", **sse(k1))["Body"].read() == body
+    # Changing an object's key in place, as AWS allows.
+    s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "c"}, **source_key(k1), **sse(k2))
+    assert s3.get_object(Bucket=bucket, Key="c", **sse(k2))["Body"].read() == body
+    expect_error(403, "AccessDenied", s3.get_object, Bucket=bucket, Key="c", **sse(k1))

@@ -373,13 +373,16 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     let (sb, sk, source_version) = copy_source(&i.copy_source)?;
     check_same_root(gw, &sb, &i.bucket)?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    if sb == i.bucket && sk == i.key && !replace && source_version.is_none() {
+    let sse_c = customer_key_of!(i)?;
+    // A copy onto itself that changes its SSE-C key (or seals or opens
+    // it) changes its encryption attributes, which AWS allows.
+    let new_encryption = sse_c.is_some() || i.copy_source_sse_customer_key.is_some();
+    if sb == i.bucket && sk == i.key && !replace && source_version.is_none() && !new_encryption {
         return Err(S3Error::with_message(
             S3ErrorCode::InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
         ));
     }
-    let sse_c = customer_key_of!(i)?;
     let new_meta = match replace {
         true => Some(meta_of!(i)?),
         false => None,

@@ -25,8 +25,10 @@
 //!   each part's number, size and salt, so that a range finds its
 //!   packages and their key.
 //! - The ETag is not the MD5 of the object (AWS's rule for SSE-C objects,
-//!   and what keeps the plaintext's MD5 off the listing): the MD5 of the
-//!   salt and the plaintext's MD5, in hex.
+//!   and what keeps the plaintext's MD5 off the listing): 16 bytes of an
+//!   HMAC-SHA256 under the customer's key of the salt and the plaintext's
+//!   MD5, in hex, so that nobody without the key can test a guess at the
+//!   plaintext against it.
 //!
 //! Sans I/O: [`Sealer`] turns body chunks into packages, [`Opener`] turns
 //! the stored bytes of a range back into the object's bytes.
@@ -46,6 +48,8 @@ pub const PACKAGE: u64 = 64 * 1024;
 pub const TAG: u64 = 16;
 /// What the object keys are derived under (changes with the format).
 const LABEL: &[u8] = b"smbgate SSE-C v1";
+/// What ETags are derived under.
+const ETAG_LABEL: &[u8] = b"smbgate SSE-C ETag v1";
 /// The one algorithm SSE-C names.
 pub const ALGORITHM: &str = "AES256";
 
@@ -183,6 +187,11 @@ impl SseCRecord {
         SseCRecord { key_md5: customer.key_md5.clone(), salt: String::new(), size: 0, parts: Vec::new() }
     }
 
+    /// Bytes of the object's file: each part's bytes and tags.
+    pub fn stored_len(&self) -> u64 {
+        self.layout().iter().map(|(_, size, _)| stored_len(*size)).sum()
+    }
+
     /// The object's parts as (part number, bytes, salt).
     fn layout(&self) -> Vec<(u32, u64, &str)> {
         match self.parts.is_empty() {
@@ -237,12 +246,15 @@ fn package_len(size: u64, index: u64) -> u64 {
     size.saturating_sub(index * PACKAGE).min(PACKAGE)
 }
 
-/// The ETag of an SSE-C object (see the module docs).
-pub fn etag(salt: &str, md5: &[u8; 16]) -> String {
-    let mut h = Md5::new();
-    h.update(salt.as_bytes());
-    h.update(md5);
-    hex::encode(h.finalize())
+/// The ETag of an SSE-C object sealed under `customer` with `salt`, whose
+/// body's MD5 is `md5` (see the module docs).
+pub fn etag(customer: &CustomerKey, salt: &str, md5: &[u8; 16]) -> String {
+    let mac = hmac::Key::new(hmac::HMAC_SHA256, &customer.key);
+    let mut ctx = hmac::Context::with_key(&mac);
+    ctx.update(ETAG_LABEL);
+    ctx.update(salt.as_bytes());
+    ctx.update(md5);
+    hex::encode(&ctx.sign().as_ref()[..16])
 }
 
 /// Seals a body into packages as it arrives. The last full package is kept
@@ -589,7 +601,9 @@ mod tests {
         assert_ne!(ra.salt, rb.salt);
         assert_ne!(a, b);
         let md5: [u8; 16] = Md5::digest(b"same").into();
-        assert_ne!(etag(&ra.salt, &md5), hex::encode(md5));
-        assert_eq!(etag(&ra.salt, &md5).len(), 32);
+        assert_ne!(etag(&key(), &ra.salt, &md5), hex::encode(md5));
+        assert_eq!(etag(&key(), &ra.salt, &md5).len(), 32);
+        let other = CustomerKey { key: [9u8; 32], key_md5: String::new() };
+        assert_ne!(etag(&key(), &ra.salt, &md5), etag(&other, &ra.salt, &md5), "the ETag depends on the key");
     }
 }

@@ -113,7 +113,7 @@ impl ObjectInfo {
     /// Bytes of its file: [`ObjectInfo::size`], or more for an SSE-C object
     /// (its packages' tags).
     pub fn stored_size(&self) -> u64 {
-        self.meta.sse_c.as_ref().map_or(self.size, |_| super::sse_c::stored_len(self.size))
+        self.meta.sse_c.as_ref().map_or(self.size, |e| e.stored_len())
     }
 
     /// What conditional requests are evaluated against.

@@ -240,7 +240,8 @@ impl Reads {
             return;
         }
         let small = info.size <= u64::from(self.root.objects().options().object_max);
-        let body = look.data.filter(|b| small && b.len() as u64 == info.size);
+        // An SSE-C object's bytes on the share are not its body.
+        let body = look.data.filter(|b| small && info.meta.sse_c.is_none() && b.len() as u64 == info.size);
         if look.held.holds() {
             tracing::debug!(path = path.as_str(), etag = info.etag, body = body.is_some(), "object cache: filled");
             let changed = cache_watches::mark(&self.root, path.as_str()) != seen;

@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::read_plan::ReadPlan;
 use super::stream::{object_stream, BodyStream};
-use crate::store::sse_c::{self, CustomerKey, Damaged, Opener};
+use crate::store::sse_c::{CustomerKey, Damaged, Opener};
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{Reads, StoreError, StoreResult};
 
@@ -68,7 +68,7 @@ impl Reads {
             pieces.iter().for_each(|p| plain.extend_from_slice(p));
             return Ok(object_stream(self.clone(), None, info.clone(), plan.range.clone(), Some(plain.freeze())));
         }
-        let on_disk = ObjectInfo { size: sse_c::stored_len(info.size), ..info.clone() };
+        let on_disk = ObjectInfo { size: info.stored_size(), ..info.clone() };
         Ok(object_stream(self.clone(), Some(opened), on_disk, stored, first).opened_with(opener))
     }
 }

@@ -44,7 +44,7 @@ fn sealer_for(key: &CustomerKey, req: &PutRequest) -> Sealer {
 /// size, the SSE-C record, and an ETag that is not the body's MD5.
 fn sealed_meta(meta: &mut ObjectMeta, sealer: &Sealer, key: &CustomerKey, md5: &[u8; 16], size: u64) {
     let record = sealer.record(key, size);
-    meta.etag = sse_c::etag(&record.salt, md5);
+    meta.etag = sse_c::etag(key, &record.salt, md5);
     meta.size = sse_c::stored_len(size);
     meta.sse_c = Some(record);
 }
@@ -431,7 +431,10 @@ impl Writes {
                 }
             }
         }
-        if ended && buffered <= tree.max_write() as usize {
+        // Sealed (SSE-C), the body grows by its packages' tags: the one
+        // WRITE of a small PUT must still fit.
+        let written = if req.sse_c.is_some() { sse_c::stored_len(buffered as u64) as usize } else { buffered };
+        if ended && written <= tree.max_write() as usize {
             return self.put_small(tree, &target, prefix, req, trailer).await;
         }
         // A large body: make sure it has somewhere to go before writing it

@@ -10,15 +10,16 @@ use std::ops::Range;
 use crate::store::reads::read_plan::ReadPlan;
 use crate::store::sse_c::CustomerKey;
 use crate::store::types::{ObjectInfo, Opened, PutRequest, PutResult, Target};
-use crate::store::{StoreResult, Writes};
+use crate::store::{StoreError, StoreResult, Writes};
 
 impl Writes {
     /// Copies `range` of the opened source `src` (`info`, opened under
     /// `source_key` where it is sealed) to `target` as a PUT of `put`
     /// (its record, checksums, conditions and SSE-C sealing).
     ///
-    /// Errors: as [`Writes::put_to`]; a source that fails its check ends
-    /// the copy with Body, and nothing is published.
+    /// Errors: as [`Writes::put_to`]; a source that fails its check (or
+    /// whose read fails) ends the copy with Smb (500), and nothing is
+    /// published.
     pub(crate) async fn copy_through(
         &self,
         src: Opened,
@@ -40,6 +41,13 @@ impl Writes {
         meta.sse_c = None;
         meta.upload_id = None;
         meta.version_id = None;
-        self.put_to(&tree, target, body, PutRequest { meta, ..put }, BTreeMap::new).await
+        meta.disk_id = None;
+        match self.put_to(&tree, target, body, PutRequest { meta, ..put }, BTreeMap::new).await {
+            // The body is the source, read here: its failure is the
+            // gateway's (a damaged package, a lost connection), not a
+            // client's.
+            Err(StoreError::Body(m)) => Err(StoreError::Smb(format!("reading the copy's source: {m}"))),
+            other => other,
+        }
     }
 }
