@@ -16,19 +16,21 @@
 //! shares read and write but not delete, so nobody can remove or rename
 //! the file while a gateway holds it.
 //!
-//! A LOCK, once sent, is finished by a task of its own: a request that goes
-//! away mid-LOCK (its client hung up) would otherwise leave a byte granted
-//! to an open that lives on, and its key locked until the connection died.
-//! The task gives a grant nobody took back at once.
+//! A LOCK sent by a request that then goes away (its client hung up) is
+//! finished by a task of its own, which gives back a grant nobody took:
+//! otherwise the byte would stay granted to an open that lives on, and its
+//! key locked until the connection died.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use md5::{Digest, Md5};
 use smb_client::Pool;
 use smb_proto::create::{access, share, CreateRequest, Disposition};
 use smb_proto::lock::{decode_lock_response, flags, LockElement, LockRequest, FAIL_IMMEDIATELY};
 use smb_proto::NtStatus;
-use tokio::sync::oneshot;
 
 use super::{Handle, Result, ShareError, Tree};
 
@@ -82,15 +84,12 @@ impl KeyLocks {
     pub async fn try_take(&self, tree: &Tree, name: &str) -> Result<Option<KeyLock>> {
         let file = self.open_on(tree).await?;
         let offset = offset_of(name);
-        let (tx, rx) = oneshot::channel();
         let held = file.clone();
-        tokio::spawn(async move {
+        let taking = Taking(Some(Box::pin(async move {
             let answer = lock(&held, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await;
-            if let Err(Ok(Answer::Granted)) = tx.send(answer) {
-                let _ = unlock(&held, offset).await; // the taker went away
-            }
-        });
-        match rx.await.map_err(|_| ShareError::from(smb_client::Error::ConnectionLost("LOCK task ended".into())))? {
+            (held, offset, answer)
+        })));
+        match taking.await {
             Ok(Answer::Granted) => Ok(Some(KeyLock { file: Some(file), offset })),
             Ok(Answer::Held) => Ok(None),
             Ok(Answer::Closed(e)) | Err(e) => {
@@ -182,6 +181,38 @@ impl Drop for KeyLock {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let _ = unlock(&file, offset).await;
+            });
+        }
+    }
+}
+
+/// A LOCK in flight, polled by its taker. Dropped before its answer (the
+/// request went away), it is finished by a task of its own, which gives a
+/// grant back: the taker's path pays no task hop, and no byte stays
+/// granted to an open that lives on.
+struct Taking(Option<Pin<Box<dyn Future<Output = Taken> + Send>>>);
+
+/// A LOCK's open, byte and answer.
+type Taken = (Arc<Handle>, u64, Result<Answer>);
+
+impl Future for Taking {
+    type Output = Result<Answer>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Answer>> {
+        let Some(fut) = self.0.as_mut() else { return Poll::Pending };
+        let (_, _, answer) = std::task::ready!(fut.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        let Some(fut) = self.0.take() else { return };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let (file, offset, Ok(Answer::Granted)) = fut.await {
+                    let _ = unlock(&file, offset).await;
+                }
             });
         }
     }
