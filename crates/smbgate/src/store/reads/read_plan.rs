@@ -166,7 +166,7 @@ impl Reads {
         self.fill_later(bucket, key, &info);
         // On an early return the handle closes itself.
         let plan = tracing::debug_span!("store.read_plan").in_scope(|| ReadPlan::decide(&info, req))?;
-        let body = self.body_of(opened, &info, &plan, req.sse_c.as_ref(), data, read)?;
+        let body = self.body_of(opened, &info, plan.range.clone(), req.sse_c.as_ref(), data, read)?;
         Ok(Read { info, plan, body })
     }
 

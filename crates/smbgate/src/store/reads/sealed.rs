@@ -4,7 +4,6 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::read_plan::ReadPlan;
 use super::stream::{object_stream, BodyStream};
 use crate::store::sse_c::{CustomerKey, Damaged, Opener};
 use crate::store::types::{ObjectInfo, Opened};
@@ -36,7 +35,8 @@ fn damaged(e: Damaged) -> StoreError {
 }
 
 impl Reads {
-    /// The body of `plan` of the object `info` opened as `opened`, with
+    /// The body of `range` (bytes of the object, as a [`super::read_plan::ReadPlan`]
+    /// decides them) of the object `info` opened as `opened`, with
     /// `data` read with the open at `read` (offset, length) of the file;
     /// for an SSE-C object, the packages of the range opened under `key`
     /// (checked already by [`check_customer_key`]).
@@ -47,16 +47,16 @@ impl Reads {
         &self,
         opened: Opened,
         info: &ObjectInfo,
-        plan: &ReadPlan,
+        range: std::ops::Range<u64>,
         key: Option<&CustomerKey>,
         data: Option<Bytes>,
         read: Option<(u64, u32)>,
     ) -> StoreResult<BodyStream> {
         let (Some(record), Some(key)) = (&info.meta.sse_c, key) else {
-            let first = data.filter(|_| read.is_some_and(|(off, _)| off == plan.range.start));
-            return Ok(object_stream(self.clone(), Some(opened), info.clone(), plan.range.clone(), first));
+            let first = data.filter(|_| read.is_some_and(|(off, _)| off == range.start));
+            return Ok(object_stream(self.clone(), Some(opened), info.clone(), range, first));
         };
-        let (mut opener, stored) = Opener::new(key, record, plan.range.clone());
+        let (mut opener, stored) = Opener::new(key, record, range.clone());
         let first = data.filter(|_| read.is_some_and(|(off, _)| off == stored.start));
         let stored_len = (stored.end - stored.start) as usize;
         // Read whole with the open: opened now, so that a damaged object
@@ -64,9 +64,9 @@ impl Reads {
         if let Some(all) = first.as_ref().filter(|f| f.len() >= stored_len) {
             let pieces = opener.push(&all[..stored_len]).map_err(damaged)?;
             opener.finish().map_err(damaged)?;
-            let mut plain = BytesMut::with_capacity((plan.range.end - plan.range.start) as usize);
+            let mut plain = BytesMut::with_capacity((range.end - range.start) as usize);
             pieces.iter().for_each(|p| plain.extend_from_slice(p));
-            return Ok(object_stream(self.clone(), None, info.clone(), plan.range.clone(), Some(plain.freeze())));
+            return Ok(object_stream(self.clone(), None, info.clone(), range, Some(plain.freeze())));
         }
         let on_disk = ObjectInfo { size: info.stored_size(), ..info.clone() };
         Ok(object_stream(self.clone(), Some(opened), on_disk, stored, first).opened_with(opener))

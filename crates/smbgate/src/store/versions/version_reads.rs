@@ -128,7 +128,7 @@ impl Reads {
         req: &ReadRequest,
     ) -> StoreResult<Read> {
         let plan = ReadPlan::decide(&info, req)?;
-        let body = self.body_of(opened, &info, &plan, req.sse_c.as_ref(), data, read)?;
+        let body = self.body_of(opened, &info, plan.range.clone(), req.sse_c.as_ref(), data, read)?;
         Ok(Read { info, plan, body })
     }
 

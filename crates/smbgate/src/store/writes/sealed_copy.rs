@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::store::reads::read_plan::ReadPlan;
 use crate::store::sse_c::CustomerKey;
 use crate::store::types::{ObjectInfo, Opened, PutRequest, PutResult, Target};
 use crate::store::{StoreError, StoreResult, Writes};
@@ -29,8 +28,7 @@ impl Writes {
         target: Target,
         put: PutRequest,
     ) -> StoreResult<PutResult> {
-        let plan = ReadPlan { range, partial: true };
-        let body = self.reads.body_of(src, info, &plan, source_key, None, None)?;
+        let body = self.reads.body_of(src, info, range, source_key, None, None)?;
         let tree = self.root.tree().await?;
         let mut meta = put.meta.clone();
         // The copy is one object, whatever the source was.
