@@ -267,3 +267,22 @@ def test_a_trailer_mode_without_a_trailer_or_its_header_is_accepted(gateway, s3,
     assert st == 200, answer
     got = s3.get_object(Bucket=bucket, Key="no-trailer")
     assert (got["Body"].read(), got["ETag"]) == (data, '"%s"' % hashlib.md5(data).hexdigest())
+
+
+def test_a_head_error_over_http2_carries_no_body(gateway, s3, bucket):
+    # A HEAD's answer has no body (RFC 9110 9.3.2); s3s writes its error
+    # document, which hyper sent as DATA over HTTP/2 (rclone: "protocol
+    # error: received DATA on a HEAD request"; h2 refuses the stream).
+    from test_virtual_hosts import h2_exchange
+    authority = f"127.0.0.1:{gateway.port}"
+    for path in (f"/{bucket}/no-such-key", "/no-such-bucket-h2/k"):
+        status, headers, body = h2_exchange(gateway.port, [
+            (":method", "HEAD"), (":scheme", "http"), (":authority", authority), (":path", path)])
+        assert status == 403, (path, status)  # unsigned: refused before the key is looked up
+        assert body == b"", (path, body)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"12345")
+    url = s3.generate_presigned_url("head_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=300)
+    path = url.split(authority, 1)[1]
+    status, headers, body = h2_exchange(gateway.port, [
+        (":method", "HEAD"), (":scheme", "http"), (":authority", authority), (":path", path)])
+    assert (status, headers.get("content-length"), body) == (200, "5", b"")

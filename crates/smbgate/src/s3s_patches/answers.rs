@@ -10,11 +10,18 @@ use s3s::HttpResponse;
 /// - a CompleteMultipartUpload 200 carries one XML declaration
 ///   ([`one_xml_declaration`]);
 /// - GetObjectAttributes' ETag is unquoted ([`unquoted_etag`]);
-/// - PutBucketTagging is 204 (s3s's model says 200).
+/// - PutBucketTagging is 204 (s3s's model says 200);
+/// - a HEAD's answer has no body, an error's neither: s3s writes the error
+///   document, which hyper leaves out over HTTP/1.1 but sends as DATA over
+///   HTTP/2 (RFC 9110 9.3.2 forbids it; rclone and h2 refuse it).
 pub fn as_aws_writes(operation: &str, head: bool, mut resp: HttpResponse) -> HttpResponse {
     let ok = resp.status() == http::StatusCode::OK;
     if head && ok && resp.headers().contains_key(http::header::CONTENT_RANGE) {
         *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
+    }
+    if head {
+        let (parts, _) = resp.into_parts();
+        resp = http::Response::from_parts(parts, s3s::Body::empty());
     }
     match operation {
         "CompleteMultipartUpload" if ok => one_xml_declaration(resp),
