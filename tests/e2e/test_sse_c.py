@@ -10,6 +10,7 @@ import hashlib
 import math
 import os
 import subprocess
+import time
 import uuid
 
 import boto3
@@ -213,7 +214,7 @@ def flip(path, at):
         f.write(bytes([b[0] ^ 1]))
 
 
-def test_a_flipped_byte_on_the_share_is_an_error_never_other_bytes(s3, bucket, samba):
+def test_a_flipped_byte_on_the_share_is_an_error_never_other_bytes(gw, s3, bucket, samba):
     key = os.urandom(32)
     small, large = os.urandom(3 * PACKAGE), os.urandom(4 * 1024 * 1024)
     s3.put_object(Bucket=bucket, Key="small", Body=small, **sse(key))
@@ -230,6 +231,16 @@ def test_a_flipped_byte_on_the_share_is_an_error_never_other_bytes(s3, bucket, s
         data = got["Body"].read()
         assert data == large  # unreachable if the body failed, as it must
         raise AssertionError("a damaged object was sent whole")
+    # ... and the gateway says so in its log, with the object's path.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        gw.log.flush()
+        logged = [line for line in open(gw.log.name, errors="replace") if "failed its integrity check" in line]
+        if any(f"{bucket}\\\\large" in line or f"{bucket}\\large" in line for line in logged):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no WARN for the damaged package: {logged}")
     # Cut on the share (the record kept): an error too.
     with open(samba.share_path / bucket / "small", "r+b") as f:
         f.truncate(stored_len(3 * PACKAGE) - 1)

@@ -69,6 +69,6 @@ impl Reads {
             return Ok(object_stream(self.clone(), None, info.clone(), range, Some(plain.freeze())));
         }
         let on_disk = ObjectInfo { size: info.stored_size(), ..info.clone() };
-        Ok(object_stream(self.clone(), Some(opened), on_disk, stored, first).opened_with(opener))
+        Ok(object_stream(self.clone(), Some(opened), on_disk, stored, first).opened_with(opener, &info.path))
     }
 }

@@ -37,18 +37,21 @@ pub struct BodyStream {
     opened: VecDeque<Bytes>,
     /// The body ended in an error: nothing more is sent.
     failed: bool,
+    /// The object's path, for the log of a package that fails its check.
+    path: String,
 }
 
 impl BodyStream {
     fn of(rx: mpsc::Receiver<Result<Bytes, std::io::Error>>) -> BodyStream {
-        BodyStream { rx, opener: None, opened: VecDeque::new(), failed: false }
+        BodyStream { rx, opener: None, opened: VecDeque::new(), failed: false, path: String::new() }
     }
 
-    /// This stream's bytes are an SSE-C object's stored packages: the body
-    /// is what `opener` makes of them, and ends in an error, never in
-    /// other bytes, where a package fails its tag.
-    pub fn opened_with(self, opener: Opener) -> BodyStream {
-        BodyStream { opener: Some(opener), ..self }
+    /// This stream's bytes are the stored packages of the SSE-C object at
+    /// `path`: the body is what `opener` makes of them, and ends in an
+    /// error (logged at WARN), never in other bytes, where a package fails
+    /// its tag.
+    pub fn opened_with(self, opener: Opener, path: &str) -> BodyStream {
+        BodyStream { opener: Some(opener), path: path.to_string(), ..self }
     }
 }
 
@@ -70,12 +73,17 @@ impl Stream for BodyStream {
                     Ok(plain) => this.opened.extend(plain),
                     Err(e) => {
                         this.failed = true;
+                        tracing::warn!(path = this.path, "{e}; the response was cut there");
                         return Poll::Ready(Some(Err(io_err(e))));
                     }
                 },
                 None => {
                     this.failed = true;
-                    return Poll::Ready(opener.finish().err().map(|e| Err(io_err(e))));
+                    let ended = opener.finish().err();
+                    if let Some(e) = &ended {
+                        tracing::warn!(path = this.path, "{e}; the response was cut there");
+                    }
+                    return Poll::Ready(ended.map(|e| Err(io_err(e))));
                 }
                 Some(Err(e)) => {
                     this.failed = true;

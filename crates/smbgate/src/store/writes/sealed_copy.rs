@@ -44,7 +44,7 @@ impl Writes {
             // The body is the source, read here: its failure is the
             // gateway's (a damaged package, a lost connection), not a
             // client's.
-            Err(StoreError::Body(m)) => Err(StoreError::Smb(format!("reading the copy's source: {m}"))),
+            Err(StoreError::Body(m)) => Err(StoreError::Smb(format!("reading the source of the copy: {m}"))),
             other => other,
         }
     }
