@@ -293,21 +293,20 @@ impl Reads {
                 }
                 Err(e) => return Err(e.into()),
             };
-            // Sent in this order on one connection: beside first, the own
-            // path again last, so an object that moves back between the
-            // two is seen at one of them.
+            // Beside first, the own path again last, so an object that
+            // moves back between the two is seen at one of them; and the
+            // key's lock is looked at (answered) before the own path is
+            // opened again: a swap that let go of the lock before the look
+            // has its new version in place by then.
             let check_bucket = missing && first_miss;
-            let (aside, locked, retried, in_bucket) = tokio::join!(
-                retry_sharing(|| open(beside.clone(), true)),
-                self.root.is_locked(tree, &path),
-                open_own(),
-                async {
+            let (aside, locked, in_bucket) =
+                tokio::join!(retry_sharing(|| open(beside.clone(), true)), self.root.is_locked(tree, &path), async {
                     match check_bucket {
                         true => self.root.check_bucket(tree, bucket).await,
                         false => Ok(()),
                     }
-                }
-            );
+                });
+            let retried = open_own().await;
             in_bucket?;
             first_miss = false;
             match aside {

@@ -103,22 +103,22 @@ impl KeyLocks {
     /// of its range is granted (and given back at once). Exclusive, since
     /// a shared lock would stack on this connection's own exclusive one.
     /// A failure counts as held: the caller then waits rather than answer
-    /// too soon.
+    /// too soon. Returns once the server has answered the LOCK, so that
+    /// what the caller sends next is looked at after it.
     pub async fn is_held(&self, tree: &Tree, name: &str) -> bool {
         let Ok(file) = self.open_on(tree).await else { return true };
         let offset = offset_of(name);
-        // In a task of its own, so that the grant is given back even if
-        // the reader goes away meanwhile.
-        let probe = tokio::spawn(async move {
-            match lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await {
-                Ok(Answer::Granted) => {
-                    let _ = unlock(&file, offset).await;
-                    false
-                }
-                _ => true,
+        // In a task of its own, which gives the grant back after the
+        // answer (and also if the reader goes away meanwhile).
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let granted = matches!(lock(&file, offset, flags::EXCLUSIVE | FAIL_IMMEDIATELY).await, Ok(Answer::Granted));
+            let _ = tx.send(!granted);
+            if granted {
+                let _ = unlock(&file, offset).await;
             }
         });
-        probe.await.unwrap_or(true)
+        rx.await.unwrap_or(true)
     }
 
     /// This connection's open of the lock file, made (and the file created
