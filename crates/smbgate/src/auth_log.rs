@@ -45,6 +45,9 @@ impl AuthFailure {
             // Object Lock's refusal of a change to a protected version is
             // the rule working, not an authorization failed.
             "AccessDenied" if says("object lock") => return None,
+            // Nor is a GET with another SSE-C key than the object's: the
+            // request was authorised, its key opens nothing.
+            "AccessDenied" if says("sse-c key") => return None,
             "AccessDenied" => AuthFailure::Denied,
             "AuthorizationHeaderMalformed" | "AuthorizationQueryParametersError" if says("region") => {
                 AuthFailure::WrongRegion
@@ -189,6 +192,8 @@ mod tests {
         assert_eq!(AuthFailure::of("NoSuchBucket", ""), None);
         let locked = "Access Denied because object protected by object lock.";
         assert_eq!(AuthFailure::of("AccessDenied", locked), None);
+        let other_key = "the SSE-C key given is not the key the object was stored with";
+        assert_eq!(AuthFailure::of("AccessDenied", other_key), None);
     }
 
     #[test]
