@@ -117,8 +117,11 @@ def test_a_multipart_upload_seals_each_part_and_reads_as_one_object(s3, bucket, 
         etags.append(r["ETag"])
     listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=uid)["Parts"]
     assert [(p["PartNumber"], p["Size"]) for p in listed] == list(zip(numbers, sizes))
-    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload={
-        "Parts": [{"PartNumber": n, "ETag": e} for n, e in zip(numbers, etags)]})
+    done = {"Parts": [{"PartNumber": n, "ETag": e} for n, e in zip(numbers, etags)]}
+    # Complete needs no key, but one given must be the upload's.
+    expect_error(400, "InvalidArgument", s3.complete_multipart_upload, Bucket=bucket, Key="mp", UploadId=uid,
+                 MultipartUpload=done, **sse(other))
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload=done)
     whole = b"".join(parts)
     assert s3.get_object(Bucket=bucket, Key="mp", **sse(key))["Body"].read() == whole
     assert s3.head_object(Bucket=bucket, Key="mp", **sse(key))["ContentLength"] == len(whole)

@@ -203,6 +203,7 @@ pub async fn complete(
         .collect();
     let expected =
         checksums_from(i.checksum_crc32, i.checksum_crc32c, i.checksum_crc64nvme, i.checksum_sha1, i.checksum_sha256);
+    let sse_c = super::sse_c::customer_key_of!(i)?;
     if parts.is_empty() {
         return Err(S3Error::with_message(
             S3ErrorCode::MalformedXML,
@@ -238,6 +239,16 @@ pub async fn complete(
         },
         Err(e) => return Err(s3_error(e)),
     };
+    // A key is not needed here (the parts are sealed already), but one
+    // given must be the upload's, as AWS checks it.
+    if let (Some(given), Some(upload)) = (&sse_c, &plan.record.sse_c) {
+        if given.key_md5() != upload.key_md5 {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "The provided encryption parameters did not match the ones used originally.",
+            ));
+        }
+    }
     let (gw, extensions) = (gw.clone(), req.extensions.clone());
     let (bucket, key) = (i.bucket, i.key);
     let kind = plan.checksum.as_ref().map(|(c, _)| ChecksumType::from_static(c.kind.name()));
