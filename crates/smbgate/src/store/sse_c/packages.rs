@@ -1,261 +1,13 @@
-//! SSE-C at rest: an object stored encrypted with the key its client
-//! sends (`x-amz-server-side-encryption-customer-*`), so that the share
-//! holds ciphertext and a GET needs the same key.
-//!
-//! The file is a run of packages: each holds [`PACKAGE`] bytes of the
-//! object (the last one fewer) sealed with AES-256-GCM, its 16-byte tag
-//! after it. Package `i` of an object therefore starts at byte
-//! `i * (PACKAGE + TAG)` of the file, so a range GET reads and opens only
-//! the packages it touches, and a package torn or altered on the share
-//! fails its tag rather than yield other bytes.
-//!
-//! - Each object gets its own AES key: HMAC-SHA256 of the customer's key
-//!   over a fixed label and 32 random bytes (the salt), which the object's
-//!   record keeps with the customer key's MD5, never the key. Nonces can
-//!   then count packages from zero without ever repeating under one AES
-//!   key, however many objects a customer key seals.
-//! - The nonce is the package's part number and its index in the part
-//!   (each big-endian, in the last 8 of its 12 bytes; part 0 is a single
-//!   PUT's body). The tag also covers one byte saying whether the package
-//!   is its part's last, so that a file cut at a package boundary fails.
-//! - Each part of a multipart upload is sealed as it is uploaded, under a
-//!   salt of its own (a part uploaded again gets a new one, so no nonce
-//!   ever seals two texts under one key) and its part number; the object
-//!   is the parts' stored bytes one after the other, and its record lists
-//!   each part's number, size and salt, so that a range finds its
-//!   packages and their key.
-//! - The ETag is not the MD5 of the object (AWS's rule for SSE-C objects,
-//!   and what keeps the plaintext's MD5 off the listing): 16 bytes of an
-//!   HMAC-SHA256 under the customer's key of the salt and the plaintext's
-//!   MD5, in hex, so that nobody without the key can test a guess at the
-//!   plaintext against it.
-//!
-//! Sans I/O: [`Sealer`] turns body chunks into packages, [`Opener`] turns
-//! the stored bytes of a range back into the object's bytes.
+//! Bodies sealed into packages as they arrive ([`Sealer`]), and the stored
+//! bytes of a range opened back into the object's bytes ([`Opener`]).
 
 use std::ops::Range;
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
-use aws_lc_rs::hmac;
 use base64::Engine as _;
 use bytes::{Bytes, BytesMut};
-use md5::{Digest, Md5};
-use serde::{Deserialize, Serialize};
 
-/// Bytes of the object in one package (all but the last).
-pub const PACKAGE: u64 = 64 * 1024;
-/// Bytes of a package's tag.
-pub const TAG: u64 = 16;
-/// What the object keys are derived under (changes with the format).
-const LABEL: &[u8] = b"smbgate SSE-C v1";
-/// What ETags are derived under.
-const ETAG_LABEL: &[u8] = b"smbgate SSE-C ETag v1";
-/// The one algorithm SSE-C names.
-pub const ALGORITHM: &str = "AES256";
-
-const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
-/// A customer's AES-256 key, checked against its MD5 as the request gave
-/// both. Its `Debug` shows only the MD5.
-#[derive(Clone)]
-pub struct CustomerKey {
-    key: [u8; 32],
-    key_md5: String,
-}
-
-impl std::fmt::Debug for CustomerKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CustomerKey").field("key_md5", &self.key_md5).finish_non_exhaustive()
-    }
-}
-
-/// Why a request's SSE-C headers were refused, with AWS's messages.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyRefusal {
-    /// The algorithm is not `AES256` (400 InvalidEncryptionAlgorithmError).
-    #[error("The Encryption request you specified is not valid. Supported value: AES256.")]
-    Algorithm,
-    /// A header is missing, or the key is not 256 bits of base64, or its
-    /// MD5 is not the one given (400 InvalidArgument).
-    #[error("{0}")]
-    Argument(&'static str),
-}
-
-impl CustomerKey {
-    /// The key the three headers give (`algorithm`, `key` in base64, `md5`
-    /// of the key in base64); `None` if none of them is there.
-    ///
-    /// Errors: [`KeyRefusal`], as AWS answers each case.
-    pub fn from_headers(
-        algorithm: Option<&str>,
-        key: Option<&str>,
-        md5: Option<&str>,
-    ) -> Result<Option<CustomerKey>, KeyRefusal> {
-        if algorithm.is_none() && key.is_none() && md5.is_none() {
-            return Ok(None);
-        }
-        match algorithm {
-            Some(a) if a.trim() == ALGORITHM => {}
-            Some(_) => return Err(KeyRefusal::Algorithm),
-            None => {
-                return Err(KeyRefusal::Argument(
-                    "Requests specifying Server Side Encryption with Customer provided keys must provide a valid encryption algorithm.",
-                ))
-            }
-        }
-        let Some(key) = key else {
-            return Err(KeyRefusal::Argument(
-                "Requests specifying Server Side Encryption with Customer provided keys must provide an appropriate secret key.",
-            ));
-        };
-        let Some(md5) = md5 else {
-            return Err(KeyRefusal::Argument(
-                "Requests specifying Server Side Encryption with Customer provided keys must provide the client calculated MD5 of the secret key.",
-            ));
-        };
-        let bytes = B64.decode(key.trim()).ok().and_then(|k| <[u8; 32]>::try_from(k).ok());
-        let Some(bytes) = bytes else {
-            return Err(KeyRefusal::Argument("The secret key was invalid for the specified algorithm."));
-        };
-        let key_md5 = B64.encode(Md5::digest(bytes));
-        if key_md5 != md5.trim() {
-            return Err(KeyRefusal::Argument(
-                "The calculated MD5 hash of the key did not match the hash that was provided.",
-            ));
-        }
-        Ok(Some(CustomerKey { key: bytes, key_md5 }))
-    }
-
-    /// The key's MD5, base64 (what answers and records carry).
-    pub fn key_md5(&self) -> &str {
-        &self.key_md5
-    }
-
-    /// The AES key of the object whose record holds `salt` (base64).
-    ///
-    /// Errors: a salt that is not 32 bytes of base64 (a damaged record).
-    fn object_key(&self, salt: &str) -> Result<ObjectKey, Damaged> {
-        let salt = B64.decode(salt).ok().and_then(|s| <[u8; 32]>::try_from(s).ok()).ok_or(Damaged)?;
-        Ok(self.derive(&salt))
-    }
-
-    fn derive(&self, salt: &[u8; 32]) -> ObjectKey {
-        let mac = hmac::Key::new(hmac::HMAC_SHA256, &self.key);
-        let mut ctx = hmac::Context::with_key(&mac);
-        ctx.update(LABEL);
-        ctx.update(salt);
-        let derived = ctx.sign();
-        let unbound = UnboundKey::new(&AES_256_GCM, derived.as_ref()).expect("HMAC-SHA256 gives 32 bytes");
-        ObjectKey(LessSafeKey::new(unbound))
-    }
-}
-
-/// What an SSE-C object's (or upload's) record keeps about its
-/// encryption.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SseCRecord {
-    /// The customer key's MD5, base64.
-    pub key_md5: String,
-    /// The salt the object's key was derived with, base64 of 32 bytes;
-    /// empty in an upload's record and a multipart object's (each part has
-    /// its own).
-    pub salt: String,
-    /// The object's size in bytes (the file holds more: the tags); 0 in
-    /// an upload's record.
-    pub size: u64,
-    /// A multipart object's parts in order; empty for a single PUT's body
-    /// (part 0, `size` bytes, under `salt`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<SealedPart>,
-}
-
-/// One part of a multipart SSE-C object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SealedPart {
-    /// Its part number (1 to 10,000).
-    pub n: u32,
-    /// Its size in bytes.
-    pub size: u64,
-    /// The salt it was sealed under, base64 of 32 bytes.
-    pub salt: String,
-}
-
-impl SseCRecord {
-    /// The record of a new upload under `customer`: its key's MD5, which
-    /// every part must bring.
-    pub fn for_upload(customer: &CustomerKey) -> SseCRecord {
-        SseCRecord { key_md5: customer.key_md5.clone(), salt: String::new(), size: 0, parts: Vec::new() }
-    }
-
-    /// Bytes of the object's file: each part's bytes and tags.
-    pub fn stored_len(&self) -> u64 {
-        self.layout().iter().map(|(_, size, _)| stored_len(*size)).sum()
-    }
-
-    /// The object's parts as (part number, bytes, salt).
-    fn layout(&self) -> Vec<(u32, u64, &str)> {
-        match self.parts.is_empty() {
-            true => vec![(0, self.size, self.salt.as_str())],
-            false => self.parts.iter().map(|p| (p.n, p.size, p.salt.as_str())).collect(),
-        }
-    }
-}
-
-/// A stored object failed its check: a package's tag, its length, or its
-/// record's salt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the stored object failed its integrity check (SSE-C): it was altered or cut on the share")]
-pub struct Damaged;
-
-/// One object's AES-256-GCM key.
-pub struct ObjectKey(LessSafeKey);
-
-impl ObjectKey {
-    fn nonce(part: u32, index: u32) -> Nonce {
-        let mut n = [0u8; 12];
-        n[4..8].copy_from_slice(&part.to_be_bytes());
-        n[8..].copy_from_slice(&index.to_be_bytes());
-        Nonce::assume_unique_for_key(n)
-    }
-
-    /// Seals `buf` (one package) in place as package `index` of part
-    /// `part` and appends its tag.
-    fn seal(&self, (part, index): (u32, u32), last: bool, buf: &mut BytesMut) {
-        let tag = self
-            .0
-            .seal_in_place_separate_tag(Self::nonce(part, index), Aad::from([last as u8]), buf)
-            .expect("AES-GCM seals any package of 64 KiB");
-        buf.extend_from_slice(tag.as_ref());
-    }
-
-    /// Opens package `index` of part `part` (its bytes and tag) in place:
-    /// its plaintext length.
-    fn open(&self, (part, index): (u32, u32), last: bool, buf: &mut [u8]) -> Result<usize, Damaged> {
-        let opened = self.0.open_in_place(Self::nonce(part, index), Aad::from([last as u8]), buf);
-        opened.map(|p| p.len()).map_err(|_| Damaged)
-    }
-}
-
-/// Bytes on the share of an object of `size` bytes.
-pub fn stored_len(size: u64) -> u64 {
-    size + TAG * size.div_ceil(PACKAGE)
-}
-
-/// Bytes of the object in package `index` of an object of `size` bytes.
-fn package_len(size: u64, index: u64) -> u64 {
-    size.saturating_sub(index * PACKAGE).min(PACKAGE)
-}
-
-/// The ETag of an SSE-C object sealed under `customer` with `salt`, whose
-/// body's MD5 is `md5` (see the module docs).
-pub fn etag(customer: &CustomerKey, salt: &str, md5: &[u8; 16]) -> String {
-    let mac = hmac::Key::new(hmac::HMAC_SHA256, &customer.key);
-    let mut ctx = hmac::Context::with_key(&mac);
-    ctx.update(ETAG_LABEL);
-    ctx.update(salt.as_bytes());
-    ctx.update(md5);
-    hex::encode(&ctx.sign().as_ref()[..16])
-}
+use super::customer_key::{CustomerKey, ObjectKey};
+use super::{package_len, stored_len, Damaged, SseCRecord, B64, PACKAGE, TAG};
 
 /// Seals a body into packages as it arrives. The last full package is kept
 /// back until more comes or the body ends, since the last one is sealed as
@@ -283,7 +35,7 @@ impl Sealer {
 
     /// The record of the body sealed, once it is `size` bytes long.
     pub fn record(&self, customer: &CustomerKey, size: u64) -> SseCRecord {
-        SseCRecord { key_md5: customer.key_md5.clone(), salt: self.salt.clone(), size, parts: Vec::new() }
+        SseCRecord { key_md5: customer.key_md5().to_string(), salt: self.salt.clone(), size, parts: Vec::new() }
     }
 
     /// Takes the next `data` of the body: the packages it completes, each
@@ -448,12 +200,18 @@ impl Opener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sse_c::SealedPart;
+    use md5::{Digest, Md5};
 
-    fn key() -> CustomerKey {
-        let k = [7u8; 32];
+    fn key_of(byte: u8) -> CustomerKey {
+        let k = [byte; 32];
         CustomerKey::from_headers(Some("AES256"), Some(&B64.encode(k)), Some(&B64.encode(Md5::digest(k))))
             .unwrap()
             .unwrap()
+    }
+
+    fn key() -> CustomerKey {
+        key_of(7)
     }
 
     fn body(n: usize) -> Vec<u8> {
@@ -523,33 +281,8 @@ mod tests {
         let (mut o, at) = Opener::new(&key(), &record, 0..n);
         o.push(&stored[at.start as usize..at.end as usize - 1]).unwrap();
         assert_eq!(o.finish(), Err(Damaged));
-        let other = CustomerKey { key: [8u8; 32], key_md5: String::new() };
-        let (mut o, _) = Opener::new(&other, &record, 0..n);
+        let (mut o, _) = Opener::new(&key_of(8), &record, 0..n);
         assert_eq!(o.push(&stored).map(|_| ()), Err(Damaged));
-    }
-
-    #[test]
-    fn the_headers_are_checked_as_aws_checks_them() {
-        let k = B64.encode([1u8; 32]);
-        let md5 = B64.encode(Md5::digest([1u8; 32]));
-        assert!(CustomerKey::from_headers(None, None, None).unwrap().is_none());
-        assert_eq!(CustomerKey::from_headers(Some("AES256"), Some(&k), Some(&md5)).unwrap().unwrap().key_md5(), md5);
-        assert_eq!(
-            CustomerKey::from_headers(Some("aws:kms"), Some(&k), Some(&md5)).unwrap_err(),
-            KeyRefusal::Algorithm
-        );
-        let short = B64.encode([1u8; 16]);
-        for (a, key, m) in [
-            (None, Some(k.as_str()), Some(md5.as_str())),
-            (Some("AES256"), None, Some(md5.as_str())),
-            (Some("AES256"), Some(k.as_str()), None),
-            (Some("AES256"), Some(short.as_str()), Some(md5.as_str())),
-            (Some("AES256"), Some("not base64!"), Some(md5.as_str())),
-            (Some("AES256"), Some(k.as_str()), Some("AAAAAAAAAAAAAAAAAAAAAA==")),
-        ] {
-            assert!(matches!(CustomerKey::from_headers(a, key, m), Err(KeyRefusal::Argument(_))), "{a:?} {m:?}");
-        }
-        assert!(!format!("{:?}", key()).contains(&B64.encode([7u8; 32])), "Debug shows the key");
     }
 
     #[test]
@@ -595,15 +328,10 @@ mod tests {
     }
 
     #[test]
-    fn each_object_gets_its_own_salt_and_an_etag_that_is_not_its_md5() {
+    fn each_object_gets_its_own_salt() {
         let (a, ra) = seal(b"same", 4);
         let (b, rb) = seal(b"same", 4);
         assert_ne!(ra.salt, rb.salt);
         assert_ne!(a, b);
-        let md5: [u8; 16] = Md5::digest(b"same").into();
-        assert_ne!(etag(&key(), &ra.salt, &md5), hex::encode(md5));
-        assert_eq!(etag(&key(), &ra.salt, &md5).len(), 32);
-        let other = CustomerKey { key: [9u8; 32], key_md5: String::new() };
-        assert_ne!(etag(&key(), &ra.salt, &md5), etag(&other, &ra.salt, &md5), "the ETag depends on the key");
     }
 }
