@@ -10,8 +10,10 @@ use tracing::Instrument;
 
 use super::convert::*;
 use super::object::copy_source;
+use super::sse_c::answer_for;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
+use crate::store::sse_c::CustomerKey;
 use crate::store::types::PutRequest;
 use crate::store::uploads::complete::RequestedPart;
 use crate::store::uploads::part_checksums::{self, UploadChecksum};
@@ -39,14 +41,15 @@ pub async fn create(
     let uploads = gw.store.uploads();
     let id = uploads.create_upload(&i.bucket, &i.key, meta, checksum, sse_c.as_ref()).await.map_err(s3_error)?;
     let (algorithm, kind) = checksum_dto(checksum);
+    let (sse_customer_algorithm, sse_customer_key_md5) = answer_for(sse_c.as_ref().map(CustomerKey::key_md5));
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
         key: Some(i.key),
         upload_id: Some(id),
         checksum_algorithm: algorithm,
         checksum_type: kind,
-        sse_customer_algorithm: sse_c.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
-        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         ..Default::default()
     }))
 }
@@ -75,7 +78,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         sse_c: super::sse_c::customer_key_of!(i)?,
         ..Default::default()
     };
-    let key_md5 = put.sse_c.as_ref().map(|k| k.key_md5().to_string());
+    let (sse_customer_algorithm, sse_customer_key_md5) = answer_for(put.sse_c.as_ref().map(CustomerKey::key_md5));
     let body =
         i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let r = gw
@@ -92,8 +95,8 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         checksum_crc64nvme: c(Algorithm::Crc64nvme),
         checksum_sha1: c(Algorithm::Sha1),
         checksum_sha256: c(Algorithm::Sha256),
-        sse_customer_algorithm: key_md5.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
-        sse_customer_key_md5: key_md5,
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         ..Default::default()
     }))
 }
@@ -126,6 +129,7 @@ pub async fn upload_part_copy(
     super::object::check_same_root(gw, &sb, &i.bucket)?;
     let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
     let sse_c = super::sse_c::customer_key_of!(i)?;
+    let (sse_customer_algorithm, sse_customer_key_md5) = answer_for(sse_c.as_ref().map(CustomerKey::key_md5));
     let source_key = super::sse_c::source_key_of!(i)?;
     let cond = conditions(
         i.copy_source_if_match.as_ref(),
@@ -143,15 +147,15 @@ pub async fn upload_part_copy(
             i.part_number,
             (&sb, &sk, source_version.clone()),
             range,
-            (source_key, sse_c.clone()),
+            (source_key, sse_c),
             |info| cond.check_copy_source(info.current()),
         )
         .await
         .map_err(s3_error)?;
     Ok(S3Response::new(UploadPartCopyOutput {
         copy_source_version_id: source_version,
-        sse_customer_algorithm: sse_c.as_ref().map(|_| crate::store::sse_c::ALGORITHM.to_string()),
-        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         copy_part_result: Some({
             let [crc32, crc32c, crc64nvme, sha1, sha256] = checksum_fields(&r.checksums);
             CopyPartResult {

@@ -7,14 +7,14 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use super::bucket::full_control;
 use super::convert::*;
 use super::object_lock::{check_lock_digest, read_lock, write_lock};
-use super::sse_c::{answer_fields, customer_key_of};
+use super::sse_c::{answer_fields, answer_for, customer_key_of};
 use super::versioning::answer_version;
 use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::conditions::EtagCondition;
 use crate::store::keys::map_key;
 use crate::store::reads::read_plan::{ByteRange, Read, ReadRequest};
-use crate::store::sse_c::ALGORITHM;
+use crate::store::sse_c::CustomerKey;
 use crate::store::types::{ObjectInfo, PutRequest, Target};
 use crate::store::writes::copy::CopyRequest;
 
@@ -143,6 +143,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         gw.store.buckets().head_bucket(&i.bucket).await.map_err(s3_error)?;
     }
     let sse_c = customer_key_of!(i)?;
+    let (sse_customer_algorithm, sse_customer_key_md5) = answer_for(sse_c.as_ref().map(CustomerKey::key_md5));
     let mut meta = meta_of!(i)?;
     meta.tags = header_tags(i.tagging.as_deref())?;
     let lock_hold = i.object_lock_legal_hold_status.as_ref();
@@ -165,7 +166,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         content_length: body_length(&headers, i.content_length, undeclared),
         conditions: conditions(i.if_match.as_ref(), i.if_none_match.as_ref(), None, None),
         pace: Default::default(),
-        sse_c: sse_c.clone(),
+        sse_c,
         sse_c_part: None,
     };
     let body = i.body.unwrap_or_else(|| {
@@ -187,8 +188,8 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         checksum_sha1: c(Algorithm::Sha1),
         checksum_sha256: c(Algorithm::Sha256),
         version_id: r.version_id,
-        sse_customer_algorithm: sse_c.as_ref().map(|_| ALGORITHM.to_string()),
-        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         ..Default::default()
     }))
 }
@@ -374,6 +375,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     check_same_root(gw, &sb, &i.bucket)?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     let sse_c = customer_key_of!(i)?;
+    let (sse_customer_algorithm, sse_customer_key_md5) = answer_for(sse_c.as_ref().map(CustomerKey::key_md5));
     // A copy onto itself that changes its SSE-C key (or seals or opens
     // it) changes its encryption attributes, which AWS allows.
     let new_encryption = sse_c.is_some() || i.copy_source_sse_customer_key.is_some();
@@ -427,7 +429,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
                 retention: lock.retention,
                 legal_hold: lock.legal_hold,
                 source_sse_c: super::sse_c::source_key_of!(i)?,
-                sse_c: sse_c.clone(),
+                sse_c,
                 ..Default::default()
             },
             |info| cond.check_copy_source(info.current()),
@@ -439,8 +441,8 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     Ok(S3Response::new(CopyObjectOutput {
         version_id: r.version_id,
         copy_source_version_id: source_version,
-        sse_customer_algorithm: sse_c.as_ref().map(|_| ALGORITHM.to_string()),
-        sse_customer_key_md5: sse_c.map(|k| k.key_md5().to_string()),
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(etag(&r.etag)),
             last_modified: r.last_modified.map(timestamp),

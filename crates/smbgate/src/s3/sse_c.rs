@@ -56,8 +56,14 @@ pub(super) use source_key_of;
 /// key: (`x-amz-server-side-encryption-customer-algorithm`, `...-key-MD5`),
 /// none for an object stored without one.
 pub(super) fn answer_fields(meta: &ObjectMeta) -> (Option<String>, Option<String>) {
-    match &meta.sse_c {
-        Some(r) => (Some(ALGORITHM.to_string()), Some(r.key_md5.clone())),
+    answer_for(meta.sse_c.as_ref().map(|r| r.key_md5.as_str()))
+}
+
+/// The same two fields for a write sealed under the key whose MD5 is
+/// `key_md5` (none for a write without a key).
+pub(super) fn answer_for(key_md5: Option<&str>) -> (Option<String>, Option<String>) {
+    match key_md5 {
+        Some(md5) => (Some(ALGORITHM.to_string()), Some(md5.to_string())),
         None => (None, None),
     }
 }

@@ -68,28 +68,28 @@ impl Stream for BodyStream {
             }
             let next = std::task::ready!(this.rx.poll_recv(cx));
             let Some(opener) = this.opener.as_mut() else { return Poll::Ready(next) };
-            match next {
+            // The stored bytes opened, or where the body ends: at their
+            // end, at a read that failed, or at a package that fails its
+            // check (logged: the client sees only a cut body).
+            let ended = match next {
                 Some(Ok(stored)) => match opener.push(&stored) {
-                    Ok(plain) => this.opened.extend(plain),
-                    Err(e) => {
-                        this.failed = true;
-                        tracing::warn!(path = this.path, "{e}; the response was cut there");
-                        return Poll::Ready(Some(Err(io_err(e))));
+                    Ok(plain) => {
+                        this.opened.extend(plain);
+                        continue;
                     }
+                    Err(damaged) => Some(damaged),
                 },
-                None => {
-                    this.failed = true;
-                    let ended = opener.finish().err();
-                    if let Some(e) = &ended {
-                        tracing::warn!(path = this.path, "{e}; the response was cut there");
-                    }
-                    return Poll::Ready(ended.map(|e| Err(io_err(e))));
-                }
+                None => opener.finish().err(),
                 Some(Err(e)) => {
                     this.failed = true;
                     return Poll::Ready(Some(Err(e)));
                 }
+            };
+            this.failed = true;
+            if let Some(e) = &ended {
+                tracing::warn!(path = this.path, "{e}; the response was cut there");
             }
+            return Poll::Ready(ended.map(|e| Err(io_err(e))));
         }
     }
 }

@@ -91,7 +91,10 @@ impl SseCRecord {
 
     /// Bytes of the object's file: each part's bytes and tags.
     pub fn stored_len(&self) -> u64 {
-        self.layout().iter().map(|(_, size, _)| stored_len(*size)).sum()
+        match self.parts.is_empty() {
+            true => stored_len(self.size),
+            false => self.parts.iter().map(|p| stored_len(p.size)).sum(),
+        }
     }
 
     /// The object's parts as (part number, bytes, salt).

@@ -105,12 +105,11 @@ impl Opener {
     /// against the record already), and the bytes of the file to read for
     /// it.
     pub fn new(customer: &CustomerKey, record: &SseCRecord, range: Range<u64>) -> (Opener, Range<u64>) {
-        let parts: Vec<(u32, u64, String)> =
-            record.layout().into_iter().map(|(n, size, salt)| (n, size, salt.to_string())).collect();
+        let layout = record.layout();
         // Where each part starts, in the object and in the file.
         let (mut plain, mut stored) = (0u64, 0u64);
-        let mut starts = Vec::with_capacity(parts.len());
-        for (_, size, _) in &parts {
+        let mut starts = Vec::with_capacity(layout.len());
+        for (_, size, _) in &layout {
             starts.push((plain, stored));
             plain += size;
             stored += stored_len(*size);
@@ -121,20 +120,22 @@ impl Opener {
             (p, (at - starts[p].0) / PACKAGE)
         };
         let (first_part, first) = find(range.start);
-        let at = match range.is_empty() {
-            true => 0..0,
+        let (at, last_part) = match range.is_empty() {
+            true => (0..0, first_part),
             false => {
                 let (last_part, last) = find(range.end - 1);
-                let end = starts[last_part].1 + last * (PACKAGE + TAG) + package_len(parts[last_part].1, last) + TAG;
-                starts[first_part].1 + first * (PACKAGE + TAG)..end
+                let end = starts[last_part].1 + last * (PACKAGE + TAG) + package_len(layout[last_part].1, last) + TAG;
+                (starts[first_part].1 + first * (PACKAGE + TAG)..end, last_part)
             }
         };
+        // Only the parts the range touches are kept.
+        let parts = layout[first_part..=last_part].iter().map(|&(n, size, salt)| (n, size, salt.to_string())).collect();
         let skip = (range.start.saturating_sub(starts[first_part].0 + first * PACKAGE)) as usize;
         let remaining = range.end - range.start;
         let opener = Opener {
             customer: customer.clone(),
             parts,
-            part: first_part,
+            part: 0,
             next: first,
             key: None,
             skip,

@@ -70,6 +70,7 @@ impl Writes {
         E: std::fmt::Display,
     {
         let hasher = HashWorker::start(Checksums::new(&req.algorithms()));
+        let sealing = sealer.is_some();
         let mut size = 0u64;
         while let Some(chunk) = self.next_chunk(body, &req.pace).await? {
             size += chunk.len() as u64;
@@ -93,7 +94,7 @@ impl Writes {
             writer.write(&last).await?;
         }
         let (written, replacement) = writer.finish().await?;
-        let stored = if req.sse_c.is_some() { sse_c::stored_len(size) } else { size };
+        let stored = if sealing { sse_c::stored_len(size) } else { size };
         if written != stored {
             return Err(StoreError::IncompleteBody);
         }
