@@ -150,16 +150,18 @@ pub fn etag(customer: &CustomerKey, salt: &str, md5: &[u8; 16]) -> String {
     hex::encode(&ctx.sign().as_ref()[..16])
 }
 
+/// A key of 32 bytes `byte`, as its headers would give it (for tests).
+#[cfg(test)]
+pub(super) fn key_of(byte: u8) -> CustomerKey {
+    let k = [byte; 32];
+    CustomerKey::from_headers(Some(ALGORITHM), Some(&B64.encode(k)), Some(&B64.encode(Md5::digest(k))))
+        .expect("a good key")
+        .expect("a key")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key_of(byte: u8) -> CustomerKey {
-        let k = [byte; 32];
-        CustomerKey::from_headers(Some("AES256"), Some(&B64.encode(k)), Some(&B64.encode(Md5::digest(k))))
-            .unwrap()
-            .unwrap()
-    }
 
     #[test]
     fn the_headers_are_checked_as_aws_checks_them() {

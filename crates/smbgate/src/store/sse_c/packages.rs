@@ -201,15 +201,8 @@ impl Opener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sse_c::customer_key::key_of;
     use crate::store::sse_c::SealedPart;
-    use md5::{Digest, Md5};
-
-    fn key_of(byte: u8) -> CustomerKey {
-        let k = [byte; 32];
-        CustomerKey::from_headers(Some("AES256"), Some(&B64.encode(k)), Some(&B64.encode(Md5::digest(k))))
-            .unwrap()
-            .unwrap()
-    }
 
     fn key() -> CustomerKey {
         key_of(7)
