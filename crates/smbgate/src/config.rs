@@ -316,6 +316,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_LIST_WINDOW", default_value_t = 1_000_000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = "Limits")]
     pub list_window: usize,
+    /// Most stored versions and delete markers of one key kept in one
+    /// folder on the share. A case-insensitive share reads a whole folder
+    /// before it makes a name in it, so a key's versions folder is split
+    /// into shards of this many; fewer makes each new version cheaper,
+    /// more makes reading all of a key's versions take fewer round trips.
+    #[arg(long, env = "SMBGATE_VERSIONS_PER_FOLDER", default_value_t = 256,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
+    pub versions_per_folder: usize,
     /// Bytes all directory listings kept for the next pages of paginated
     /// ListObjects may hold together, over every bucket root and SMB
     /// identity; a listing that does not fit is not kept (its next pages

@@ -108,6 +108,10 @@ pub struct StoreOptions {
     /// directory is listed in windows of this many entries, each one full
     /// read of it on the share (see [`listings::dir_window`]).
     pub list_window: usize,
+    /// Most stored versions and delete markers put in one folder of a
+    /// key's versions before a new shard of it is begun (see
+    /// [`versions::shards`]).
+    pub versions_per_folder: usize,
     /// The object cache for HEAD and small GETs (see [`reads::object_cache`]).
     pub cache: reads::object_cache::CacheOptions,
 }
@@ -129,6 +133,7 @@ impl Default for StoreOptions {
             listing_cache: listings::listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
             list_window: 1_000_000,
+            versions_per_folder: 256,
             cache: reads::object_cache::CacheOptions::default(),
         }
     }

@@ -45,6 +45,9 @@ pub(super) struct Inner {
     /// Buckets' versioning states as last read (shared by every identity's
     /// root).
     pub(super) versioning: Arc<super::versions::StatusCache>,
+    /// The shard each versioned key's next stored version goes into
+    /// (shared by every identity's root).
+    pub(super) version_folders: Arc<super::versions::shards::Filling>,
     /// The lock's ACEs on the share, for this root's identity.
     pub(super) lock_acl: super::share::LockAcl,
     /// The keys' creation locks, as byte ranges of one file

@@ -90,6 +90,7 @@ impl Store {
             objects: object_cache::ObjectCache::new(opts_cache),
             watches: Default::default(),
             versioning: Default::default(),
+            version_folders: Default::default(),
             lock_acl: Default::default(),
             key_locks: share::KeyLocks::new(internal.join("key-locks").as_str().to_string(), key_lock_pool),
         }));
@@ -120,6 +121,7 @@ impl Store {
             objects: object_cache::ObjectCache::new(i.opts.cache.clone()),
             watches: i.watches.for_another_identity(),
             versioning: i.versioning.clone(),
+            version_folders: i.version_folders.clone(),
             lock_acl: i.lock_acl.for_another_identity(),
             key_locks: i.key_locks.for_another_pool(key_lock_pool),
         }));

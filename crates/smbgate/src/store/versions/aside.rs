@@ -103,12 +103,11 @@ impl Writes {
             backup: backup.as_str(),
             lock: lock.as_str(),
         };
-        let versions = self.root.versions_dir(bucket, mapped);
         let live = self.root.live(tree);
         let started = filetime_now();
         let mut done = false;
         for _ in 0..PUBLISH_TRIES {
-            let accept = |lock: &Handle, meta, at: &str| {
+            let accept = async |lock: &Handle, meta, at: &str| {
                 let current = ObjectInfo::new(lock.info(), check_record_key(meta, &key)?, at);
                 if conditions.if_match.as_ref().is_some_and(|c| !c.matches(&current.etag)) {
                     return Err(StoreError::PreconditionFailed);
@@ -117,8 +116,11 @@ impl Writes {
                 if state == Versioning::Suspended && version_id == NULL_VERSION {
                     return Ok(Aside::Discard);
                 }
+                // Looked up only now: a new key keeps nothing, and a
+                // version goes into the folder known while its file is held.
+                let folder = self.root.next_version_folder(tree, bucket, mapped).await;
                 let name = StoredName { stored_at: filetime_now(), version_id, marker: false };
-                Ok(Aside::Keep(versions.join(&name.name()).to_string()))
+                Ok(Aside::Keep(folder.join(&name.name()).to_string()))
             };
             match swap_if_match(&live, file, &publishing, &paths, accept).await? {
                 Swapped::Done => done = true,
@@ -162,14 +164,14 @@ impl Root {
         mapped: &MappedKey,
         which: impl Fn(&StoredName) -> bool,
     ) {
-        let dir = self.versions_dir(bucket, mapped);
-        let Ok(entries) = share::list_dir(tree, &dir).await else { return };
-        for e in entries {
-            if StoredName::parse(&e.name).is_some_and(|n| which(&n)) {
-                if let Err(err) = share::delete(tree, &dir.join(&e.name), false).await {
-                    tracing::warn!(bucket, error = %err, "a stored version that should go stayed");
-                }
+        let Ok(stored) = self.stored_versions(tree, bucket, mapped).await else { return };
+        let mut emptied = Vec::new();
+        for (path, _) in stored.iter().filter(|(_, n)| which(n)) {
+            match share::delete(tree, path, false).await {
+                Ok(()) => emptied.extend(path.split_leaf().map(|(folder, _)| folder)),
+                Err(err) => tracing::warn!(bucket, error = %err, "a stored version that should go stayed"),
             }
         }
+        self.prune_shards(tree, bucket, mapped, &emptied).await;
     }
 }

@@ -93,18 +93,18 @@ pub struct VersionsPage {
 
 /// A key's versions as gathered: whether a current file stands at its path,
 /// whether it has a versions folder, and once that is read, its stored
-/// versions, newest first.
+/// versions with their paths, newest first.
 #[derive(Debug, Default)]
 struct KeyVersions {
     current: bool,
     folder: bool,
-    stored: Option<Vec<StoredName>>,
+    stored: Option<Vec<(SharePath, StoredName)>>,
 }
 
 /// A picked entry, before it is looked at.
 enum Picked {
     Current { key: String, latest: bool },
-    Stored { key: String, name: StoredName, latest: bool },
+    Stored { key: String, path: SharePath, name: StoredName, latest: bool },
     Prefix(String),
 }
 
@@ -252,9 +252,7 @@ impl Listings {
         let read = stream::iter(names)
             .map(|key| async move {
                 let Ok(mapped) = map_key(&key) else { return Ok(Vec::new()) };
-                Ok::<_, crate::store::StoreError>(
-                    self.root.stored_versions(tree, bucket, &mapped).await?.into_iter().map(|(_, n)| n).collect(),
-                )
+                self.root.stored_versions(tree, bucket, &mapped).await
             })
             .buffered(FOLDERS_AHEAD)
             .collect::<Vec<_>>()
@@ -327,7 +325,7 @@ impl Listings {
                 }
                 latest = false;
             }
-            for name in versions.stored.iter().flatten() {
+            for (path, name) in versions.stored.iter().flatten() {
                 if let Some(v) = skip_to {
                     if name.version_id == v {
                         skip_to = None;
@@ -339,7 +337,7 @@ impl Listings {
                     page.is_truncated = true;
                     break;
                 }
-                picked.push(Picked::Stored { key: key.clone(), name: name.clone(), latest });
+                picked.push(Picked::Stored { key: key.clone(), path: path.clone(), name: name.clone(), latest });
                 latest = false;
             }
             if page.is_truncated {
@@ -388,7 +386,7 @@ impl Listings {
                 Some(info) => (key, latest, info, None),
                 None => return Ok(None),
             },
-            Picked::Stored { key, name, latest } if name.marker => {
+            Picked::Stored { key, name, latest, .. } if name.marker => {
                 return Ok(Some(VersionItem::Version(ListedVersion {
                     key,
                     version_id: name.version_id,
@@ -399,9 +397,7 @@ impl Listings {
                     last_modified: name.stored_at,
                 })));
             }
-            Picked::Stored { key, name, latest } => {
-                let Ok(mapped) = map_key(&key) else { return Ok(None) };
-                let path = self.root.versions_dir(bucket, &mapped).join(&name.name());
+            Picked::Stored { key, path, name, latest } => {
                 match share::stat_with_meta(&tree, self.root.records(), &path).await {
                     Ok((c, meta)) => (key, latest, ObjectInfo::new(&c, meta, &path), Some(name)),
                     Err(e) if is_not_found(&e) => return Ok(None),

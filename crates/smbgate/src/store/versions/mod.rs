@@ -5,7 +5,8 @@
 //! markers live under `.smbgate/versions/<bucket>/`, in a folder per key
 //! that mirrors the key's path: `<components…>/.smbgate/`. No key
 //! component can be `.smbgate` (see `keys`), so the versions of `a` and
-//! the folder of the key `a/b` never meet.
+//! the folder of the key `a/b` never meet. A key with many versions has
+//! them split into shards, subfolders of that folder ([`shards`]).
 //!
 //! A stored version is named `<age>.<version id>`, a delete marker
 //! `<age>.<version id>.marker`; `<age>` is 16 hex digits of `u64::MAX`
@@ -26,6 +27,7 @@ pub mod list;
 pub mod lock;
 pub mod lock_config;
 pub mod removal;
+pub mod shards;
 pub mod status;
 pub mod version_reads;
 

@@ -159,7 +159,6 @@ impl Deletes {
         state: Versioning,
     ) -> StoreResult<Removed> {
         let live = self.root.live(tree);
-        let versions = self.root.versions_dir(bucket, mapped);
         match current {
             Some(Current { handle, info }) => {
                 conditions.check_write(Some(info.current()))?;
@@ -170,7 +169,7 @@ impl Deletes {
                     live.forget_record_of(key);
                 } else {
                     let name = StoredName { stored_at: filetime_now(), version_id, marker: false };
-                    let kept = versions.join(&name.name());
+                    let kept = self.root.next_version_folder(tree, bucket, mapped).await.join(&name.name());
                     make_parents_of(&live, kept.as_str()).await?;
                     live.rename(&handle, kept.as_str(), false).await?;
                     live.close(handle).await;
@@ -189,7 +188,7 @@ impl Deletes {
             _ => new_version_id(),
         };
         let marker = StoredName { stored_at: filetime_now(), version_id: version_id.clone(), marker: true };
-        let path = versions.join(&marker.name());
+        let path = self.root.next_version_folder(tree, bucket, mapped).await.join(&marker.name());
         make_parents_of(&live, path.as_str()).await?;
         share::write_small(tree, &path, &[]).await?;
         Ok(Removed { version_id, delete_marker: true })
@@ -219,10 +218,11 @@ impl Deletes {
         let plain = self.root.object_path(bucket, &mapped);
         self.root.forget_listing(bucket, &mapped);
         let (current, creating) = self.hold_then_lock(&tree, bucket, &mapped, &plain).await?;
-        let removed = self.remove_version(&tree, bucket, &mapped, current, version_id, bypass).await;
+        let mut emptied = Vec::new();
+        let removed = self.remove_version(&tree, bucket, &mapped, current, version_id, bypass, &mut emptied).await;
         creating.release().await;
         let (removed, current_gone) = removed?;
-        self.prune_versions(&tree, bucket, &mapped).await;
+        self.prune_versions(&tree, bucket, &mapped, &emptied).await;
         if current_gone {
             self.prune_parents(&tree, bucket, &mapped, crate::store::delete::Prune::Parents).await;
         }
@@ -232,7 +232,9 @@ impl Deletes {
     /// Removes the version `version_id` of `mapped` (`current` its current
     /// file, held), under the key's creation lock, and makes the next newest current where it was the
     /// latest. Returns what went, and whether the key is left without a
-    /// current file.
+    /// current file. The folders versions were taken out of are added to
+    /// `emptied`.
+    #[allow(clippy::too_many_arguments)]
     async fn remove_version(
         &self,
         tree: &Tree,
@@ -241,6 +243,7 @@ impl Deletes {
         current: Option<Current>,
         version_id: &str,
         bypass: bool,
+        emptied: &mut Vec<SharePath>,
     ) -> StoreResult<(Removed, bool)> {
         let live = self.root.live(tree);
         let mut removed = Removed { version_id: version_id.to_string(), delete_marker: false };
@@ -273,7 +276,7 @@ impl Deletes {
                     self.unlock_stored(tree, bucket, &path, bypass).await?;
                 }
                 match share::delete(tree, &path, false).await {
-                    Ok(()) => {}
+                    Ok(()) => emptied.extend(path.split_leaf().map(|(folder, _)| folder)),
                     Err(e) if is_not_found(&e) => return Ok((removed, !had_current)),
                     Err(e) => return Err(e.into()),
                 }
@@ -283,7 +286,7 @@ impl Deletes {
                 }
             }
         }
-        let promoted = self.promote_newest(tree, bucket, mapped).await?;
+        let promoted = self.promote_newest(tree, bucket, mapped, emptied).await?;
         Ok((removed, !promoted))
     }
 
@@ -320,16 +323,24 @@ impl Deletes {
     }
 
     /// Makes the newest stored version of `mapped` its current file again,
-    /// unless it is a delete marker. Returns true if one was made current.
+    /// unless it is a delete marker. Returns true if one was made current;
+    /// the folder it came from is added to `emptied`.
     ///
     /// Errors: SMB failures.
-    async fn promote_newest(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) -> StoreResult<bool> {
+    async fn promote_newest(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        emptied: &mut Vec<SharePath>,
+    ) -> StoreResult<bool> {
         let live = self.root.live(tree);
         let stored = self.root.stored_versions(tree, bucket, mapped).await?;
         let Some((path, name)) = stored.into_iter().next() else { return Ok(false) };
         if name.marker {
             return Ok(false);
         }
+        emptied.extend(path.split_leaf().map(|(folder, _)| folder));
         let target = self.root.object_path(bucket, mapped);
         make_parents_of(&live, target.as_str()).await?;
         match live.rename_path(path.as_str(), target.as_str(), false).await {
@@ -344,8 +355,10 @@ impl Deletes {
     }
 
     /// Removes the folders of `mapped`'s versions left empty, deepest
-    /// first (best effort: the first that is not empty ends it).
-    async fn prune_versions(&self, tree: &Tree, bucket: &str, mapped: &MappedKey) {
+    /// first (best effort: the first that is not empty ends it): the
+    /// shards among `emptied`, then its versions folder and those above.
+    async fn prune_versions(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, emptied: &[SharePath]) {
+        self.root.prune_shards(tree, bucket, mapped, emptied).await;
         let mut dirs: Vec<SharePath> = self.root.versions_root(bucket).ancestors_of(mapped);
         dirs.push(self.root.versions_dir(bucket, mapped));
         for dir in dirs.iter().rev() {

@@ -9,7 +9,7 @@ use crate::store::path::SharePath;
 use crate::store::reads::read_plan::{Read, ReadPlan, ReadRequest};
 use crate::store::share::{self, is_not_found, Tree};
 use crate::store::types::{ObjectInfo, Opened};
-use crate::store::{Reads, Root, StoreError, StoreResult};
+use crate::store::{Reads, StoreError, StoreResult};
 
 use super::{plausible_version_id, version_of, StoredName, NULL_VERSION};
 
@@ -25,33 +25,6 @@ fn as_stored(mut info: ObjectInfo, name: &StoredName) -> ObjectInfo {
         info.meta.version_id = (name.version_id != NULL_VERSION).then(|| name.version_id.clone());
     }
     info
-}
-
-impl Root {
-    /// The stored versions and delete markers of `mapped`, newest first,
-    /// with their paths (none if the key has none).
-    ///
-    /// Errors: SMB failures other than not-found.
-    pub(crate) async fn stored_versions(
-        &self,
-        tree: &Tree,
-        bucket: &str,
-        mapped: &MappedKey,
-    ) -> StoreResult<Vec<(SharePath, StoredName)>> {
-        let dir = self.versions_dir(bucket, mapped);
-        let entries = match share::list_dir(tree, &dir).await {
-            Ok(entries) => entries,
-            Err(e) if is_not_found(&e) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let mut stored: Vec<(SharePath, StoredName)> = entries
-            .iter()
-            .filter(|e| !e.times.is_directory())
-            .filter_map(|e| StoredName::parse(&e.name).map(|n| (dir.join(&e.name), n)))
-            .collect();
-        stored.sort_by_cached_key(|a| a.1.name());
-        Ok(stored)
-    }
 }
 
 impl Reads {

@@ -85,7 +85,7 @@ impl Writes {
             backup: backup.as_str(),
             lock: lock.as_str(),
         };
-        let accept = |lock: &Handle, meta, at: &str| {
+        let accept = async |lock: &Handle, meta, at: &str| {
             let current = ObjectInfo::new(lock.info(), check_record_key(meta, key)?, at);
             match cond.matches(&current.etag) {
                 true => Ok(Aside::Discard),

@@ -59,7 +59,8 @@ pub(crate) enum Swapped {
 /// Publishes `file` at `paths.path` if the object there now passes
 /// `accept` (its handle, its record and the path it was found at; the
 /// ETag condition), as one compare-and-swap; the replaced version goes, or
-/// stays where `accept` says ([`Aside`]). `publishing` is called just
+/// stays where `accept` says ([`Aside`]), which it may look up on the share
+/// while the object is held. `publishing` is called just
 /// before the renames.
 ///
 /// Errors: what `accept` answers (PreconditionFailed, NoSuchKey); Busy
@@ -70,7 +71,7 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     file: &S::Handle,
     publishing: impl FnOnce(),
     paths: &SwapPaths<'_>,
-    accept: impl FnOnce(&S::Handle, Option<ObjectMeta>, &str) -> StoreResult<Aside>,
+    accept: impl AsyncFnOnce(&S::Handle, Option<ObjectMeta>, &str) -> StoreResult<Aside>,
 ) -> StoreResult<Swapped> {
     let mut path = paths.path;
     let mut locked = retry_swap(|| s.open_to_replace(path)).await;
@@ -95,7 +96,7 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
         }
         Err(e) => return Err(e.into()),
     };
-    let aside = accept(&lock, meta, path)?;
+    let aside = accept(&lock, meta, path).await?;
     let backup = match &aside {
         Aside::Keep(kept) => kept.as_str(),
         Aside::Discard => paths.backup,

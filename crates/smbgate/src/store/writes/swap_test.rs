@@ -25,10 +25,11 @@ pub(crate) fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, exp
         let file = s.create_temp(temp, etag);
         let backup = format!("tmp\\backup-{temp}");
         let paths = SwapPaths { path: KEY, beside: Some(BESIDE), plain: KEY, backup: &backup, lock: LOCK };
-        let accept = |_: &MemHandle, meta: Option<ObjectMeta>, _: &str| match meta.is_some_and(|m| m.etag == expect) {
-            true => Ok(super::Aside::Discard),
-            false => Err(StoreError::PreconditionFailed),
-        };
+        let accept =
+            async |_: &MemHandle, meta: Option<ObjectMeta>, _: &str| match meta.is_some_and(|m| m.etag == expect) {
+                true => Ok(super::Aside::Discard),
+                false => Err(StoreError::PreconditionFailed),
+            };
         match swap_if_match(s, &file, || {}, &paths, accept).await? {
             Swapped::Done => Ok(()),
             Swapped::NoObject => Err(StoreError::NoSuchKey),
