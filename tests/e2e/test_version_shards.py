@@ -132,3 +132,26 @@ def test_a_suspended_bucket_drops_a_null_version_kept_in_a_shard(samba, small_fo
         s3.delete_object(Bucket=b, Key="k", VersionId=v["VersionId"])
     assert layout(samba, b, "k") is None, layout(samba, b, "k")
     s3.delete_bucket(Bucket=b)
+
+
+def test_two_instances_filling_shards_of_one_key_keep_one_order(samba):
+    """Each instance counts only what it puts in a shard, so two writing
+    one key fill shards of their own; a key's versions are read from all
+    of them together, newest first, through either instance."""
+    env = {"SMBGATE_VERSIONS_PER_FOLDER": str(PER_FOLDER)}
+    a, b = Gateway(samba, env=env), Gateway(samba, env=env)
+    try:
+        s3a, s3b = a.client(), b.client()
+        name = f"v-{uuid.uuid4().hex[:12]}"
+        s3a.create_bucket(Bucket=name)
+        s3a.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+        ids = [(s3a, s3b)[n % 2].put_object(Bucket=name, Key="k", Body=b"%d" % n)["VersionId"] for n in range(16)]
+        files, shards = layout(samba, name, "k")
+        assert len(files) + sum(len(f) for f in shards.values()) == 15, (files, shards)
+        assert all(len(f) <= PER_FOLDER for f in shards.values()), shards
+        for s3 in (s3a, s3b):
+            assert [v["VersionId"] for v in s3.list_object_versions(Bucket=name)["Versions"]] == ids[::-1]
+            assert s3.get_object(Bucket=name, Key="k", VersionId=ids[7])["Body"].read() == b"7"
+    finally:
+        a.stop()
+        b.stop()
