@@ -2,26 +2,50 @@
 //! directory is in flight at a time, and the requests that waited for it
 //! take the next read's answer together, so N clients listing the same
 //! large directory at once cost at most two reads of it, not N (issue 23,
-//! point 3).
+//! point 3), whatever prefix or start each one lists from (issue 42).
 //!
 //! A request never takes an answer from a read that began before it
 //! arrived: that read may predate a write the client already saw
 //! completed. So a request that finds a read in flight waits for it, then
-//! joins (or makes) the read after it.
+//! joins (or makes) the read after it. That read is for every need waiting
+//! when it begins together ([`union`]): a directory that fits one window is
+//! then read once for all of them. One too large for a window may leave
+//! some need unserved by the shared read's window; that request reads on
+//! its own.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The last read of each directory being listed, with when it began; a
-/// directory's entry goes when its last waiter does.
+use super::walk::Needed;
+
+/// The last read of each directory being listed, with when it began and
+/// what it was for; a directory's entry goes when its last waiter does.
 pub struct SharedReads<T> {
-    dirs: Mutex<HashMap<String, Arc<LastRead<T>>>>,
+    dirs: Mutex<HashMap<String, Arc<Slot<T>>>>,
 }
 
-/// One directory's last read, with when it began; locked while a read runs.
-type LastRead<T> = tokio::sync::Mutex<Option<(Instant, T)>>;
+/// One directory's needs waiting for its next read (each with its
+/// caller's number), and its last read (locked while a read runs).
+struct Slot<T> {
+    waiting: Mutex<Vec<(u64, Needed)>>,
+    callers: std::sync::atomic::AtomicU64,
+    last: tokio::sync::Mutex<Option<LastRead<T>>>,
+}
+
+/// A finished read: when it began, what it was for, its answer.
+struct LastRead<T> {
+    began: Instant,
+    read_for: Needed,
+    value: T,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot { waiting: Mutex::default(), callers: Default::default(), last: tokio::sync::Mutex::new(None) }
+    }
+}
 
 impl<T> Default for SharedReads<T> {
     fn default() -> Self {
@@ -29,29 +53,79 @@ impl<T> Default for SharedReads<T> {
     }
 }
 
+/// What one read must cover for all of `needs` (none: everything): the
+/// smallest start, and what all the names' beginnings have in common.
+pub fn union<'a>(needs: impl IntoIterator<Item = &'a Needed>) -> Needed {
+    let mut needs = needs.into_iter();
+    let Some(first) = needs.next() else { return Needed::default() };
+    needs.fold(first.clone(), |mut all, n| {
+        if n.from < all.from {
+            all.from = n.from.clone();
+        }
+        let common = all.within.char_indices().zip(n.within.chars()).find(|((_, a), b)| a != b);
+        let end = match common {
+            Some(((at, _), _)) => at,
+            None => all.within.len().min(n.within.len()),
+        };
+        all.within.truncate(end);
+        all
+    })
+}
+
 impl<T: Clone> SharedReads<T> {
-    /// `dir`'s contents: the answer of a read of it that began after this
-    /// call did, run by `read` here unless another caller's read already
-    /// qualifies. An error is this caller's alone (the next caller reads
-    /// again); so is a read whose caller went away mid-way.
-    pub async fn read<E, F, Fut>(&self, dir: &str, read: F) -> Result<T, E>
+    /// `dir`'s contents for `needed`, with the need they were read for: the
+    /// answer of a read of it that began after this call did and `serves`
+    /// it (`serves(answer, read for, needed)`), run by `read` (given what to
+    /// read for) here unless another caller's read already qualifies. An
+    /// error is this caller's alone (the next caller reads again); so is a
+    /// read whose caller went away mid-way.
+    pub async fn read<E, F, Fut>(
+        &self,
+        dir: &str,
+        needed: &Needed,
+        serves: impl Fn(&T, &Needed, &Needed) -> bool,
+        read: F,
+    ) -> Result<(Needed, T), E>
     where
-        F: FnOnce() -> Fut,
+        F: Fn(Needed) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
         let arrived = Instant::now();
         let slot = self.dirs.lock().unwrap().entry(dir.to_string()).or_default().clone();
-        let answer = {
-            let mut last = slot.lock().await;
+        let me = slot.callers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        slot.waiting.lock().unwrap().push((me, needed.clone()));
+        let shared = {
+            let mut last = slot.last.lock().await;
             match &*last {
-                Some((began, value)) if *began >= arrived => Ok(value.clone()),
+                Some(l) if l.began >= arrived => {
+                    slot.waiting.lock().unwrap().retain(|(n, _)| *n != me);
+                    serves(&l.value, &l.read_for, needed).then(|| Ok((l.read_for.clone(), l.value.clone())))
+                }
                 _ => {
+                    // This read is for every need waiting now (this one's
+                    // too, even if an earlier read took it and fell short).
+                    let read_for = {
+                        let mut waiting = slot.waiting.lock().unwrap();
+                        let all = union(waiting.iter().map(|(_, n)| n).chain([needed]));
+                        waiting.clear();
+                        all
+                    };
                     let began = Instant::now();
-                    let answer = read().await;
-                    *last = answer.as_ref().ok().map(|v| (began, v.clone()));
-                    answer
+                    let answer = read(read_for.clone()).await;
+                    *last =
+                        answer.as_ref().ok().map(|v| LastRead { began, read_for: read_for.clone(), value: v.clone() });
+                    match answer {
+                        Ok(v) if serves(&v, &read_for, needed) => Some(Ok((read_for, v))),
+                        Ok(_) => None,
+                        Err(e) => Some(Err(e)),
+                    }
                 }
             }
+        };
+        let answer = match shared {
+            Some(answer) => answer,
+            // A window cut short of this need: read for it alone.
+            None => read(needed.clone()).await.map(|v| (needed.clone(), v)),
         };
         let mut dirs = self.dirs.lock().unwrap();
         // Only the map and this caller hold it: nobody is waiting.
@@ -73,24 +147,49 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    async fn slow_read(reads: &AtomicUsize) -> Result<usize, String> {
+    /// A read's answer in these tests: its number, and whether it kept
+    /// everything it was for (false: cut short, serving only its own need).
+    type Answer = (usize, bool);
+
+    fn need(within: &str) -> Needed {
+        Needed { from: String::new(), within: within.into() }
+    }
+
+    fn serves(a: &Answer, read_for: &Needed, needed: &Needed) -> bool {
+        match a.1 {
+            true => needed.within.starts_with(&read_for.within) && read_for.from <= needed.from,
+            false => read_for == needed,
+        }
+    }
+
+    async fn slow_read(reads: &AtomicUsize, cut: impl Fn(&Needed) -> bool, read_for: Needed) -> Result<Answer, String> {
         let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
         crate::store::backoff::test_pause_ms(50).await;
-        Ok(n)
+        Ok((n, !cut(&read_for)))
+    }
+
+    async fn list(
+        shared: &SharedReads<Answer>,
+        reads: &AtomicUsize,
+        dir: &str,
+        within: &str,
+    ) -> Result<(Needed, Answer), String> {
+        shared.read(dir, &need(within), serves, |rf| slow_read(reads, |_| false, rf)).await
     }
 
     #[tokio::test]
-    async fn twenty_concurrent_listings_cost_at_most_two_reads() {
+    async fn twenty_concurrent_listings_with_other_prefixes_cost_at_most_two_reads() {
         let shared = Arc::new(SharedReads::default());
         let reads = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = (0..20)
-            .map(|_| {
+            .map(|i| {
                 let (shared, reads) = (shared.clone(), reads.clone());
-                tokio::spawn(async move { shared.read("big", || slow_read(&reads)).await })
+                tokio::spawn(async move { list(&shared, &reads, "big", &format!("p{i}/")).await })
             })
             .collect();
-        for t in tasks {
-            t.await.unwrap().unwrap();
+        for (i, t) in tasks.into_iter().enumerate() {
+            let (read_for, _) = t.await.unwrap().unwrap();
+            assert!(format!("p{i}/").starts_with(&read_for.within), "{read_for:?} read for p{i}/");
         }
         assert!(reads.load(Ordering::SeqCst) <= 2, "{} reads", reads.load(Ordering::SeqCst));
         assert_eq!(shared.open(), 0, "the directory's entry goes with its last waiter");
@@ -102,22 +201,49 @@ mod tests {
         let reads = Arc::new(AtomicUsize::new(0));
         let first = {
             let (shared, reads) = (shared.clone(), reads.clone());
-            tokio::spawn(async move { shared.read("d", || slow_read(&reads)).await })
+            tokio::spawn(async move { list(&shared, &reads, "d", "").await })
         };
         crate::store::backoff::test_pause_ms(10).await;
         // The first read may predate a write this caller saw complete.
-        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(2));
-        assert_eq!(first.await.unwrap(), Ok(1));
+        assert_eq!(list(&shared, &reads, "d", "").await.map(|a| a.1 .0), Ok(2));
+        assert_eq!(first.await.unwrap().map(|a| a.1 .0), Ok(1));
     }
 
     #[tokio::test]
     async fn a_listing_after_a_read_finished_reads_again() {
         let shared = SharedReads::default();
         let reads = AtomicUsize::new(0);
-        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(1));
-        assert_eq!(shared.read("d", || slow_read(&reads)).await, Ok(2));
+        assert_eq!(list(&shared, &reads, "d", "").await.map(|a| a.1 .0), Ok(1));
+        assert_eq!(list(&shared, &reads, "d", "").await.map(|a| a.1 .0), Ok(2));
         // Another directory is read on its own.
-        assert_eq!(shared.read("e", || slow_read(&reads)).await, Ok(3));
+        assert_eq!(list(&shared, &reads, "e", "").await.map(|a| a.1 .0), Ok(3));
+    }
+
+    #[tokio::test]
+    async fn a_read_cut_short_of_a_waiters_need_leaves_it_to_read_alone() {
+        let shared = Arc::new(SharedReads::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        // A read for more than one prefix is cut short (a directory larger
+        // than a window): it serves only a need it was read for exactly.
+        let cut = |rf: &Needed| rf.within.is_empty();
+        let first = {
+            let (shared, reads) = (shared.clone(), reads.clone());
+            tokio::spawn(async move { shared.read("d", &need("a"), serves, |rf| slow_read(&reads, cut, rf)).await })
+        };
+        crate::store::backoff::test_pause_ms(10).await;
+        let waiters: Vec<_> = ["b", "c"]
+            .into_iter()
+            .map(|w| {
+                let (shared, reads) = (shared.clone(), reads.clone());
+                tokio::spawn(async move { shared.read("d", &need(w), serves, |rf| slow_read(&reads, cut, rf)).await })
+            })
+            .collect();
+        assert_eq!(first.await.unwrap().map(|a| a.0), Ok(need("a")));
+        for (w, t) in ["b", "c"].into_iter().zip(waiters) {
+            let (read_for, (_, whole)) = t.await.unwrap().unwrap();
+            assert_eq!((read_for, whole), (need(w), true), "{w} read alone after the shared read fell short");
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 4, "a, then b and c together, then b and c alone");
     }
 
     #[tokio::test]
@@ -128,17 +254,27 @@ mod tests {
             let (shared, reads) = (shared.clone(), reads.clone());
             tokio::spawn(async move {
                 shared
-                    .read("d", || async {
+                    .read("d", &need(""), serves, |_| async {
                         reads.fetch_add(1, Ordering::SeqCst);
                         crate::store::backoff::test_pause_ms(50).await;
-                        Err::<usize, String>("gone".into())
+                        Err::<Answer, String>("gone".into())
                     })
                     .await
             })
         };
         crate::store::backoff::test_pause_ms(10).await;
-        let waiter = shared.read("d", || slow_read(&reads)).await;
+        let waiter = list(&shared, &reads, "d", "").await;
         assert_eq!(failing.await.unwrap(), Err("gone".into()));
-        assert_eq!(waiter, Ok(2), "the waiter read for itself");
+        assert_eq!(waiter.map(|a| a.1 .0), Ok(2), "the waiter read for itself");
+    }
+
+    #[test]
+    fn a_union_starts_at_the_smallest_start_within_what_all_share() {
+        let n = |from: &str, within: &str| Needed { from: from.into(), within: within.into() };
+        assert_eq!(union([&n("m", "photos/"), &n("c", "photo-")]), n("c", "photo"));
+        assert_eq!(union([&n("", "été/"), &n("x", "étage")]), n("", "ét"));
+        assert_eq!(union([&n("b", "x")]), n("b", "x"));
+        assert_eq!(union([&n("b", "x"), &n("a", "y")]), n("a", ""));
+        assert_eq!(union(std::iter::empty()), Needed::default());
     }
 }

@@ -9,7 +9,7 @@ use crate::store::share::Tree;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
-use super::listing_cache::{stamp, DirCache};
+use super::listing_cache::{stamp, DirCache, DirStamp};
 use super::names::Hint;
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
 use crate::store::keys::map_key;
@@ -58,18 +58,24 @@ impl DirSource for SmbSource<'_> {
                 }
             }
         }
-        // Concurrent listings of this directory that need the same names
-        // share a read that began after they arrived (dir_reads.rs).
-        let read = self
+        // Concurrent listings of this directory share a read that began
+        // after they arrived, for all their needs (dir_reads.rs).
+        let serves = |read: &Option<(DirStamp, Window)>, read_for: &Needed, needed: &Needed| {
+            read.as_ref().is_none_or(|(_, w)| w.serves_needs(read_for, needed))
+        };
+        let (read_for, read) = self
             .cache
             .reads
-            .read(&format!("{dir}\0{}\0{}", needed.from, needed.within), || async {
-                let Some((times, window)) = self.read(&dir, needed).await? else { return Ok(None) };
-                Ok::<_, StoreError>(Some((stamp(&times), window)))
+            .read(&dir, needed, serves, |read_for| {
+                let dir = &dir;
+                async move {
+                    let Some((times, window)) = self.read(dir, &read_for).await? else { return Ok(None) };
+                    Ok::<_, StoreError>(Some((stamp(&times), window)))
+                }
             })
             .await?;
         let Some((stamp, window)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, needed, window.clone());
+        self.cache.put(dir, stamp, &read_for, window.clone());
         Ok(Some(window))
     }
 }

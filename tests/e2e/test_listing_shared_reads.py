@@ -1,0 +1,81 @@
+"""Concurrent listings of one directory share one read of it, whatever
+prefix each lists (issue 42, point 1): the read that follows one in
+flight is for every need waiting, and a directory that fits one window
+serves them all. Counted with smbd's own profiling counters (QUERY_DIRECTORY
+requests it served), on a Samba of this test's own."""
+
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import Gateway, Samba
+
+FILES = 20_000
+CLIENTS = 8
+
+
+@pytest.fixture
+def profiled():
+    samba = Samba("--global-option", "smbd profiling level = count")
+    gw = Gateway(samba)
+    yield samba, gw
+    gw.stop()
+    samba.stop()
+
+
+def finds(samba):
+    """QUERY_DIRECTORY requests smbd has served so far (its processes
+    publish their counters a second after they change)."""
+    time.sleep(2)
+    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
+    out = subprocess.run(["smbstatus", "-s", conf, "-P"], capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"^smb2_find_count:\s+(\d+)", out, re.M).group(1))
+
+
+def test_concurrent_listings_with_other_prefixes_share_a_read(profiled):
+    samba, gw = profiled
+    s3 = gw.client()
+    s3.create_bucket(Bucket="shared")
+    d = samba.share_path / "shared" / "big"
+    d.mkdir()
+    st = samba.share_path.stat()
+    for i in range(FILES):
+        p = d / f"p{i % CLIENTS}-{i:06d}"
+        p.write_bytes(b"")
+        os.chown(p, st.st_uid, st.st_gid)
+    os.chown(d, st.st_uid, st.st_gid)
+
+    def first_page(c, prefix, out):
+        out.append(c.list_objects_v2(Bucket="shared", Prefix=prefix, MaxKeys=5)["Contents"][0]["Key"])
+
+    # One listing alone: what one read of the directory costs.
+    before = finds(samba)
+    alone = []
+    first_page(s3, "big/p0-", alone)
+    after = finds(samba)
+    one_read = after - before
+    assert alone == ["big/p0-000000"] and one_read > 2, one_read
+
+    clients = [gw.client() for _ in range(CLIENTS)]
+    start = threading.Barrier(CLIENTS)
+    got = [[] for _ in range(CLIENTS)]
+
+    def run(i):
+        start.wait()
+        first_page(clients[i], f"big/p{i}-", got[i])
+
+    before = after
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    spent = finds(samba) - before
+    assert [g[0] for g in got] == [f"big/p{i}-{i:06d}" for i in range(CLIENTS)]
+    # The first read, then one for all who waited for it: at most two
+    # reads' worth, where each listing reading alone would take eight.
+    assert spent <= 2 * one_read + 2, (spent, one_read)
