@@ -6,12 +6,12 @@
 //! slow process, gives every segment about the same rate however many run,
 //! and then W should grow. A server (or a gateway) that is already the
 //! limit splits one rate among them, each segment slows, and W should
-//! shrink back. So the adaptive window grows by one each time the body had
+//! shrink back. So the adaptive depth grows by one each time the body had
 //! to wait for a fetched segment that held the best recent rate, and
 //! shrinks by one when two segments in a row came in at under [`HOLD`] of
 //! that rate (one slow segment is noise: a busy core, a page-cache miss;
 //! the best recent rate fades by [`FADE`] a segment, so that one fast
-//! outlier does not hold the window down either). Sans-I/O: the caller
+//! outlier does not hold the depth down either). Sans-I/O: the caller
 //! reports each segment's size and time.
 
 use std::time::Duration;
@@ -25,10 +25,10 @@ pub const HOLD: f64 = 0.8;
 /// What the best recent rate keeps of itself per segment reported.
 pub const FADE: f64 = 0.95;
 
-/// The window an adaptive GET starts with: the head segment and one ahead.
+/// The depth an adaptive GET starts with: the head segment and one ahead.
 const START: usize = 2;
 
-/// Most segments an adaptive window keeps in flight; fewer when the pool
+/// Most segments an adaptive GET keeps in flight; fewer when the pool
 /// has no idle connection or the read-ahead budget is short.
 pub const ADAPTIVE_MAX: usize = 16;
 
@@ -45,7 +45,7 @@ pub struct PrefetchDepth {
 }
 
 impl PrefetchDepth {
-    /// The window a new GET starts with under `--prefetch`: fixed, or
+    /// The depth a new GET starts with under `--prefetch`: fixed, or
     /// adapted between 2 and [`ADAPTIVE_MAX`].
     pub fn for_setting(prefetch: FanOut) -> PrefetchDepth {
         match prefetch {
@@ -108,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn a_capped_connection_grows_the_window_to_its_maximum() {
+    fn a_capped_connection_grows_the_depth_to_its_maximum() {
         // Each connection carries 100 MiB/s however many run.
         let mut w = PrefetchDepth::adaptive(8);
         for _ in 0..20 {
@@ -118,7 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_bottleneck_keeps_the_window_small() {
+    fn a_shared_bottleneck_keeps_the_depth_small() {
         // 900 MiB/s in all, split among the segments in flight.
         let mut w = PrefetchDepth::adaptive(8);
         let mut seen = Vec::new();
@@ -155,7 +155,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_window_stays() {
+    fn a_fixed_depth_stays() {
         let mut w = PrefetchDepth::fixed(4);
         seg(&mut w, 100.0, true);
         seg(&mut w, 10.0, true);

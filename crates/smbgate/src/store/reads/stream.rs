@@ -176,13 +176,13 @@ async fn run(
     let opts = reads.root.options();
     let seg = opts.segment_size.max(1 << 20);
     let len = range.end - range.start;
-    let mut window = PrefetchDepth::for_setting(opts.prefetch);
+    let mut depth = PrefetchDepth::for_setting(opts.prefetch);
     // Read-ahead on the GET's own handle: what the budget allows, but at
     // least MIN_READ_AHEAD so every GET makes progress (the overdraft is
     // bounded by that much per running GET; READs shrink to fit).
     let (granted, _ahead) = reads.read_ahead.take_up_to(reads.root.in_flight() as u64);
     let in_flight = (granted as usize).max(MIN_READ_AHEAD);
-    if window.current() == 1 || len <= 2 * seg {
+    if depth.current() == 1 || len <= 2 * seg {
         return stream_resuming(reads, info, Some(opened.handle), range, in_flight, tx).await;
     }
     // The head segment streams from the open handle while up to W - 1
@@ -197,7 +197,7 @@ async fn run(
     let mut own = Some(opened);
     let result = async {
         loop {
-            while queue.len() < window.current() && next < range.end {
+            while queue.len() < depth.current() && next < range.end {
                 let s = next..(next + seg).min(range.end);
                 if queue.is_empty() {
                     queue.push_back(Segment::Inline(s.clone()));
@@ -263,7 +263,7 @@ async fn run(
                     let waited = !h.is_finished();
                     let (data, bytes, took) = h.await.map_err(io_err)?;
                     let data = data?;
-                    window.segment_done(bytes, took, waited);
+                    depth.segment_done(bytes, took, waited);
                     if !send_all(tx, data).await {
                         return Ok(());
                     }

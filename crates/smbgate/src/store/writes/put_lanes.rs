@@ -18,10 +18,10 @@
 //! last count tries that count again early, and brings the start down by
 //! half each body on a server where it stopped paying. A rate is measured
 //! over [`MEASURE`] segments or a round of the lanes, whichever is more,
-//! after the segments that new lanes accept into their empty windows at
-//! memory speed. Sans-I/O: the caller reports each segment's size, its
+//! after the segments that new lanes accept at memory speed while their
+//! bytes in flight fill up. Sans-I/O: the caller reports each segment's size, its
 //! time and how long the body spent handing it to its lane (copying, signing,
-//! waiting for room in the lane's window).
+//! waiting for room in the lane's bytes in flight).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -76,7 +76,7 @@ impl LastKept {
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    /// Segments left before measuring (a new lane filling its window).
+    /// Segments left before measuring (a new lane filling its bytes in flight).
     Settling(u32),
     /// Measuring: bytes, seconds and seconds waited so far, segments seen.
     Measuring { bytes: u64, secs: f64, waited: f64, seen: u32 },
@@ -88,8 +88,8 @@ pub struct LaneCount {
     n: usize,
     max: usize,
     adaptive: bool,
-    /// Segments one lane's window holds.
-    window: u32,
+    /// Segments one lane holds in flight.
+    in_flight: u32,
     phase: Phase,
     /// While a try runs: the rate (bytes per second) and the lanes before it.
     before: Option<(f64, usize)>,
@@ -111,7 +111,7 @@ impl LaneCount {
             n,
             max: n,
             adaptive: false,
-            window: 0,
+            in_flight: 0,
             phase: MEASURING,
             before: None,
             hold: 0,
@@ -120,17 +120,17 @@ impl LaneCount {
         }
     }
 
-    /// Starts on `start` lanes and adapts between 1 and `max`; `window`:
+    /// Starts on `start` lanes and adapts between 1 and `max`; `in_flight`:
     /// the segments one lane's bytes in flight hold (its bytes in flight
     /// over the segment size, rounded up), which a new lane accepts at
     /// memory speed before its rate shows. The caller gives segments to
     /// the lanes in use in turn, to the ones just added first.
-    pub fn adaptive(max: usize, start: usize, window: u32) -> LaneCount {
+    pub fn adaptive(max: usize, start: usize, in_flight: u32) -> LaneCount {
         let max = max.max(1);
         let n = start.clamp(1, max);
-        let first = window * n as u32;
+        let first = in_flight * n as u32;
         let phase = if first > 0 { Phase::Settling(first) } else { MEASURING };
-        LaneCount { n, max, adaptive: true, window, phase, ..LaneCount::fixed(1) }
+        LaneCount { n, max, adaptive: true, in_flight, phase, ..LaneCount::fixed(1) }
     }
 
     /// The lanes this body has shown to be enough, once it has measured a
@@ -174,7 +174,7 @@ impl LaneCount {
                 *w += waited.as_secs_f64();
                 *seen += 1;
                 // A whole round of the lanes at least: a lane's segment takes
-                // as long as its window needs to drain, which depends on
+                // as long as its bytes in flight take to drain, which depends on
                 // where in the round the measurement starts.
                 if *seen < MEASURE.max(self.n as u32) {
                     return;
@@ -201,8 +201,8 @@ impl LaneCount {
             self.before = Some((rate, self.n));
             let grown = (self.n * 2).min(self.max);
             // The new lanes take one segment each, then one a round of all
-            // lanes, until their windows are full.
-            let settle = (grown - self.n) as u32 + self.window.saturating_sub(1) * grown as u32;
+            // lanes, until their bytes in flight are full.
+            let settle = (grown - self.n) as u32 + self.in_flight.saturating_sub(1) * grown as u32;
             self.phase = if settle > 0 { Phase::Settling(settle) } else { MEASURING };
             self.n = grown;
         }
@@ -246,9 +246,9 @@ mod tests {
     }
 
     #[test]
-    fn lanes_with_windows_of_two_segments_settle_for_a_round_more() {
+    fn lanes_holding_two_segments_in_flight_settle_for_a_round_more() {
         let seen = capped(&mut LaneCount::adaptive(8, 1, 2), 16, 8);
-        // Two segments fill the first window; two measured; then the new
+        // Two segments fill the first lane; two measured; then the new
         // lane's first segment and a round of both; two measured; ...
         assert_eq!(seen, [1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4]);
     }
@@ -303,7 +303,7 @@ mod tests {
         let mut c = LaneCount::adaptive(8, last.start(), 1);
         assert_eq!(c.current(), 4);
         let seen = capped(&mut c, 8, 8);
-        // One segment into each of the four lanes' windows, a round of four
+        // One segment into each of the four lanes, a round of four
         // measured, then eight.
         assert_eq!(seen, [4, 4, 4, 4, 4, 4, 4, 8]);
         assert_eq!(c.kept(), Some(4), "eight not yet measured");
