@@ -2,19 +2,22 @@
 //! directory is in flight at a time, and the requests that waited for it
 //! take the next read's answer together, so N clients listing the same
 //! large directory at once cost at most two reads of it, not N (issue 23,
-//! point 3), whatever prefix or start each one lists from (issue 42).
+//! point 3); for a directory that fits one window, whatever prefix or
+//! start each one lists from (issue 42).
 //!
 //! A request never takes an answer from a read that began before it
 //! arrived: that read may predate a write the client already saw
 //! completed. So a request that finds a read in flight waits for it, then
 //! joins (or makes) the read after it. That read is for every need waiting
 //! when it begins together ([`union`]): a directory that fits one window is
-//! then read once for all of them. One too large for a window may leave
-//! some need unserved by the shared read's window; that request reads on
-//! its own.
+//! then read once for all of them. In one too large for a window, the
+//! shared window may fall short of some need; that request then reads for
+//! its own need, shared with the requests that need the same, and so does
+//! every request for the directory until its last one has left.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -30,7 +33,9 @@ pub struct SharedReads<T> {
 /// caller's number), and its last read (locked while a read runs).
 struct Slot<T> {
     waiting: Mutex<Vec<(u64, Needed)>>,
-    callers: std::sync::atomic::AtomicU64,
+    callers: AtomicU64,
+    /// A read for the needs together fell short of one of them.
+    cut: AtomicBool,
     last: tokio::sync::Mutex<Option<LastRead<T>>>,
 }
 
@@ -43,7 +48,12 @@ struct LastRead<T> {
 
 impl<T> Default for Slot<T> {
     fn default() -> Self {
-        Slot { waiting: Mutex::default(), callers: Default::default(), last: tokio::sync::Mutex::new(None) }
+        Slot {
+            waiting: Mutex::default(),
+            callers: Default::default(),
+            cut: Default::default(),
+            last: tokio::sync::Mutex::new(None),
+        }
     }
 }
 
@@ -72,6 +82,46 @@ pub fn union<'a>(needs: impl IntoIterator<Item = &'a Needed>) -> Needed {
     })
 }
 
+/// One caller's place in a slot: its need queued for the slot's next
+/// read until that read takes it; on drop (also when the caller is
+/// cancelled) its need leaves the queue, and the slot leaves the map with
+/// its last caller.
+struct Waiting<'a, T> {
+    reads: &'a SharedReads<T>,
+    key: String,
+    slot: Arc<Slot<T>>,
+    me: u64,
+}
+
+impl<'a, T> Waiting<'a, T> {
+    fn new(reads: &'a SharedReads<T>, key: String, needed: &Needed) -> Self {
+        let mut dirs = reads.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = dirs.entry(key.clone()).or_default().clone();
+        let me = slot.callers.fetch_add(1, Ordering::Relaxed);
+        slot.waiting.lock().unwrap_or_else(|p| p.into_inner()).push((me, needed.clone()));
+        Waiting { reads, key, slot, me }
+    }
+
+    /// Takes this caller's need out of the queue (it is served otherwise).
+    fn leave_queue(&self) {
+        self.slot.waiting.lock().unwrap_or_else(|p| p.into_inner()).retain(|(n, _)| *n != self.me);
+    }
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        self.leave_queue();
+        let mut dirs = self.reads.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        // Let go of the slot under the map's lock, so that of two callers
+        // leaving at once the second sees the first gone.
+        drop(std::mem::take(&mut self.slot));
+        // Only the map holds it now: nobody is waiting.
+        if dirs.get(&self.key).is_some_and(|s| Arc::strong_count(s) == 1) {
+            dirs.remove(&self.key);
+        }
+    }
+}
+
 impl<T: Clone> SharedReads<T> {
     /// `dir`'s contents for `needed`, with the need they were read for: the
     /// answer of a read of it that began after this call did and `serves`
@@ -91,48 +141,64 @@ impl<T: Clone> SharedReads<T> {
         Fut: Future<Output = Result<T, E>>,
     {
         let arrived = Instant::now();
-        let slot = self.dirs.lock().unwrap().entry(dir.to_string()).or_default().clone();
-        let me = slot.callers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        slot.waiting.lock().unwrap().push((me, needed.clone()));
-        let shared = {
-            let mut last = slot.last.lock().await;
-            match &*last {
-                Some(l) if l.began >= arrived => {
-                    slot.waiting.lock().unwrap().retain(|(n, _)| *n != me);
-                    serves(&l.value, &l.read_for, needed).then(|| Ok((l.read_for.clone(), l.value.clone())))
-                }
-                _ => {
-                    // This read is for every need waiting now (this one's
-                    // too, even if an earlier read took it and fell short).
-                    let read_for = {
-                        let mut waiting = slot.waiting.lock().unwrap();
-                        let all = union(waiting.iter().map(|(_, n)| n).chain([needed]));
-                        waiting.clear();
-                        all
-                    };
-                    let began = Instant::now();
-                    let answer = read(read_for.clone()).await;
-                    *last =
-                        answer.as_ref().ok().map(|v| LastRead { began, read_for: read_for.clone(), value: v.clone() });
-                    match answer {
-                        Ok(v) if serves(&v, &read_for, needed) => Some(Ok((read_for, v))),
-                        Ok(_) => None,
-                        Err(e) => Some(Err(e)),
-                    }
-                }
-            }
-        };
-        let answer = match shared {
-            Some(answer) => answer,
-            // A window cut short of this need: read for it alone.
-            None => read(needed.clone()).await.map(|v| (needed.clone(), v)),
-        };
-        let mut dirs = self.dirs.lock().unwrap();
-        // Only the map and this caller hold it: nobody is waiting.
-        if Arc::strong_count(&slot) == 2 {
-            dirs.remove(dir);
+        if let Some(answer) = self.read_in(dir.to_string(), arrived, needed, &serves, &read).await {
+            return answer;
         }
-        answer
+        // The directory's shared window fell short of this need (it is
+        // larger than a window): read for this need alone, shared with
+        // the callers that need the same.
+        let own = format!("{dir}\0{}\0{}", needed.from, needed.within);
+        match self.read_in(own, arrived, needed, &serves, &read).await {
+            Some(answer) => answer,
+            None => read(needed.clone()).await.map(|v| (needed.clone(), v)),
+        }
+    }
+
+    /// [`SharedReads::read`] through the slot `key`, for a caller that
+    /// arrived at `arrived`; `None` if the read this caller took or made
+    /// does not serve it (the slot then reads for each need alone until
+    /// its last caller leaves).
+    async fn read_in<E, F, Fut>(
+        &self,
+        key: String,
+        arrived: Instant,
+        needed: &Needed,
+        serves: &impl Fn(&T, &Needed, &Needed) -> bool,
+        read: &F,
+    ) -> Option<Result<(Needed, T), E>>
+    where
+        F: Fn(Needed) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let waiting = Waiting::new(self, key, needed);
+        let slot = &waiting.slot;
+        if slot.cut.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut last = slot.last.lock().await;
+        if let Some(l) = last.as_ref().filter(|l| l.began >= arrived) {
+            waiting.leave_queue();
+            return serves(&l.value, &l.read_for, needed).then(|| Ok((l.read_for.clone(), l.value.clone())));
+        }
+        // This read is for every need waiting now (this one's too, even if
+        // an earlier read took it and fell short).
+        let read_for = {
+            let mut queue = slot.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            let all = union(queue.iter().map(|(_, n)| n).chain([needed]));
+            queue.clear();
+            all
+        };
+        let began = Instant::now();
+        let answer = read(read_for.clone()).await;
+        *last = answer.as_ref().ok().map(|v| LastRead { began, read_for: read_for.clone(), value: v.clone() });
+        match answer {
+            Ok(v) if serves(&v, &read_for, needed) => Some(Ok((read_for, v))),
+            Ok(_) => {
+                slot.cut.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Directories with a read in flight or waited for (for tests).
@@ -244,6 +310,55 @@ mod tests {
             assert_eq!((read_for, whole), (need(w), true), "{w} read alone after the shared read fell short");
         }
         assert_eq!(reads.load(Ordering::SeqCst), 4, "a, then b and c together, then b and c alone");
+    }
+
+    #[tokio::test]
+    async fn needs_a_shared_read_fell_short_of_share_reads_of_their_own() {
+        let shared = Arc::new(SharedReads::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let cut = |rf: &Needed| rf.within.is_empty();
+        let first = {
+            let (shared, reads) = (shared.clone(), reads.clone());
+            tokio::spawn(async move { shared.read("d", &need("a"), serves, |rf| slow_read(&reads, cut, rf)).await })
+        };
+        crate::store::backoff::test_pause_ms(10).await;
+        let waiters: Vec<_> = ["b", "b", "b", "b", "b", "c"]
+            .into_iter()
+            .map(|w| {
+                let (shared, reads) = (shared.clone(), reads.clone());
+                tokio::spawn(async move { shared.read("d", &need(w), serves, |rf| slow_read(&reads, cut, rf)).await })
+            })
+            .collect();
+        first.await.unwrap().unwrap();
+        for t in waiters {
+            t.await.unwrap().unwrap();
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 4, "a, then all together, then the b's once and c");
+        assert_eq!(shared.open(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_listing_leaves_nothing_behind() {
+        let shared = Arc::new(SharedReads::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let spawn = |within: &'static str| {
+            let (shared, reads) = (shared.clone(), reads.clone());
+            tokio::spawn(async move { list(&shared, &reads, "d", within).await })
+        };
+        let first = spawn("a");
+        crate::store::backoff::test_pause_ms(10).await;
+        // Both wait behind the first read; one goes away.
+        let gone = spawn("zzz");
+        let next = spawn("a/");
+        crate::store::backoff::test_pause_ms(10).await;
+        gone.abort();
+        assert!(gone.await.unwrap_err().is_cancelled());
+        first.await.unwrap().unwrap();
+        // The next read is for the need still waiting only: the cancelled
+        // one's left the queue.
+        let (read_for, _) = next.await.unwrap().unwrap();
+        assert_eq!(read_for, need("a/"));
+        assert_eq!(shared.open(), 0, "the slot went with its last caller");
     }
 
     #[tokio::test]

@@ -164,8 +164,8 @@ impl Root {
         mapped: &MappedKey,
         which: impl Fn(&StoredName) -> bool,
     ) {
-        let Ok(stored) = self.stored_versions(tree, bucket, mapped).await else { return };
         let mut emptied = Vec::new();
+        let Ok(stored) = self.stored_versions_noting_empty(tree, bucket, mapped, &mut emptied).await else { return };
         for (path, _) in stored.iter().filter(|(_, n)| which(n)) {
             match share::delete(tree, path, false).await {
                 Ok(()) => emptied.extend(path.split_leaf().map(|(folder, _)| folder)),

@@ -268,7 +268,7 @@ impl Deletes {
                 if let Some(Current { handle, .. }) = other {
                     live.close(handle).await;
                 }
-                let stored = self.root.stored_versions(tree, bucket, mapped).await?;
+                let stored = self.root.stored_versions_noting_empty(tree, bucket, mapped, emptied).await?;
                 let Some((path, name)) = stored.into_iter().find(|(_, n)| n.version_id == version_id) else {
                     return Ok((removed, !had_current));
                 };
@@ -335,7 +335,7 @@ impl Deletes {
         emptied: &mut Vec<SharePath>,
     ) -> StoreResult<bool> {
         let live = self.root.live(tree);
-        let stored = self.root.stored_versions(tree, bucket, mapped).await?;
+        let stored = self.root.stored_versions_noting_empty(tree, bucket, mapped, emptied).await?;
         let Some((path, name)) = stored.into_iter().next() else { return Ok(false) };
         if name.marker {
             return Ok(false);

@@ -38,7 +38,8 @@ use crate::store::{Root, StoreResult};
 use super::{filetime_now, StoredName};
 
 /// Keys whose filling shard is remembered at most; past it, those not used
-/// for [`FORGET_AFTER`] are forgotten (and read again when next needed).
+/// for [`FORGET_AFTER`] are forgotten (and read again when next needed),
+/// or if all were, the least recently used half.
 const REMEMBERED: usize = 10_000;
 
 /// How long an unused key's filling shard is surely remembered.
@@ -83,9 +84,12 @@ impl Filling {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         if keys.len() >= REMEMBERED {
             keys.retain(|_, p| p.used.elapsed() < FORGET_AFTER);
-            if keys.len() >= REMEMBERED {
-                keys.clear();
-            }
+        }
+        if keys.len() >= REMEMBERED {
+            // All in use: the least recently used half goes.
+            let mut used: Vec<Instant> = keys.values().map(|p| p.used).collect();
+            let (_, &mut median, _) = used.select_nth_unstable(REMEMBERED / 2);
+            keys.retain(|_, p| p.used > median);
         }
         keys.insert(key.to_string(), Place { folder, held, used: Instant::now() });
     }
@@ -168,14 +172,36 @@ impl Root {
         bucket: &str,
         mapped: &MappedKey,
     ) -> StoreResult<Vec<(SharePath, StoredName)>> {
+        self.stored_versions_noting_empty(tree, bucket, mapped, &mut Vec::new()).await
+    }
+
+    /// [`Root::stored_versions`], adding the shards that hold nothing to
+    /// `empty` (left by a write that failed after making one), for
+    /// [`Root::prune_shards`].
+    ///
+    /// Errors: SMB failures other than not-found.
+    pub(crate) async fn stored_versions_noting_empty(
+        &self,
+        tree: &Tree,
+        bucket: &str,
+        mapped: &MappedKey,
+        empty: &mut Vec<SharePath>,
+    ) -> StoreResult<Vec<(SharePath, StoredName)>> {
         let (mut stored, shards) = read_folder(tree, &self.versions_dir(bucket, mapped)).await?;
-        let read: Vec<StoreResult<Split>> = stream::iter(shards)
-            .map(|s| async move { read_folder(tree, &s).await })
+        let read: Vec<(SharePath, StoreResult<Split>)> = stream::iter(shards)
+            .map(|s| async move {
+                let read = read_folder(tree, &s).await;
+                (s, read)
+            })
             .buffered(SHARDS_AT_ONCE)
             .collect()
             .await;
-        for shard in read {
-            stored.extend(shard?.0);
+        for (shard, read) in read {
+            let (in_shard, deeper) = read?;
+            if in_shard.is_empty() && deeper.is_empty() {
+                empty.push(shard);
+            }
+            stored.extend(in_shard);
         }
         stored.sort_by_cached_key(|a| a.1.name());
         Ok(stored)
@@ -216,6 +242,19 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1));
         let next = filling.take("k", &top, 2).expect("known");
         assert!(next.as_str() < shard.as_str(), "{next} !< {shard}");
+    }
+
+    #[test]
+    fn a_full_table_of_keys_in_use_forgets_the_least_recently_used_half() {
+        let top = SharePath::root("v");
+        let filling = Filling::default();
+        for k in 0..REMEMBERED {
+            filling.remember(&format!("k{k}"), top.clone(), 1);
+        }
+        filling.remember("newest", top.clone(), 1);
+        let keys = filling.keys.lock().unwrap();
+        assert!(keys.len() <= REMEMBERED / 2 + 1, "{}", keys.len());
+        assert!(keys.contains_key("newest") && !keys.contains_key("k0"));
     }
 
     #[test]
