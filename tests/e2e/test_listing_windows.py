@@ -68,3 +68,58 @@ def test_a_directory_larger_than_the_window_lists_whole_and_in_order(samba):
         assert keys_of(v1) == files and prefixes_of(v1) == dirs
     finally:
         g.stop()
+
+
+def test_a_directory_larger_than_the_window_is_read_once_per_listing(tmp_path):
+    """Issue 42: what a window lets go is spilled to local disk in sorted
+    runs, and the later windows are made from them: paging through 3,000
+    files in windows of 200 reads the directory once, where without the
+    spill (`--list-spill-size 0`) every window reads it again. Counted with
+    smbd's own profiling counters (QUERY_DIRECTORY requests), which its
+    processes publish a second after they change."""
+    import re
+    import subprocess
+    import time
+
+    from conftest import Samba
+
+    samba = Samba("--global-option", "smbd profiling level = count")
+    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
+
+    def finds():
+        time.sleep(2)
+        out = subprocess.run(["smbstatus", "-s", conf, "-P"], capture_output=True, text=True, check=True).stdout
+        return int(re.search(r"^smb2_find_count:\s+(\d+)", out, re.M).group(1))
+
+    try:
+        big = samba.share_path / "spill" / "big"
+        big.mkdir(parents=True)
+        st = samba.share_path.stat()
+        names = [f"f{i:05d}" for i in range(3000)]
+        random.Random(3).shuffle(names)
+        for n in names:
+            fd = os.open(big / n, os.O_CREAT | os.O_WRONLY, 0o644)
+            os.fchown(fd, st.st_uid, st.st_gid)
+            os.close(fd)
+        for d in (big, big.parent):
+            os.chown(d, st.st_uid, st.st_gid)
+        expected = [f"big/{n}" for n in sorted(names)]
+        spent = {}
+        for spill in ("1GiB", "0"):
+            g = Gateway(samba, "--list-window", "200", "--list-spill-size", spill,
+                        env={"TMPDIR": str(tmp_path)})
+            try:
+                s3 = g.client()
+                before = finds()
+                pages = list(s3.get_paginator("list_objects_v2").paginate(Bucket="spill"))
+                spent[spill] = finds() - before
+                assert keys_of(pages) == expected, spill
+                assert len(pages) >= 15, "pages end where a window ends"
+            finally:
+                g.stop()
+        # One read of 3,000 names takes a few QUERY_DIRECTORY requests; the
+        # windows of 200 without a spill take one read each, 15 or more.
+        assert spent["1GiB"] * 5 <= spent["0"], spent
+        assert list(tmp_path.iterdir()) == [], "spilled runs are unlinked as they are made"
+    finally:
+        samba.stop()

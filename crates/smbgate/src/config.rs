@@ -316,6 +316,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SMBGATE_LIST_WINDOW", default_value_t = 1_000_000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = "Limits")]
     pub list_window: usize,
+    /// Bytes of local disk, in the temporary directory (`TMPDIR`, else
+    /// `/tmp`), that all listings together may fill with the names of
+    /// directories larger than `--list-window`, sorted, so that such a
+    /// directory is read once per listing rather than once per window.
+    /// A listing that would pass it reads the directory again per window.
+    /// 0: never.
+    #[arg(long, env = "SMBGATE_LIST_SPILL_SIZE", default_value = "1GiB", value_parser = parse_bytes, help_heading = "Limits")]
+    pub list_spill_size: u64,
     /// Most stored versions and delete markers of one key kept in one
     /// folder on the share. A case-insensitive share reads a whole folder
     /// before it makes a name in it, so a key's versions folder is split

@@ -239,6 +239,7 @@ fn store_options(args: &ServeArgs) -> StoreOptions {
         body_min_rate: args.body_min_rate,
         list_max_dirs: args.list_max_dirs,
         list_window: args.list_window,
+        list_spill: crate::store::listings::spill_runs::SpillBudget::new(args.list_spill_size),
         versions_per_folder: args.versions_per_folder,
         cache: crate::store::reads::object_cache::CacheOptions {
             enabled: args.cache,

@@ -108,6 +108,10 @@ pub struct StoreOptions {
     /// directory is listed in windows of this many entries, each one full
     /// read of it on the share (see [`listings::dir_window`]).
     pub list_window: usize,
+    /// Local disk (in the temporary directory) for the names a listing's
+    /// window lets go, so that its later windows need no new read of the
+    /// directory (see [`listings::spill_runs`]); clones share it.
+    pub list_spill: listings::spill_runs::SpillBudget,
     /// Most stored versions and delete markers put in one folder of a
     /// key's versions before a new shard of it is begun (see
     /// [`versions::shards`]).
@@ -133,6 +137,7 @@ impl Default for StoreOptions {
             listing_cache: listings::listing_cache::ListingBudget::new(64 << 20),
             list_max_dirs: 1000,
             list_window: 1_000_000,
+            list_spill: listings::spill_runs::SpillBudget::new(1 << 30),
             versions_per_folder: 256,
             cache: reads::object_cache::CacheOptions::default(),
         }

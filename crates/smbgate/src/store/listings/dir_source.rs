@@ -9,8 +9,11 @@ use crate::store::share::Tree;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
-use super::listing_cache::{stamp, DirCache, DirStamp};
+use std::sync::Arc;
+
+use super::listing_cache::{stamp, DirCache, DirRead, DirStamp};
 use super::names::Hint;
+use super::spill_runs::{SpillBudget, SpillRuns};
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
 use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
@@ -34,6 +37,8 @@ struct SmbSource<'a> {
     records: &'a Records,
     /// Most entries of one directory held at once ([`crate::store::StoreOptions::list_window`]).
     window: usize,
+    /// Local disk for what a window lets go ([`crate::store::StoreOptions::list_spill`]).
+    spill: &'a SpillBudget,
 }
 
 impl SmbSource<'_> {
@@ -48,20 +53,31 @@ impl DirSource for SmbSource<'_> {
     async fn list(&self, path: &[String], needed: &Needed) -> Result<Option<Window>, StoreError> {
         let dir = self.dir_path(path);
         if self.reuse {
+            // A kept window, or spilled runs of what follows one, if the
+            // directory is unchanged since it was read: no entry came or
+            // went.
             if let Some((cached, window)) = self.cache.get(&dir, needed) {
-                // Unchanged since it was read: no entry came or went.
-                match share::stat(&self.tree, &dir).await {
-                    Ok(now) if stamp(&now) == cached => return Ok(Some(window)),
-                    Ok(_) => {}
-                    Err(e) if is_not_found(&e) => return Ok(None),
-                    Err(e) => return Err(e.into()),
+                match self.unchanged(&dir, cached).await? {
+                    Some(true) => return Ok(Some(window)),
+                    Some(false) => {}
+                    None => return Ok(None),
+                }
+            } else if let Some((cached, spill)) = self.cache.spill_for(&dir, needed) {
+                match self.unchanged(&dir, cached).await? {
+                    Some(true) => {
+                        if let Some(window) = self.window_from_spill(&dir, cached, needed, spill).await {
+                            return Ok(Some(window));
+                        }
+                    }
+                    Some(false) => {}
+                    None => return Ok(None),
                 }
             }
         }
         // Concurrent listings of this directory share a read that began
         // after they arrived, for all their needs (dir_reads.rs).
-        let serves = |read: &Option<(DirStamp, Window)>, read_for: &Needed, needed: &Needed| {
-            read.as_ref().is_none_or(|(_, w)| w.serves_needs(read_for, needed))
+        let serves = |read: &DirRead, read_for: &Needed, needed: &Needed| {
+            read.as_ref().is_none_or(|(_, w, _)| w.serves_needs(read_for, needed))
         };
         let (read_for, read) = self
             .cache
@@ -69,18 +85,53 @@ impl DirSource for SmbSource<'_> {
             .read(&dir, needed, serves, |read_for| {
                 let dir = &dir;
                 async move {
-                    let Some((times, window)) = self.read(dir, &read_for).await? else { return Ok(None) };
-                    Ok::<_, StoreError>(Some((stamp(&times), window)))
+                    let Some((times, window, spill)) = self.read(dir, &read_for).await? else { return Ok(None) };
+                    Ok::<_, StoreError>(Some((stamp(&times), window, spill.map(Arc::new))))
                 }
             })
             .await?;
-        let Some((stamp, window)) = read else { return Ok(None) };
-        self.cache.put(dir, stamp, &read_for, window.clone());
+        let Some((stamp, window, spill)) = read else { return Ok(None) };
+        self.cache.put_spilled(dir, stamp, &read_for, window.clone(), spill);
         Ok(Some(window))
     }
 }
 
 impl SmbSource<'_> {
+    /// Whether `dir`'s stamp is still `cached`; `None` if it is gone.
+    ///
+    /// Errors: the share's, other than not-found.
+    async fn unchanged(&self, dir: &str, cached: DirStamp) -> StoreResult<Option<bool>> {
+        match share::stat(&self.tree, dir).await {
+            Ok(now) => Ok(Some(stamp(&now) == cached)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The window of `dir` that `needed` needs, made from the runs its
+    /// last read spilled (on a blocking thread: it reads local files), and
+    /// kept like a window read from the share; `None` if they cannot make
+    /// it (the caller reads the share).
+    async fn window_from_spill(&self, dir: &str, stamp: DirStamp, needed: &Needed, spill: Arc<SpillRuns>) -> Option<Window> {
+        let (cap, max_bytes) = (self.window, self.cache.window_bytes());
+        let (runs, wanted) = (spill.clone(), needed.clone());
+        match tokio::task::spawn_blocking(move || runs.window(&wanted, cap, max_bytes)).await {
+            Ok(Ok(Some(window))) => {
+                self.cache.put_spilled(dir.to_string(), stamp, needed, window.clone(), Some(spill));
+                Some(window)
+            }
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "a listing's spilled runs could not be read back; reading the directory again");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a listing's spilled runs could not be read back; reading the directory again");
+                None
+            }
+        }
+    }
+
     /// On a share without EAs: the ids of the directories among `entries`
     /// (in `dir`) whose record (stream or sidecar) says they are marker
     /// objects, read when the directory is, so that a page never loses
@@ -143,7 +194,11 @@ impl SmbSource<'_> {
     /// exist. A window that cannot end within the cap (all directories)
     /// is read again without one.
     #[tracing::instrument(level = "debug", name = "store.listing_window", skip_all)]
-    async fn read(&self, dir: &str, needed: &Needed) -> Result<Option<(share::FileTimes, Window)>, StoreError> {
+    async fn read(
+        &self,
+        dir: &str,
+        needed: &Needed,
+    ) -> StoreResult<Option<(share::FileTimes, Window, Option<SpillRuns>)>> {
         let (mut cap, mut max_bytes) = (self.window, self.cache.window_bytes());
         loop {
             let mut reader = match share::DirReader::open(&self.tree, dir).await {
@@ -151,7 +206,12 @@ impl SmbSource<'_> {
                 Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
             };
+            // What the window lets go is spilled to local disk, for the
+            // windows after it (spill_runs.rs).
             let mut window = WindowBuilder::new(needed, cap, max_bytes);
+            if cap != usize::MAX {
+                window = window.spilling(self.spill.clone());
+            }
             // The bytes of windows being read are bounded over every
             // listing: past what it could reserve, a window stays smaller.
             let mut reserved = self.cache.reserve_read();
@@ -177,9 +237,9 @@ impl SmbSource<'_> {
             }
             let times = reader.times();
             reader.close().await?;
-            match window.finish(beside) {
-                Some(w) => return Ok(Some((times, w))),
-                None => (cap, max_bytes) = (usize::MAX, usize::MAX),
+            match window.finish_spilled(beside) {
+                (Some(w), spill) => return Ok(Some((times, w, spill))),
+                (None, _) => (cap, max_bytes) = (usize::MAX, usize::MAX),
             }
         }
     }
@@ -355,6 +415,7 @@ impl Listings {
             reuse: continuation,
             records: self.root.records(),
             window: self.root.options().list_window,
+            spill: &self.root.options().list_spill,
         };
         let req = ListRequest { max_dirs: Some(self.root.options().list_max_dirs), ..req.clone() };
         list(&src, &req).await

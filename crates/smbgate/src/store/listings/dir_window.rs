@@ -22,6 +22,7 @@
 use std::sync::Arc;
 
 use super::names::{Hint, Names};
+use super::spill_runs::{SpillBudget, SpillRuns, SpillWriter};
 use super::walk::{prepared_item, valid_parts, DirItem, Needed, Window};
 
 /// Builds a [`Window`] from a directory's entries in any order, holding at
@@ -43,6 +44,9 @@ pub struct WindowBuilder {
     bound: Option<(String, bool)>,
     /// A directory's name with its `/`, without an allocation per entry.
     scratch: String,
+    /// Where the entries let go are written, for the later windows
+    /// ([`super::spill_runs`]); `None`: they are dropped.
+    spill: Option<SpillWriter>,
 }
 
 impl WindowBuilder {
@@ -61,7 +65,15 @@ impl WindowBuilder {
             dropped: false,
             bound: None,
             scratch: String::new(),
+            spill: None,
         }
+    }
+
+    /// This builder, writing what it lets go to runs charged to `budget`
+    /// (see [`WindowBuilder::finish_spilled`]).
+    pub fn spilling(mut self, budget: SpillBudget) -> WindowBuilder {
+        self.spill = budget.enabled().then(|| SpillWriter::new(budget));
+        self
     }
 
     /// Offers one entry as the source decoded it (a directory's name
@@ -87,14 +99,23 @@ impl WindowBuilder {
         } else {
             name
         };
+        self.push_prepared(name, is_dir, size, last_modified, hint);
+        self.scratch = scratch;
+    }
+
+    /// [`WindowBuilder::push_entry`] of a name already prepared (a
+    /// directory's with its `/`), as a spilled run holds it.
+    pub fn push_prepared(&mut self, name: &str, is_dir: bool, size: u64, last_modified: u64, hint: Hint<'_>) {
         if self.needs(name) {
             if self.bound.as_ref().is_none_or(|(b, d)| (name, is_dir) < (b.as_str(), *d)) {
                 self.names.push(name, is_dir, size, last_modified, hint);
             } else {
                 self.dropped = true;
+                if let Some(spill) = &mut self.spill {
+                    spill.push(name, is_dir, size, last_modified, hint);
+                }
             }
         }
-        self.scratch = scratch;
         let over = |n: usize, max: usize| n > max.saturating_add(max / 2).saturating_add(2);
         if over(self.names.len(), self.cap) || over(self.names.used_bytes(), self.max_bytes) {
             self.cut_back();
@@ -104,6 +125,27 @@ impl WindowBuilder {
     /// Bytes the entries held now use ([`Names::used_bytes`]).
     pub fn used_bytes(&self) -> usize {
         self.names.used_bytes()
+    }
+
+    /// Entries held now.
+    pub fn held(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Says that needed entries follow those pushed (a source that stops
+    /// early): the window is not the whole rest.
+    pub fn more_follow(&mut self) {
+        self.dropped = true;
+    }
+
+    /// Writes entries `from..` of those held to the spill, if any.
+    fn spill_from(&mut self, from: usize) {
+        if let Some(spill) = &mut self.spill {
+            for i in from..self.names.len() {
+                let it = self.names.get(i);
+                spill.push(it.name, it.is_dir, it.size, it.last_modified, it.hint());
+            }
+        }
     }
 
     /// Holds the window to about `max` bytes from here on (it is cut back
@@ -128,6 +170,7 @@ impl WindowBuilder {
         let keep = fit.max(2);
         if keep < self.names.len() {
             self.dropped = true;
+            self.spill_from(keep);
             self.names.truncate(keep);
             self.bound = self.names.last().map(|l| (l.name.to_owned(), l.is_dir));
         }
@@ -146,21 +189,50 @@ impl WindowBuilder {
     ///
     /// `None`: no end past `from` can be found among the kept entries;
     /// read again with a cap of `usize::MAX`.
-    pub fn finish(mut self, extra: Vec<DirItem>) -> Option<Window> {
+    pub fn finish(self, extra: Vec<DirItem>) -> Option<Window> {
+        self.finish_spilled(extra).0
+    }
+
+    /// [`WindowBuilder::finish`], and for a builder made
+    /// [`WindowBuilder::spilling`] whose window is not the whole rest, the
+    /// runs holding every needed name after it (`None` if spilling failed
+    /// or nothing was let go).
+    pub fn finish_spilled(mut self, extra: Vec<DirItem>) -> (Option<Window>, Option<SpillRuns>) {
         self.cut_back();
-        let mut items = std::mem::take(&mut self.names);
         // Past a cut (or at `cap + 1` entries), the last entry kept only
         // shows what follows the one before it: the window ends before it.
-        let complete = !self.dropped && items.len() <= self.cap;
+        let complete = !self.dropped && self.names.len() <= self.cap;
         if !complete {
-            let end = (0..items.len().saturating_sub(1)).rev().find(|&i| {
-                let (it, next) = (items.get(i), items.get(i + 1));
-                // A marker's directory comes right after it, same name.
-                let its_directory_follows = next.is_dir && next.name == it.name;
-                !it.is_dir && !its_directory_follows && it.name > self.from.as_str()
-            })?;
-            items.truncate(end + 1);
+            let Some(end) = self.window_end() else { return (None, None) };
+            self.spill_from(end + 1);
+            self.names.truncate(end + 1);
         }
+        let spill = match (self.spill.take(), complete, self.names.last()) {
+            (Some(spill), false, Some(last)) => {
+                let needed = Needed { from: self.from.clone(), within: self.within.clone() };
+                spill.finish(&needed, last.name.to_owned(), extra.clone())
+            }
+            _ => None,
+        };
+        (Some(self.window_with(extra, complete)), spill)
+    }
+
+    /// Where a window that is not the whole rest ends: its last entry that
+    /// is a plain file past `from` not followed by its own directory.
+    fn window_end(&self) -> Option<usize> {
+        let items = &self.names;
+        (0..items.len().saturating_sub(1)).rev().find(|&i| {
+            let (it, next) = (items.get(i), items.get(i + 1));
+            // A marker's directory comes right after it, same name.
+            let its_directory_follows = next.is_dir && next.name == it.name;
+            !it.is_dir && !its_directory_follows && it.name > self.from.as_str()
+        })
+    }
+
+    /// The window of the entries held (cut to its end), with `extra` merged
+    /// in (see [`WindowBuilder::finish`]).
+    fn window_with(mut self, extra: Vec<DirItem>, complete: bool) -> Window {
+        let mut items = std::mem::take(&mut self.names);
         let last = items.last().map(|l| l.name.to_owned());
         let mut added = Vec::new();
         for e in extra.into_iter().filter_map(prepared_item) {
@@ -182,7 +254,7 @@ impl WindowBuilder {
             items.sort();
         }
         items.shrink();
-        Some(Window { items: Arc::new(items), complete })
+        Window { items: Arc::new(items), complete }
     }
 }
 

@@ -2,6 +2,9 @@
 //! of a paginated ListObjects, bounded in directories and, across every
 //! store of the process, in bytes ([`ListingBudget`]).
 
+use std::sync::Arc;
+
+use super::spill_runs::SpillRuns;
 use super::walk::{Needed, Prepared, Window};
 use crate::store::share;
 
@@ -22,8 +25,13 @@ pub struct DirCache {
     /// What all caches made from the same options may hold together.
     budget: ListingBudget,
     /// Reads in flight, shared by concurrent listings of one directory.
-    pub(crate) reads: super::dir_reads::SharedReads<Option<(DirStamp, Window)>>,
+    pub(crate) reads: super::dir_reads::SharedReads<DirRead>,
 }
+
+/// What one read of a directory gives: `None` if it does not exist; else
+/// its stamp when the read began, the window read, and the runs holding
+/// what the window let go ([`super::spill_runs`]), if they were written.
+pub(crate) type DirRead = Option<(DirStamp, Window, Option<Arc<SpillRuns>>)>;
 
 /// One kept listing.
 struct CachedDir {
@@ -37,6 +45,8 @@ struct CachedDir {
     needed: Needed,
     /// The whole directory or a window of it.
     window: Window,
+    /// The names after the window, spilled to local disk when it was read.
+    spill: Option<Arc<SpillRuns>>,
     /// What it takes of the [`ListingBudget`].
     bytes: usize,
 }
@@ -201,6 +211,18 @@ impl DirCache {
         Some((kept.stamp, kept.window.clone()))
     }
 
+    /// The spilled runs of `path` that hold every name a page needing
+    /// `needed` needs after the kept window ([`SpillRuns::serves`]), with
+    /// the directory's stamp when they were read; a page that uses them
+    /// keeps them as [`DirCache::get`] does.
+    pub(crate) fn spill_for(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Arc<SpillRuns>)> {
+        let mut dirs = self.dirs.lock().unwrap();
+        let kept = dirs.get_mut(path).filter(|k| k.live(self.ttl))?;
+        let spill = kept.spill.as_ref().filter(|s| s.serves(needed))?.clone();
+        kept.used = std::time::Instant::now();
+        Some((kept.stamp, spill))
+    }
+
     /// The most bytes a directory window may hold ([`super::names::Names::used_bytes`]):
     /// what this cache can keep of one listing, so that the next pages of a
     /// listing find the window its first page read, or 4 MiB when the cache
@@ -225,8 +247,25 @@ impl DirCache {
 
     /// Keeps `window` of `path`, read for `needed`, in place of any other
     /// listing of it.
+    #[cfg(test)]
     pub(crate) fn put(&self, path: String, stamp: DirStamp, needed: &Needed, window: Window) {
-        let n = listing_bytes(&window.items) + needed.from.len() + needed.within.len();
+        self.put_spilled(path, stamp, needed, window, None)
+    }
+
+    /// [`DirCache::put`] with the runs of the names after the window (a
+    /// window made from them keeps them, and their read's age).
+    pub(crate) fn put_spilled(
+        &self,
+        path: String,
+        stamp: DirStamp,
+        needed: &Needed,
+        window: Window,
+        spill: Option<Arc<SpillRuns>>,
+    ) {
+        let n = listing_bytes(&window.items)
+            + needed.from.len()
+            + needed.within.len()
+            + spill.as_ref().map_or(0, |s| s.index_bytes());
         if n > self.budget.limit {
             return; // would never fit: keep what is kept
         }
@@ -249,8 +288,9 @@ impl DirCache {
         loop {
             if dirs.len() < DIR_CACHE_DIRS && budget.take(n) {
                 let now = std::time::Instant::now();
+                let read_at = spill.as_ref().map_or(now, |s| s.read_at());
                 let needed = needed.clone();
-                dirs.insert(path, CachedDir { used: now, read_at: now, stamp, needed, window, bytes: n });
+                dirs.insert(path, CachedDir { used: now, read_at, stamp, needed, window, spill, bytes: n });
                 return;
             }
             let Some(unused) = dirs.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone()) else {

@@ -112,6 +112,11 @@ impl<'a> Item<'a> {
         }
     }
 
+    /// The ETag hint as held (see [`Item::etag_hint`]).
+    pub fn hint(&self) -> Hint<'a> {
+        self.hint
+    }
+
     /// The order the walk lists in: by name, a marker before the directory
     /// of the same name.
     pub fn sort_key(&self) -> (&'a str, bool) {
