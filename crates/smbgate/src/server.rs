@@ -21,6 +21,10 @@ use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::tls::Certificates;
 
+/// How long temp files of failed requests may take to be deleted, once the
+/// requests are done, before the process exits.
+const CLEANUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long in-flight requests may run after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -513,6 +517,7 @@ async fn drain(p: Prepared, graceful: GracefulShutdown) {
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("drain timed out; exiting with requests still open");
     }
+    crate::store::share::finish_cleanups(CLEANUP_TIMEOUT).await;
 }
 
 /// SIGHUP: reads the TLS files again. A bad file is logged and the

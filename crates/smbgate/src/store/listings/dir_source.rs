@@ -112,7 +112,13 @@ impl SmbSource<'_> {
     /// last read spilled (on a blocking thread: it reads local files), and
     /// kept like a window read from the share; `None` if they cannot make
     /// it (the caller reads the share).
-    async fn window_from_spill(&self, dir: &str, stamp: DirStamp, needed: &Needed, spill: Arc<SpillRuns>) -> Option<Window> {
+    async fn window_from_spill(
+        &self,
+        dir: &str,
+        stamp: DirStamp,
+        needed: &Needed,
+        spill: Arc<SpillRuns>,
+    ) -> Option<Window> {
         let (cap, max_bytes) = (self.window, self.cache.window_bytes());
         let (runs, wanted) = (spill.clone(), needed.clone());
         match tokio::task::spawn_blocking(move || runs.window(&wanted, cap, max_bytes)).await {

@@ -120,7 +120,7 @@ pub async fn publish_and_close(
             match open_for_delete(&tree, &path, false).await {
                 Ok(h) => Err((e.into(), Some(TempFile::new(&pool, h, &path)))),
                 Err(_) => {
-                    tokio::spawn(delete_by_name(path, pool, id));
+                    CLEANUPS.spawn(delete_by_name(path, pool, id));
                     Err((e.into(), None))
                 }
             }
@@ -243,9 +243,28 @@ impl Drop for TempFile {
         if let Some(handle) = self.handle.take() {
             let by_name = self.publishing.load(Ordering::Acquire);
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(discard(handle, std::mem::take(&mut self.path), self.pool.clone(), by_name, self.shared_name));
+                let path = std::mem::take(&mut self.path);
+                CLEANUPS.spawn_on(discard(handle, path, self.pool.clone(), by_name, self.shared_name), &rt);
             }
         }
+    }
+}
+
+/// Temp files being deleted in the background (a request that failed
+/// answers before its temp file is gone), so that a stopping process
+/// deletes them before it exits rather than leave them to the sweep.
+static CLEANUPS: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+/// Waits up to `limit` for the temp files being deleted in the background
+/// (for a process that is stopping).
+pub async fn finish_cleanups(limit: std::time::Duration) {
+    CLEANUPS.close();
+    if tokio::time::timeout(limit, CLEANUPS.wait()).await.is_err() {
+        tracing::warn!(
+            left = CLEANUPS.len(),
+            "stopping with temp files still being deleted; the sweep will remove them"
+        );
     }
 }
 
