@@ -11,7 +11,7 @@ use futures::stream::{self, StreamExt};
 use super::dir_window::WindowBuilder;
 use std::sync::Arc;
 
-use super::listing_cache::{stamp, DirCache, DirRead, DirStamp};
+use super::listing_cache::{stamp, DirCache, DirRead, DirStamp, MAX_AGE};
 use super::names::Hint;
 use super::spill_runs::{SpillBudget, SpillRuns};
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
@@ -86,7 +86,13 @@ impl DirSource for SmbSource<'_> {
                 let dir = &dir;
                 async move {
                     let Some((times, window, spill)) = self.read(dir, &read_for).await? else { return Ok(None) };
-                    Ok::<_, StoreError>(Some((stamp(&times), window, spill.map(Arc::new))))
+                    let spill = spill.map(Arc::new);
+                    if let Some(spill) = &spill {
+                        // Gone with the listing at the latest (a cache
+                        // nobody uses again keeps its entries).
+                        SpillRuns::expire_after(spill, MAX_AGE);
+                    }
+                    Ok::<_, StoreError>(Some((stamp(&times), window, spill)))
                 }
             })
             .await?;
@@ -119,18 +125,19 @@ impl SmbSource<'_> {
         needed: &Needed,
         spill: Arc<SpillRuns>,
     ) -> Option<Window> {
-        let (cap, max_bytes) = (self.window, self.cache.window_bytes());
-        let (runs, wanted) = (spill.clone(), needed.clone());
-        match tokio::task::spawn_blocking(move || runs.window(&wanted, cap, max_bytes)).await {
-            Ok(Ok(Some(window))) => {
+        // Within the bytes all windows being made may hold, as a read of
+        // the share is (listing_cache.rs).
+        let mut reserved = self.cache.reserve_read();
+        let max_bytes = self.cache.window_bytes();
+        let max_bytes = if reserved.cover(max_bytes) { max_bytes } else { reserved.allowed() };
+        let (runs, wanted, cap) = (spill.clone(), needed.clone(), self.window);
+        let made = tokio::task::spawn_blocking(move || WindowBuilder::from_runs(&runs, &wanted, cap, max_bytes)).await;
+        match made.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(Some(window)) => {
                 self.cache.put_spilled(dir.to_string(), stamp, needed, window.clone(), Some(spill));
                 Some(window)
             }
-            Ok(Ok(None)) => None,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "a listing's spilled runs could not be read back; reading the directory again");
-                None
-            }
+            Ok(None) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "a listing's spilled runs could not be read back; reading the directory again");
                 None
@@ -215,7 +222,7 @@ impl SmbSource<'_> {
             // What the window lets go is spilled to local disk, for the
             // windows after it (spill_runs.rs).
             let mut window = WindowBuilder::new(needed, cap, max_bytes);
-            if cap != usize::MAX {
+            if cap != usize::MAX && self.cache.keeps() {
                 window = window.spilling(self.spill.clone());
             }
             // The bytes of windows being read are bounded over every

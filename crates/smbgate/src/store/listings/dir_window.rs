@@ -204,7 +204,9 @@ impl WindowBuilder {
         let complete = !self.dropped && self.names.len() <= self.cap;
         if !complete {
             let Some(end) = self.window_end() else { return (None, None) };
-            self.spill_from(end + 1);
+            // The runs hold the window's last name too: a page from it
+            // finds it there, as it would in a read of the share.
+            self.spill_from(end);
             self.names.truncate(end + 1);
         }
         let spill = match (self.spill.take(), complete, self.names.last()) {
@@ -215,6 +217,43 @@ impl WindowBuilder {
             _ => None,
         };
         (Some(self.window_with(extra, complete)), spill)
+    }
+
+    /// The window of `needed` made from the runs a read spilled (see
+    /// [`SpillRuns::serves`]) as from the share: at most `cap` entries in
+    /// `max_bytes`. `None`: the runs are gone, or no window can end among
+    /// them (read the share).
+    ///
+    /// Errors: a run could not be read back.
+    pub fn from_runs(
+        runs: &SpillRuns,
+        needed: &Needed,
+        cap: usize,
+        max_bytes: usize,
+    ) -> std::io::Result<Option<Window>> {
+        let mut window = WindowBuilder::new(needed, cap, max_bytes);
+        let mut more = false;
+        let found = runs.visit_from(&needed.from, |r| {
+            // Past the names under the prefix: none of the rest is needed.
+            if r.name.as_str() > needed.within.as_str() && !r.name.starts_with(needed.within.as_str()) {
+                return false;
+            }
+            // Sorted input: once more than a window's worth came in, what
+            // follows would be cut anyway.
+            if window.held() > cap.saturating_add(1) || window.used_bytes() > max_bytes {
+                more = true;
+                return false;
+            }
+            window.push_prepared(&r.name, r.is_dir, r.size, r.last_modified, r.hint());
+            true
+        })?;
+        if !found {
+            return Ok(None);
+        }
+        if more {
+            window.more_follow();
+        }
+        Ok(window.finish(runs.beside().to_vec()))
     }
 
     /// Where a window that is not the whole rest ends: its last entry that
@@ -261,6 +300,7 @@ impl WindowBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::listings::spill_runs::RUN_ENTRIES;
 
     fn file(name: &str) -> DirItem {
         DirItem { name: name.into(), is_dir: false, size: 1, last_modified: 2, etag_hint: Some("e".into()) }
@@ -363,5 +403,78 @@ mod tests {
         assert_eq!(names(&w), ["a", "b", "c"], "z waits for its window");
         assert_eq!(w.items.get(2).etag_hint(), None, "two entries of one name: the lookup decides");
         assert!(!w.complete);
+    }
+
+    fn spilled_file(name: &str) -> DirItem {
+        DirItem { name: name.into(), is_dir: false, size: 7, last_modified: 9, etag_hint: Some(format!("e-{name}")) }
+    }
+
+    #[test]
+    fn a_spilled_directory_pages_through_every_name_once_in_order() {
+        // More than one run, in an order unlike key order, with a marker
+        // and its directory of the same name among them.
+        let mut items: Vec<DirItem> =
+            (0..(RUN_ENTRIES * 2 + 500)).map(|i| spilled_file(&format!("f{:07}", (i * 7919) % 200_000))).collect();
+        items.sort_by(|a, b| a.name.cmp(&b.name));
+        items.dedup_by(|a, b| a.name == b.name);
+        items.push(spilled_file("m/"));
+        items.push(DirItem { name: "m".into(), is_dir: true, size: 0, last_modified: 0, etag_hint: None });
+        let budget = SpillBudget::new(1 << 30);
+        let cap = 10_000;
+        let mut first = WindowBuilder::new(&Needed::default(), cap, usize::MAX).spilling(budget.clone());
+        for i in items.iter().rev() {
+            first.push(i.clone());
+        }
+        let (w, spill) = first.finish_spilled(Vec::new());
+        let (w, spill) = (w.unwrap(), spill.expect("spilled"));
+        assert!(budget.held() > 0);
+        let mut seen: Vec<String> = w.items.iter().map(|i| i.name.to_owned()).collect();
+        let mut from = seen.last().unwrap().clone();
+        let first_window = w;
+        let mut windows = 1;
+        loop {
+            let needed = Needed { from: from.clone(), within: String::new() };
+            assert!(spill.serves(&needed));
+            let w = WindowBuilder::from_runs(&spill, &needed, cap, usize::MAX).unwrap().unwrap();
+            seen.extend(w.items.iter().map(|i| i.name.to_owned()).filter(|n| *n > from));
+            windows += 1;
+            if w.complete {
+                break;
+            }
+            from = w.items.last().unwrap().name.to_owned();
+        }
+        // Every entry once (the marker "m/" and its directory are two).
+        let mut want: Vec<String> =
+            items.iter().map(|i| if i.is_dir { format!("{}/", i.name) } else { i.name.clone() }).collect();
+        want.sort();
+        assert_eq!(seen, want);
+        assert!(windows >= items.len() / cap, "{windows} windows");
+        // A page that starts at the first window's last name, under it as a
+        // prefix, finds that name in the runs, as in a read of the share.
+        let first_last = first_window.items.last().unwrap().name.to_owned();
+        let at = Needed { from: first_last.clone(), within: first_last.clone() };
+        assert!(spill.serves(&at));
+        let w = WindowBuilder::from_runs(&spill, &at, cap, usize::MAX).unwrap().unwrap();
+        assert_eq!((w.items.get(0).name, w.items.len(), w.complete), (first_last.as_str(), 1, true));
+        let late = seen[seen.len() - 10].clone();
+        let hint =
+            WindowBuilder::from_runs(&spill, &Needed { from: late.clone(), within: String::new() }, 2, usize::MAX)
+                .unwrap()
+                .unwrap();
+        assert_eq!(hint.items.get(0).etag_hint(), Some(format!("e-{late}")), "hints come back as stored");
+        drop(spill);
+        assert_eq!(budget.held(), 0, "the runs' bytes go back with them");
+    }
+
+    #[test]
+    fn a_spent_budget_stops_the_spill() {
+        let budget = SpillBudget::new(1000);
+        let mut first = WindowBuilder::new(&Needed::default(), 10, usize::MAX).spilling(budget.clone());
+        for i in 0..(RUN_ENTRIES + 10) {
+            first.push(spilled_file(&format!("f{i:07}")));
+        }
+        let (w, spill) = first.finish_spilled(Vec::new());
+        assert!(w.is_some() && spill.is_none());
+        assert_eq!(budget.held(), 0);
     }
 }

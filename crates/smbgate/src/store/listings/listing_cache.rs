@@ -54,7 +54,7 @@ struct CachedDir {
 /// The longest a listing is kept, however often pages use it: a file
 /// changed in place on the share moves no directory time, so its size and
 /// time in a kept listing are at most this old (5 minutes).
-const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(300);
+pub(crate) const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl CachedDir {
     fn live(&self, ttl: std::time::Duration) -> bool {
@@ -206,7 +206,8 @@ impl DirCache {
     /// from its read.
     pub(crate) fn get(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Window)> {
         let mut dirs = self.dirs.lock().unwrap();
-        let kept = dirs.get_mut(path).filter(|k| k.live(self.ttl) && k.window.serves_needs(&k.needed, needed))?;
+        self.drop_dead(&mut dirs, path);
+        let kept = dirs.get_mut(path).filter(|k| k.window.serves_needs(&k.needed, needed))?;
         kept.used = std::time::Instant::now();
         Some((kept.stamp, kept.window.clone()))
     }
@@ -217,10 +218,27 @@ impl DirCache {
     /// keeps them as [`DirCache::get`] does.
     pub(crate) fn spill_for(&self, path: &str, needed: &Needed) -> Option<(DirStamp, Arc<SpillRuns>)> {
         let mut dirs = self.dirs.lock().unwrap();
-        let kept = dirs.get_mut(path).filter(|k| k.live(self.ttl))?;
+        self.drop_dead(&mut dirs, path);
+        let kept = dirs.get_mut(path)?;
         let spill = kept.spill.as_ref().filter(|s| s.serves(needed))?.clone();
         kept.used = std::time::Instant::now();
         Some((kept.stamp, spill))
+    }
+
+    /// Drops `path`'s listing if it is past its time, giving back its bytes
+    /// and its spilled runs.
+    fn drop_dead(&self, dirs: &mut std::collections::HashMap<String, CachedDir>, path: &str) {
+        if dirs.get(path).is_some_and(|k| !k.live(self.ttl)) {
+            if let Some(kept) = dirs.remove(path) {
+                self.budget.give(kept.bytes);
+            }
+        }
+    }
+
+    /// True if this cache keeps anything (a listing spilled for it can
+    /// be used).
+    pub(crate) fn keeps(&self) -> bool {
+        self.budget.limit > 0
     }
 
     /// The most bytes a directory window may hold ([`super::names::Names::used_bytes`]):
@@ -262,10 +280,9 @@ impl DirCache {
         window: Window,
         spill: Option<Arc<SpillRuns>>,
     ) {
-        let n = listing_bytes(&window.items)
-            + needed.from.len()
-            + needed.within.len()
-            + spill.as_ref().map_or(0, |s| s.index_bytes());
+        // (The runs' index, about 1/256 of them, is bounded by
+        // --list-spill-size instead.)
+        let n = listing_bytes(&window.items) + needed.from.len() + needed.within.len();
         if n > self.budget.limit {
             return; // would never fit: keep what is kept
         }

@@ -26,9 +26,8 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::dir_window::WindowBuilder;
 use super::names::{Hint, Names};
-use super::walk::{DirItem, Needed, Window};
+use super::walk::{DirItem, Needed};
 
 /// Entries gathered in memory before they are sorted and written as a run
 /// (about 4 MiB of 32-byte records and their names).
@@ -117,8 +116,17 @@ impl SpillWriter {
         if names.is_empty() || self.failed {
             return;
         }
-        names.sort();
-        match write_run(&names, &self.budget) {
+        // Sorting and writing take a few milliseconds a run: off the
+        // runtime's worker where it has others to run its tasks.
+        let budget = &self.budget;
+        let mut write = move || {
+            names.sort();
+            write_run(&names, budget)
+        };
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let written = if multi_thread { tokio::task::block_in_place(write) } else { write() };
+        match written {
             Ok(run) => {
                 self.held += run.len;
                 self.runs.push(run);
@@ -143,7 +151,15 @@ impl SpillWriter {
         let runs = std::mem::take(&mut self.runs);
         let held = std::mem::take(&mut self.held);
         let read_at = std::time::Instant::now();
-        Some(SpillRuns { runs, held, budget: self.budget.clone(), read_for: read_for.clone(), after, beside, read_at })
+        Some(SpillRuns {
+            runs: std::sync::Mutex::new(runs),
+            held: AtomicU64::new(held),
+            budget: self.budget.clone(),
+            read_for: read_for.clone(),
+            after,
+            beside,
+            read_at,
+        })
     }
 }
 
@@ -173,7 +189,11 @@ fn write_run(names: &Names, budget: &SpillBudget) -> std::io::Result<Run> {
         let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
         // Unlinked at once: the open file is all there is, and it goes
         // with the process however it ends.
-        std::fs::remove_file(&path)?;
+        if let Err(e) = std::fs::remove_file(&path) {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         let mut w = BufWriter::new(file);
         w.write_all(&bytes)?;
         w.into_inner().map_err(|e| e.into_error())
@@ -214,13 +234,18 @@ fn encode(out: &mut Vec<u8>, name: &str, is_dir: bool, size: u64, last_modified:
     }
 }
 
-/// A record read back.
+/// An entry read back from a run (its name prepared: a directory's with
+/// its `/`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Record {
-    name: String,
-    is_dir: bool,
-    size: u64,
-    last_modified: u64,
+pub struct Record {
+    /// The name.
+    pub name: String,
+    /// True for a directory to walk.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub size: u64,
+    /// LastWriteTime (FILETIME).
+    pub last_modified: u64,
     hint: RecordHint,
 }
 
@@ -232,7 +257,8 @@ enum RecordHint {
 }
 
 impl Record {
-    fn hint(&self) -> Hint<'_> {
+    /// The ETag hint as stored.
+    pub fn hint(&self) -> Hint<'_> {
         match &self.hint {
             RecordHint::None => Hint::None,
             RecordHint::Derived(id) => Hint::Derived(*id),
@@ -321,8 +347,9 @@ impl<'a> Cursor<'a> {
 /// needed after that window's last one.
 #[derive(Debug)]
 pub struct SpillRuns {
-    runs: Vec<Run>,
-    held: u64,
+    /// Empty once expired ([`SpillRuns::expire_after`]).
+    runs: std::sync::Mutex<Vec<Run>>,
+    held: AtomicU64,
     budget: SpillBudget,
     read_for: Needed,
     after: String,
@@ -332,7 +359,7 @@ pub struct SpillRuns {
 
 impl Drop for SpillRuns {
     fn drop(&mut self) {
-        self.budget.give(self.held);
+        self.budget.give(self.held.swap(0, Ordering::AcqRel));
     }
 }
 
@@ -343,9 +370,18 @@ impl SpillRuns {
         self.read_at
     }
 
-    /// Bytes the runs hold in memory (their indexes), about.
-    pub fn index_bytes(&self) -> usize {
-        self.runs.iter().flat_map(|r| &r.index).map(|(n, _)| n.len() + 40).sum::<usize>() + 64
+    /// Lets the runs go `after` from now if nothing has dropped them by
+    /// then (a listing cache nobody uses again keeps its entries), so that
+    /// they give back their disk: a window asked of them then is `None`.
+    pub fn expire_after(runs: &Arc<SpillRuns>, after: std::time::Duration) {
+        let weak = Arc::downgrade(runs);
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            if let Some(runs) = weak.upgrade() {
+                drop(std::mem::take(&mut *runs.runs.lock().unwrap_or_else(|p| p.into_inner())));
+                runs.budget.give(runs.held.swap(0, Ordering::AcqRel));
+            }
+        });
     }
 
     /// True if the runs hold every name `needed` needs: it needs no more
@@ -356,46 +392,46 @@ impl SpillRuns {
             && self.after.as_str() <= needed.from.as_str()
     }
 
-    /// The window of `needed` (see [`SpillRuns::serves`]) built from the
-    /// runs as [`WindowBuilder`] builds one from the share: at most `cap`
-    /// entries in `max_bytes`. `None`: no window can be made from them
-    /// (no end past `from` among them; read the share without a cap).
+    /// Visits the runs' records in name order, from the first whose name
+    /// is not below `from`, while `visit` answers true. False: the runs are
+    /// gone (expired), and nothing was visited.
     ///
     /// Errors: a run could not be read back.
-    pub fn window(&self, needed: &Needed, cap: usize, max_bytes: usize) -> std::io::Result<Option<Window>> {
-        let mut window = WindowBuilder::new(needed, cap, max_bytes);
-        let mut cursors = Vec::with_capacity(self.runs.len());
+    pub fn visit_from(&self, from: &str, mut visit: impl FnMut(&Record) -> bool) -> std::io::Result<bool> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if runs.is_empty() {
+            return Ok(false);
+        }
+        let mut cursors = Vec::with_capacity(runs.len());
         let mut heads = BinaryHeap::new();
-        for run in &self.runs {
-            let (c, first) = Cursor::from(run, &needed.from)?;
+        for run in runs.iter() {
+            let (c, first) = Cursor::from(run, from)?;
             if let Some(r) = first {
                 heads.push(Reverse((r.name.clone(), r.is_dir, cursors.len(), r)));
             }
             cursors.push(c);
         }
-        // Sorted input: once more than a window's worth came in, what
-        // follows would be cut anyway.
         while let Some(Reverse((_, _, i, r))) = heads.pop() {
-            if window.held() > cap.saturating_add(1) || window.used_bytes() > max_bytes {
-                window.more_follow();
+            if !visit(&r) {
                 break;
             }
-            window.push_prepared(&r.name, r.is_dir, r.size, r.last_modified, r.hint());
             if let Some(next) = cursors[i].next()? {
                 heads.push(Reverse((next.name.clone(), next.is_dir, i, next)));
             }
         }
-        Ok(window.finish(self.beside.clone()))
+        Ok(true)
+    }
+
+    /// The objects kept beside their directories, found by the read (merged
+    /// into every window, as into the first).
+    pub fn beside(&self) -> &[DirItem] {
+        &self.beside
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn file(name: &str) -> DirItem {
-        DirItem { name: name.into(), is_dir: false, size: 7, last_modified: 9, etag_hint: Some(format!("e-{name}")) }
-    }
 
     #[test]
     fn records_round_trip_with_every_kind_of_hint() {
@@ -411,64 +447,5 @@ mod tests {
         assert_eq!((r2.name.as_str(), r2.size, r2.hint), ("é.txt", 5, RecordHint::Derived(77)));
         assert_eq!((r3.name.as_str(), r3.last_modified, r3.hint), ("c", 9, RecordHint::Text("etag".into())));
         assert!(decode(&b[..n1 - 1]).is_none(), "a partial record is not one");
-    }
-
-    #[test]
-    fn a_spilled_directory_pages_through_every_name_once_in_order() {
-        // More than one run, in an order unlike key order, with a marker
-        // and its directory of the same name among them.
-        let mut items: Vec<DirItem> =
-            (0..(RUN_ENTRIES * 2 + 500)).map(|i| file(&format!("f{:07}", (i * 7919) % 200_000))).collect();
-        items.sort_by(|a, b| a.name.cmp(&b.name));
-        items.dedup_by(|a, b| a.name == b.name);
-        items.push(file("m/"));
-        items.push(DirItem { name: "m".into(), is_dir: true, size: 0, last_modified: 0, etag_hint: None });
-        let budget = SpillBudget::new(1 << 30);
-        let cap = 10_000;
-        let mut first = WindowBuilder::new(&Needed::default(), cap, usize::MAX).spilling(budget.clone());
-        for i in items.iter().rev() {
-            first.push(i.clone());
-        }
-        let (w, spill) = first.finish_spilled(Vec::new());
-        let (w, spill) = (w.unwrap(), spill.expect("spilled"));
-        assert!(budget.held() > 0);
-        let mut seen: Vec<String> = w.items.iter().map(|i| i.name.to_owned()).collect();
-        let mut from = seen.last().unwrap().clone();
-        let mut windows = 1;
-        loop {
-            let needed = Needed { from: from.clone(), within: String::new() };
-            assert!(spill.serves(&needed));
-            let w = spill.window(&needed, cap, usize::MAX).unwrap().unwrap();
-            seen.extend(w.items.iter().map(|i| i.name.to_owned()).filter(|n| *n > from));
-            windows += 1;
-            if w.complete {
-                break;
-            }
-            from = w.items.last().unwrap().name.to_owned();
-        }
-        let mut want: Vec<String> =
-            items.iter().map(|i| if i.is_dir { format!("{}/", i.name) } else { i.name.clone() }).collect();
-        want.sort();
-        want.dedup();
-        seen.dedup();
-        assert_eq!(seen, want);
-        assert!(windows >= items.len() / cap, "{windows} windows");
-        let late = seen[seen.len() - 10].clone();
-        let hint = spill.window(&Needed { from: late.clone(), within: String::new() }, 2, usize::MAX).unwrap().unwrap();
-        assert_eq!(hint.items.get(0).etag_hint(), Some(format!("e-{late}")), "hints come back as stored");
-        drop(spill);
-        assert_eq!(budget.held(), 0, "the runs' bytes go back with them");
-    }
-
-    #[test]
-    fn a_spent_budget_stops_the_spill() {
-        let budget = SpillBudget::new(1000);
-        let mut first = WindowBuilder::new(&Needed::default(), 10, usize::MAX).spilling(budget.clone());
-        for i in 0..(RUN_ENTRIES + 10) {
-            first.push(file(&format!("f{i:07}")));
-        }
-        let (w, spill) = first.finish_spilled(Vec::new());
-        assert!(w.is_some() && spill.is_none());
-        assert_eq!(budget.held(), 0);
     }
 }
