@@ -45,6 +45,7 @@ pub mod body_end;
 pub mod config;
 pub mod config_check;
 pub mod config_file;
+pub mod config_values;
 pub mod conn_limits;
 pub mod conn_slots;
 mod connection;
