@@ -285,25 +285,26 @@ mod tests {
         assert_eq!(list(&shared, &reads, "e", "").await.map(|a| a.1 .0), Ok(3));
     }
 
+    /// A listing of `within` in "d" whose reads for more than one prefix
+    /// are cut short (a directory larger than a window): such a read serves
+    /// only a need it was read for exactly.
+    fn spawn_cut(
+        shared: &Arc<SharedReads<Answer>>,
+        reads: &Arc<AtomicUsize>,
+        within: &'static str,
+    ) -> tokio::task::JoinHandle<Result<(Needed, Answer), String>> {
+        let (shared, reads) = (shared.clone(), reads.clone());
+        let cut = |rf: &Needed| rf.within.is_empty();
+        tokio::spawn(async move { shared.read("d", &need(within), serves, |rf| slow_read(&reads, cut, rf)).await })
+    }
+
     #[tokio::test]
     async fn a_read_cut_short_of_a_waiters_need_leaves_it_to_read_alone() {
         let shared = Arc::new(SharedReads::default());
         let reads = Arc::new(AtomicUsize::new(0));
-        // A read for more than one prefix is cut short (a directory larger
-        // than a window): it serves only a need it was read for exactly.
-        let cut = |rf: &Needed| rf.within.is_empty();
-        let first = {
-            let (shared, reads) = (shared.clone(), reads.clone());
-            tokio::spawn(async move { shared.read("d", &need("a"), serves, |rf| slow_read(&reads, cut, rf)).await })
-        };
+        let first = spawn_cut(&shared, &reads, "a");
         crate::store::backoff::test_pause_ms(10).await;
-        let waiters: Vec<_> = ["b", "c"]
-            .into_iter()
-            .map(|w| {
-                let (shared, reads) = (shared.clone(), reads.clone());
-                tokio::spawn(async move { shared.read("d", &need(w), serves, |rf| slow_read(&reads, cut, rf)).await })
-            })
-            .collect();
+        let waiters: Vec<_> = ["b", "c"].into_iter().map(|w| spawn_cut(&shared, &reads, w)).collect();
         assert_eq!(first.await.unwrap().map(|a| a.0), Ok(need("a")));
         for (w, t) in ["b", "c"].into_iter().zip(waiters) {
             let (read_for, (_, whole)) = t.await.unwrap().unwrap();
@@ -316,19 +317,10 @@ mod tests {
     async fn needs_a_shared_read_fell_short_of_share_reads_of_their_own() {
         let shared = Arc::new(SharedReads::default());
         let reads = Arc::new(AtomicUsize::new(0));
-        let cut = |rf: &Needed| rf.within.is_empty();
-        let first = {
-            let (shared, reads) = (shared.clone(), reads.clone());
-            tokio::spawn(async move { shared.read("d", &need("a"), serves, |rf| slow_read(&reads, cut, rf)).await })
-        };
+        let first = spawn_cut(&shared, &reads, "a");
         crate::store::backoff::test_pause_ms(10).await;
-        let waiters: Vec<_> = ["b", "b", "b", "b", "b", "c"]
-            .into_iter()
-            .map(|w| {
-                let (shared, reads) = (shared.clone(), reads.clone());
-                tokio::spawn(async move { shared.read("d", &need(w), serves, |rf| slow_read(&reads, cut, rf)).await })
-            })
-            .collect();
+        let waiters: Vec<_> =
+            ["b", "b", "b", "b", "b", "c"].into_iter().map(|w| spawn_cut(&shared, &reads, w)).collect();
         first.await.unwrap().unwrap();
         for t in waiters {
             t.await.unwrap().unwrap();
