@@ -94,7 +94,7 @@ impl Root {
             Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
             Ok(Some((c, m, p))) => {
                 let marker = m.as_ref().is_some_and(|m| m.marker);
-                Ok(stands_as_folder(tree, mapped, &c.times, marker, &p).await?.then_some((c, m, p)))
+                Ok(stands_as_folder(&self.live(tree), mapped, &c.times, marker, &p).await?.then_some((c, m, p)))
             }
             Err(e) if !is_not_found(&e) => Err(e),
             _ => Ok(None),

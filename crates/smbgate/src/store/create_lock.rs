@@ -45,13 +45,6 @@ impl Root {
         object.as_str().to_lowercase()
     }
 
-    /// True unless the creation lock of the object at `object` is seen
-    /// free: while it is held, the key may be between the two renames of
-    /// an If-Match swap.
-    pub(crate) async fn is_locked(&self, tree: &Tree, object: &SharePath) -> bool {
-        self.live(tree).is_locked(&self.lock_name(object)).await
-    }
-
     /// Takes the creation lock of the object at `object`, waiting
     /// ([`backoff::CREATION_LOCK`], 10 s) while another publisher of that
     /// key holds it ([`take_lock`] on `tree`).

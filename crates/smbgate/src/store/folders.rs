@@ -14,7 +14,8 @@
 
 use super::keys::MappedKey;
 use super::path::SharePath;
-use super::share::{self, is_not_found, FileTimes, ShareError, Tree};
+use super::share::{self, is_not_found, FileTimes, ShareError};
+use super::share_ops::ShareOps;
 
 /// Where an open found the object a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +35,8 @@ pub(crate) enum Found {
 /// gone meanwhile (or a file there now) is no folder.
 ///
 /// Errors: the server's other refusals of the look inside.
-pub(crate) async fn stands_as_folder(
-    tree: &Tree,
+pub(crate) async fn stands_as_folder<S: ShareOps>(
+    s: &S,
     mapped: &MappedKey,
     times: &FileTimes,
     marker_record: bool,
@@ -44,7 +45,7 @@ pub(crate) async fn stands_as_folder(
     if !mapped.dir_marker || !times.is_directory() || marker_record || share::is_own_dir(times) {
         return Ok(false);
     }
-    match share::is_empty_dir(tree, path.as_str()).await {
+    match s.is_empty_dir(path.as_str()).await {
         Ok(empty) => Ok(empty),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(e),

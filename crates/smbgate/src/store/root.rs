@@ -10,6 +10,7 @@ use super::path::SharePath;
 use super::reads::{object_cache, watch_table};
 use super::records;
 use super::share::{self, Pool, Tree};
+use super::share_ops::ShareOps;
 use super::{StoreError, StoreOptions, StoreResult, INTERNAL};
 
 /// One share root as every owner of S3 operations sees it: the pool, where
@@ -182,11 +183,19 @@ impl Root {
 
     /// Fails with NoSuchBucket unless `bucket` is an existing directory.
     pub async fn check_bucket(&self, tree: &Tree, bucket: &str) -> StoreResult<()> {
-        match share::stat(tree, &self.bucket_path(bucket)).await {
-            Ok(t) if t.is_directory() => Ok(()),
-            Ok(_) => Err(StoreError::NoSuchBucket),
-            Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),
-            Err(e) => Err(e.into()),
-        }
+        bucket_is_there(&self.live(tree), &self.bucket_path(bucket)).await
+    }
+}
+
+/// Ok if `bucket` (a share-relative path) is a directory.
+///
+/// Errors: NoSuchBucket if nothing or a file is there; the share's other
+/// failures.
+pub(crate) async fn bucket_is_there<S: ShareOps>(s: &S, bucket: &str) -> StoreResult<()> {
+    match s.is_directory(bucket).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(StoreError::NoSuchBucket),
+        Err(e) if share::is_not_found(&e) => Err(StoreError::NoSuchBucket),
+        Err(e) => Err(e.into()),
     }
 }

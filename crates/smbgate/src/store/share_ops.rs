@@ -1,7 +1,8 @@
-//! The share operations the store's write and delete rules take, as a
-//! trait: the creation lock (`take_key_lock`), the If-Match swap (`swap`),
-//! the move of an object beside a directory of its name (`beside`) and
-//! the checked delete (`delete`) run on the live share ([`LiveShare`]) in
+//! The share operations the store's write, delete and lookup rules take,
+//! as a trait: the creation lock (`take_key_lock`), the If-Match swap
+//! (`swap`), the move of an object beside a directory of its name
+//! (`beside`), the checked delete (`delete`) and where a GET finds a key
+//! (`reads/find_stored`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
@@ -79,6 +80,9 @@ pub(crate) trait ShareOps: Sync {
     /// True if `path` is a directory, false if a file (`share::stat`).
     fn is_directory(&self, path: &str) -> impl Future<Output = Result<bool>> + Send;
 
+    /// True if the directory at `path` holds no entry (`share::is_empty_dir`).
+    fn is_empty_dir(&self, path: &str) -> impl Future<Output = Result<bool>> + Send;
+
     /// True if `path` holds no file now: a directory, or a directory
     /// removed while a handle still holds it (`share::not_a_file`).
     fn holds_no_file(&self, path: &str) -> impl Future<Output = bool> + Send;
@@ -111,7 +115,7 @@ pub(crate) trait ShareOps: Sync {
 
     /// True unless the creation lock named `lock` is seen free: while it
     /// is held, its key may be between the two renames of an If-Match swap
-    /// (`Root::is_locked`).
+    /// (`share::KeyLocks::is_held`).
     fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send;
 }
 
@@ -188,6 +192,10 @@ impl ShareOps for LiveShare<'_> {
 
     async fn is_directory(&self, path: &str) -> Result<bool> {
         share::stat(self.tree, path).await.map(|t| t.is_directory())
+    }
+
+    fn is_empty_dir(&self, path: &str) -> impl Future<Output = Result<bool>> + Send {
+        share::is_empty_dir(self.tree, path)
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {

@@ -24,9 +24,10 @@ use tokio::sync::oneshot;
 
 use super::meta::ObjectMeta;
 use super::records::FileKey;
-use super::share::{failing_with, Failure, Result};
+use super::share::{failing_with, Failure, FileTimes, Result, OWN_DIR_MARK};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
+use smb_proto::create_flags::attributes;
 
 /// Access and sharing bits (one layout for both, as in a CREATE).
 pub(crate) const READ: u8 = 1;
@@ -39,9 +40,48 @@ pub(crate) const ALL: u8 = READ | WRITE | DELETE;
 
 struct Node {
     dir: bool,
-    /// The ETag its record holds.
+    /// The ETag its record holds ("" for a file without a record).
     etag: String,
+    /// A directory with a marker record (the object `name/`).
+    marker: bool,
+    /// A directory the gateway made for keys (`mkdir_own`).
+    own: bool,
+    /// Bytes, and the sizes of its parts (none for a single PUT).
+    size: u64,
+    parts: Vec<u64>,
     delete_pending: bool,
+}
+
+impl Node {
+    fn new(dir: bool, etag: &str) -> Node {
+        Node {
+            dir,
+            etag: etag.to_string(),
+            marker: false,
+            own: false,
+            size: 0,
+            parts: Vec::new(),
+            delete_pending: false,
+        }
+    }
+
+    /// Its record, as an open reads it.
+    fn record(&self) -> Option<ObjectMeta> {
+        let parts = self.parts.clone();
+        (self.marker || !self.etag.is_empty()).then(|| ObjectMeta {
+            etag: self.etag.clone(),
+            marker: self.marker,
+            parts,
+            ..Default::default()
+        })
+    }
+
+    /// Its times, as an open reads them.
+    fn times(&self) -> FileTimes {
+        let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
+        let creation = if self.own { OWN_DIR_MARK } else { 0 };
+        FileTimes { creation, end_of_file: self.size, attributes, ..Default::default() }
+    }
 }
 
 struct Open {
@@ -181,11 +221,48 @@ impl MemoryShare {
         self.add(path, true, "");
     }
 
+    /// Puts a file at `path` of `size` bytes, made of `parts` (none for a
+    /// single PUT), whose record holds `etag` ("" for none: a file someone
+    /// else put there).
+    pub(crate) fn put_sized(&self, path: &str, etag: &str, size: u64, parts: &[u64]) {
+        self.insert(path, Node { size, parts: parts.to_vec(), ..Node::new(false, etag) });
+    }
+
+    /// Makes a directory at `path` with a marker record holding `etag`:
+    /// the object `name/`.
+    pub(crate) fn put_marker(&self, path: &str, etag: &str) {
+        self.insert(path, Node { marker: true, ..Node::new(true, etag) });
+    }
+
     fn add(&self, path: &str, dir: bool, etag: &str) {
+        self.insert(path, Node::new(dir, etag));
+    }
+
+    fn insert(&self, path: &str, node: Node) {
         let mut s = self.state.lock().unwrap();
         let id = s.id();
-        s.nodes.insert(id, Node { dir, etag: etag.to_string(), delete_pending: false });
+        s.nodes.insert(id, node);
         s.names.insert(path.to_string(), id);
+    }
+
+    /// A GET's open of `path` (`share::open_with_meta`): reading, sharing
+    /// READ and DELETE, a directory only unless `file_only`. Returns the
+    /// handle, its times and its record.
+    ///
+    /// Errors: as an open on the share (not found, a directory where only a
+    /// file may open, delete pending, sharing violation).
+    pub(crate) async fn open_to_read(
+        &self,
+        path: &str,
+        file_only: bool,
+    ) -> Result<(MemHandle, FileTimes, Option<ObjectMeta>)> {
+        self.gate.step("open_to_read").await;
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, READ, READ | DELETE, !file_only)?;
+        let node = &s.nodes[&s.opens[&id].node];
+        let (times, record) = (node.times(), node.record());
+        drop(s);
+        Ok((self.handle(id), times, record))
     }
 
     /// A new file at `path` (a writer's verified temp file), open for
@@ -319,7 +396,7 @@ impl ShareOps for MemoryShare {
         if self.state.lock().unwrap().names.contains_key(path) {
             return Err(failing_with(Failure::Collision));
         }
-        self.mkdir(path);
+        self.insert(path, Node { own: true, ..Node::new(true, "") });
         Ok(())
     }
 
@@ -328,6 +405,17 @@ impl ShareOps for MemoryShare {
         let s = self.state.lock().unwrap();
         let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
         Ok(s.nodes[node].dir)
+    }
+
+    async fn is_empty_dir(&self, path: &str) -> Result<bool> {
+        self.gate.step("is_empty_dir").await;
+        let s = self.state.lock().unwrap();
+        let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        if !s.nodes[node].dir {
+            return Err(failing_with(Failure::NameNotFound));
+        }
+        let inside = format!("{path}\\");
+        Ok(!s.names.keys().any(|n| n.starts_with(&inside)))
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {
@@ -357,9 +445,11 @@ impl ShareOps for MemoryShare {
         Ok(node.and_then(|n| s.nodes.get(&n)).is_none_or(|n| n.delete_pending))
     }
 
-    fn info(&self, _file: &MemHandle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
+    fn info(&self, file: &MemHandle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
+        let s = self.state.lock().unwrap();
+        let size = s.opens.get(&file.id).and_then(|o| s.nodes.get(&o.node)).map_or(0, |n| n.size);
         let meta = meta.unwrap_or_default();
-        ObjectInfo { size: 0, last_modified: 0, etag: meta.etag.clone(), meta, path: path.to_string(), disk_id: None }
+        ObjectInfo { size, last_modified: 0, etag: meta.etag.clone(), meta, path: path.to_string(), disk_id: None }
     }
 
     fn record_key(&self, _file: &MemHandle) -> Option<FileKey> {

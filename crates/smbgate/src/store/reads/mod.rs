@@ -1,7 +1,7 @@
 //! HEAD and GET ([`Reads`](super::Reads)), from the cache to the streamed
 //! body. A GET runs, in order: `read_plan` (`Reads::get_object`: the cache,
 //! then the open), `object_open` (one compound: CREATE, record, first
-//! READ; the key looked for where it is kept and checked), `read_plan`
+//! READ; the key looked for where it is kept, `find_stored`, and checked), `read_plan`
 //! again (conditions, range and part bounds decided from what opened), and
 //! `stream` (the body: reads on the GET's own handle, and for a large range
 //! ordered segments fetched ahead on pooled connections). `object_cache`
@@ -13,6 +13,9 @@
 
 pub mod cache_watches;
 pub(super) mod coherence;
+pub(super) mod find_stored;
+#[cfg(test)]
+mod find_stored_test;
 pub mod object_cache;
 pub(super) mod object_open;
 pub mod prefetch_depth;

@@ -3,17 +3,16 @@
 
 use bytes::Bytes;
 
-use crate::store::beside::{kept_as, nothing_beside, stands_for};
-use crate::store::folders::{stands_as_folder, Found};
+use super::find_stored::{find_stored, KeyPlaces};
+use crate::store::beside::kept_as;
+use crate::store::folders::Found;
 use crate::store::keys::{map_key, KeyError, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
-use crate::store::share::not_a_file;
 use crate::store::share::records::Records;
-use crate::store::share::{is_not_found, is_unholdable_name};
-use crate::store::share::{Failure, ShareError};
+use crate::store::share::ShareError;
 use crate::store::types::{ObjectInfo, Opened};
-use crate::store::{backoff, retry_sharing, share, Reads, StoreError, StoreResult};
+use crate::store::{share, Reads, StoreError, StoreResult};
 
 /// Checks the record's key against the requested one: `Err(NoSuchKey)` if
 /// the open landed on a case-variant of the key (case-insensitive share),
@@ -230,27 +229,12 @@ impl Reads {
         Ok((meta, info))
     }
 
-    /// Runs `open` (a GET's or HEAD's) where `mapped` is kept: its own
-    /// path, or beside the directory there (a key whose name is also a
-    /// directory, or a marker with a body; see `beside`). `kind` says of
-    /// what opened whether it is a directory and has a marker record (see
-    /// [`stands_for`]). Returns what opened, its path, and where that is
-    /// ([`Found`]; an empty folder someone made stands for a key ending in
-    /// `/`, see `folders`, once nothing is found beside it).
-    ///
-    /// The own path is opened alone first: one round trip for most reads.
-    /// If it holds no object, the next round trip looks beside it, stats
-    /// the key's creation lock, and, after a first miss, opens the own path
-    /// once more and checks the bucket. A second open finds a version that
-    /// other clients renamed in meanwhile (seen about once in 20,000 reads
-    /// under 16 writers; failure class 13), and a missing key costs no more
-    /// round trips than the bucket check already did. The lock is held
-    /// while an If-Match swap renames the old version aside and the new one
-    /// in (failure class 25), and while an object moves beside its
-    /// directory or back (`beside`): two steps between which the key is in
-    /// neither place. While it is held, the search is tried again after 5,
-    /// 10, 20, 40 and 80 ms, so readers see the old version or the new, not
-    /// a 404.
+    /// Runs `open` (a GET's or HEAD's) where `mapped` is kept
+    /// ([`find_stored`] on the live share): its own path, beside the
+    /// directory there, or an empty folder standing for a key ending in
+    /// `/`; looked for again while the key's creation lock is held. `kind`
+    /// says of what opened whether it is a directory and has a marker
+    /// record. Returns what opened, its path, and where that is.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
     pub(in crate::store) async fn open_stored<T, F, Fut>(
@@ -265,83 +249,11 @@ impl Reads {
         F: Fn(SharePath, bool) -> Fut,
         Fut: std::future::Future<Output = Result<T, ShareError>>,
     {
-        let path = self.root.object_path(bucket, mapped);
-        let beside = path.beside(mapped.dir_marker);
-        // A plain key's own path is opened as a file only: a directory there
-        // answers STATUS_FILE_IS_A_DIRECTORY, and no handle on it keeps it
-        // delete-pending if it is removed meanwhile (see `beside`).
-        let open_own = || retry_sharing(|| open(path.clone(), !mapped.dir_marker));
-        let mut own = open_own().await;
-        let mut first_miss = true;
-        let mut motion = backoff::KEY_IN_MOTION.start();
-        loop {
-            let missing = match own {
-                Ok(r) => {
-                    let (times, marker) = kind(&r);
-                    if stands_for(not_a_file(&times), marker, mapped) {
-                        return Ok((r, path, Found::Own));
-                    }
-                    false // a directory: the object, if any, is beside it
-                }
-                Err(e) if is_not_found(&e) => true,
-                Err(e) if e.failure() == Failure::IsDirectory => false,
-                // A name the server cannot hold (over its name length, say)
-                // is no object of its.
-                Err(e) if is_unholdable_name(&e) => {
-                    self.root.check_bucket(tree, bucket).await?;
-                    return Err(StoreError::NoSuchKey);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            // Beside first, the own path again last, so an object that
-            // moves back between the two is seen at one of them; and the
-            // key's lock is looked at (answered) before the own path is
-            // opened again: a swap that let go of the lock before the look
-            // has its new version in place by then.
-            let check_bucket = missing && first_miss;
-            let (aside, locked, in_bucket) =
-                tokio::join!(retry_sharing(|| open(beside.clone(), true)), self.root.is_locked(tree, &path), async {
-                    match check_bucket {
-                        true => self.root.check_bucket(tree, bucket).await,
-                        false => Ok(()),
-                    }
-                });
-            let retried = open_own().await;
-            in_bucket?;
-            first_miss = false;
-            match aside {
-                Ok(r) if !not_a_file(&kind(&r).0) => return Ok((r, beside, Found::Beside)),
-                Err(e) if !nothing_beside(&e) => return Err(e.into()),
-                _ => {}
-            }
-            match retried {
-                Ok(r)
-                    if {
-                        let (times, m) = kind(&r);
-                        stands_for(not_a_file(&times), m, mapped)
-                    } =>
-                {
-                    tracing::debug!(bucket, "a key not found by its first look was found by a later one");
-                    return Ok((r, path, Found::Own));
-                }
-                // Nothing beside, and a directory without a marker record:
-                // an empty folder someone made is the object.
-                Ok(r)
-                    if {
-                        let (times, m) = kind(&r);
-                        stands_as_folder(tree, mapped, &times, m, &path).await?
-                    } =>
-                {
-                    return Ok((r, path, Found::Folder));
-                }
-                Err(e) if !is_not_found(&e) && e.failure() != Failure::IsDirectory => return Err(e.into()),
-                _ => {}
-            }
-            if !locked || !motion.wait().await {
-                return Err(StoreError::NoSuchKey);
-            }
-            own = open_own().await;
-        }
+        let own = self.root.object_path(bucket, mapped);
+        let lock = self.root.lock_name(&own);
+        let bucket_dir = self.root.bucket_path(bucket);
+        let places = KeyPlaces { bucket: bucket_dir.as_str(), own, lock: &lock };
+        find_stored(&self.root.live(tree), &places, mapped, open, kind).await
     }
 
     /// NoSuchKey if the file that opened is named otherwise than `mapped`:
