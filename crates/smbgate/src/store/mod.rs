@@ -38,6 +38,10 @@ pub mod listings;
 #[cfg(test)]
 #[path = "../../tests/support/memory_share.rs"]
 mod memory_share;
+/// How the in-memory share's operations take turns (test support).
+#[cfg(test)]
+#[path = "../../tests/support/steps.rs"]
+mod steps;
 pub mod meta;
 pub mod operations;
 pub mod path;

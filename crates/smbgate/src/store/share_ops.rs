@@ -2,18 +2,21 @@
 //! as a trait: the creation lock (`take_key_lock`), the If-Match swap
 //! (`swap`), the move of an object beside a directory of its name
 //! (`beside`), the checked delete (`delete`) and where a GET finds a key
-//! (`reads/find_stored`) run on the live share ([`LiveShare`]) in
+//! (`reads/find_stored`) and the listing's directory reads
+//! (`listings/dir_source`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
 //! rely on (sharing modes, rename without and with replace, delete on
 //! close), the live one is those functions.
 
+use std::collections::HashSet;
 use std::future::Future;
 
+use super::listings::entry_lookups;
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
-use super::share::{self, not_a_file, Handle, KeyLock, KeyLocks, Result, Tree};
+use super::share::{self, not_a_file, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Result, Tree};
 use super::types::ObjectInfo;
 
 /// What the creation lock and the If-Match swap do on a share. Paths are
@@ -24,6 +27,9 @@ pub(crate) trait ShareOps: Sync {
 
     /// A key's creation lock, held until released.
     type KeyLock: Send + Sync;
+
+    /// A directory open for reading its entries.
+    type DirReader: Send;
 
     /// Takes the creation lock named `name` if nobody holds it: `None` if
     /// another writer holds it (`share::KeyLocks::try_take`).
@@ -117,6 +123,39 @@ pub(crate) trait ShareOps: Sync {
     /// is held, its key may be between the two renames of an If-Match swap
     /// (`share::KeyLocks::is_held`).
     fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send;
+
+    /// The times of what is at `path` (`share::stat`).
+    fn times(&self, path: &str) -> impl Future<Output = Result<FileTimes>> + Send;
+
+    /// Opens the directory at `path` and reads its first page of entries
+    /// (`share::DirReader::open`). Not-found errors for a missing
+    /// directory or a file.
+    fn open_dir(&self, path: &str) -> impl Future<Output = Result<Self::DirReader>> + Send;
+
+    /// The times of `dir` as its open answered them, before any entry was
+    /// read: a later [`ShareOps::times`] with the same times says nothing
+    /// came or went.
+    fn dir_times(&self, dir: &Self::DirReader) -> FileTimes;
+
+    /// The next page of `dir`'s entries (`.` and `..` left out), `None` at
+    /// the end.
+    fn next_entries(&self, dir: &mut Self::DirReader) -> impl Future<Output = Result<Option<Vec<DirEntry>>>> + Send;
+
+    /// Closes `dir`.
+    fn close_dir(&self, dir: Self::DirReader) -> impl Future<Output = Result<()>> + Send;
+
+    /// True if a directory entry's EaSize tells whether the file has a
+    /// record (`Records::shown_in_listings`).
+    fn records_in_entries(&self) -> bool;
+
+    /// The ids of the directories among `entries` of `dir` whose record
+    /// says they are marker objects, where entries cannot tell
+    /// (`entry_lookups::marker_dirs`).
+    fn marker_dirs(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<u64>>> + Send;
+
+    /// The names among `entries` of `dir` that are only 8.3 aliases of
+    /// other names (`entry_lookups::short_aliases`).
+    fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send;
 }
 
 /// The live share: one pooled connection, the root's records and its
@@ -133,6 +172,7 @@ pub(crate) struct LiveShare<'a> {
 impl ShareOps for LiveShare<'_> {
     type Handle = Handle;
     type KeyLock = KeyLock;
+    type DirReader = share::DirReader;
 
     fn take_key_lock(&self, name: &str) -> impl Future<Output = Result<Option<KeyLock>>> + Send {
         self.key_locks.try_take(self.tree, name)
@@ -229,5 +269,37 @@ impl ShareOps for LiveShare<'_> {
 
     fn is_locked(&self, lock: &str) -> impl Future<Output = bool> + Send {
         self.key_locks.is_held(self.tree, lock)
+    }
+
+    fn times(&self, path: &str) -> impl Future<Output = Result<FileTimes>> + Send {
+        share::stat(self.tree, path)
+    }
+
+    fn open_dir(&self, path: &str) -> impl Future<Output = Result<share::DirReader>> + Send {
+        share::DirReader::open(self.tree, path)
+    }
+
+    fn dir_times(&self, dir: &share::DirReader) -> FileTimes {
+        dir.times()
+    }
+
+    fn next_entries(&self, dir: &mut share::DirReader) -> impl Future<Output = Result<Option<Vec<DirEntry>>>> + Send {
+        dir.next_page()
+    }
+
+    fn close_dir(&self, dir: share::DirReader) -> impl Future<Output = Result<()>> + Send {
+        dir.close()
+    }
+
+    fn records_in_entries(&self) -> bool {
+        self.records.shown_in_listings()
+    }
+
+    fn marker_dirs(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<u64>>> + Send {
+        entry_lookups::marker_dirs(self.tree, self.records, dir, entries)
+    }
+
+    fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send {
+        entry_lookups::short_aliases(self.tree, dir, entries)
     }
 }

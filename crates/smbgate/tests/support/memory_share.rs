@@ -1,30 +1,35 @@
-//! An in-memory share for the write rules' unit tests, and a scheduler
-//! that interleaves racing writers one share operation at a time.
+//! An in-memory share for the store rules' unit tests (writes, deletes,
+//! a GET's lookup, a listing's directory reads), racing one share
+//! operation at a time.
 //!
-//! It models what the creation lock and the If-Match swap rely on, as an
-//! SMB server does it: names bound to files, opens with access and sharing
-//! modes (a conflicting open is a sharing violation), delete on close (the
-//! name stays taken, delete pending, until the last open closes), a rename
-//! that without replace meets a collision and with replace is refused over
-//! a file someone holds open, a directory where a file was asked for, and
-//! keys' creation locks held by one taker at a time until released or
-//! dropped (as a byte-range lock goes with its open).
+//! It models what those rules rely on, as an SMB server does it: names
+//! bound to files, opens with access and sharing modes (a conflicting open
+//! is a sharing violation), delete on close (the name stays taken, delete
+//! pending, until the last open closes), a rename that without replace
+//! meets a collision and with replace is refused over a file someone holds
+//! open, a directory where a file was asked for, keys' creation locks held
+//! by one taker at a time until released or dropped (as a byte-range lock
+//! goes with its open), records with an ETag, parts and a marker flag,
+//! directories the gateway made (marked by their CreationTime), and
+//! directory reads whose entries are those at the open and whose
+//! ChangeTime moves whenever a name in them comes or goes.
 //! It is a model, in addition to the tests against smbd, never instead.
 //!
-//! Every operation first waits at the [`Gate`]; [`interleave`] lets one
-//! waiting operation through at a time, chosen by a seeded generator, so
-//! that a seed names one interleaving and a failing one can be replayed.
+//! Every operation first waits at the share's [`Gate`]; [`interleave`] lets
+//! one waiting operation through at a time, chosen by a seeded generator,
+//! so that a seed names one interleaving and a failing one can be replayed
+//! (`steps.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
+use super::steps::{interleave_at, Gate};
 
 use super::meta::ObjectMeta;
 use super::records::FileKey;
-use super::share::{failing_with, Failure, FileTimes, Result, OWN_DIR_MARK};
+use super::share::{failing_with, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
 use smb_proto::create_flags::attributes;
@@ -49,6 +54,9 @@ struct Node {
     /// Bytes, and the sizes of its parts (none for a single PUT).
     size: u64,
     parts: Vec<u64>,
+    /// A directory's ChangeTime: set anew whenever a name in it comes or
+    /// goes.
+    change: u64,
     delete_pending: bool,
 }
 
@@ -61,6 +69,7 @@ impl Node {
             own: false,
             size: 0,
             parts: Vec::new(),
+            change: 0,
             delete_pending: false,
         }
     }
@@ -80,7 +89,7 @@ impl Node {
     fn times(&self) -> FileTimes {
         let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
         let creation = if self.own { OWN_DIR_MARK } else { 0 };
-        FileTimes { creation, end_of_file: self.size, attributes, ..Default::default() }
+        FileTimes { creation, change: self.change, end_of_file: self.size, attributes, ..Default::default() }
     }
 }
 
@@ -99,12 +108,57 @@ struct State {
     /// Creation locks held now, by name.
     locks: HashSet<String>,
     next: u64,
+    /// The last ChangeTime given.
+    clock: u64,
 }
 
 impl State {
     fn id(&mut self) -> u64 {
         self.next += 1;
         self.next
+    }
+
+    /// Binds `path` to `node`, as a change of its directory.
+    fn bind(&mut self, path: &str, node: u64) {
+        self.names.insert(path.to_string(), node);
+        self.touch_parent_of(path);
+    }
+
+    /// Unbinds every name of `node`, as a change of their directories.
+    fn unbind(&mut self, node: u64) {
+        let gone: Vec<String> = self.names.iter().filter(|(_, n)| **n == node).map(|(p, _)| p.clone()).collect();
+        for path in gone {
+            self.names.remove(&path);
+            self.touch_parent_of(&path);
+        }
+    }
+
+    fn touch_parent_of(&mut self, path: &str) {
+        let Some((parent, _)) = path.rsplit_once('\\') else { return };
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(n) = self.names.get(parent).and_then(|id| self.nodes.get_mut(id)) {
+            n.change = clock;
+        }
+    }
+
+    /// The entries of the directory at `path`, as a directory read lists
+    /// them.
+    fn entries(&self, path: &str) -> Vec<DirEntry> {
+        let inside = format!("{path}\\");
+        let mut out: Vec<DirEntry> = self
+            .names
+            .iter()
+            .filter_map(|(name, id)| Some((name.strip_prefix(&inside)?, id)))
+            .filter(|(leaf, _)| !leaf.contains('\\'))
+            .map(|(leaf, id)| {
+                let n = &self.nodes[id];
+                let ea_size = if n.record().is_some() { 64 } else { 0 };
+                DirEntry { name: leaf.to_string(), times: n.times(), ea_size, file_id: *id }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     /// An open of the file at `path` with `access`, sharing `sharing`.
@@ -144,8 +198,8 @@ impl State {
             }
             self.nodes.remove(&there);
         }
-        self.names.retain(|_, n| *n != node);
-        self.names.insert(target.to_string(), node);
+        self.unbind(node);
+        self.bind(target, node);
         Ok(())
     }
 
@@ -160,22 +214,8 @@ impl State {
             self.nodes.get(&o.node).is_some_and(|n| n.delete_pending) && !self.opens.values().any(|x| x.node == o.node);
         if gone {
             self.nodes.remove(&o.node);
-            self.names.retain(|_, n| *n != o.node);
+            self.unbind(o.node);
         }
-    }
-}
-
-/// Where share operations wait for their turn.
-#[derive(Default)]
-pub(crate) struct Gate {
-    waiting: Mutex<Vec<(&'static str, oneshot::Sender<()>)>>,
-}
-
-impl Gate {
-    async fn step(&self, op: &'static str) {
-        let (tx, rx) = oneshot::channel();
-        self.waiting.lock().unwrap().push((op, tx));
-        let _ = rx.await;
     }
 }
 
@@ -184,6 +224,15 @@ impl Gate {
 pub(crate) struct MemoryShare {
     state: Arc<Mutex<State>>,
     gate: Arc<Gate>,
+    /// Directories opened for reading so far.
+    dir_reads: Arc<AtomicUsize>,
+}
+
+/// A directory of a [`MemoryShare`] open for reading: its entries as they
+/// were at the open, given two a page.
+pub(crate) struct MemDir {
+    entries: std::vec::IntoIter<DirEntry>,
+    times: FileTimes,
 }
 
 /// An open file of a [`MemoryShare`]; closed when dropped.
@@ -242,7 +291,7 @@ impl MemoryShare {
         let mut s = self.state.lock().unwrap();
         let id = s.id();
         s.nodes.insert(id, node);
-        s.names.insert(path.to_string(), id);
+        s.bind(path, id);
     }
 
     /// A GET's open of `path` (`share::open_with_meta`): reading, sharing
@@ -297,6 +346,11 @@ impl MemoryShare {
         v
     }
 
+    /// How many directories were opened for reading so far.
+    pub(crate) fn dir_reads(&self) -> usize {
+        self.dir_reads.load(Ordering::SeqCst)
+    }
+
     /// How many opens are held now.
     pub(crate) fn open_count(&self) -> usize {
         self.state.lock().unwrap().opens.len()
@@ -310,6 +364,7 @@ impl MemoryShare {
 impl ShareOps for MemoryShare {
     type Handle = MemHandle;
     type KeyLock = MemLock;
+    type DirReader = MemDir;
 
     async fn take_key_lock(&self, name: &str) -> Result<Option<MemLock>> {
         self.gate.step("take_key_lock").await;
@@ -462,38 +517,53 @@ impl ShareOps for MemoryShare {
         self.gate.step("is_locked").await;
         self.state.lock().unwrap().locks.contains(lock)
     }
+
+    async fn times(&self, path: &str) -> Result<FileTimes> {
+        self.gate.step("stat").await;
+        let s = self.state.lock().unwrap();
+        let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        Ok(s.nodes[node].times())
+    }
+
+    async fn open_dir(&self, path: &str) -> Result<MemDir> {
+        self.gate.step("open_dir").await;
+        self.dir_reads.fetch_add(1, Ordering::SeqCst);
+        let s = self.state.lock().unwrap();
+        let node = s.names.get(path).map(|id| &s.nodes[id]).filter(|n| n.dir);
+        let times = node.ok_or_else(|| failing_with(Failure::NameNotFound))?.times();
+        Ok(MemDir { entries: s.entries(path).into_iter(), times })
+    }
+
+    fn dir_times(&self, dir: &MemDir) -> FileTimes {
+        dir.times
+    }
+
+    async fn next_entries(&self, dir: &mut MemDir) -> Result<Option<Vec<DirEntry>>> {
+        self.gate.step("next_entries").await;
+        let page: Vec<DirEntry> = dir.entries.by_ref().take(2).collect();
+        Ok((!page.is_empty()).then_some(page))
+    }
+
+    async fn close_dir(&self, _dir: MemDir) -> Result<()> {
+        Ok(())
+    }
+
+    fn records_in_entries(&self) -> bool {
+        true // records are EAs here: an entry's EaSize tells
+    }
+
+    async fn marker_dirs(&self, _dir: &str, _entries: &[DirEntry]) -> Result<HashSet<u64>> {
+        Ok(HashSet::new())
+    }
+
+    async fn short_aliases(&self, _dir: &str, _entries: &[DirEntry]) -> Result<HashSet<String>> {
+        Ok(HashSet::new()) // it makes no 8.3 names
+    }
 }
 
-/// Runs `racers` to their ends on `share`, letting one waiting share
-/// operation through at a time, chosen by a generator seeded with `seed`.
-/// Between two choices every racer runs until it waits (at the gate, or
-/// in a backoff pause, which the paused test clock skips). Returns each
+/// Runs `racers` to their ends on `share`, one share operation at a time
+/// in the order `seed` names ([`steps::interleave_at`]). Returns each
 /// racer's output, in order.
 pub(crate) async fn interleave<F: Future>(share: &MemoryShare, seed: u64, racers: Vec<F>) -> Vec<F::Output> {
-    let done = AtomicUsize::new(0);
-    let n = racers.len();
-    let racers = racers.into_iter().map(|f| async {
-        let out = f.await;
-        done.fetch_add(1, Ordering::SeqCst);
-        out
-    });
-    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let driver = async {
-        while done.load(Ordering::SeqCst) < n {
-            super::backoff::test_pause_ms(1).await;
-            let mut waiting = share.gate.waiting.lock().unwrap();
-            if waiting.is_empty() {
-                continue;
-            }
-            // xorshift64: a seed names one sequence of choices.
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let i = (rng % waiting.len() as u64) as usize;
-            let (_, go) = waiting.swap_remove(i);
-            let _ = go.send(());
-        }
-    };
-    let (outs, ()) = tokio::join!(futures::future::join_all(racers), driver);
-    outs
+    interleave_at(&share.gate, seed, racers).await
 }

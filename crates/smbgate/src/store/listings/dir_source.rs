@@ -3,12 +3,11 @@
 //! concurrent CREATE+QUERY_INFO+CLOSE compounds.
 
 use crate::store::Listings;
-use std::collections::HashSet;
 
-use crate::store::share::Tree;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
+use super::entry_lookups::LOOKUPS_IN_FLIGHT;
 use std::sync::Arc;
 
 use super::listing_cache::{stamp, DirCache, DirRead, DirStamp, MAX_AGE};
@@ -18,36 +17,32 @@ use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, 
 use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
 use crate::store::path::SharePath;
-use crate::store::records::{FileKey, Records};
-use crate::store::share::{self, is_not_found, ShareError};
+use crate::store::share::{self, is_not_found};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::{StoreError, StoreResult};
 
-/// Object ETag lookups in flight at once per listing page.
-const ETAG_CONCURRENCY: usize = 64;
-
-struct SmbSource<'a> {
-    tree: Tree,
+/// The walk's directories, read from a share ([`ShareOps`]: the live one
+/// in the gateway, the in-memory one in `share_source_test.rs`).
+struct ShareSource<'a, S> {
+    share: S,
     bucket_path: SharePath,
     cache: &'a DirCache,
     /// Continuation pages may reuse a recent listing of a directory.
     reuse: bool,
-    /// Where records live. With EAs a directory entry's EaSize tells
-    /// whether the file has one; with sidecars only the sidecar does.
-    records: &'a Records,
     /// Most entries of one directory held at once ([`crate::store::StoreOptions::list_window`]).
     window: usize,
     /// Local disk for what a window lets go ([`crate::store::StoreOptions::list_spill`]).
     spill: &'a SpillBudget,
 }
 
-impl SmbSource<'_> {
+impl<S> ShareSource<'_, S> {
     fn dir_path(&self, path: &[String]) -> String {
         path.iter().fold(self.bucket_path.clone(), |p, c| p.join(&encode_component(c))).to_string()
     }
 }
 
-impl DirSource for SmbSource<'_> {
+impl<S: ShareOps + Send> DirSource for ShareSource<'_, S> {
     type Error = StoreError;
 
     async fn list(&self, path: &[String], needed: &Needed) -> Result<Option<Window>, StoreError> {
@@ -102,12 +97,12 @@ impl DirSource for SmbSource<'_> {
     }
 }
 
-impl SmbSource<'_> {
+impl<S: ShareOps> ShareSource<'_, S> {
     /// Whether `dir`'s stamp is still `cached`; `None` if it is gone.
     ///
     /// Errors: the share's, other than not-found.
     async fn unchanged(&self, dir: &str, cached: DirStamp) -> StoreResult<Option<bool>> {
-        match share::stat(&self.tree, dir).await {
+        match self.share.times(dir).await {
             Ok(now) => Ok(Some(stamp(&now) == cached)),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e.into()),
@@ -145,63 +140,6 @@ impl SmbSource<'_> {
         }
     }
 
-    /// On a share without EAs: the ids of the directories among `entries`
-    /// (in `dir`) whose record (stream or sidecar) says they are marker
-    /// objects, read when the directory is, so that a page never loses
-    /// places to candidates that are not.
-    ///
-    /// Errors: a record read failed.
-    async fn record_markers(&self, dir: &str, entries: &[share::DirEntry]) -> StoreResult<HashSet<u64>> {
-        if self.records.shown_in_listings() {
-            return Ok(HashSet::new());
-        }
-        let parent = SharePath::root(dir);
-        let dirs: Vec<(FileKey, SharePath)> = entries
-            .iter()
-            .filter(|e| e.times.is_directory() && e.name != "." && e.name != "..")
-            .map(|e| (FileKey { id: e.file_id, created: e.times.creation }, parent.join(&e.name)))
-            .collect();
-        let (records, tree) = (self.records, &self.tree);
-        let found: Vec<Result<Option<u64>, ShareError>> = stream::iter(dirs)
-            .map(|(key, path)| async move {
-                let meta = records.read_of(tree, path.as_str(), key).await?;
-                Ok(meta.filter(|m| m.marker).map(|_| key.id))
-            })
-            .buffer_unordered(ETAG_CONCURRENCY)
-            .collect()
-            .await;
-        let mut out = HashSet::new();
-        for f in found {
-            out.extend(f?);
-        }
-        Ok(out)
-    }
-
-    /// The names among `entries` (in `dir`) that are only the server's 8.3
-    /// aliases of files whose real names SMB cannot carry (Samba without
-    /// `catia` lists `de:tail.txt` as `DN129I~K.TXT`): such a name opens the
-    /// file, but the exact-name check of every read refuses it, so listing
-    /// it would show a key that answers 404. Only names shaped like short
-    /// names are asked, all in one batch: each is opened and its on-disk
-    /// name compared with the listed one.
-    ///
-    /// Errors: the batch failed (a transport error).
-    async fn short_aliases(&self, dir: &str, entries: &[share::DirEntry]) -> StoreResult<HashSet<String>> {
-        let shaped: Vec<&str> =
-            entries.iter().map(|e| e.name.as_str()).filter(|n| keys::looks_like_short_name(n)).collect();
-        if shaped.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let parent = SharePath::root(dir);
-        let paths: Vec<String> = shaped.iter().map(|n| parent.join(n).as_str().to_string()).collect();
-        let real = share::normalized_names(&self.tree, &paths).await?;
-        let aliases = shaped
-            .into_iter()
-            .zip(real)
-            .filter(|(listed, real)| real.as_deref().and_then(|r| r.rsplit('\\').next()) != Some(*listed));
-        Ok(aliases.map(|(listed, _)| listed.to_string()).collect())
-    }
-
     /// The window of `dir`'s `needed` names (see [`super::dir_window`]), and
     /// the directory's times when its read began; `None` if it does not
     /// exist. A window that cannot end within the cap (all directories)
@@ -214,7 +152,7 @@ impl SmbSource<'_> {
     ) -> StoreResult<Option<(share::FileTimes, Window, Option<SpillRuns>)>> {
         let (mut cap, mut max_bytes) = (self.window, self.cache.window_bytes());
         loop {
-            let mut reader = match share::DirReader::open(&self.tree, dir).await {
+            let mut reader = match self.share.open_dir(dir).await {
                 Ok(r) => r,
                 Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
@@ -232,7 +170,7 @@ impl SmbSource<'_> {
             // One QUERY_DIRECTORY answer at a time: only the window and
             // the page being looked at are held.
             loop {
-                let entries = match reader.next_page().await {
+                let entries = match self.share.next_entries(&mut reader).await {
                     Ok(Some(entries)) => entries,
                     Ok(None) => break,
                     // The directory went while it was read (Samba answers
@@ -248,8 +186,8 @@ impl SmbSource<'_> {
                     reserved.cover(window.used_bytes());
                 }
             }
-            let times = reader.times();
-            reader.close().await?;
+            let times = self.share.dir_times(&reader);
+            self.share.close_dir(reader).await?;
             match window.finish_spilled(beside) {
                 (Some(w), spill) => return Ok(Some((times, w, spill))),
                 (None, _) => (cap, max_bytes) = (usize::MAX, usize::MAX),
@@ -269,8 +207,8 @@ impl SmbSource<'_> {
         window: &mut WindowBuilder,
         beside: &mut Vec<DirItem>,
     ) -> StoreResult<()> {
-        let markers = self.record_markers(dir, &entries).await?;
-        let aliases = self.short_aliases(dir, &entries).await?;
+        let markers = self.share.marker_dirs(dir, &entries).await?;
+        let aliases = self.share.short_aliases(dir, &entries).await?;
         for e in entries {
             // A symbolic link or junction may lead out of the bucket (into
             // another, or anywhere the server reaches): it is no object.
@@ -304,7 +242,7 @@ impl SmbSource<'_> {
                 continue;
             }
             let is_dir = e.times.is_directory();
-            let candidate = match self.records.shown_in_listings() {
+            let candidate = match self.share.records_in_entries() {
                 true => e.ea_size > 0,
                 false => markers.contains(&e.file_id),
             };
@@ -317,7 +255,7 @@ impl SmbSource<'_> {
             // A file without EAs has no record of ours: its ETag is the
             // derived one, known from the directory entry alone (the
             // entry's FileId is the on-disk id the open would report).
-            let derived = !is_dir && self.records.shown_in_listings() && e.ea_size == 0;
+            let derived = !is_dir && self.share.records_in_entries() && e.ea_size == 0;
             let hint = if derived { Hint::Derived(e.file_id) } else { Hint::None };
             window.push_entry(&name, is_dir, e.times.end_of_file, e.times.last_write, hint);
         }
@@ -371,7 +309,7 @@ impl Listings {
                     (i, v)
                 }
             })
-            .buffered(ETAG_CONCURRENCY)
+            .buffered(LOOKUPS_IN_FLIGHT)
             .collect()
             .await;
         let mut drop_idx = Vec::new();
@@ -421,12 +359,11 @@ impl Listings {
                 return Ok(ListResult::default());
             }
         }
-        let src = SmbSource {
-            tree: tree.clone(),
+        let src = ShareSource {
+            share: self.root.live(tree),
             bucket_path: self.root.bucket_path(bucket),
             cache: self.root.dir_cache(),
             reuse: continuation,
-            records: self.root.records(),
             window: self.root.options().list_window,
             spill: &self.root.options().list_spill,
         };
@@ -434,3 +371,7 @@ impl Listings {
         list(&src, &req).await
     }
 }
+
+#[cfg(test)]
+#[path = "share_source_test.rs"]
+mod tests;
