@@ -38,16 +38,16 @@ pub mod listings;
 #[cfg(test)]
 #[path = "../../tests/support/memory_share.rs"]
 mod memory_share;
-/// How the in-memory share's operations take turns (test support).
-#[cfg(test)]
-#[path = "../../tests/support/steps.rs"]
-mod steps;
 pub mod meta;
 pub mod operations;
 pub mod path;
 pub mod reads;
 mod root;
 mod root_open;
+/// How the in-memory share's operations take turns (test support).
+#[cfg(test)]
+#[path = "../../tests/support/steps.rs"]
+mod steps;
 pub mod uploads;
 pub mod writes;
 pub use share::records;

@@ -16,15 +16,17 @@ use crate::store::share::{is_not_found, is_unholdable_name, not_a_file, Failure,
 use crate::store::share_ops::ShareOps;
 use crate::store::{backoff, retry_sharing, StoreError, StoreResult};
 
-/// Where a key's object may be, and what guards it.
+/// Where a key's object may be, and what guards it. The bucket's path and
+/// the lock's name are made only once the key is not at its own path.
 pub(in crate::store) struct KeyPlaces<'a> {
-    /// The bucket's directory (share-relative).
-    pub bucket: &'a str,
     /// The key's own path (share-relative); beside it is
     /// [`SharePath::beside`].
     pub own: SharePath,
-    /// The name of the key's creation lock (`Root::lock_name`).
-    pub lock: &'a str,
+    /// The bucket's directory (share-relative).
+    pub bucket: &'a (dyn Fn() -> SharePath + Sync),
+    /// The name of the creation lock of the key at a path
+    /// (`Root::lock_name`).
+    pub lock: &'a (dyn Fn(&SharePath) -> String + Sync),
 }
 
 /// Runs `open` (a GET's or HEAD's share operation, given a path and
@@ -81,7 +83,7 @@ where
             // A name the server cannot hold (over its name length, say) is
             // no object of its.
             Err(e) if is_unholdable_name(&e) => {
-                bucket_is_there(s, places.bucket).await?;
+                bucket_is_there(s, &(places.bucket)()).await?;
                 return Err(StoreError::NoSuchKey);
             }
             Err(e) => return Err(e.into()),
@@ -92,10 +94,11 @@ where
         // swap that let go of the lock before the look has its new
         // version in place by then.
         let check_bucket = missing && first_miss;
+        let lock = (places.lock)(path);
         let (aside, locked, in_bucket) =
-            tokio::join!(retry_sharing(|| open(beside.clone(), true)), s.is_locked(places.lock), async {
+            tokio::join!(retry_sharing(|| open(beside.clone(), true)), s.is_locked(&lock), async {
                 match check_bucket {
-                    true => bucket_is_there(s, places.bucket).await,
+                    true => bucket_is_there(s, &(places.bucket)()).await,
                     false => Ok(()),
                 }
             });
@@ -109,7 +112,7 @@ where
         }
         match retried {
             Ok(r) if stands(&r) => {
-                tracing::debug!(bucket = places.bucket, "a key not found by its first look was found by a later one");
+                tracing::debug!(bucket = %(places.bucket)(), "a key not found by its first look was found by a later one");
                 return Ok((r, path.clone(), Found::Own));
             }
             // Nothing beside, and a directory without a marker record: an

@@ -31,7 +31,11 @@ type Got = StoreResult<(String, Found, ReadPlan)>;
 /// `swap::tests` take it), then decided for `req`.
 async fn get(s: &MemoryShare, key: &str, req: &ReadRequest) -> Got {
     let mapped = map_key(key).expect("a valid key");
-    let places = KeyPlaces { bucket: "b", own: SharePath::root("b").join_key(&mapped), lock: LOCK };
+    let places = KeyPlaces {
+        own: SharePath::root("b").join_key(&mapped),
+        bucket: &|| SharePath::root("b"),
+        lock: &|_| LOCK.to_string(),
+    };
     let open = |p: SharePath, file_only| async move { s.open_to_read(&p, file_only).await };
     let marker = |(_, times, meta): &(_, _, Option<crate::store::meta::ObjectMeta>)| {
         (*times, meta.as_ref().is_some_and(|m| m.marker))

@@ -249,10 +249,11 @@ impl Reads {
         F: Fn(SharePath, bool) -> Fut,
         Fut: std::future::Future<Output = Result<T, ShareError>>,
     {
-        let own = self.root.object_path(bucket, mapped);
-        let lock = self.root.lock_name(&own);
-        let bucket_dir = self.root.bucket_path(bucket);
-        let places = KeyPlaces { bucket: bucket_dir.as_str(), own, lock: &lock };
+        let places = KeyPlaces {
+            own: self.root.object_path(bucket, mapped),
+            bucket: &|| self.root.bucket_path(bucket),
+            lock: &|path| self.root.lock_name(path),
+        };
         find_stored(&self.root.live(tree), &places, mapped, open, kind).await
     }
 
