@@ -19,8 +19,8 @@ use super::records::{FileKey, Records};
 use super::share::{self, not_a_file, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Result, Tree};
 use super::types::ObjectInfo;
 
-/// What the creation lock and the If-Match swap do on a share. Paths are
-/// share-relative, `\`-separated.
+/// The share as the store's rules see it (see the module notes). Paths
+/// are share-relative, `\`-separated.
 pub(crate) trait ShareOps: Sync {
     /// An open file; it closes itself when dropped.
     type Handle: Send + Sync;
@@ -134,7 +134,7 @@ pub(crate) trait ShareOps: Sync {
 
     /// The times of `dir` as its open answered them, before any entry was
     /// read: a later [`ShareOps::times`] with the same times says nothing
-    /// came or went.
+    /// came or went, as far as the server's time resolution tells.
     fn dir_times(&self, dir: &Self::DirReader) -> FileTimes;
 
     /// The next page of `dir`'s entries (`.` and `..` left out), `None` at

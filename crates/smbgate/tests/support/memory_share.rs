@@ -2,7 +2,7 @@
 //! a GET's lookup, a listing's directory reads), racing one share
 //! operation at a time.
 //!
-//! It models what those rules rely on, as an SMB server does it: names
+//! It models what those rules rely on, as an SMB server does them: names
 //! bound to files, opens with access and sharing modes (a conflicting open
 //! is a sharing violation), delete on close (the name stays taken, delete
 //! pending, until the last open closes), a rename that without replace
@@ -11,8 +11,9 @@
 //! by one taker at a time until released or dropped (as a byte-range lock
 //! goes with its open), records with an ETag, parts and a marker flag,
 //! directories the gateway made (marked by their CreationTime), and
-//! directory reads whose entries are those at the open and whose
-//! ChangeTime moves whenever a name in them comes or goes.
+//! directory reads page by page in name order (see [`MemDir`]), whose
+//! ChangeTime moves whenever a name in them comes or goes (a server's
+//! coarse times, which can miss a change, are not modelled).
 //! It is a model, in addition to the tests against smbd, never instead.
 //!
 //! Every operation first waits at the share's [`Gate`]; [`interleave`] lets
@@ -228,10 +229,15 @@ pub(crate) struct MemoryShare {
     dir_reads: Arc<AtomicUsize>,
 }
 
-/// A directory of a [`MemoryShare`] open for reading: its entries as they
-/// were at the open, given two a page.
+/// A directory of a [`MemoryShare`] open for reading. Each page is read
+/// from the directory as it is then: the next two names after the last
+/// one given, in name order. (Samba on ext4 gives names in hash order,
+/// where a rename can move a name behind the read: that case is failure
+/// class 30's open one, not modelled.)
 pub(crate) struct MemDir {
-    entries: std::vec::IntoIter<DirEntry>,
+    path: String,
+    /// The last name given.
+    after: Option<String>,
     times: FileTimes,
 }
 
@@ -295,8 +301,8 @@ impl MemoryShare {
     }
 
     /// A GET's open of `path` (`share::open_with_meta`): reading, sharing
-    /// READ and DELETE, a directory only unless `file_only`. Returns the
-    /// handle, its times and its record.
+    /// READ, WRITE and DELETE as the live one does; a directory opens too
+    /// unless `file_only`. Returns the handle, its times and its record.
     ///
     /// Errors: as an open on the share (not found, a directory where only a
     /// file may open, delete pending, sharing violation).
@@ -307,7 +313,7 @@ impl MemoryShare {
     ) -> Result<(MemHandle, FileTimes, Option<ObjectMeta>)> {
         self.gate.step("open_to_read").await;
         let mut s = self.state.lock().unwrap();
-        let id = s.open(path, READ, READ | DELETE, !file_only)?;
+        let id = s.open(path, READ, ALL, !file_only)?;
         let node = &s.nodes[&s.opens[&id].node];
         let (times, record) = (node.times(), node.record());
         drop(s);
@@ -319,7 +325,7 @@ impl MemoryShare {
     pub(crate) fn create_temp(&self, path: &str, etag: &str) -> MemHandle {
         self.put(path, etag);
         let id = self.state.lock().unwrap().open(path, WRITE | DELETE, ALL, false).expect("a fresh temp file opens");
-        MemHandle { id, state: self.state.clone() }
+        self.handle(id)
     }
 
     /// Opens the file at `path` with `access`, sharing `sharing` (as
@@ -329,7 +335,7 @@ impl MemoryShare {
     /// Errors: as an open on the share (not found, sharing violation).
     pub(crate) fn open_as(&self, path: &str, access: u8, sharing: u8) -> Result<MemHandle> {
         let id = self.state.lock().unwrap().open(path, access, sharing, false)?;
-        Ok(MemHandle { id, state: self.state.clone() })
+        Ok(self.handle(id))
     }
 
     /// The ETag of the file at `path` now; `None` if no file is there.
@@ -469,8 +475,7 @@ impl ShareOps for MemoryShare {
         if !s.nodes[node].dir {
             return Err(failing_with(Failure::NameNotFound));
         }
-        let inside = format!("{path}\\");
-        Ok(!s.names.keys().any(|n| n.starts_with(&inside)))
+        Ok(s.entries(path).is_empty())
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {
@@ -531,7 +536,7 @@ impl ShareOps for MemoryShare {
         let s = self.state.lock().unwrap();
         let node = s.names.get(path).map(|id| &s.nodes[id]).filter(|n| n.dir);
         let times = node.ok_or_else(|| failing_with(Failure::NameNotFound))?.times();
-        Ok(MemDir { entries: s.entries(path).into_iter(), times })
+        Ok(MemDir { path: path.to_string(), after: None, times })
     }
 
     fn dir_times(&self, dir: &MemDir) -> FileTimes {
@@ -540,7 +545,10 @@ impl ShareOps for MemoryShare {
 
     async fn next_entries(&self, dir: &mut MemDir) -> Result<Option<Vec<DirEntry>>> {
         self.gate.step("next_entries").await;
-        let page: Vec<DirEntry> = dir.entries.by_ref().take(2).collect();
+        let entries = self.state.lock().unwrap().entries(&dir.path);
+        let after = |e: &&DirEntry| dir.after.as_ref().is_none_or(|a| e.name > *a);
+        let page: Vec<DirEntry> = entries.iter().filter(after).take(2).cloned().collect();
+        dir.after = page.last().map(|e| e.name.clone()).or(dir.after.take());
         Ok((!page.is_empty()).then_some(page))
     }
 

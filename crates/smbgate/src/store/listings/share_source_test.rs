@@ -56,13 +56,7 @@ async fn page(s: &MemoryShare, kept: &Kept, req: &ListRequest, reuse: bool) -> R
 
 /// [`page`] with nothing racing it.
 async fn page_alone(s: &MemoryShare, kept: &Kept, req: &ListRequest, reuse: bool) -> Result<Vec<String>, String> {
-    let seen = Mutex::new(None);
-    let lister: Racer = Box::pin(async {
-        *seen.lock().unwrap() = Some(page(s, kept, req, reuse).await);
-        Ok(())
-    });
-    interleave(s, 0, vec![lister]).await;
-    seen.into_inner().unwrap().expect("the listing ended")
+    interleave(s, 0, vec![page(s, kept, req, reuse)]).await.remove(0)
 }
 
 fn request(delimiter: Option<&str>, start_after: Option<&str>, max_keys: usize) -> ListRequest {
@@ -122,11 +116,18 @@ async fn a_kept_listing_serves_the_next_page_until_an_entry_comes_or_goes() {
 #[tokio::test(start_paused = true)]
 async fn a_listing_racing_a_move_beside_a_new_directory_lists_the_object_once() {
     // A PUT of `k/x` makes `k` a directory: the object `k` is renamed
-    // beside it, then the directory is made. A listing between the two
-    // steps, or after, still finds `k` once.
+    // beside it, then the directory is made. A listing that reads the
+    // directory, two names a page in name order, before, between or after
+    // those steps finds `k` once: a renamed name moves ahead of the read,
+    // and an object seen both at its name and beside lists once. (In hash
+    // order a rename can move a name behind the read: failure class 30's
+    // open case.)
     for seed in 0..SEEDS {
         let s = MemoryShare::default();
         s.mkdir("b");
+        for other in ["a", "j", "z"] {
+            s.put(&format!("b\\{other}"), "v");
+        }
         s.put(KEY, "v1");
         let kept = Kept::new();
         let seen = Mutex::new(None);
@@ -142,6 +143,6 @@ async fn a_listing_racing_a_move_beside_a_new_directory_lists_the_object_once() 
         // (`k/`, the directory entered empty, is a candidate the caller
         // drops: the gateway made it.)
         let objects: Vec<&String> = listed.iter().filter(|n| *n != "k/").collect();
-        assert_eq!(objects, ["k"], "seed {seed}");
+        assert_eq!(objects, ["a", "j", "k", "z"], "seed {seed}");
     }
 }

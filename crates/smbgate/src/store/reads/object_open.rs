@@ -233,8 +233,8 @@ impl Reads {
     /// ([`find_stored`] on the live share): its own path, beside the
     /// directory there, or an empty folder standing for a key ending in
     /// `/`; looked for again while the key's creation lock is held. `kind`
-    /// says of what opened whether it is a directory and has a marker
-    /// record. Returns what opened, its path, and where that is.
+    /// gives, of what opened, its times and whether it has a marker record.
+    /// Returns what opened, its path, and where that is.
     ///
     /// Errors: NoSuchBucket, NoSuchKey, or `open`'s other errors.
     pub(in crate::store) async fn open_stored<T, F, Fut>(
