@@ -117,7 +117,7 @@ pub enum StoreError {
     /// The share had no room for the object's record (its user metadata
     /// and tags, kept as one extended attribute): a record of this many
     /// bytes is over what the share keeps for one file (about 4 KiB on
-    /// ext4). See [`super::meta::record_write_error`].
+    /// ext4). See [`record_write_error`].
     #[error(
         "the share cannot keep this object's user metadata and tags: {0} bytes as one record is over what it \
          keeps for one file; send less metadata or fewer tags"
@@ -160,6 +160,23 @@ impl From<ShareError> for StoreError {
             _ if e.is_connection_error() => StoreError::Busy(e.to_string()),
             _ => StoreError::Smb(e.to_string()),
         }
+    }
+}
+
+/// Records up to this many bytes fit in what any share keeps for one file
+/// (ext4, the tightest here, keeps about 4 KiB of extended attributes, with
+/// Samba's own among them): a share without room for one is full.
+const RECORD_ALWAYS_FITS: usize = 2048;
+
+/// A failed write of a record of `record_len` bytes, in S3 terms: the
+/// share's "no room" (STATUS_DISK_FULL, STATUS_EA_TOO_LARGE) for a record
+/// over [`RECORD_ALWAYS_FITS`] is [`StoreError::MetadataTooLarge`] (400),
+/// since a full disk and a record over the share's per-file room answer
+/// alike; anything else stays the share's error.
+pub(crate) fn record_write_error(e: ShareError, record_len: usize) -> StoreError {
+    match e.is_record_too_large() && record_len > RECORD_ALWAYS_FITS {
+        true => StoreError::MetadataTooLarge(record_len),
+        false => e.into(),
     }
 }
 

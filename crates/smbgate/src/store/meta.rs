@@ -250,23 +250,6 @@ pub fn filetime_to_unix(ft: u64) -> (i64, u32) {
     (secs, nanos)
 }
 
-/// Records up to this many bytes fit in what any share keeps for one file
-/// (ext4, the tightest here, keeps about 4 KiB of extended attributes, with
-/// Samba's own among them): a share without room for one is full.
-const RECORD_ALWAYS_FITS: usize = 2048;
-
-/// A failed write of a record of `record_len` bytes, in S3 terms: the
-/// share's "no room" (STATUS_DISK_FULL, STATUS_EA_TOO_LARGE) for a record
-/// over [`RECORD_ALWAYS_FITS`] is [`super::StoreError::MetadataTooLarge`] (400),
-/// since a full disk and a record over the share's per-file room answer
-/// alike; anything else stays the share's error.
-pub(crate) fn record_write_error(e: super::share::ShareError, record_len: usize) -> super::StoreError {
-    match e.is_record_too_large() && record_len > RECORD_ALWAYS_FITS {
-        true => super::StoreError::MetadataTooLarge(record_len),
-        false => e.into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,8 @@ use md5::{Digest, Md5};
 
 use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::conditions::Conditions;
-use crate::store::meta::{record_write_error, ObjectMeta, Retention};
+use crate::store::error::record_write_error;
+use crate::store::meta::{ObjectMeta, Retention};
 use crate::store::reads::sealed::check_customer_key;
 use crate::store::share;
 use crate::store::sse_c::CustomerKey;

@@ -6,7 +6,8 @@
 //! they were. Object Lock's retention and legal hold change a record the
 //! same way (`Writes::change_record`).
 
-use crate::store::meta::{record_write_error, ObjectMeta};
+use crate::store::error::record_write_error;
+use crate::store::meta::ObjectMeta;
 use crate::store::share::Handle;
 use crate::store::tags::TagSet;
 use crate::store::versions::lock::protected;
