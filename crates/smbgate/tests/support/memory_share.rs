@@ -13,7 +13,8 @@
 //! directories the gateway made (marked by their CreationTime), and
 //! directory reads page by page in name order (see [`MemDir`]), whose
 //! ChangeTime moves whenever a name in them comes or goes (a server's
-//! coarse times, which can miss a change, are not modelled).
+//! coarse times, which can miss a change, failure class 30's open case,
+//! are not modelled).
 //! It is a model, in addition to the tests against smbd, never instead.
 //!
 //! Every operation first waits at the share's [`Gate`]; [`interleave`] lets
@@ -233,7 +234,7 @@ pub(crate) struct MemoryShare {
 /// from the directory as it is then: the next two names after the last
 /// one given, in name order. (Samba on ext4 gives names in hash order,
 /// where a rename can move a name behind the read: that case is failure
-/// class 30's open one, not modelled.)
+/// class 33's open one, not modelled.)
 pub(crate) struct MemDir {
     path: String,
     /// The last name given.

@@ -120,7 +120,7 @@ async fn a_listing_racing_a_move_beside_a_new_directory_lists_the_object_once() 
     // directory, two names a page in name order, before, between or after
     // those steps finds `k` once: a renamed name moves ahead of the read,
     // and an object seen both at its name and beside lists once. (In hash
-    // order a rename can move a name behind the read: failure class 30's
+    // order a rename can move a name behind the read: failure class 33's
     // open case.)
     for seed in 0..SEEDS {
         let s = MemoryShare::default();
