@@ -60,45 +60,7 @@ impl Root {
         mapped: &MappedKey,
         missing_too: bool,
     ) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, ShareError> {
-        let path = self.object_path(bucket, mapped);
-        let records = self.records();
-        // File-only for a plain key, as reads open it (see `open`).
-        let file_only = !mapped.dir_marker;
-        let stat = |p: SharePath| async move {
-            match share::stat_with_meta_and_name(tree, records, &p, false, file_only).await {
-                Ok((c, m, _)) => Ok(Some((c, m, p))),
-                Err(e) if e.failure() == Failure::IsDirectory => Ok(None),
-                Err(e) => Err(e),
-            }
-        };
-        let stands = |c: &CreateResponse, m: &Option<ObjectMeta>| {
-            stands_for(not_a_file(&c.times), m.as_ref().is_some_and(|m| m.marker), mapped)
-        };
-        match stat(path.clone()).await {
-            Ok(Some((c, m, p))) if stands(&c, &m) => return Ok(Some((c, m, p))),
-            Ok(_) => {} // a directory
-            Err(e) if is_not_found(&e) && (mapped.dir_marker || missing_too) => {}
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        // Beside first, the own path again last, in one round trip: an
-        // object that moves back between the two is seen at one of them.
-        let beside = path.beside(mapped.dir_marker);
-        let (aside, again) = tokio::join!(stat(beside), stat(path));
-        match aside {
-            Ok(Some((c, m, p))) if !not_a_file(&c.times) => return Ok(Some((c, m, p))),
-            Err(e) if !nothing_beside(&e) => return Err(e),
-            _ => {}
-        }
-        match again {
-            Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
-            Ok(Some((c, m, p))) => {
-                let marker = m.as_ref().is_some_and(|m| m.marker);
-                Ok(stands_as_folder(&self.live(tree), mapped, &c.times, marker, &p).await?.then_some((c, m, p)))
-            }
-            Err(e) if !is_not_found(&e) => Err(e),
-            _ => Ok(None),
-        }
+        stat_stored(&self.live(tree), self.object_path(bucket, mapped), mapped, missing_too).await
     }
 
     /// Makes the file at `path` (an object a longer key now needs as a
@@ -214,6 +176,55 @@ pub(crate) fn stands_for(is_dir: bool, marker_record: bool, mapped: &MappedKey) 
     match mapped.dir_marker {
         true => is_dir && marker_record,
         false => !is_dir,
+    }
+}
+
+/// [`Root::stat_object`] on `s`, for the object `mapped` whose own path is
+/// `path`.
+///
+/// Errors: SMB failures other than not-found.
+pub(crate) async fn stat_stored<S: ShareOps>(
+    s: &S,
+    path: SharePath,
+    mapped: &MappedKey,
+    missing_too: bool,
+) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, ShareError> {
+    // File-only for a plain key, as reads open it (see `open`).
+    let file_only = !mapped.dir_marker;
+    let stat = |p: SharePath| async move {
+        match s.stat_with_meta(&p, file_only).await {
+            Ok((c, m)) => Ok(Some((c, m, p))),
+            Err(e) if e.failure() == Failure::IsDirectory => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let stands = |c: &CreateResponse, m: &Option<ObjectMeta>| {
+        stands_for(not_a_file(&c.times), m.as_ref().is_some_and(|m| m.marker), mapped)
+    };
+    match stat(path.clone()).await {
+        Ok(Some((c, m, p))) if stands(&c, &m) => return Ok(Some((c, m, p))),
+        Ok(_) => {} // a directory
+        Err(e) if is_not_found(&e) && (mapped.dir_marker || missing_too) => {}
+        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    // Beside first, the own path again last, in one round trip: an
+    // object that moves back between the two is seen at one of them.
+    let beside = path.beside(mapped.dir_marker);
+    let (aside, again) = tokio::join!(stat(beside), stat(path));
+    match aside {
+        Ok(Some((c, m, p))) if !not_a_file(&c.times) => return Ok(Some((c, m, p))),
+        Err(e) if !nothing_beside(&e) => return Err(e),
+        _ => {}
+    }
+    match again {
+        Ok(Some((c, m, p))) if stands(&c, &m) => Ok(Some((c, m, p))),
+        Ok(Some((c, m, p))) => {
+            let marker = m.as_ref().is_some_and(|m| m.marker);
+            Ok(stands_as_folder(s, mapped, &c.times, marker, &p).await?.then_some((c, m, p)))
+        }
+        Err(e) if !is_not_found(&e) => Err(e),
+        _ => Ok(None),
     }
 }
 

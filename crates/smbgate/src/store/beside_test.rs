@@ -63,3 +63,62 @@ async fn an_object_held_without_sharing_delete_is_waited_for_then_busy() {
     assert!(out[0].is_ok(), "{out:?}");
     assert_eq!(s.etag_at(BESIDE).as_deref(), Some("v1"));
 }
+
+/// What [`stat_stored`] found of `key` in the bucket `b`: where, or
+/// "none".
+async fn stat_place(s: &MemoryShare, key: &str, missing_too: bool) -> StoreResult<&'static str> {
+    let mapped = crate::store::keys::map_key(key).expect("a valid key");
+    let own = SharePath::root("b").join_key(&mapped);
+    let found = stat_stored(s, own.clone(), &mapped, missing_too).await?;
+    Ok(match found {
+        None => "none",
+        Some((_, _, path)) if path == own => "own",
+        Some(_) => "beside",
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listings_stat_racing_a_move_beside_finds_the_object_at_one_place_or_the_other() {
+    // A listing that saw `k` confirms it with a stat that also looks beside
+    // a missing own path (`missing_too`): between the move's rename and
+    // its mkdir, `k` is only beside.
+    let real_beside = SharePath::root(KEY).beside(false);
+    let mut outcomes = std::collections::BTreeSet::new();
+    for seed in 0..SEEDS {
+        let s = MemoryShare::default();
+        s.mkdir("b");
+        s.put(KEY, "v1");
+        let seen = std::sync::Mutex::new(None);
+        let displace: Racer = Box::pin(displace_on(&s, KEY, real_beside.as_str(), LOCK));
+        let stat: Racer = Box::pin(async {
+            *seen.lock().unwrap() = Some(stat_place(&s, "k", true).await);
+            Ok(())
+        });
+        let out = interleave(&s, seed, vec![displace, stat]).await;
+        assert!(out[0].is_ok(), "seed {seed}: {out:?}");
+        let place = seen.into_inner().unwrap().expect("the stat ended").expect("the stat succeeded");
+        assert_ne!(place, "none", "seed {seed}");
+        outcomes.insert(place);
+    }
+    assert_eq!(outcomes.into_iter().collect::<Vec<_>>(), ["beside", "own"], "both places over {SEEDS} seeds");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stat_of_a_key_ending_in_a_slash_finds_markers_and_foreign_empty_folders_only() {
+    let s = MemoryShare::default();
+    s.mkdir("b");
+    s.put_marker("b\\m", "vm");
+    s.mkdir("b\\f");
+    let alone = |key: &'static str| {
+        let s = &s;
+        async move { interleave(s, 0, vec![stat_place(s, key, true)]).await.remove(0).expect("the stat succeeded") }
+    };
+    assert_eq!(alone("m/").await, "own", "a directory with a marker record");
+    assert_eq!(alone("f/").await, "own", "an empty folder someone made");
+    assert_eq!(alone("m").await, "none", "`m/` is no object `m`");
+    let made: Racer = Box::pin(async { s.mkdir_own("b\\o").await.map_err(Into::into) });
+    interleave(&s, 0, vec![made]).await;
+    assert_eq!(alone("o/").await, "none", "a directory the gateway made is no object");
+    s.put("b\\f\\x", "vx");
+    assert_eq!(alone("f/").await, "none", "a folder with something in it is only a prefix");
+}

@@ -16,7 +16,7 @@ use std::future::Future;
 use super::listings::entry_lookups;
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
-use super::share::{self, not_a_file, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Result, Tree};
+use super::share::{self, not_a_file, CreateResponse, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Result, Tree};
 use super::types::ObjectInfo;
 
 /// The share as the store's rules see it (see the module notes). Paths
@@ -126,6 +126,15 @@ pub(crate) trait ShareOps: Sync {
 
     /// The times of what is at `path` (`share::stat`).
     fn times(&self, path: &str) -> impl Future<Output = Result<FileTimes>> + Send;
+
+    /// What the CREATE says of `path`, and its record, the handle closed
+    /// in the same round trip; a directory is refused (IsDirectory) if
+    /// `file_only` (`share::stat_with_meta_and_name`).
+    fn stat_with_meta(
+        &self,
+        path: &str,
+        file_only: bool,
+    ) -> impl Future<Output = Result<(CreateResponse, Option<ObjectMeta>)>> + Send;
 
     /// Opens the directory at `path` and reads its first page of entries
     /// (`share::DirReader::open`). Not-found errors for a missing
@@ -273,6 +282,12 @@ impl ShareOps for LiveShare<'_> {
 
     fn times(&self, path: &str) -> impl Future<Output = Result<FileTimes>> + Send {
         share::stat(self.tree, path)
+    }
+
+    async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
+        let (created, meta, _) =
+            share::stat_with_meta_and_name(self.tree, self.records, path, false, file_only).await?;
+        Ok((created, meta))
     }
 
     fn open_dir(&self, path: &str) -> impl Future<Output = Result<share::DirReader>> + Send {

@@ -31,9 +31,10 @@ use super::steps::{interleave_at, Gate};
 
 use super::meta::ObjectMeta;
 use super::records::FileKey;
-use super::share::{failing_with, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
+use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
+use smb_proto::create::FileId;
 use smb_proto::create_flags::attributes;
 
 /// Access and sharing bits (one layout for both, as in a CREATE).
@@ -529,6 +530,20 @@ impl ShareOps for MemoryShare {
         let s = self.state.lock().unwrap();
         let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
         Ok(s.nodes[node].times())
+    }
+
+    async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
+        self.gate.step("stat_with_meta").await;
+        let mut s = self.state.lock().unwrap();
+        // Attributes only: an open no sharing mode refuses.
+        let id = s.open(path, 0, ALL, !file_only)?;
+        let node = &s.nodes[&s.opens[&id].node];
+        let file_id = FileId { persistent: s.opens[&id].node, volatile: 0 };
+        let created =
+            CreateResponse { oplock_level: 0, create_action: 0, times: node.times(), file_id, contexts: Vec::new() };
+        let record = node.record();
+        s.close(id);
+        Ok((created, record))
     }
 
     async fn open_dir(&self, path: &str) -> Result<MemDir> {

@@ -14,6 +14,7 @@ use super::listing_cache::{stamp, DirCache, DirRead, DirStamp, MAX_AGE};
 use super::names::Hint;
 use super::spill_runs::{SpillBudget, SpillRuns};
 use super::walk::{list, start_dir, DirItem, DirSource, ListRequest, ListResult, Listed, Needed, Window};
+use crate::store::beside::stat_stored;
 use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
 use crate::store::path::SharePath;
@@ -263,6 +264,25 @@ impl<S: ShareOps> ShareSource<'_, S> {
     }
 }
 
+/// The ETag, size and LastWriteTime of the object `key` that a listing
+/// of `bucket` (its share path) saw, looked up wherever it is kept
+/// ([`stat_stored`], also beside a missing own path: the object may be in
+/// the middle of a move); `None` if it went since the directory was read,
+/// or is a directory that is no object (no marker record, or one the
+/// gateway made).
+///
+/// Errors: the share's, other than not-found.
+async fn listed_object<S: ShareOps>(s: &S, bucket: &SharePath, key: &str) -> StoreResult<Option<(String, u64, u64)>> {
+    let Ok(mapped) = map_key(key) else { return Ok(None) };
+    match stat_stored(s, bucket.join_key(&mapped), &mapped, true).await? {
+        Some((c, meta, path)) => {
+            let info = ObjectInfo::new(&c, meta, &path);
+            Ok(Some((info.etag, info.size, info.last_modified)))
+        }
+        None => Ok(None),
+    }
+}
+
 impl Listings {
     /// One page of ListObjects(V2) in S3 order, with ETags.
     ///
@@ -287,27 +307,14 @@ impl Listings {
                 _ => None,
             })
             .collect();
-        // Per looked-up entry: its index, and (ETag, size, LastWriteTime)
-        // or None if it is gone or not an object.
+        // Per looked-up entry: its index, and what `listed_object` found.
         type Lookup = (usize, StoreResult<Option<(String, u64, u64)>>);
+        let bucket_path = self.root.bucket_path(bucket);
         let results: Vec<Lookup> = stream::iter(lookups)
             .map(|(i, key)| {
                 let tree = share::idle_connection(self.root.pool()).unwrap_or_else(|| tree.clone());
-                let mapped = map_key(&key);
-                async move {
-                    let Ok(mapped) = mapped else { return (i, Ok(None)) };
-                    // Wherever it is kept; None: deleted since the directory
-                    // was read, or a directory that is no marker.
-                    let v = match self.root.stat_object(&tree, bucket, &mapped, true).await {
-                        Ok(Some((c, meta, path))) => {
-                            let info = ObjectInfo::new(&c, meta, &path);
-                            Ok(Some((info.etag, info.size, info.last_modified)))
-                        }
-                        Ok(None) => Ok(None),
-                        Err(e) => Err(e.into()),
-                    };
-                    (i, v)
-                }
+                let bucket_path = &bucket_path;
+                async move { (i, listed_object(&self.root.live(&tree), bucket_path, &key).await) }
             })
             .buffered(LOOKUPS_IN_FLIGHT)
             .collect()
