@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::*;
-use crate::store::memory_share::{interleave, MemoryShare, DELETE, READ, WRITE};
+use crate::store::memory_share::{alone, interleave, race, MemoryShare, DELETE, READ, WRITE};
 
 const KEY: &str = "b\\k";
 const BESIDE: &str = "b\\k+";
@@ -88,15 +88,10 @@ async fn a_listings_stat_racing_a_move_beside_finds_the_object_at_one_place_or_t
         let s = MemoryShare::default();
         s.mkdir("b");
         s.put(KEY, "v1");
-        let seen = std::sync::Mutex::new(None);
-        let displace: Racer = Box::pin(displace_on(&s, KEY, real_beside.as_str(), LOCK));
-        let stat: Racer = Box::pin(async {
-            *seen.lock().unwrap() = Some(stat_place(&s, "k", true).await);
-            Ok(())
-        });
-        let out = interleave(&s, seed, vec![displace, stat]).await;
-        assert!(out[0].is_ok(), "seed {seed}: {out:?}");
-        let place = seen.into_inner().unwrap().expect("the stat ended").expect("the stat succeeded");
+        let displace = displace_on(&s, KEY, real_beside.as_str(), LOCK);
+        let (moved, place) = race(&s, seed, displace, stat_place(&s, "k", true)).await;
+        assert!(moved.is_ok(), "seed {seed}: {moved:?}");
+        let place = place.expect("the stat succeeded");
         assert_ne!(place, "none", "seed {seed}");
         outcomes.insert(place);
     }
@@ -109,16 +104,15 @@ async fn a_stat_of_a_key_ending_in_a_slash_finds_markers_and_foreign_empty_folde
     s.mkdir("b");
     s.put_marker("b\\m", "vm");
     s.mkdir("b\\f");
-    let alone = |key: &'static str| {
+    let at = |key: &'static str| {
         let s = &s;
-        async move { interleave(s, 0, vec![stat_place(s, key, true)]).await.remove(0).expect("the stat succeeded") }
+        async move { alone(s, stat_place(s, key, true)).await.expect("the stat succeeded") }
     };
-    assert_eq!(alone("m/").await, "own", "a directory with a marker record");
-    assert_eq!(alone("f/").await, "own", "an empty folder someone made");
-    assert_eq!(alone("m").await, "none", "`m/` is no object `m`");
-    let made: Racer = Box::pin(async { s.mkdir_own("b\\o").await.map_err(Into::into) });
-    interleave(&s, 0, vec![made]).await;
-    assert_eq!(alone("o/").await, "none", "a directory the gateway made is no object");
+    assert_eq!(at("m/").await, "own", "a directory with a marker record");
+    assert_eq!(at("f/").await, "own", "an empty folder someone made");
+    assert_eq!(at("m").await, "none", "`m/` is no object `m`");
+    alone(&s, s.mkdir_own("b\\o")).await.expect("the gateway makes its folder");
+    assert_eq!(at("o/").await, "none", "a directory the gateway made is no object");
     s.put("b\\f\\x", "vx");
-    assert_eq!(alone("f/").await, "none", "a folder with something in it is only a prefix");
+    assert_eq!(at("f/").await, "none", "a folder with something in it is only a prefix");
 }

@@ -23,11 +23,11 @@
 //! (`steps.rs`).
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::steps::{interleave_at, Gate};
+pub(crate) use super::steps::{alone, interleave, race};
+use super::steps::{Gate, Gated};
 
 use super::meta::ObjectMeta;
 use super::records::FileKey;
@@ -585,9 +585,8 @@ impl ShareOps for MemoryShare {
     }
 }
 
-/// Runs `racers` to their ends on `share`, one share operation at a time
-/// in the order `seed` names ([`steps::interleave_at`]). Returns each
-/// racer's output, in order.
-pub(crate) async fn interleave<F: Future>(share: &MemoryShare, seed: u64, racers: Vec<F>) -> Vec<F::Output> {
-    interleave_at(&share.gate, seed, racers).await
+impl Gated for MemoryShare {
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
 }

@@ -6,14 +6,13 @@
 //! walk_test.rs; the same listings run against smbd in
 //! tests/e2e/test_nested_keys.py and tests/e2e/test_listing_windows.py.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
 use crate::store::beside::displace_on;
 use crate::store::listings::listing_cache::ListingBudget;
-use crate::store::memory_share::{interleave, MemoryShare};
-use crate::store::writes::swap::tests::{Racer, KEY, LOCK};
+use crate::store::memory_share::{alone, race, MemoryShare};
+use crate::store::writes::swap::tests::{KEY, LOCK};
 
 /// Interleavings tried per race.
 const SEEDS: u64 = 300;
@@ -56,7 +55,7 @@ async fn page(s: &MemoryShare, kept: &Kept, req: &ListRequest, reuse: bool) -> R
 
 /// [`page`] with nothing racing it.
 async fn page_alone(s: &MemoryShare, kept: &Kept, req: &ListRequest, reuse: bool) -> Result<Vec<String>, String> {
-    interleave(s, 0, vec![page(s, kept, req, reuse)]).await.remove(0)
+    alone(s, page(s, kept, req, reuse)).await
 }
 
 fn request(delimiter: Option<&str>, start_after: Option<&str>, max_keys: usize) -> ListRequest {
@@ -130,22 +129,17 @@ async fn a_listing_racing_a_move_beside_a_new_directory_lists_the_object_once() 
         }
         s.put(KEY, "v1");
         let kept = Kept::new();
-        let seen = Mutex::new(None);
-        let displace: Racer =
-            Box::pin(async { displace_on(&s, KEY, SharePath::root(KEY).beside(false).as_str(), LOCK).await });
-        let lister: Racer = Box::pin(async {
-            *seen.lock().unwrap() = Some(page(&s, &kept, &request(None, None, 100), false).await);
-            Ok(())
-        });
-        let out = interleave(&s, seed, vec![displace, lister]).await;
-        assert!(out[0].is_ok(), "seed {seed}: {out:?}");
-        let listed = seen.into_inner().unwrap().expect("the listing ended").expect("the listing succeeded");
+        let beside = SharePath::root(KEY).beside(false);
+        let displace = displace_on(&s, KEY, beside.as_str(), LOCK);
+        let (moved, listed) = race(&s, seed, displace, page(&s, &kept, &request(None, None, 100), false)).await;
+        assert!(moved.is_ok(), "seed {seed}: {moved:?}");
+        let listed = listed.expect("the listing succeeded");
         // The page's candidates are confirmed as `Listings::list_objects`
         // does (`k/`, the directory entered empty, is no object: the
         // gateway made it), after the race.
         let mut objects = Vec::new();
         for key in listed {
-            let confirmed = interleave(&s, 0, vec![listed_object(&s, &SharePath::root("b"), &key)]).await.remove(0);
+            let confirmed = alone(&s, listed_object(&s, &SharePath::root("b"), &key)).await;
             if confirmed.expect("the lookup succeeded").is_some() {
                 objects.push(key);
             }

@@ -5,15 +5,13 @@
 //! races run against smbd in tests/e2e/test_conditional_writes.py and
 //! tests/e2e/test_nested_keys.py.
 
-use std::sync::Mutex;
-
 use super::find_stored::{find_stored, KeyPlaces};
 use super::read_plan::{ByteRange, ReadPlan, ReadRequest};
 use crate::store::beside::displace_on;
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::folders::Found;
 use crate::store::keys::map_key;
-use crate::store::memory_share::{interleave, MemoryShare};
+use crate::store::memory_share::{alone, race, MemoryShare};
 use crate::store::path::SharePath;
 use crate::store::share_ops::ShareOps;
 use crate::store::writes::swap::tests::{if_match, Racer, KEY, LOCK};
@@ -53,7 +51,7 @@ async fn get(s: &MemoryShare, key: &str, req: &ReadRequest) -> Got {
 
 /// [`get`] with nothing racing it.
 async fn get_alone(s: &MemoryShare, key: &str, req: &ReadRequest) -> Got {
-    interleave(s, 0, vec![get(s, key, req)]).await.remove(0)
+    alone(s, get(s, key, req)).await
 }
 
 /// `got`, its error as text (`StoreError` has no `PartialEq`).
@@ -112,8 +110,7 @@ async fn an_empty_folder_someone_made_is_the_object_ending_in_a_slash() {
     s.put("b\\f\\y", "vy");
     assert_eq!(errs(get_alone(&s, "f/", &any).await), "NoSuchKey");
     // A directory the gateway made for keys never is such an object.
-    let made: Racer = Box::pin(async { s.mkdir_own("b\\o").await.map_err(Into::into) });
-    interleave(&s, 0, vec![made]).await;
+    alone(&s, s.mkdir_own("b\\o")).await.expect("the gateway makes its folder");
     assert_eq!(errs(get_alone(&s, "o/", &any).await), "NoSuchKey");
 }
 
@@ -158,14 +155,9 @@ async fn race_a_get(
         let s = MemoryShare::default();
         s.mkdir("b");
         setup(&s);
-        let seen = Mutex::new(None);
-        let reader: Racer = Box::pin(async {
-            *seen.lock().unwrap() = Some(get(&s, "k", &req).await);
-            Ok(())
-        });
-        let out = interleave(&s, seed, vec![writer(&s), reader]).await;
-        assert!(out[0].is_ok(), "seed {seed}: the writer failed: {out:?}");
-        seen_outcomes.insert(check(seed, &seen.into_inner().unwrap().expect("the GET ended")));
+        let (wrote, got) = race(&s, seed, writer(&s), get(&s, "k", &req)).await;
+        assert!(wrote.is_ok(), "seed {seed}: the writer failed: {wrote:?}");
+        seen_outcomes.insert(check(seed, &got));
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
     assert_eq!(seen_outcomes.into_iter().collect::<Vec<_>>(), outcomes, "the outcomes over {SEEDS} seeds");
