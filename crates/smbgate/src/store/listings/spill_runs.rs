@@ -21,7 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -194,9 +194,8 @@ fn write_run(names: &Names, budget: &SpillBudget) -> std::io::Result<Run> {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        let mut w = BufWriter::new(file);
-        w.write_all(&bytes)?;
-        w.into_inner().map_err(|e| e.into_error())
+        (&file).write_all(&bytes)?;
+        Ok(file)
     })();
     match written {
         Ok(file) => Ok(Run { file, len: bytes.len() as u64, index }),
@@ -406,17 +405,19 @@ impl SpillRuns {
         let mut heads = BinaryHeap::new();
         for run in runs.iter() {
             let (c, first) = Cursor::from(run, from)?;
+            // A record orders by its name first, then is_dir, and no two
+            // runs hold one (name, is_dir): the heap needs no key of its own.
             if let Some(r) = first {
-                heads.push(Reverse((r.name.clone(), r.is_dir, cursors.len(), r)));
+                heads.push(Reverse((r, cursors.len())));
             }
             cursors.push(c);
         }
-        while let Some(Reverse((_, _, i, r))) = heads.pop() {
+        while let Some(Reverse((r, i))) = heads.pop() {
             if !visit(&r) {
                 break;
             }
             if let Some(next) = cursors[i].next()? {
-                heads.push(Reverse((next.name.clone(), next.is_dir, i, next)));
+                heads.push(Reverse((next, i)));
             }
         }
         Ok(true)
