@@ -38,6 +38,10 @@ pub mod listings;
 #[cfg(test)]
 #[path = "../../tests/support/memory_share.rs"]
 mod memory_share;
+/// The in-memory share's model of names and opens (test support).
+#[cfg(test)]
+#[path = "../../tests/support/memory_state.rs"]
+mod memory_state;
 pub mod meta;
 pub mod operations;
 pub mod path;

@@ -71,6 +71,11 @@ pub(crate) trait ShareOps: Sync {
     /// Marks `file` delete-on-close and closes it (`share::close_and_delete`).
     fn close_and_delete(&self, file: Self::Handle) -> impl Future<Output = Result<()>> + Send;
 
+    /// Deletes the file still at the temp name `path` after it was marked
+    /// delete-on-close there and closed, which another open can outlast
+    /// (`share::remove_leftover`); a free name is the usual answer.
+    fn remove_leftover(&self, path: &str) -> impl Future<Output = ()> + Send;
+
     /// Marks `file` delete-on-close, keeping it open (`share::delete_on_close`).
     fn delete_on_close(&self, file: &Self::Handle) -> impl Future<Output = Result<()>> + Send;
 
@@ -225,6 +230,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn close_and_delete(&self, file: Handle) -> impl Future<Output = Result<()>> + Send {
         share::close_and_delete(file)
+    }
+
+    fn remove_leftover(&self, path: &str) -> impl Future<Output = ()> + Send {
+        share::remove_leftover(self.tree, path)
     }
 
     fn delete_on_close(&self, file: &Handle) -> impl Future<Output = Result<()>> + Send {

@@ -5,7 +5,10 @@
 //! It models what those rules rely on, as an SMB server does them: names
 //! bound to files, opens with access and sharing modes (a conflicting open
 //! is a sharing violation), delete on close (the name stays taken, delete
-//! pending, until the last open closes), a rename that without replace
+//! pending, until the last open closes; it takes only if that open knows
+//! the file by the name the delete was set under, and a look of one
+//! compound keeps the name it opened across a rename: `memory_state.rs`
+//! holds that model), a rename that without replace
 //! meets a collision and with replace is refused over a file someone holds
 //! open, a directory where a file was asked for, keys' creation locks held
 //! by one taker at a time until released or dropped (as a byte-range lock
@@ -22,20 +25,20 @@
 //! so that a seed names one interleaving and a failing one can be replayed
 //! (`steps.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use super::steps::{alone, interleave, race};
 use super::steps::{Gate, Gated};
 
+use super::memory_state::{Node, State};
 use super::meta::ObjectMeta;
 use super::records::FileKey;
-use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
+use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
 use smb_proto::create::FileId;
-use smb_proto::create_flags::attributes;
 
 /// Access and sharing bits (one layout for both, as in a CREATE).
 pub(crate) const READ: u8 = 1;
@@ -45,182 +48,6 @@ pub(crate) const WRITE: u8 = 2;
 pub(crate) const DELETE: u8 = 4;
 /// Sharing with everyone.
 pub(crate) const ALL: u8 = READ | WRITE | DELETE;
-
-struct Node {
-    dir: bool,
-    /// The ETag its record holds ("" for a file without a record).
-    etag: String,
-    /// A directory with a marker record (the object `name/`).
-    marker: bool,
-    /// A directory the gateway made for keys (`mkdir_own`).
-    own: bool,
-    /// Bytes, and the sizes of its parts (none for a single PUT).
-    size: u64,
-    parts: Vec<u64>,
-    /// A directory's ChangeTime: set anew whenever a name in it comes or
-    /// goes.
-    change: u64,
-    delete_pending: bool,
-}
-
-impl Node {
-    fn new(dir: bool, etag: &str) -> Node {
-        Node {
-            dir,
-            etag: etag.to_string(),
-            marker: false,
-            own: false,
-            size: 0,
-            parts: Vec::new(),
-            change: 0,
-            delete_pending: false,
-        }
-    }
-
-    /// Its record, as an open reads it.
-    fn record(&self) -> Option<ObjectMeta> {
-        let parts = self.parts.clone();
-        (self.marker || !self.etag.is_empty()).then(|| ObjectMeta {
-            etag: self.etag.clone(),
-            marker: self.marker,
-            parts,
-            ..Default::default()
-        })
-    }
-
-    /// Its times, as an open reads them.
-    fn times(&self) -> FileTimes {
-        let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
-        let creation = if self.own { OWN_DIR_MARK } else { 0 };
-        FileTimes { creation, change: self.change, end_of_file: self.size, attributes, ..Default::default() }
-    }
-}
-
-struct Open {
-    node: u64,
-    access: u8,
-    sharing: u8,
-    delete_on_close: bool,
-}
-
-#[derive(Default)]
-struct State {
-    names: HashMap<String, u64>,
-    nodes: HashMap<u64, Node>,
-    opens: HashMap<u64, Open>,
-    /// Creation locks held now, by name.
-    locks: HashSet<String>,
-    next: u64,
-    /// The last ChangeTime given.
-    clock: u64,
-}
-
-impl State {
-    fn id(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
-
-    /// Binds `path` to `node`, as a change of its directory.
-    fn bind(&mut self, path: &str, node: u64) {
-        self.names.insert(path.to_string(), node);
-        self.touch_parent_of(path);
-    }
-
-    /// Unbinds every name of `node`, as a change of their directories.
-    fn unbind(&mut self, node: u64) {
-        let gone: Vec<String> = self.names.iter().filter(|(_, n)| **n == node).map(|(p, _)| p.clone()).collect();
-        for path in gone {
-            self.names.remove(&path);
-            self.touch_parent_of(&path);
-        }
-    }
-
-    fn touch_parent_of(&mut self, path: &str) {
-        let Some((parent, _)) = path.rsplit_once('\\') else { return };
-        self.clock += 1;
-        let clock = self.clock;
-        if let Some(n) = self.names.get(parent).and_then(|id| self.nodes.get_mut(id)) {
-            n.change = clock;
-        }
-    }
-
-    /// The entries of the directory at `path`, as a directory read lists
-    /// them.
-    fn entries(&self, path: &str) -> Vec<DirEntry> {
-        let inside = format!("{path}\\");
-        let mut out: Vec<DirEntry> = self
-            .names
-            .iter()
-            .filter_map(|(name, id)| Some((name.strip_prefix(&inside)?, id)))
-            .filter(|(leaf, _)| !leaf.contains('\\'))
-            .map(|(leaf, id)| {
-                let n = &self.nodes[id];
-                let ea_size = if n.record().is_some() { 64 } else { 0 };
-                DirEntry { name: leaf.to_string(), times: n.times(), ea_size, file_id: *id }
-            })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
-    }
-
-    /// An open of the file at `path` with `access`, sharing `sharing`.
-    fn open(&mut self, path: &str, access: u8, sharing: u8, dir_ok: bool) -> Result<u64> {
-        let node = *self.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-        let n = &self.nodes[&node];
-        if n.delete_pending {
-            return Err(failing_with(Failure::DeletePending));
-        }
-        if n.dir && !dir_ok {
-            return Err(failing_with(Failure::IsDirectory));
-        }
-        let conflict = self
-            .opens
-            .values()
-            .filter(|o| o.node == node)
-            .any(|o| access & !o.sharing != 0 || o.access & !sharing != 0);
-        if conflict {
-            return Err(failing_with(Failure::SharingViolation));
-        }
-        let id = self.id();
-        self.opens.insert(id, Open { node, access, sharing, delete_on_close: false });
-        Ok(id)
-    }
-
-    fn rename(&mut self, open: u64, target: &str, replace: bool) -> Result<()> {
-        let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
-        if let Some(&there) = self.names.get(target) {
-            if there == node {
-                return Ok(());
-            }
-            if !replace {
-                return Err(failing_with(Failure::Collision));
-            }
-            if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
-                return Err(failing_with(Failure::AccessDenied));
-            }
-            self.nodes.remove(&there);
-        }
-        self.unbind(node);
-        self.bind(target, node);
-        Ok(())
-    }
-
-    fn close(&mut self, open: u64) {
-        let Some(o) = self.opens.remove(&open) else { return };
-        if o.delete_on_close {
-            if let Some(n) = self.nodes.get_mut(&o.node) {
-                n.delete_pending = true;
-            }
-        }
-        let gone =
-            self.nodes.get(&o.node).is_some_and(|n| n.delete_pending) && !self.opens.values().any(|x| x.node == o.node);
-        if gone {
-            self.nodes.remove(&o.node);
-            self.unbind(o.node);
-        }
-    }
-}
 
 /// The in-memory share.
 #[derive(Default, Clone)]
@@ -437,6 +264,25 @@ impl ShareOps for MemoryShare {
         Ok(())
     }
 
+    async fn remove_leftover(&self, path: &str) {
+        // The live share tries again in the background while the file is
+        // delete pending; here each try is a step of its own, in line, so
+        // that a test sees where they end.
+        for _ in 0..64 {
+            self.gate.step("remove_leftover").await;
+            let mut s = self.state.lock().unwrap();
+            match s.open(path, DELETE, ALL, false) {
+                Ok(id) => {
+                    s.opens.get_mut(&id).expect("just opened").delete_on_close = true;
+                    s.close(id);
+                    return;
+                }
+                Err(e) if e.failure() == Failure::DeletePending => drop(s),
+                Err(_) => return,
+            }
+        }
+    }
+
     async fn delete_on_close(&self, file: &MemHandle) -> Result<()> {
         self.gate.step("delete_on_close").await;
         if let Some(o) = self.state.lock().unwrap().opens.get_mut(&file.id) {
@@ -504,7 +350,7 @@ impl ShareOps for MemoryShare {
         self.gate.step("is_going").await;
         let s = self.state.lock().unwrap();
         let node = s.opens.get(&file.id).map(|o| o.node);
-        Ok(node.and_then(|n| s.nodes.get(&n)).is_none_or(|n| n.delete_pending))
+        Ok(node.and_then(|n| s.nodes.get(&n)).is_none_or(|n| n.delete_at.is_some()))
     }
 
     fn info(&self, file: &MemHandle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
@@ -534,15 +380,22 @@ impl ShareOps for MemoryShare {
 
     async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
         self.gate.step("stat_with_meta").await;
-        let mut s = self.state.lock().unwrap();
-        // Attributes only: an open no sharing mode refuses.
-        let id = s.open(path, 0, ALL, !file_only)?;
-        let node = &s.nodes[&s.opens[&id].node];
-        let file_id = FileId { persistent: s.opens[&id].node, volatile: 0 };
-        let created =
-            CreateResponse { oplock_level: 0, create_action: 0, times: node.times(), file_id, contexts: Vec::new() };
-        let record = node.record();
-        s.close(id);
+        // Attributes only: an open no sharing mode refuses. Its CLOSE is
+        // the compound's last step, which others' steps can come before.
+        let (id, created, record) = {
+            let mut s = self.state.lock().unwrap();
+            let id = s.open_in_compound(path, 0, ALL, !file_only)?;
+            let node = &s.nodes[&s.opens[&id].node];
+            let file_id = FileId { persistent: s.opens[&id].node, volatile: 0 };
+            let times = node.times();
+            (
+                id,
+                CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts: Vec::new() },
+                node.record(),
+            )
+        };
+        self.gate.step("stat_close").await;
+        self.state.lock().unwrap().close(id);
         Ok((created, record))
     }
 

@@ -177,6 +177,19 @@ pub(crate) static RENAME_OVER_OPEN: Policy = Policy {
     give_up: GiveUp::AfterPauses(12),
 };
 
+/// A file marked delete-on-close and closed that is still there, delete
+/// pending, because another open still has it (a GET's stream, another
+/// process's look of one compound): deleted by name again once that open
+/// closes, in the background, 10 ms growing to 1 s, for about a minute;
+/// the temp sweep removes what outlasts that.
+pub(crate) static LEFTOVER: Policy = Policy {
+    name: "delete-pending leftover",
+    first: ms(10),
+    growth: 2,
+    cap: ms(1000),
+    give_up: GiveUp::AfterPauses(60),
+};
+
 /// Another If-Match writer's turn at a key (it holds the file without
 /// sharing delete, failure class 25). Every racer takes its turn, and each
 /// turn costs a round trip more where records are streams or sidecars (and

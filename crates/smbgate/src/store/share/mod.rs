@@ -79,5 +79,6 @@ pub use smb_client::Pool;
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
 pub use space::space;
+pub(crate) use temp::remove_leftover;
 pub use temp::{create_temp, create_temp_and_write, finish_cleanups, publish_and_close, reopen, TempFile};
 pub use watch::{watch_dir, watch_tree, Action, Change, DirWatch, Notified, WatchError};

@@ -1,8 +1,8 @@
 //! Temporary files that delete themselves unless published, and their
 //! publishing by rename (failure classes 15, 16 and 26).
 
+use super::{backoff, Failure, Result, ShareError};
 use super::{Handle, Tree};
-use super::{Result, ShareError};
 use smb_client::{Error, Pool};
 use smb_proto::create::{access, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
@@ -326,6 +326,48 @@ pub(crate) async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
             same
         }
         Err(_) => true,
+    }
+}
+
+/// Deletes the file still at `path` (a temp name) after it was marked
+/// delete-on-close under that name and closed. Samba decides a
+/// delete-on-close, at the last close, by the name that closing open knows
+/// the file by, and an open another smbd process made before a rename
+/// learns the new name only after the request it is in: a look of one
+/// compound (CREATE, QUERY_INFO, CLOSE) that spans the rename and closes
+/// last keeps the file (see `docs/failure-classes.md`, class 25). A name
+/// already free is the usual answer (one round trip); a file still delete
+/// pending (another open has it now) is deleted again in the background
+/// once that open has closed ([`backoff::LEFTOVER`]); anything else is
+/// left to the temp sweep.
+pub(crate) async fn remove_leftover(tree: &Tree, path: &str) {
+    if try_remove(tree, path).await == Some(Failure::DeletePending) {
+        let (tree, path) = (tree.clone(), path.to_string());
+        CLEANUPS.spawn(async move {
+            let mut wait = backoff::LEFTOVER.start();
+            while wait.wait().await {
+                if try_remove(&tree, &path).await != Some(Failure::DeletePending) {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// One delete of `path` by name: `None` when the name is free afterwards
+/// (deleted, or nothing there), else why not.
+async fn try_remove(tree: &Tree, path: &str) -> Option<Failure> {
+    match super::delete(tree, path, false).await {
+        Ok(()) => {
+            tracing::debug!(path, "deleted a file its delete-on-close had left");
+            None
+        }
+        Err(e) if matches!(e.failure(), Failure::NameNotFound | Failure::PathNotFound) => None,
+        Err(e) if e.failure() == Failure::DeletePending => Some(Failure::DeletePending),
+        Err(e) => {
+            tracing::debug!(path, error = %e, "a file its delete-on-close left is not deleted; the sweep will remove it");
+            Some(e.failure())
+        }
     }
 }
 

@@ -146,7 +146,7 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
 
 /// The replaced version, once the new one is in: it goes, or stays kept
 /// where it moved (its handle is returned, for the caller to close).
-async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Option<S::Handle> {
+async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside, paths: &SwapPaths<'_>) -> Option<S::Handle> {
     match aside {
         Aside::Discard => {
             // The record goes only with its file: a delete that failed
@@ -154,6 +154,9 @@ async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Option<S:
             let key = s.record_key(&lock);
             if s.close_and_delete(lock).await.is_ok() {
                 s.forget_record_of(key); // the old version's, now at the backup name
+                                         // A look at the key by another smbd process, open across
+                                         // the rename and closed last, keeps the file.
+                s.remove_leftover(paths.backup).await;
             }
             None
         }
@@ -202,7 +205,7 @@ async fn settle<S: ShareOps>(
         other => other?,
     };
     match (away, into) {
-        (_, Ok(())) => Ok(retire(s, lock, aside).await),
+        (_, Ok(())) => Ok(retire(s, lock, aside, paths).await),
         (Ok(()), Err(e))
             if e.failure() == Failure::Collision
                 && paths.beside.is_some_and(|b| b != path)
@@ -213,7 +216,7 @@ async fn settle<S: ShareOps>(
             // The new version goes beside it; the old one goes.
             let beside = paths.beside.unwrap_or(path);
             match s.rename(file, beside, true).await {
-                Ok(()) => Ok(retire(s, lock, aside).await),
+                Ok(()) => Ok(retire(s, lock, aside, paths).await),
                 Err(e) => {
                     tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
                     if let Err(r) = s.rename(&lock, beside, false).await {
@@ -238,7 +241,7 @@ async fn settle<S: ShareOps>(
         }
         (Ok(()), Err(e)) => {
             tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-            let kept = retire(s, lock, aside).await;
+            let kept = retire(s, lock, aside, paths).await;
             let _ = s.delete_on_close(file).await;
             match kept {
                 // A versioned write would name a version that was never

@@ -122,6 +122,24 @@ async fn a_directory_made_in_a_swaps_gap_puts_the_new_version_beside_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_look_open_across_the_swap_leaves_no_old_version_behind() {
+    // A look at the key (another writer's check of its condition, a HEAD)
+    // opened before the old version moves aside, and closing last, knows
+    // the file by its old name: the delete-on-close set under the backup
+    // name does not take, and the old version would stay at that name.
+    for seed in 0..SEEDS {
+        let s = MemoryShare::default();
+        s.put(KEY, "v1");
+        let look: Racer = Box::pin(async { s.stat_with_meta(KEY, true).await.map(drop).map_err(Into::into) });
+        let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), look]).await;
+        assert!(out[0].is_ok(), "seed {seed}: {out:?}");
+        assert_eq!(s.names(), [KEY], "seed {seed}: the old version is gone, nothing else is left");
+        assert_eq!(s.etag_at(KEY).as_deref(), Some("va"), "seed {seed}");
+        assert_eq!(s.open_count(), 0, "seed {seed}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_held_creation_lock_is_waited_for_then_busy() {
     let s = MemoryShare::default();
     let first = interleave(&s, 0, vec![Box::pin(take_lock(&s, LOCK))]).await.pop().unwrap().expect("taken");

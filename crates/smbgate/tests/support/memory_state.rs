@@ -1,0 +1,216 @@
+//! The in-memory share's model of names, files and opens (see
+//! `memory_share.rs`): what an SMB server keeps of them, and how a
+//! delete-on-close is decided, as Samba decides it.
+
+use std::collections::{HashMap, HashSet};
+
+use super::meta::ObjectMeta;
+use super::share::{failing_with, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
+use smb_proto::create_flags::attributes;
+
+/// A file or directory.
+pub(crate) struct Node {
+    pub(crate) dir: bool,
+    /// The ETag its record holds ("" for a file without a record).
+    pub(crate) etag: String,
+    /// A directory with a marker record (the object `name/`).
+    pub(crate) marker: bool,
+    /// A directory the gateway made for keys (`mkdir_own`).
+    pub(crate) own: bool,
+    /// Bytes, and the sizes of its parts (none for a single PUT).
+    pub(crate) size: u64,
+    pub(crate) parts: Vec<u64>,
+    /// A directory's ChangeTime: set anew whenever a name in it comes or
+    /// goes.
+    pub(crate) change: u64,
+    /// The name its delete-on-close was set under, by the open that set
+    /// it (Samba keeps it by the hash of that name).
+    pub(crate) delete_at: Option<String>,
+}
+
+impl Node {
+    pub(crate) fn new(dir: bool, etag: &str) -> Node {
+        Node {
+            dir,
+            etag: etag.to_string(),
+            marker: false,
+            own: false,
+            size: 0,
+            parts: Vec::new(),
+            change: 0,
+            delete_at: None,
+        }
+    }
+
+    /// Its record, as an open reads it.
+    pub(crate) fn record(&self) -> Option<ObjectMeta> {
+        let parts = self.parts.clone();
+        (self.marker || !self.etag.is_empty()).then(|| ObjectMeta {
+            etag: self.etag.clone(),
+            marker: self.marker,
+            parts,
+            ..Default::default()
+        })
+    }
+
+    /// Its times, as an open reads them.
+    pub(crate) fn times(&self) -> FileTimes {
+        let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
+        let creation = if self.own { OWN_DIR_MARK } else { 0 };
+        FileTimes { creation, change: self.change, end_of_file: self.size, attributes, ..Default::default() }
+    }
+}
+
+/// An open of a [`Node`], with its access and sharing.
+pub(crate) struct Open {
+    pub(crate) node: u64,
+    pub(crate) access: u8,
+    pub(crate) sharing: u8,
+    pub(crate) delete_on_close: bool,
+    /// The name it knows its file by: where it opened it, or where its own
+    /// rename moved it. An open another smbd process made learns of a
+    /// rename only after the request it is in, so an open inside one
+    /// compound (a look: CREATE, QUERY_INFO, CLOSE) keeps the old name.
+    pub(crate) name: String,
+    pub(crate) in_compound: bool,
+}
+
+/// Everything the share holds: names, files, opens and creation locks.
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) names: HashMap<String, u64>,
+    pub(crate) nodes: HashMap<u64, Node>,
+    pub(crate) opens: HashMap<u64, Open>,
+    /// Creation locks held now, by name.
+    pub(crate) locks: HashSet<String>,
+    pub(crate) next: u64,
+    /// The last ChangeTime given.
+    pub(crate) clock: u64,
+}
+
+impl State {
+    pub(crate) fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Binds `path` to `node`, as a change of its directory.
+    pub(crate) fn bind(&mut self, path: &str, node: u64) {
+        self.names.insert(path.to_string(), node);
+        self.touch_parent_of(path);
+    }
+
+    /// Unbinds every name of `node`, as a change of their directories.
+    pub(crate) fn unbind(&mut self, node: u64) {
+        let gone: Vec<String> = self.names.iter().filter(|(_, n)| **n == node).map(|(p, _)| p.clone()).collect();
+        for path in gone {
+            self.names.remove(&path);
+            self.touch_parent_of(&path);
+        }
+    }
+
+    pub(crate) fn touch_parent_of(&mut self, path: &str) {
+        let Some((parent, _)) = path.rsplit_once('\\') else { return };
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(n) = self.names.get(parent).and_then(|id| self.nodes.get_mut(id)) {
+            n.change = clock;
+        }
+    }
+
+    /// The entries of the directory at `path`, as a directory read lists
+    /// them.
+    pub(crate) fn entries(&self, path: &str) -> Vec<DirEntry> {
+        let inside = format!("{path}\\");
+        let mut out: Vec<DirEntry> = self
+            .names
+            .iter()
+            .filter_map(|(name, id)| Some((name.strip_prefix(&inside)?, id)))
+            .filter(|(leaf, _)| !leaf.contains('\\'))
+            .map(|(leaf, id)| {
+                let n = &self.nodes[id];
+                let ea_size = if n.record().is_some() { 64 } else { 0 };
+                DirEntry { name: leaf.to_string(), times: n.times(), ea_size, file_id: *id }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// An open of the file at `path` with `access`, sharing `sharing`.
+    pub(crate) fn open(&mut self, path: &str, access: u8, sharing: u8, dir_ok: bool) -> Result<u64> {
+        let node = *self.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        let n = &self.nodes[&node];
+        if n.delete_at.as_deref() == Some(path) {
+            return Err(failing_with(Failure::DeletePending));
+        }
+        if n.dir && !dir_ok {
+            return Err(failing_with(Failure::IsDirectory));
+        }
+        let conflict = self
+            .opens
+            .values()
+            .filter(|o| o.node == node)
+            .any(|o| access & !o.sharing != 0 || o.access & !sharing != 0);
+        if conflict {
+            return Err(failing_with(Failure::SharingViolation));
+        }
+        let id = self.id();
+        let name = path.to_string();
+        self.opens.insert(id, Open { node, access, sharing, delete_on_close: false, name, in_compound: false });
+        Ok(id)
+    }
+
+    /// [`State::open`] for an open that one compound makes and closes
+    /// (a look), which a rename meanwhile leaves with the old name.
+    pub(crate) fn open_in_compound(&mut self, path: &str, access: u8, sharing: u8, dir_ok: bool) -> Result<u64> {
+        let id = self.open(path, access, sharing, dir_ok)?;
+        self.opens.get_mut(&id).expect("just opened").in_compound = true;
+        Ok(id)
+    }
+
+    pub(crate) fn rename(&mut self, open: u64, target: &str, replace: bool) -> Result<()> {
+        let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
+        if let Some(&there) = self.names.get(target) {
+            if there == node {
+                return Ok(());
+            }
+            if !replace {
+                return Err(failing_with(Failure::Collision));
+            }
+            if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
+                return Err(failing_with(Failure::AccessDenied));
+            }
+            self.nodes.remove(&there);
+        }
+        self.unbind(node);
+        self.bind(target, node);
+        for (id, o) in self.opens.iter_mut().filter(|(_, o)| o.node == node) {
+            if *id == open || !o.in_compound {
+                o.name = target.to_string();
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes `open`. The last open of a file deletes it if its
+    /// delete-on-close was set under the name this open knows it by;
+    /// otherwise the mark goes with it and the file stays.
+    pub(crate) fn close(&mut self, open: u64) {
+        let Some(o) = self.opens.remove(&open) else { return };
+        let last = !self.opens.values().any(|x| x.node == o.node);
+        let Some(n) = self.nodes.get_mut(&o.node) else { return };
+        if o.delete_on_close {
+            n.delete_at = Some(o.name.clone());
+        }
+        if !last {
+            return;
+        }
+        if n.delete_at.as_deref() == Some(o.name.as_str()) {
+            self.nodes.remove(&o.node);
+            self.unbind(o.node);
+        } else {
+            n.delete_at = None;
+        }
+    }
+}
