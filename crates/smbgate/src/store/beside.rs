@@ -25,7 +25,8 @@ use super::path::SharePath;
 use super::share::{is_busy, Failure, ShareError};
 use super::share::{is_not_found, is_unholdable_name, not_a_file};
 use super::share_ops::ShareOps;
-use super::{share, Root, StoreError, StoreResult};
+use super::{Root, StoreError, StoreResult};
+use futures::future::BoxFuture;
 
 impl Root {
     /// Where `mapped` is kept while its own path is a directory: beside it.
@@ -76,61 +77,72 @@ impl Root {
         let (beside, lock) = (path.beside(false), self.lock_name(path));
         displace_on(&live, path, &beside, &lock).await
     }
+}
 
-    /// Removes the directory `dir` if it is empty and, if it was, gives the
-    /// object kept beside it (`beside`, known to exist) its name back, under
-    /// the object's creation lock. Returns true if the directory went.
-    /// Best effort: an object left beside is still found there by reads.
-    pub(crate) async fn restore_beside(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) -> bool {
-        let Ok(lock) = self.create_lock(tree, dir).await else { return false };
-        let removed = share::delete(tree, dir, true).await.is_ok();
-        if removed {
-            // Gone at its last close, before its name is taken again.
-            super::reads::cache_watches::unwatch_under(self, dir.as_str()).await;
-            self.rename_back(tree, dir, beside).await;
-        }
-        lock.release().await;
-        removed
+/// What is told of a directory just removed, by its path (the store's
+/// watch of it closes, so that the server can remove it).
+pub(crate) type OnRemoved<'a> = &'a (dyn Fn(String) -> BoxFuture<'a, ()> + Send + Sync);
+
+/// Removes the directory `dir` if it is empty and, if it was, gives the
+/// object kept beside it (`beside`, known to exist) its name back, under
+/// the object's creation lock at `lock`; `removed` is told of the
+/// directory just removed first. Returns true if the directory went. Best
+/// effort: an object left beside is still found there by reads.
+pub(crate) async fn restore_beside<S: ShareOps>(
+    s: &S,
+    dir: &str,
+    beside: &str,
+    lock: &str,
+    removed: OnRemoved<'_>,
+) -> bool {
+    let Ok(lock) = take_lock(s, lock).await else { return false };
+    let gone = s.delete_dir(dir).await.is_ok();
+    if gone {
+        // Gone at its last close, before its name is taken again.
+        removed(dir.to_string()).await;
+        rename_back(s, dir, beside).await;
     }
+    s.release_lock(lock).await;
+    gone
+}
 
-    /// The rename of `beside` to `dir`, a directory just removed. A removed
-    /// directory that a reader still holds open lingers, delete-pending,
-    /// until it closes (Samba then answers a stat of it with no attributes
-    /// at all, so it cannot be told from a file): the rename meets a
-    /// collision and tries again, as it does while the file is busy (an
-    /// If-Match writer holds it), about 1 s in all. A directory there again
-    /// (a writer under it) keeps the object beside, as it should be.
-    /// Nothing is ever deleted here. If the rename still fails, the
-    /// directory is made again, so that the object stays beside a
-    /// directory as everything else expects; if even that fails (a PUT of
-    /// the key put a file there meanwhile) a warning says so.
-    async fn rename_back(&self, tree: &Tree, dir: &SharePath, beside: &SharePath) {
-        let mut backoff = backoff::RENAME_BACK.start();
-        loop {
-            match share::rename_through_new_handle(tree, beside, dir, false).await {
-                Ok(()) => return,
-                Err(e) if nothing_beside(&e) => return, // deleted meanwhile
-                Err(e) if e.failure() == Failure::Collision || is_busy(&e) => {}
-                Err(e) => {
-                    tracing::debug!(error = %e, "an object kept beside its directory could not take its name back");
-                    break;
-                }
-            }
-            if share::stat(tree, dir).await.is_ok_and(|t| t.is_directory()) {
-                return;
-            }
-            if !backoff.wait().await {
+/// The rename of `beside` to `dir`, a directory just removed. A removed
+/// directory that a reader still holds open lingers, delete-pending,
+/// until it closes (Samba then answers a stat of it with no attributes
+/// at all, so it cannot be told from a file): the rename meets a
+/// collision and tries again, as it does while the file is busy (an
+/// If-Match writer holds it), about 1 s in all. A directory there again
+/// (a writer under it) keeps the object beside, as it should be.
+/// Nothing is ever deleted here. If the rename still fails, the
+/// directory is made again, so that the object stays beside a
+/// directory as everything else expects; if even that fails (a PUT of
+/// the key put a file there meanwhile) a warning says so.
+async fn rename_back<S: ShareOps>(s: &S, dir: &str, beside: &str) {
+    let mut backoff = backoff::RENAME_BACK.start();
+    loop {
+        match s.rename_path(beside, dir, false).await {
+            Ok(()) => return,
+            Err(e) if nothing_beside(&e) => return, // deleted meanwhile
+            Err(e) if e.failure() == Failure::Collision || is_busy(&e) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "an object kept beside its directory could not take its name back");
                 break;
             }
         }
-        match share::mkdir_own(tree, dir).await {
-            Ok(()) => tracing::info!(dir = dir.as_str(), "an object kept beside its directory stays beside it"),
-            Err(e) => tracing::warn!(
-                error = %e,
-                dir = dir.as_str(),
-                "an object kept beside its removed directory stays beside it, and its name is taken"
-            ),
+        if s.is_directory(dir).await.unwrap_or(false) {
+            return;
         }
+        if !backoff.wait().await {
+            break;
+        }
+    }
+    match s.mkdir_own(dir).await {
+        Ok(()) => tracing::info!(dir, "an object kept beside its directory stays beside it"),
+        Err(e) => tracing::warn!(
+            error = %e,
+            dir,
+            "an object kept beside its removed directory stays beside it, and its name is taken"
+        ),
     }
 }
 

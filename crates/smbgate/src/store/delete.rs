@@ -3,10 +3,11 @@
 //! on the very handle that deletes, so no other version can be deleted in
 //! between.
 
-use super::share::Tree;
+use super::share::{CreateResponse, Tree};
 use super::share_ops::ShareOps;
+use futures::future::BoxFuture;
 
-use super::beside::{kept_as, nothing_beside};
+use super::beside::{kept_as, nothing_beside, restore_beside, OnRemoved};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
 use super::meta::META_EA;
@@ -97,35 +98,57 @@ impl Deletes {
         if from == Prune::Parents {
             dirs.pop(); // the object itself
         }
-        for (depth, dir) in dirs.iter().rev().enumerate() {
-            let beside = dir.beside(false);
-            let (found, beside_found) =
-                tokio::join!(share::stat_with_meta(tree, self.root.records(), dir), share::stat(tree, &beside));
-            let folder = from == Prune::Folder && depth == 0;
-            match found {
-                Ok((_, Some(m))) if m.marker => return,
-                Ok((c, _)) if !share::is_own_dir(&c.times) && !folder => return,
-                Ok(_) => {}
-                Err(_) => return,
-            }
-            match beside_found {
-                Ok(_) => {
-                    self.root.restore_beside(tree, dir, &beside).await;
-                    return;
-                }
-                Err(e) if nothing_beside(&e) => {}
-                // Unknown: the directory stays, where reads find the object.
-                Err(e) => {
-                    tracing::debug!(error = %e, "no look beside a directory; it is not pruned");
-                    return;
-                }
-            }
-            if share::delete(tree, dir, true).await.is_err() {
+        dirs.reverse();
+        let live = self.root.live(tree);
+        // Samba removes a directory at its last close: this store's watch
+        // of it closes.
+        let root = &self.root;
+        let removed = move |dir: String| -> BoxFuture<'_, ()> {
+            Box::pin(async move { crate::store::reads::cache_watches::unwatch_under(root, &dir).await })
+        };
+        prune_empty(&live, &dirs, from == Prune::Folder, |d| self.root.lock_name(d), &removed).await
+    }
+}
+
+/// [`Deletes::prune_parents`] on `s`: removes the directories `dirs`
+/// (deepest first) while each is empty, the gateway's (or, with `folder`,
+/// the first, which a deleted `name/` stood for) and not a marker; one
+/// with an object kept beside it gives that object its name back
+/// ([`restore_beside`], under the lock `lock_of` names) and ends the walk.
+/// `removed` is told of each directory removed.
+pub(crate) async fn prune_empty<S: ShareOps>(
+    s: &S,
+    dirs: &[SharePath],
+    folder: bool,
+    lock_of: impl Fn(&SharePath) -> String,
+    removed: OnRemoved<'_>,
+) {
+    for (depth, dir) in dirs.iter().enumerate() {
+        let removable = |c: &CreateResponse| share::is_own_dir(&c.times) || (folder && depth == 0);
+        let beside = dir.beside(false);
+        let (found, beside_found) = tokio::join!(s.stat_with_meta(dir, false), s.times(&beside));
+        match found {
+            Ok((_, Some(m))) if m.marker => return,
+            Ok((c, _)) if !removable(&c) => return,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        match beside_found {
+            Ok(_) => {
+                restore_beside(s, dir, &beside, &lock_of(dir), removed).await;
                 return;
             }
-            // Samba removes it at its last close: close this store's watch.
-            crate::store::reads::cache_watches::unwatch_under(&self.root, dir.as_str()).await;
+            Err(e) if nothing_beside(&e) => {}
+            // Unknown: the directory stays, where reads find the object.
+            Err(e) => {
+                tracing::debug!(error = %e, "no look beside a directory; it is not pruned");
+                return;
+            }
         }
+        if s.delete_dir(dir).await.is_err() {
+            return;
+        }
+        removed(dir.to_string()).await;
     }
 }
 

@@ -80,3 +80,68 @@ async fn a_delete_whose_etag_is_stale_leaves_the_object_and_a_reader_reads_on() 
     drop(reader);
     assert_eq!(s.open_count(), 0);
 }
+
+/// The pruning after a delete, of `dirs` (deepest first) on `s`; returns
+/// the directories it said it removed.
+async fn prune(s: &MemoryShare, dirs: &[&str], folder: bool) -> Vec<String> {
+    let dirs: Vec<SharePath> = dirs.iter().map(|d| SharePath::root(d)).collect();
+    let told = std::sync::Mutex::new(Vec::new());
+    let removed = |dir: String| -> BoxFuture<'_, ()> {
+        told.lock().unwrap().push(dir);
+        Box::pin(async {})
+    };
+    let lock_of = |d: &SharePath| format!("tmp\\lock-{}", d.leaf());
+    crate::store::memory_share::alone(s, prune_empty(s, &dirs, folder, lock_of, &removed)).await;
+    told.into_inner().unwrap()
+}
+
+/// A share with the bucket `b` and the gateway's directories `b\x` and
+/// `b\x\y`, as a PUT of `x/y/k` left them once `k` was deleted.
+async fn with_key_dirs() -> MemoryShare {
+    let s = MemoryShare::default();
+    s.mkdir("b");
+    for d in ["b\\x", "b\\x\\y"] {
+        crate::store::memory_share::alone(&s, s.mkdir_own(d)).await.expect("made");
+    }
+    s
+}
+
+#[tokio::test(start_paused = true)]
+async fn pruning_removes_the_gateways_empty_directories_and_stops_at_anything_else() {
+    // Both empty and the gateway's: both go, and the bucket stays.
+    let s = with_key_dirs().await;
+    assert_eq!(prune(&s, &["b\\x\\y", "b\\x"], false).await, ["b\\x\\y", "b\\x"]);
+    assert_eq!(s.names(), ["b"]);
+    // A directory with an entry stays, and so do those above it.
+    let s = with_key_dirs().await;
+    s.put("b\\x\\y\\other", "v");
+    assert!(prune(&s, &["b\\x\\y", "b\\x"], false).await.is_empty());
+    assert_eq!(s.names(), ["b", "b\\x", "b\\x\\y", "b\\x\\y\\other"]);
+    // A folder someone made on the share stays unless it is the one a
+    // deleted `name/` stood for.
+    let s = MemoryShare::default();
+    s.mkdir("b");
+    s.mkdir("b\\f");
+    assert!(prune(&s, &["b\\f"], false).await.is_empty());
+    assert_eq!(prune(&s, &["b\\f"], true).await, ["b\\f"]);
+    assert_eq!(s.names(), ["b"]);
+    // A marker (the object `x/y/`) stays.
+    let s = MemoryShare::default();
+    s.mkdir("b");
+    s.put_marker("b\\m", "vm");
+    assert!(prune(&s, &["b\\m"], false).await.is_empty());
+    assert_eq!(s.names(), ["b", "b\\m"]);
+    assert_eq!(s.open_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pruned_directory_gives_the_object_kept_beside_it_its_name_back() {
+    let s = with_key_dirs().await;
+    let beside = SharePath::root("b\\x").beside(false);
+    s.put(beside.as_str(), "vx"); // the object `x`, kept beside its directory
+                                  // `b\x\y` goes; `b\x` goes and `x` takes its name back; the walk ends.
+    assert_eq!(prune(&s, &["b\\x\\y", "b\\x"], false).await, ["b\\x\\y", "b\\x"]);
+    assert_eq!(s.names(), ["b", "b\\x"]);
+    assert_eq!(s.etag_at("b\\x").as_deref(), Some("vx"));
+    assert_eq!(s.open_count(), 0);
+}

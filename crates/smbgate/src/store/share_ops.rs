@@ -84,6 +84,13 @@ pub(crate) trait ShareOps: Sync {
     /// (`share::rename_through_new_handle`).
     fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send;
 
+    /// Removes the empty directory at `path` (`share::delete`); it goes at
+    /// its last close.
+    ///
+    /// Errors: NotEmpty while it has entries; not-found and sharing
+    /// failures.
+    fn delete_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
+
     /// Makes the directory `path`, marked as the gateway's own
     /// (`share::mkdir_own`). Collision if the name is taken.
     fn mkdir_own(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
@@ -242,6 +249,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send {
         share::rename_through_new_handle(self.tree, source, target, replace)
+    }
+
+    fn delete_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
+        share::delete(self.tree, path, true)
     }
 
     fn mkdir_own(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

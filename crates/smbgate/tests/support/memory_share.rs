@@ -300,6 +300,22 @@ impl ShareOps for MemoryShare {
         renamed
     }
 
+    async fn delete_dir(&self, path: &str) -> Result<()> {
+        self.gate.step("delete_dir").await;
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, DELETE, ALL, true)?;
+        let failure = match s.nodes[&s.opens[&id].node].dir {
+            false => Some(Failure::NotADirectory),
+            true if !s.entries(path).is_empty() => Some(Failure::NotEmpty),
+            true => None,
+        };
+        if failure.is_none() {
+            s.opens.get_mut(&id).expect("just opened").delete_on_close = true;
+        }
+        s.close(id);
+        failure.map_or(Ok(()), |f| Err(failing_with(f)))
+    }
+
     async fn mkdir_own(&self, path: &str) -> Result<()> {
         self.gate.step("mkdir").await;
         if self.state.lock().unwrap().names.contains_key(path) {
