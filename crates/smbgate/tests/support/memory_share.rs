@@ -1,6 +1,6 @@
 //! An in-memory share for the store rules' unit tests (writes, deletes,
-//! a GET's lookup, a listing's directory reads), racing one share
-//! operation at a time.
+//! a GET's lookup, the object cache's coherence, a listing's directory
+//! reads), racing one share operation at a time.
 //!
 //! It models what those rules rely on, as an SMB server does them: names
 //! bound to files, opens with access and sharing modes (a conflicting open
@@ -12,7 +12,9 @@
 //! meets a collision and with replace is refused over a file someone holds
 //! open, a directory where a file was asked for, keys' creation locks held
 //! by one taker at a time until released or dropped (as a byte-range lock
-//! goes with its open), records with an ETag, parts and a marker flag,
+//! goes with its open), a cache holder's Read+Handle lease that an open to
+//! write, rename or delete the file breaks (the holder closing first),
+//! records with an ETag, parts and a marker flag,
 //! directories the gateway made (marked by their CreationTime), and
 //! directory reads page by page in name order (see [`MemDir`]), whose
 //! ChangeTime moves whenever a name in them comes or goes (a server's
@@ -26,28 +28,21 @@
 //! (`steps.rs`).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use super::steps::{alone, interleave, race};
 use super::steps::{Gate, Gated};
 
 use super::memory_state::{Node, State};
+pub(crate) use super::memory_state::{ALL, DELETE, READ, WRITE};
 use super::meta::ObjectMeta;
+use super::reads::object_cache::Holder;
 use super::records::FileKey;
 use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
-use smb_proto::create::FileId;
-
-/// Access and sharing bits (one layout for both, as in a CREATE).
-pub(crate) const READ: u8 = 1;
-/// Write access, or sharing with writers.
-pub(crate) const WRITE: u8 = 2;
-/// Delete (and rename) access, or sharing with deleters.
-pub(crate) const DELETE: u8 = 4;
-/// Sharing with everyone.
-pub(crate) const ALL: u8 = READ | WRITE | DELETE;
+use smb_proto::create::{CreateResponseContext, FileId};
 
 /// The in-memory share.
 #[derive(Default, Clone)]
@@ -79,6 +74,22 @@ pub(crate) struct MemHandle {
 impl Drop for MemHandle {
     fn drop(&mut self) {
         self.state.lock().unwrap().close(self.id);
+    }
+}
+
+/// A cache holder of a [`MemoryShare`] ([`MemoryShare::hold`]).
+pub(crate) struct MemHeld {
+    _handle: MemHandle,
+    lease: Arc<AtomicBool>,
+    created: CreateResponse,
+}
+
+impl Holder for MemHeld {
+    fn created(&self) -> &CreateResponse {
+        &self.created
+    }
+    fn holds(&self) -> bool {
+        self.lease.load(Ordering::SeqCst)
     }
 }
 
@@ -165,6 +176,26 @@ impl MemoryShare {
     pub(crate) fn open_as(&self, path: &str, access: u8, sharing: u8) -> Result<MemHandle> {
         let id = self.state.lock().unwrap().open(path, access, sharing, false)?;
         Ok(self.handle(id))
+    }
+
+    /// A cache holder's open of `path` (`share::hold_with_meta`): reading,
+    /// sharing only READ, under a Read+Handle lease that an open to write,
+    /// rename or delete the file breaks; not gated.
+    ///
+    /// Errors: as an open on the share.
+    pub(crate) fn hold(&self, path: &str) -> Result<MemHeld> {
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, READ, READ, false)?;
+        let lease = Arc::new(AtomicBool::new(true));
+        let open = s.opens.get_mut(&id).expect("just opened");
+        open.lease = Some(lease.clone());
+        let node = open.node;
+        let file_id = FileId { persistent: node, volatile: 0 };
+        let contexts = vec![CreateResponseContext::OnDiskId { disk_file_id: node, volume_id: 0 }];
+        let times = s.nodes[&node].times();
+        let created = CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts };
+        drop(s);
+        Ok(MemHeld { _handle: self.handle(id), lease, created })
     }
 
     /// The ETag of the file at `path` now; `None` if no file is there.

@@ -3,10 +3,21 @@
 //! delete-on-close is decided, as Samba decides it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::meta::ObjectMeta;
 use super::share::{failing_with, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
 use smb_proto::create_flags::attributes;
+
+/// Access and sharing bits (one layout for both, as in a CREATE).
+pub(crate) const READ: u8 = 1;
+/// Write access, or sharing with writers.
+pub(crate) const WRITE: u8 = 2;
+/// Delete (and rename) access, or sharing with deleters.
+pub(crate) const DELETE: u8 = 4;
+/// Sharing with everyone.
+pub(crate) const ALL: u8 = READ | WRITE | DELETE;
 
 /// A file or directory.
 pub(crate) struct Node {
@@ -73,6 +84,8 @@ pub(crate) struct Open {
     /// compound (a look: CREATE, QUERY_INFO, CLOSE) keeps the old name.
     pub(crate) name: String,
     pub(crate) in_compound: bool,
+    /// A cache holder's Read+Handle lease: false once broken.
+    pub(crate) lease: Option<Arc<AtomicBool>>,
 }
 
 /// Everything the share holds: names, files, opens and creation locks.
@@ -147,6 +160,9 @@ impl State {
         if n.dir && !dir_ok {
             return Err(failing_with(Failure::IsDirectory));
         }
+        if access & (WRITE | DELETE) != 0 {
+            self.break_leases(node);
+        }
         let conflict = self
             .opens
             .values()
@@ -157,8 +173,23 @@ impl State {
         }
         let id = self.id();
         let name = path.to_string();
-        self.opens.insert(id, Open { node, access, sharing, delete_on_close: false, name, in_compound: false });
+        let open = Open { node, access, sharing, delete_on_close: false, name, in_compound: false, lease: None };
+        self.opens.insert(id, open);
         Ok(id)
+    }
+
+    /// Breaks the leases held on `node`: an open that would write, rename
+    /// or delete it breaks Read+Handle, and a holder closes before it
+    /// acknowledges (`OnBreak::CloseFirst`), so that open goes on.
+    pub(crate) fn break_leases(&mut self, node: u64) {
+        let held: Vec<u64> =
+            self.opens.iter().filter(|(_, o)| o.node == node && o.lease.is_some()).map(|(id, _)| *id).collect();
+        for id in held {
+            if let Some(lease) = self.opens.get(&id).and_then(|o| o.lease.as_ref()) {
+                lease.store(false, Ordering::SeqCst);
+            }
+            self.close(id);
+        }
     }
 
     /// [`State::open`] for an open that one compound makes and closes
@@ -178,6 +209,7 @@ impl State {
             if !replace {
                 return Err(failing_with(Failure::Collision));
             }
+            self.break_leases(there);
             if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
                 return Err(failing_with(Failure::AccessDenied));
             }

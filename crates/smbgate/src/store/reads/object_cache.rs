@@ -83,9 +83,28 @@ pub struct Cached {
     pub body: Option<Bytes>,
 }
 
-struct Entry {
+/// What proves an entry current: an open of the file under a lease that
+/// a change breaks ([`Held`] on the share; the in-memory share's holder
+/// in unit tests).
+pub trait Holder: Send + Sync {
+    /// What the open's CREATE answered (times, size, on-disk id).
+    fn created(&self) -> &CreateResponse;
+    /// True while what the holder saw is still what the file is.
+    fn holds(&self) -> bool;
+}
+
+impl Holder for Held {
+    fn created(&self) -> &CreateResponse {
+        Held::created(self)
+    }
+    fn holds(&self) -> bool {
+        Held::holds(self)
+    }
+}
+
+struct Entry<H> {
     cached: Cached,
-    held: Held,
+    held: H,
     since: Instant,
     used: u64,
     cost: usize,
@@ -93,9 +112,8 @@ struct Entry {
     generation: u64,
 }
 
-#[derive(Default)]
-struct State {
-    map: HashMap<String, Entry>,
+struct State<H> {
+    map: HashMap<String, Entry<H>>,
     /// Use tick → path, least recently used first.
     order: BTreeMap<u64, String>,
     tick: u64,
@@ -104,8 +122,14 @@ struct State {
     dirs: HashMap<String, HashSet<String>>,
 }
 
-impl State {
-    fn remove(&mut self, path: &str) -> Option<Entry> {
+impl<H> Default for State<H> {
+    fn default() -> Self {
+        State { map: HashMap::new(), order: BTreeMap::new(), tick: 0, bytes: 0, dirs: HashMap::new() }
+    }
+}
+
+impl<H> State<H> {
+    fn remove(&mut self, path: &str) -> Option<Entry<H>> {
         let e = self.map.remove(path)?;
         self.order.remove(&e.used);
         self.bytes -= e.cost;
@@ -147,10 +171,11 @@ pub enum Age {
     Expired,
 }
 
-/// The cache of one store (one share root as one SMB identity).
-pub struct ObjectCache {
+/// The cache of one store (one share root as one SMB identity), its
+/// entries proved current by `H`.
+pub struct ObjectCache<H = Held> {
     opts: CacheOptions,
-    state: Mutex<State>,
+    state: Mutex<State<H>>,
     /// Paths being filled now, each by one fill.
     filling: Arc<Mutex<HashSet<String>>>,
     /// Paths a GET missed once lately: a GET's fill is a round trip of its
@@ -183,9 +208,9 @@ impl Drop for Filling {
     }
 }
 
-impl ObjectCache {
+impl<H: Holder> ObjectCache<H> {
     /// An empty cache under `opts`.
-    pub fn new(opts: CacheOptions) -> ObjectCache {
+    pub fn new(opts: CacheOptions) -> ObjectCache<H> {
         ObjectCache {
             opts,
             state: Mutex::new(State::default()),
@@ -304,7 +329,7 @@ impl ObjectCache {
     /// Keeps `cached` for `path`, proved current by `held`, replacing any
     /// entry of that path and dropping the least recently used entries
     /// beyond the bounds. An entry larger than the byte bound is not kept.
-    pub fn insert(&self, path: &str, cached: Cached, held: Held, expired: bool) {
+    pub fn insert(&self, path: &str, cached: Cached, held: H, expired: bool) {
         let cost = ENTRY_OVERHEAD + path.len() + cached.body.as_ref().map_or(0, Bytes::len);
         if !self.enabled() || cost > self.opts.bytes {
             return;
@@ -387,7 +412,7 @@ impl ObjectCache {
     pub fn forget_named(&self, dir: &str, name: &str, case_insensitive: bool) {
         let path = if dir.is_empty() { name.to_string() } else { format!("{dir}\\{name}") };
         let mut s = self.state.lock().unwrap();
-        let mut gone: Vec<Entry> = s.remove(&path).into_iter().collect();
+        let mut gone: Vec<Entry<H>> = s.remove(&path).into_iter().collect();
         if gone.is_empty() && case_insensitive {
             let name = name.to_lowercase();
             let same: Vec<String> = s
@@ -407,7 +432,7 @@ impl ObjectCache {
         let mut s = self.state.lock().unwrap();
         let under = |d: &str| d == dir || d.strip_prefix(dir).is_some_and(|r| r.starts_with('\\'));
         let paths: Vec<String> = s.dirs.iter().filter(|(d, _)| under(d)).flat_map(|(_, p)| p.iter().cloned()).collect();
-        let gone: Vec<Entry> = paths.iter().filter_map(|p| s.remove(p)).collect();
+        let gone: Vec<Entry<H>> = paths.iter().filter_map(|p| s.remove(p)).collect();
         drop(s);
         drop(gone);
     }
@@ -443,3 +468,7 @@ impl ObjectCache {
         (s.map.len(), s.bytes)
     }
 }
+
+#[cfg(test)]
+#[path = "object_cache_test.rs"]
+mod tests;
