@@ -2,8 +2,9 @@
 //! as a trait: the creation lock (`take_key_lock`), the If-Match swap
 //! (`swap`), the move of an object beside a directory of its name
 //! (`beside`), the checked delete (`delete`) and where a GET finds a key
-//! (`reads/find_stored`) and the listing's directory reads
-//! (`listings/dir_source`) run on the live share ([`LiveShare`]) in
+//! (`reads/find_stored`), the listing's directory reads
+//! (`listings/dir_source`), the pruning after a delete (`delete`) and
+//! CreateBucket and DeleteBucket (`buckets/bucket`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
@@ -83,6 +84,12 @@ pub(crate) trait ShareOps: Sync {
     /// own, over an existing file only if `replace`
     /// (`share::rename_through_new_handle`).
     fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send;
+
+    /// Makes the directory `path`, a plain one (`share::mkdir`): a bucket.
+    ///
+    /// Errors: Collision if the name is taken; not-found for a missing
+    /// parent.
+    fn make_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
 
     /// Removes the empty directory at `path` (`share::delete`); it goes at
     /// its last close.
@@ -179,6 +186,24 @@ pub(crate) trait ShareOps: Sync {
     fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send;
 }
 
+/// Every entry of the directory at `path` on `s` (`.` and `..` left out),
+/// read page by page.
+///
+/// Errors: the directory's open or a page's read failed.
+pub(crate) async fn list_all<S: ShareOps>(s: &S, path: &str) -> Result<Vec<DirEntry>> {
+    let mut dir = s.open_dir(path).await?;
+    let mut all = Vec::new();
+    let read = loop {
+        match s.next_entries(&mut dir).await {
+            Ok(Some(page)) => all.extend(page),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = s.close_dir(dir).await;
+    read.map(|()| all)
+}
+
 /// The live share: one pooled connection, the root's records and its
 /// keys' locks.
 pub(crate) struct LiveShare<'a> {
@@ -249,6 +274,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn rename_path(&self, source: &str, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send {
         share::rename_through_new_handle(self.tree, source, target, replace)
+    }
+
+    fn make_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
+        share::mkdir(self.tree, path)
     }
 
     fn delete_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

@@ -331,6 +331,15 @@ impl ShareOps for MemoryShare {
         renamed
     }
 
+    async fn make_dir(&self, path: &str) -> Result<()> {
+        self.gate.step("make_dir").await;
+        if self.state.lock().unwrap().names.contains_key(path) {
+            return Err(failing_with(Failure::Collision));
+        }
+        self.insert(path, Node::new(true, ""));
+        Ok(())
+    }
+
     async fn delete_dir(&self, path: &str) -> Result<()> {
         self.gate.step("delete_dir").await;
         let mut s = self.state.lock().unwrap();

@@ -1,7 +1,11 @@
 //! Buckets: the top-level directories under the share root.
 
+use futures::future::BoxFuture;
+
+use crate::store::path::SharePath;
 use crate::store::share::Failure;
 use crate::store::share::{self, is_not_found};
+use crate::store::share_ops::{list_all, ShareOps};
 use crate::store::{Buckets, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
@@ -29,53 +33,67 @@ impl Buckets {
     async fn remove_bucket_dir(&self, tree: &share::Tree, bucket: &str) -> StoreResult<()> {
         let path = self.root.bucket_path(bucket);
         crate::store::reads::cache_watches::unwatch_under(&self.root, path.as_str()).await;
-        match share::delete(tree, &path, true).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
-            Err(e) if e.failure() == Failure::NotEmpty => {}
-            Err(e) => return Err(e.into()),
-        }
-        // Only empty, unmarked directories inside? Remove them bottom-up.
-        if !self.remove_empty_tree(tree, &path).await? {
-            return Err(StoreError::BucketNotEmpty);
-        }
-        share::delete(tree, &path, true).await.map_err(|e| {
-            if e.failure() == Failure::NotEmpty {
-                StoreError::BucketNotEmpty
-            } else {
-                e.into()
-            }
-        })
+        remove_bucket_dir(&self.root.live(tree), &path).await
     }
+}
 
-    /// Removes the empty, unmarked subdirectories of `dir`; returns false as
-    /// soon as a file or a marker directory is found (nothing else is
-    /// removed after that).
-    fn remove_empty_tree<'a>(
-        &'a self,
-        tree: &'a share::Tree,
-        dir: &'a crate::store::path::SharePath,
-    ) -> futures::future::BoxFuture<'a, StoreResult<bool>> {
-        Box::pin(async move {
-            for e in share::list_dir(tree, dir).await? {
-                if !e.times.is_directory() || e.ea_size > 0 {
-                    return Ok(false);
-                }
-                let sub = dir.join(&e.name);
-                // Without EAs, only its stream or sidecar tells a marker apart.
-                if !self.root.records().shown_in_listings()
-                    && matches!(crate::store::share::stat_with_meta(tree, self.root.records(), sub.as_str()).await,
-                        Ok((_, Some(m))) if m.marker)
-                {
-                    return Ok(false);
-                }
-                if !self.remove_empty_tree(tree, &sub).await? {
-                    return Ok(false);
-                }
-                share::delete(tree, &sub, true).await?;
+/// DeleteBucket's removal of the bucket's directory `path` on `s`: an
+/// empty one goes; one holding only empty, unmarked directories (left by
+/// deleted objects) loses them first, deepest first.
+///
+/// Errors: NoSuchBucket; BucketNotEmpty (a file or a marker under it,
+/// found before or after the directories above it went).
+pub(crate) async fn remove_bucket_dir<S: ShareOps>(s: &S, path: &SharePath) -> StoreResult<()> {
+    match s.delete_dir(path).await {
+        Ok(()) => return Ok(()),
+        Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchBucket),
+        Err(e) if e.failure() == Failure::NotEmpty => {}
+        Err(e) => return Err(e.into()),
+    }
+    if !remove_empty_tree(s, path).await? {
+        return Err(StoreError::BucketNotEmpty);
+    }
+    s.delete_dir(path).await.map_err(|e| match e.failure() {
+        Failure::NotEmpty => StoreError::BucketNotEmpty,
+        _ => e.into(),
+    })
+}
+
+/// Removes the empty, unmarked subdirectories of `dir`; returns false as
+/// soon as a file or a marker directory is found (nothing else is removed
+/// after that).
+fn remove_empty_tree<'a, S: ShareOps>(s: &'a S, dir: &'a SharePath) -> BoxFuture<'a, StoreResult<bool>> {
+    Box::pin(async move {
+        for e in list_all(s, dir).await? {
+            if !e.times.is_directory() || e.ea_size > 0 {
+                return Ok(false);
             }
-            Ok(true)
-        })
+            let sub = dir.join(&e.name);
+            // Without EAs, only its stream or sidecar tells a marker apart.
+            if !s.records_in_entries() && matches!(s.stat_with_meta(&sub, false).await, Ok((_, Some(m))) if m.marker) {
+                return Ok(false);
+            }
+            if !remove_empty_tree(s, &sub).await? {
+                return Ok(false);
+            }
+            s.delete_dir(&sub).await?;
+        }
+        Ok(true)
+    })
+}
+
+/// CreateBucket on `s`: the directory `path` for `bucket`.
+///
+/// Errors: BucketAlreadyOwnedByYou if it exists (as a bucket), Conflict
+/// if a file of that name sits in the root.
+pub(crate) async fn make_bucket<S: ShareOps>(s: &S, path: &SharePath, bucket: &str) -> StoreResult<()> {
+    match s.make_dir(path).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.failure() == Failure::Collision => match s.is_directory(path).await? {
+            true => Err(StoreError::BucketAlreadyOwnedByYou),
+            false => Err(StoreError::Conflict(format!("a file named {bucket} is in the share root"))),
+        },
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -160,17 +178,7 @@ impl Buckets {
     pub async fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
         check_name(bucket)?;
         let tree = self.root.tree().await?;
-        match share::mkdir(&tree, &self.root.bucket_path(bucket)).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.failure() == Failure::Collision => {
-                if share::stat(&tree, &self.root.bucket_path(bucket)).await?.is_directory() {
-                    Err(StoreError::BucketAlreadyOwnedByYou)
-                } else {
-                    Err(StoreError::Conflict(format!("a file named {bucket} is in the share root")))
-                }
-            }
-            Err(e) => Err(e.into()),
-        }
+        make_bucket(&self.root.live(&tree), &self.root.bucket_path(bucket), bucket).await
     }
 
     /// HeadBucket.
@@ -222,3 +230,7 @@ impl Buckets {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "bucket_test.rs"]
+mod tests;
