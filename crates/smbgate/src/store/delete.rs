@@ -91,7 +91,7 @@ impl Deletes {
     /// gateway's: a folder someone made on the share stays (best effort),
     /// unless it is the one a deleted `name/` stood for (see `folders`). A
     /// removed directory with an object kept beside it gives that object
-    /// its name back ([`Root::restore_beside`]), and the walk up ends
+    /// its name back ([`restore_beside`]), and the walk up ends
     /// there.
     pub(in crate::store) async fn prune_parents(&self, tree: &Tree, bucket: &str, mapped: &MappedKey, from: Prune) {
         let mut dirs = self.root.bucket_path(bucket).ancestors_of(mapped);

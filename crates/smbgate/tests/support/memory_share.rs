@@ -13,7 +13,8 @@
 //! open, a directory where a file was asked for, keys' creation locks held
 //! by one taker at a time until released or dropped (as a byte-range lock
 //! goes with its open), a cache holder's Read+Handle lease that an open to
-//! write, rename or delete the file breaks (the holder closing first),
+//! write or delete the file breaks (the holder closing first; a rename
+//! over the file breaks none),
 //! records with an ETag, parts and a marker flag,
 //! directories the gateway made (marked by their CreationTime), and
 //! directory reads page by page in name order (see [`MemDir`]), whose
@@ -179,8 +180,8 @@ impl MemoryShare {
     }
 
     /// A cache holder's open of `path` (`share::hold_with_meta`): reading,
-    /// sharing only READ, under a Read+Handle lease that an open to write,
-    /// rename or delete the file breaks; not gated.
+    /// sharing only READ, under a Read+Handle lease that an open to write
+    /// or delete the file breaks; not gated.
     ///
     /// Errors: as an open on the share.
     pub(crate) fn hold(&self, path: &str) -> Result<MemHeld> {

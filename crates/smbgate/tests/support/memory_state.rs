@@ -209,7 +209,6 @@ impl State {
             if !replace {
                 return Err(failing_with(Failure::Collision));
             }
-            self.break_leases(there);
             if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
                 return Err(failing_with(Failure::AccessDenied));
             }

@@ -50,16 +50,22 @@ fn an_entry_answers_while_its_lease_stands_and_a_writers_open_ends_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_rename_over_the_object_and_a_write_into_it_end_its_entry() {
+async fn a_publish_warns_the_holder_before_its_rename_and_a_write_into_it_ends_the_entry() {
     let s = MemoryShare::default();
     s.put(KEY, "v1");
     let c = cache(16);
     keep(&c, &s, KEY);
     let temp = s.create_temp("tmp\\t", "v2");
-    // A PUT's replacing rename over the held file.
-    let renamed = alone(&s, s.rename(&temp, KEY, true)).await;
-    assert!(renamed.is_ok(), "{renamed:?}");
+    // A rename over the held file breaks no lease (docs/leases.md): it is
+    // refused while the holder has the file open, and the entry stands.
+    assert!(alone(&s, s.rename(&temp, KEY, true)).await.is_err());
+    assert_eq!(answer(&c, KEY), Some(Age::Fresh));
+    // So a PUT first opens the file for DELETE (`warn_holders`), which
+    // breaks the lease; the holder closes, and the rename goes through.
+    let warning = s.open_as(KEY, DELETE, READ | WRITE).expect("the holder closed first");
+    drop(warning);
     assert_eq!(answer(&c, KEY), None);
+    assert!(alone(&s, s.rename(&temp, KEY, true)).await.is_ok());
     drop(temp);
     // An open to write the file in place (someone on the share).
     keep(&c, &s, KEY);

@@ -178,16 +178,17 @@ pub(crate) static RENAME_OVER_OPEN: Policy = Policy {
 };
 
 /// A file marked delete-on-close and closed that is still there, delete
-/// pending, because another open still has it (a GET's stream, another
-/// process's look of one compound): deleted by name again once that open
-/// closes, in the background, 10 ms growing to 1 s, for about a minute;
-/// the temp sweep removes what outlasts that.
+/// pending, because another open still has it: another process's look of
+/// one compound, which closes within milliseconds and keeps the file, or a
+/// GET's stream, which knows the new name and deletes it itself when it
+/// closes. Deleted by name again in the background: 50 ms growing to
+/// 5 s, about 30 s in all; the temp sweep removes what outlasts that.
 pub(crate) static LEFTOVER: Policy = Policy {
     name: "delete-pending leftover",
-    first: ms(10),
+    first: ms(50),
     growth: 2,
-    cap: ms(1000),
-    give_up: GiveUp::AfterPauses(60),
+    cap: ms(5000),
+    give_up: GiveUp::AfterPauses(12),
 };
 
 /// Another If-Match writer's turn at a key (it holds the file without
@@ -319,6 +320,7 @@ mod tests {
         assert_eq!(CREATION_LOCK.budget(), Duration::from_secs(10));
         assert_eq!(DISPLACE.budget(), ms(3135));
         assert_eq!(RENAME_BACK.budget(), ms(854));
+        assert_eq!(pauses(&LEFTOVER), [50, 100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000, 5000]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -338,12 +338,13 @@ pub(crate) async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
 /// last keeps the file (see `docs/failure-classes.md`, class 25). A name
 /// already free is the usual answer (one round trip); a file still delete
 /// pending (another open has it now) is deleted again in the background
-/// once that open has closed ([`backoff::LEFTOVER`]); anything else is
-/// left to the temp sweep.
+/// once that open has closed ([`backoff::LEFTOVER`]; not a cleanup a
+/// stopping process waits for, since the sweep covers it); anything else
+/// is left to the temp sweep.
 pub(crate) async fn remove_leftover(tree: &Tree, path: &str) {
     if try_remove(tree, path).await == Some(Failure::DeletePending) {
         let (tree, path) = (tree.clone(), path.to_string());
-        CLEANUPS.spawn(async move {
+        tokio::spawn(async move {
             let mut wait = backoff::LEFTOVER.start();
             while wait.wait().await {
                 if try_remove(&tree, &path).await != Some(Failure::DeletePending) {

@@ -132,35 +132,54 @@ pub(crate) async fn swap_if_match<S: ShareOps>(
     // (which the next writer of the key waits for) goes now, beside the
     // rest of the write.
     match settle(s, file, (lock, &aside), swapped, path, paths).await {
-        Ok(Some(kept)) => {
+        Ok(Retired::Kept(kept)) => {
             s.close_soon(kept);
             s.release_lock_soon(creating);
             Ok(Swapped::Done)
         }
-        outcome => {
+        Ok(retired) => {
             s.release_lock(creating).await;
-            outcome.map(|_| Swapped::Done)
+            // A look at the key by another smbd process, open across the
+            // rename and closed last, keeps the file at its backup name,
+            // which is this write's alone: deleted by it, after the lock.
+            if matches!(retired, Retired::Deleted) {
+                s.remove_leftover(paths.backup).await;
+            }
+            Ok(Swapped::Done)
+        }
+        Err(e) => {
+            s.release_lock(creating).await;
+            Err(e)
         }
     }
 }
 
+/// What became of the version a swap replaced.
+enum Retired<H> {
+    /// Kept aside (a stored version); its handle is still to be closed.
+    Kept(H),
+    /// Deleted through its handle, at its backup name.
+    Deleted,
+    /// Still at its backup name (its delete failed: the sweep removes it),
+    /// or it never moved.
+    Left,
+}
+
 /// The replaced version, once the new one is in: it goes, or stays kept
 /// where it moved (its handle is returned, for the caller to close).
-async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside, paths: &SwapPaths<'_>) -> Option<S::Handle> {
+async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Retired<S::Handle> {
     match aside {
         Aside::Discard => {
             // The record goes only with its file: a delete that failed
             // leaves a file that still needs it.
             let key = s.record_key(&lock);
-            if s.close_and_delete(lock).await.is_ok() {
-                s.forget_record_of(key); // the old version's, now at the backup name
-                                         // A look at the key by another smbd process, open across
-                                         // the rename and closed last, keeps the file.
-                s.remove_leftover(paths.backup).await;
+            if s.close_and_delete(lock).await.is_err() {
+                return Retired::Left;
             }
-            None
+            s.forget_record_of(key); // the old version's, now at the backup name
+            Retired::Deleted
         }
-        Aside::Keep(_) => Some(lock),
+        Aside::Keep(_) => Retired::Kept(lock),
     }
 }
 
@@ -186,8 +205,8 @@ pub(crate) async fn make_parents_of<S: ShareOps>(s: &S, path: &str) -> Result<()
 
 /// What a swap's two renames did, settled while the key's creation lock
 /// is still held: the old version (`lock`, at its backup name if it
-/// moved) goes or stays kept ([`Aside`]), or goes back, and the answer;
-/// with it, the handle of a version kept aside, still to be closed.
+/// moved) goes or stays kept ([`Aside`]), or goes back, and the answer:
+/// what became of the old version ([`Retired`]).
 async fn settle<S: ShareOps>(
     s: &S,
     file: &S::Handle,
@@ -195,7 +214,7 @@ async fn settle<S: ShareOps>(
     swapped: Result<SwapSteps, ShareError>,
     path: &str,
     paths: &SwapPaths<'_>,
-) -> StoreResult<Option<S::Handle>> {
+) -> StoreResult<Retired<S::Handle>> {
     let busy = || StoreError::Busy("the object could not be replaced; retry the request".into());
     let (away, into) = match swapped {
         Err(e) if is_busy(&e) => {
@@ -205,7 +224,7 @@ async fn settle<S: ShareOps>(
         other => other?,
     };
     match (away, into) {
-        (_, Ok(())) => Ok(retire(s, lock, aside, paths).await),
+        (_, Ok(())) => Ok(retire(s, lock, aside).await),
         (Ok(()), Err(e))
             if e.failure() == Failure::Collision
                 && paths.beside.is_some_and(|b| b != path)
@@ -216,7 +235,7 @@ async fn settle<S: ShareOps>(
             // The new version goes beside it; the old one goes.
             let beside = paths.beside.unwrap_or(path);
             match s.rename(file, beside, true).await {
-                Ok(()) => Ok(retire(s, lock, aside, paths).await),
+                Ok(()) => Ok(retire(s, lock, aside).await),
                 Err(e) => {
                     tracing::warn!(error = %e, "If-Match write: the new version could not go beside the new directory; restoring the old");
                     if let Err(r) = s.rename(&lock, beside, false).await {
@@ -241,16 +260,16 @@ async fn settle<S: ShareOps>(
         }
         (Ok(()), Err(e)) => {
             tracing::debug!(error = %e, "If-Match write superseded by a writer that created the key meanwhile");
-            let kept = retire(s, lock, aside, paths).await;
+            let retired = retire(s, lock, aside).await;
             let _ = s.delete_on_close(file).await;
-            match kept {
+            match retired {
                 // A versioned write would name a version that was never
                 // stored: the client is asked to try again.
-                Some(kept) => {
+                Retired::Kept(kept) => {
                     s.close(kept).await;
                     Err(busy())
                 }
-                None => Ok(None),
+                other => Ok(other),
             }
         }
         (Err(e), Err(_)) => {
