@@ -14,7 +14,8 @@
 //! by one taker at a time until released or dropped (as a byte-range lock
 //! goes with its open), a cache holder's Read+Handle lease that an open to
 //! write or delete the file breaks (the holder closing first; a rename
-//! over the file breaks none),
+//! over the file breaks none), a directory removed while an open holds it
+//! that answers a look with no attributes until it goes (as Samba does),
 //! records with an ETag, parts and a marker flag,
 //! directories the gateway made (marked by their CreationTime), and
 //! directory reads page by page in name order (see [`MemDir`]), whose
@@ -40,7 +41,7 @@ pub(crate) use super::memory_state::{ALL, DELETE, READ, WRITE};
 use super::meta::ObjectMeta;
 use super::reads::object_cache::Holder;
 use super::records::FileKey;
-use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result};
+use super::share::{failing_with, not_a_file, CreateResponse, DirEntry, Failure, FileTimes, Result};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
 use smb_proto::create::{CreateResponseContext, FileId};
@@ -370,7 +371,7 @@ impl ShareOps for MemoryShare {
         self.gate.step("stat").await;
         let s = self.state.lock().unwrap();
         let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-        Ok(s.nodes[node].dir)
+        Ok(s.nodes[node].stat_times().is_directory())
     }
 
     async fn is_empty_dir(&self, path: &str) -> Result<bool> {
@@ -386,7 +387,7 @@ impl ShareOps for MemoryShare {
     async fn holds_no_file(&self, path: &str) -> bool {
         self.gate.step("holds_no_file").await;
         let s = self.state.lock().unwrap();
-        s.names.get(path).is_some_and(|n| s.nodes[n].dir)
+        s.names.get(path).is_some_and(|n| not_a_file(&s.nodes[n].stat_times()))
     }
 
     async fn open_delete_with_meta(
@@ -432,7 +433,7 @@ impl ShareOps for MemoryShare {
         self.gate.step("stat").await;
         let s = self.state.lock().unwrap();
         let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-        Ok(s.nodes[node].times())
+        Ok(s.nodes[node].stat_times())
     }
 
     async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {

@@ -64,6 +64,17 @@ impl Node {
         })
     }
 
+    /// Its times as a look at its name answers them: a directory removed
+    /// while an open still holds it (delete pending) answers with no
+    /// attributes at all, as Samba does, so it is neither a directory
+    /// nor a file.
+    pub(crate) fn stat_times(&self) -> FileTimes {
+        match self.dir && self.delete_at.is_some() {
+            true => FileTimes { attributes: 0, ..self.times() },
+            false => self.times(),
+        }
+    }
+
     /// Its times, as an open reads them.
     pub(crate) fn times(&self) -> FileTimes {
         let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
