@@ -224,6 +224,27 @@ impl MemoryShare {
         self.state.lock().unwrap().opens.len()
     }
 
+    /// A look at `path` (`op`, a step): an open of attributes only, which
+    /// no sharing mode refuses, made and closed by one compound, so that
+    /// others' steps can come between its open and its CLOSE, and a rename
+    /// meanwhile leaves it with the old name. A directory removed while
+    /// others hold it answers with no attributes, without an open.
+    async fn look(&self, op: &'static str, path: &str) -> Result<FileTimes> {
+        self.gate.step(op).await;
+        let (id, times) = {
+            let mut s = self.state.lock().unwrap();
+            let node = *s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+            let times = s.nodes[&node].stat_times();
+            if times.attributes == 0 {
+                return Ok(times);
+            }
+            (s.open_in_compound(path, 0, ALL, true)?, times)
+        };
+        self.gate.step("look_close").await;
+        self.state.lock().unwrap().close(id);
+        Ok(times)
+    }
+
     fn handle(&self, id: u64) -> MemHandle {
         MemHandle { id, state: self.state.clone() }
     }
@@ -368,10 +389,7 @@ impl ShareOps for MemoryShare {
     }
 
     async fn is_directory(&self, path: &str) -> Result<bool> {
-        self.gate.step("stat").await;
-        let s = self.state.lock().unwrap();
-        let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-        Ok(s.nodes[node].stat_times().is_directory())
+        self.look("stat", path).await.map(|t| t.is_directory())
     }
 
     async fn is_empty_dir(&self, path: &str) -> Result<bool> {
@@ -385,9 +403,7 @@ impl ShareOps for MemoryShare {
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {
-        self.gate.step("holds_no_file").await;
-        let s = self.state.lock().unwrap();
-        s.names.get(path).is_some_and(|n| not_a_file(&s.nodes[n].stat_times()))
+        self.look("holds_no_file", path).await.is_ok_and(|t| not_a_file(&t))
     }
 
     async fn open_delete_with_meta(
@@ -430,10 +446,7 @@ impl ShareOps for MemoryShare {
     }
 
     async fn times(&self, path: &str) -> Result<FileTimes> {
-        self.gate.step("stat").await;
-        let s = self.state.lock().unwrap();
-        let node = s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-        Ok(s.nodes[node].stat_times())
+        self.look("stat", path).await
     }
 
     async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
