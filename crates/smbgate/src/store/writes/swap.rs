@@ -160,13 +160,14 @@ enum Retired<H> {
     Kept(H),
     /// Deleted through its handle, at its backup name.
     Deleted,
-    /// Still at its backup name (its delete failed: the sweep removes it),
-    /// or it never moved.
+    /// Still at its backup name: its delete failed, and the sweep removes
+    /// it.
     Left,
 }
 
 /// The replaced version, once the new one is in: it goes, or stays kept
-/// where it moved (its handle is returned, for the caller to close).
+/// where it moved; says which ([`Retired`], with a kept version's handle
+/// for the caller to close).
 async fn retire<S: ShareOps>(s: &S, lock: S::Handle, aside: &Aside) -> Retired<S::Handle> {
     match aside {
         Aside::Discard => {
