@@ -4,7 +4,8 @@
 //! (`beside`), the checked delete (`delete`) and where a GET finds a key
 //! (`reads/find_stored`), the listing's directory reads
 //! (`listings/dir_source`), the pruning after a delete (`delete`) and
-//! CreateBucket and DeleteBucket (`buckets/bucket`) run on the live share ([`LiveShare`]) in
+//! CreateBucket and DeleteBucket (`buckets/bucket`) and the temp-file
+//! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
@@ -121,6 +122,12 @@ pub(crate) trait ShareOps: Sync {
         name: bool,
         exclusive: bool,
     ) -> impl Future<Output = Result<(Self::Handle, Option<ObjectMeta>, Option<String>)>> + Send;
+
+    /// Opens the file at `path` for DELETE sharing nothing
+    /// (`share::open_for_delete`, exclusive).
+    ///
+    /// Errors: SharingViolation while any other open has it; not-found.
+    fn open_alone_for_delete(&self, path: &str) -> impl Future<Output = Result<Self::Handle>> + Send;
 
     /// True if the file `file` holds is being deleted (`share::is_going`).
     fn is_going(&self, file: &Self::Handle) -> impl Future<Output = Result<bool>> + Send;
@@ -307,6 +314,10 @@ impl ShareOps for LiveShare<'_> {
         exclusive: bool,
     ) -> impl Future<Output = Result<(Handle, Option<ObjectMeta>, Option<String>)>> + Send {
         share::open_delete_with_meta(self.tree, self.records, path, name, exclusive)
+    }
+
+    fn open_alone_for_delete(&self, path: &str) -> impl Future<Output = Result<Handle>> + Send {
+        share::open_for_delete(self.tree, path, true)
     }
 
     fn is_going(&self, file: &Handle) -> impl Future<Output = Result<bool>> + Send {

@@ -125,6 +125,12 @@ impl MemoryShare {
         self.insert(path, Node { size, parts: parts.to_vec(), ..Node::new(false, etag) });
     }
 
+    /// Puts a file at `path` without a record, last written at `written`
+    /// (FILETIME): a temp file of a writer.
+    pub(crate) fn put_written(&self, path: &str, written: u64) {
+        self.insert(path, Node { written, ..Node::new(false, "") });
+    }
+
     /// Makes a directory at `path` with a marker record holding `etag`:
     /// the object `name/`.
     pub(crate) fn put_marker(&self, path: &str, etag: &str) {
@@ -418,6 +424,12 @@ impl ShareOps for MemoryShare {
         let etag = s.nodes[&s.opens[&id].node].etag.clone();
         drop(s);
         Ok((self.handle(id), Some(ObjectMeta { etag, ..Default::default() }), None))
+    }
+
+    async fn open_alone_for_delete(&self, path: &str) -> Result<MemHandle> {
+        self.gate.step("open_alone_for_delete").await;
+        let id = self.state.lock().unwrap().open(path, DELETE, 0, false)?;
+        Ok(self.handle(id))
     }
 
     async fn is_going(&self, file: &MemHandle) -> Result<bool> {

@@ -34,6 +34,8 @@ pub(crate) struct Node {
     /// A directory's ChangeTime: set anew whenever a name in it comes or
     /// goes.
     pub(crate) change: u64,
+    /// Its LastWriteTime (FILETIME); 0 unless a test sets it.
+    pub(crate) written: u64,
     /// The name its delete-on-close was set under, by the open that set
     /// it (Samba keeps it by the hash of that name).
     pub(crate) delete_at: Option<String>,
@@ -49,6 +51,7 @@ impl Node {
             size: 0,
             parts: Vec::new(),
             change: 0,
+            written: 0,
             delete_at: None,
         }
     }
@@ -79,7 +82,8 @@ impl Node {
     pub(crate) fn times(&self) -> FileTimes {
         let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
         let creation = if self.own { OWN_DIR_MARK } else { 0 };
-        FileTimes { creation, change: self.change, end_of_file: self.size, attributes, ..Default::default() }
+        let (change, last_write) = (self.change, self.written);
+        FileTimes { creation, change, last_write, end_of_file: self.size, attributes, ..Default::default() }
     }
 }
 

@@ -12,7 +12,9 @@
 //!   directory's creation time, from one directory listing: no upload
 //!   record is read.
 
+use crate::store::path::SharePath;
 use crate::store::share::Failure;
+use crate::store::share_ops::{list_all, ShareOps};
 use crate::store::{backoff, share, Uploads};
 
 /// The log target of these events: the name `SMBGATE_LOG` filters by, kept when the file moved.
@@ -21,6 +23,35 @@ const LOG_TARGET: &str = "smbgate::store::sweep";
 /// Object Lock retention is judged by the gateway's clock: a share whose
 /// clock differs by more than this is worth a warning.
 const CLOCK_SKEW_WARN: u64 = 60 * 10_000_000;
+
+/// Removes the files in `tmp` (`.smbgate\tmp`) on `s` that no writer has
+/// open and that nobody wrote in the `quiet` FILETIME units before `now`
+/// (the server's clock); a file a live writer holds, on any connection of
+/// any instance, refuses the open that shares nothing, and stays.
+pub(crate) async fn sweep_temps<S: ShareOps>(s: &S, tmp: &SharePath, now: u64, quiet: u64) {
+    let Ok(entries) = list_all(s, tmp).await else { return };
+    for e in entries {
+        if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
+            continue;
+        }
+        match s.open_alone_for_delete(&tmp.join(&e.name)).await {
+            Ok(h) => match s.close_and_delete(h).await {
+                Ok(()) => {
+                    tracing::info!(target: LOG_TARGET, temp = %e.name, bytes = e.times.end_of_file, "dead writer's temp file removed")
+                }
+                Err(err) => {
+                    tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
+                }
+            },
+            Err(err) if err.failure() == Failure::SharingViolation => {
+                tracing::debug!(target: LOG_TARGET, temp = %e.name, "temp file held open by a live writer; kept")
+            }
+            Err(err) => {
+                tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
+            }
+        }
+    }
+}
 
 /// Sweeps now, then every `sweep_interval`, for as long as the store lives.
 pub(crate) async fn sweep_loop(store: Uploads) {
@@ -51,30 +82,7 @@ async fn sweep_once(store: &Uploads, first: bool) {
         );
     }
     let quiet = store.root.options().sweep_interval.as_nanos() as u64 / 100;
-    if let Ok(entries) = share::list_dir(&tree, &tmp).await {
-        for e in entries {
-            if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
-                continue;
-            }
-            let path = tmp.join(&e.name);
-            match share::open_for_delete(&tree, &path, true).await {
-                Ok(h) => match share::close_and_delete(h).await {
-                    Ok(()) => {
-                        tracing::info!(target: LOG_TARGET, temp = %e.name, bytes = e.times.end_of_file, "dead writer's temp file removed")
-                    }
-                    Err(err) => {
-                        tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
-                    }
-                },
-                Err(err) if err.failure() == Failure::SharingViolation => {
-                    tracing::debug!(target: LOG_TARGET, temp = %e.name, "temp file held open by a live writer; kept")
-                }
-                Err(err) => {
-                    tracing::debug!(target: LOG_TARGET, temp = %e.name, error = %err, "temp file not removed yet")
-                }
-            }
-        }
-    }
+    sweep_temps(&store.root.live(&tree), &tmp, now, quiet).await;
     let expiry = store.root.options().multipart_expiry.as_nanos() as u64 / 100;
     if let Ok(entries) = share::list_dir(&tree, &store.root.internal("uploads")).await {
         for e in entries {
@@ -94,3 +102,7 @@ async fn sweep_once(store: &Uploads, first: bool) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "sweep_test.rs"]
+mod tests;
