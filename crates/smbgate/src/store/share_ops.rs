@@ -92,6 +92,13 @@ pub(crate) trait ShareOps: Sync {
     /// parent.
     fn make_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
 
+    /// Every entry of the directory at `path` (`.` and `..` left out), in
+    /// one go (`share::list_dir`): for rules that need all of a small
+    /// directory, where a listing reads page by page ([`ShareOps::open_dir`]).
+    ///
+    /// Errors: the directory's open or read failed.
+    fn list_dir(&self, path: &str) -> impl Future<Output = Result<Vec<DirEntry>>> + Send;
+
     /// Removes the empty directory at `path` (`share::delete`); it goes at
     /// its last close.
     ///
@@ -193,24 +200,6 @@ pub(crate) trait ShareOps: Sync {
     fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send;
 }
 
-/// Every entry of the directory at `path` on `s` (`.` and `..` left out),
-/// read page by page.
-///
-/// Errors: the directory's open or a page's read failed.
-pub(crate) async fn list_all<S: ShareOps>(s: &S, path: &str) -> Result<Vec<DirEntry>> {
-    let mut dir = s.open_dir(path).await?;
-    let mut all = Vec::new();
-    let read = loop {
-        match s.next_entries(&mut dir).await {
-            Ok(Some(page)) => all.extend(page),
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
-    };
-    let _ = s.close_dir(dir).await;
-    read.map(|()| all)
-}
-
 /// The live share: one pooled connection, the root's records and its
 /// keys' locks.
 pub(crate) struct LiveShare<'a> {
@@ -285,6 +274,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn make_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
         share::mkdir(self.tree, path)
+    }
+
+    fn list_dir(&self, path: &str) -> impl Future<Output = Result<Vec<DirEntry>>> + Send {
+        share::list_dir(self.tree, path)
     }
 
     fn delete_dir(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use crate::store::path::SharePath;
 use crate::store::share::Failure;
 use crate::store::share::{self, is_not_found};
-use crate::store::share_ops::{list_all, ShareOps};
+use crate::store::share_ops::ShareOps;
 use crate::store::{Buckets, StoreError, StoreResult, INTERNAL};
 
 /// A bucket as ListBuckets reports it.
@@ -64,7 +64,7 @@ pub(crate) async fn remove_bucket_dir<S: ShareOps>(s: &S, path: &SharePath) -> S
 /// after that).
 fn remove_empty_tree<'a, S: ShareOps>(s: &'a S, dir: &'a SharePath) -> BoxFuture<'a, StoreResult<bool>> {
     Box::pin(async move {
-        for e in list_all(s, dir).await? {
+        for e in s.list_dir(dir).await? {
             if !e.times.is_directory() || e.ea_size > 0 {
                 return Ok(false);
             }

@@ -14,7 +14,7 @@
 
 use crate::store::path::SharePath;
 use crate::store::share::Failure;
-use crate::store::share_ops::{list_all, ShareOps};
+use crate::store::share_ops::ShareOps;
 use crate::store::{backoff, share, Uploads};
 
 /// The log target of these events: the name `SMBGATE_LOG` filters by, kept when the file moved.
@@ -29,7 +29,7 @@ const CLOCK_SKEW_WARN: u64 = 60 * 10_000_000;
 /// (the server's clock); a file a live writer holds, on any connection of
 /// any instance, refuses the open that shares nothing, and stays.
 pub(crate) async fn sweep_temps<S: ShareOps>(s: &S, tmp: &SharePath, now: u64, quiet: u64) {
-    let Ok(entries) = list_all(s, tmp).await else { return };
+    let Ok(entries) = s.list_dir(tmp).await else { return };
     for e in entries {
         if e.times.is_directory() || e.times.last_write.saturating_add(quiet) >= now {
             continue;
