@@ -342,32 +342,43 @@ pub(crate) async fn name_is(tree: &Tree, path: &str, id: Option<u64>) -> bool {
 /// stopping process waits for, since the sweep covers it); anything else
 /// is left to the temp sweep.
 pub(crate) async fn remove_leftover(tree: &Tree, path: &str) {
-    if try_remove(tree, path).await == Some(Failure::DeletePending) {
-        let (tree, path) = (tree.clone(), path.to_string());
-        tokio::spawn(async move {
-            let mut wait = backoff::LEFTOVER.start();
-            while wait.wait().await {
-                if try_remove(&tree, &path).await != Some(Failure::DeletePending) {
-                    return;
+    match try_remove(tree, path).await {
+        Ok(deleted) => left_deleted(path, deleted),
+        Err(Failure::DeletePending) => {
+            let (tree, path) = (tree.clone(), path.to_string());
+            tokio::spawn(async move {
+                let mut wait = backoff::LEFTOVER.start();
+                while wait.wait().await {
+                    match try_remove(&tree, &path).await {
+                        Ok(deleted) => return left_deleted(&path, deleted),
+                        Err(Failure::DeletePending) => {}
+                        Err(_) => return,
+                    }
                 }
-            }
-        });
+            });
+        }
+        Err(_) => {}
     }
 }
 
-/// One delete of `path` by name: `None` when the name is free afterwards
-/// (deleted, or nothing there), else why not.
-async fn try_remove(tree: &Tree, path: &str) -> Option<Failure> {
+/// Logs a leftover that [`remove_leftover`] deleted.
+fn left_deleted(path: &str, deleted: bool) {
+    if deleted {
+        tracing::debug!(path, "deleted a file its delete-on-close had left");
+    }
+}
+
+/// One delete of the temp file `path` by name: whether a file went (false:
+/// nothing was there), else why not (logged, unless delete pending: the
+/// sweep removes what stays).
+async fn try_remove(tree: &Tree, path: &str) -> std::result::Result<bool, Failure> {
     match super::delete(tree, path, false).await {
-        Ok(()) => {
-            tracing::debug!(path, "deleted a file its delete-on-close had left");
-            None
-        }
-        Err(e) if matches!(e.failure(), Failure::NameNotFound | Failure::PathNotFound) => None,
-        Err(e) if e.failure() == Failure::DeletePending => Some(Failure::DeletePending),
+        Ok(()) => Ok(true),
+        Err(e) if matches!(e.failure(), Failure::NameNotFound | Failure::PathNotFound) => Ok(false),
+        Err(e) if e.failure() == Failure::DeletePending => Err(Failure::DeletePending),
         Err(e) => {
-            tracing::debug!(path, error = %e, "a file its delete-on-close left is not deleted; the sweep will remove it");
-            Some(e.failure())
+            tracing::debug!(path, error = %e, "temp file not deleted; the sweep will remove it");
+            Err(e.failure())
         }
     }
 }
@@ -378,17 +389,11 @@ async fn try_remove(tree: &Tree, path: &str) -> Option<Failure> {
 /// part's record, which a concurrent upload of the part may have replaced
 /// with its own, and that one must stay.
 pub(crate) async fn delete_by_name(path: String, pool: Pool, id: Option<u64>) {
-    let deleted = match pool.get().await {
-        Ok(t) if id.is_some() && !name_is(&Tree::new(t.clone()), &path, id).await => Ok(()),
-        Ok(t) => t.delete(&path, false).await,
-        Err(e) => Err(e),
+    let tree = match pool.get().await {
+        Ok(t) => Tree::new(t),
+        Err(e) => return tracing::debug!(error = %e, "temp file not deleted; the sweep will remove it"),
     };
-    match deleted {
-        Ok(()) => {}
-        Err(e)
-            if e.status().is_some_and(|s| {
-                matches!(s, NtStatus::STATUS_OBJECT_NAME_NOT_FOUND | NtStatus::STATUS_OBJECT_PATH_NOT_FOUND)
-            }) => {}
-        Err(e) => tracing::debug!(error = %e, "temp file not deleted; the sweep will remove it"),
+    if id.is_none() || name_is(&tree, &path, id).await {
+        let _ = try_remove(&tree, &path).await;
     }
 }
