@@ -233,22 +233,25 @@ impl MemoryShare {
     /// A look at `path` (`op`, a step): an open of attributes only, which
     /// no sharing mode refuses, made and closed by one compound, so that
     /// others' steps can come between its open and its CLOSE, and a rename
-    /// meanwhile leaves it with the old name. A directory removed while
-    /// others hold it answers with no attributes, without an open.
-    async fn look(&self, op: &'static str, path: &str) -> Result<FileTimes> {
+    /// meanwhile leaves it with the old name; a directory opens too if
+    /// `dir_ok`. Returns the times, the file's id and its record. A
+    /// directory removed while others hold it answers with no attributes,
+    /// without an open.
+    async fn look(&self, op: &'static str, path: &str, dir_ok: bool) -> Result<(FileTimes, u64, Option<ObjectMeta>)> {
         self.gate.step(op).await;
-        let (id, times) = {
+        let (id, looked) = {
             let mut s = self.state.lock().unwrap();
             let node = *s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
-            let times = s.nodes[&node].stat_times();
-            if times.attributes == 0 {
-                return Ok(times);
+            let n = &s.nodes[&node];
+            let looked = (n.stat_times(), node, n.record());
+            if dir_ok && looked.0.attributes == 0 {
+                return Ok(looked);
             }
-            (s.open_in_compound(path, 0, ALL, true)?, times)
+            (s.open_in_compound(path, 0, ALL, dir_ok)?, looked)
         };
         self.gate.step("look_close").await;
         self.state.lock().unwrap().close(id);
-        Ok(times)
+        Ok(looked)
     }
 
     fn handle(&self, id: u64) -> MemHandle {
@@ -333,8 +336,7 @@ impl ShareOps for MemoryShare {
             let mut s = self.state.lock().unwrap();
             match s.open(path, DELETE, ALL, false) {
                 Ok(id) => {
-                    s.opens.get_mut(&id).expect("just opened").delete_on_close = true;
-                    s.close(id);
+                    s.close_deleting(id);
                     return;
                 }
                 Err(e) if e.failure() == Failure::DeletePending => drop(s),
@@ -369,6 +371,15 @@ impl ShareOps for MemoryShare {
         Ok(())
     }
 
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        self.gate.step("list_dir").await;
+        let s = self.state.lock().unwrap();
+        match s.names.get(path).map(|id| s.nodes[id].dir) {
+            Some(true) => Ok(s.entries(path)),
+            _ => Err(failing_with(Failure::NameNotFound)),
+        }
+    }
+
     async fn delete_dir(&self, path: &str) -> Result<()> {
         self.gate.step("delete_dir").await;
         let mut s = self.state.lock().unwrap();
@@ -378,10 +389,10 @@ impl ShareOps for MemoryShare {
             true if !s.entries(path).is_empty() => Some(Failure::NotEmpty),
             true => None,
         };
-        if failure.is_none() {
-            s.opens.get_mut(&id).expect("just opened").delete_on_close = true;
+        match failure {
+            None => s.close_deleting(id),
+            Some(_) => s.close(id),
         }
-        s.close(id);
         failure.map_or(Ok(()), |f| Err(failing_with(f)))
     }
 
@@ -395,7 +406,7 @@ impl ShareOps for MemoryShare {
     }
 
     async fn is_directory(&self, path: &str) -> Result<bool> {
-        self.look("stat", path).await.map(|t| t.is_directory())
+        self.look("stat", path, true).await.map(|(t, _, _)| t.is_directory())
     }
 
     async fn is_empty_dir(&self, path: &str) -> Result<bool> {
@@ -409,7 +420,7 @@ impl ShareOps for MemoryShare {
     }
 
     async fn holds_no_file(&self, path: &str) -> bool {
-        self.look("holds_no_file", path).await.is_ok_and(|t| not_a_file(&t))
+        self.look("holds_no_file", path, true).await.is_ok_and(|(t, _, _)| not_a_file(&t))
     }
 
     async fn open_delete_with_meta(
@@ -458,28 +469,13 @@ impl ShareOps for MemoryShare {
     }
 
     async fn times(&self, path: &str) -> Result<FileTimes> {
-        self.look("stat", path).await
+        self.look("stat", path, true).await.map(|(t, _, _)| t)
     }
 
     async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
-        self.gate.step("stat_with_meta").await;
-        // Attributes only: an open no sharing mode refuses. Its CLOSE is
-        // the compound's last step, which others' steps can come before.
-        let (id, created, record) = {
-            let mut s = self.state.lock().unwrap();
-            let id = s.open_in_compound(path, 0, ALL, !file_only)?;
-            let node = &s.nodes[&s.opens[&id].node];
-            let file_id = FileId { persistent: s.opens[&id].node, volatile: 0 };
-            let times = node.times();
-            (
-                id,
-                CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts: Vec::new() },
-                node.record(),
-            )
-        };
-        self.gate.step("stat_close").await;
-        self.state.lock().unwrap().close(id);
-        Ok((created, record))
+        let (times, node, record) = self.look("stat_with_meta", path, !file_only).await?;
+        let file_id = FileId { persistent: node, volatile: 0 };
+        Ok((CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts: Vec::new() }, record))
     }
 
     async fn open_dir(&self, path: &str) -> Result<MemDir> {

@@ -239,6 +239,14 @@ impl State {
         Ok(())
     }
 
+    /// Marks `open` delete-on-close and closes it.
+    pub(crate) fn close_deleting(&mut self, open: u64) {
+        if let Some(o) = self.opens.get_mut(&open) {
+            o.delete_on_close = true;
+        }
+        self.close(open);
+    }
+
     /// Closes `open`. The last open of a file deletes it if its
     /// delete-on-close was set under the name this open knows it by;
     /// otherwise the mark goes with it and the file stays.
