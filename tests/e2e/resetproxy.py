@@ -3,7 +3,10 @@ carries (RST to both sides, smbd stays up) and refuse new ones for a while:
 the faults of a flaky network or a failing-over load balancer, which Samba
 itself cannot produce. It can also hold back every answer that begins with
 an SMB2 CREATE (`create_delay`, seconds), to widen the gap between a
-request's look at a name and what it does next. With `rate` (bytes per
+request's look at a name and what it does next, and hold back each
+QUERY_DIRECTORY answer (`find_delay`, seconds) while the connection's
+other answers go on, to make a directory read last longer than the time
+some clients take to arrive. With `rate` (bytes per
 second) it caps what each connection carries from client to server, like a
 NAS that serves each connection from one slow process."""
 
@@ -28,6 +31,20 @@ def _rst_close(s):
         pass
 
 
+def _commands(msg):
+    """The commands of an SMB2 message and the ones compounded after it
+    (MS-SMB2 2.2.1: Command at byte 12, NextCommand at byte 20); none for
+    an encrypted or SMB1 message."""
+    out, at = [], 0
+    while msg[at:at + 4] == b"\xfeSMB" and len(msg) >= at + 64:
+        out.append(int.from_bytes(msg[at + 12:at + 14], "little"))
+        step = int.from_bytes(msg[at + 20:at + 24], "little")
+        if not step:
+            break
+        at += step
+    return out
+
+
 class ResetProxy:
     def __init__(self, upstream_port):
         self.upstream = ("127.0.0.1", upstream_port)
@@ -42,6 +59,7 @@ class ResetProxy:
         self.resets = 0          # reset_all calls
         self.cut = 0             # connections cut by them
         self.create_delay = 0.0  # seconds added to each CREATE answer
+        self.find_delay = 0.0    # seconds each QUERY_DIRECTORY answer is held back
         self.rate = 0            # bytes/s each connection carries to the server (0: no cap)
         self.stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -98,13 +116,28 @@ class ResetProxy:
                     raise OSError("closed")
                 b += more
             return b
+        sending = threading.Lock()
+
+        def send(frame):
+            with sending:
+                try:
+                    dst.sendall(frame)
+                except OSError:
+                    pass
         try:
             while True:
                 head = exactly(4)
                 msg = exactly(int.from_bytes(head[1:], "big"))
-                if self.create_delay and msg[:4] == b"\xfeSMB" and int.from_bytes(msg[12:14], "little") == 5:
+                commands = _commands(msg)
+                if self.create_delay and commands[:1] == [5]:
                     time.sleep(self.create_delay)
-                dst.sendall(head + msg)
+                if self.find_delay and 14 in commands:
+                    # A client matches answers to requests by MessageId
+                    # (MS-SMB2 3.2.5.1), so the answers after this one
+                    # may go on meanwhile.
+                    threading.Timer(self.find_delay, send, args=(head + msg,)).start()
+                    continue
+                send(head + msg)
         except OSError:
             pass
         self._drop(pair, rst=False)

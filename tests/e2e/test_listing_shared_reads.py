@@ -2,7 +2,12 @@
 prefix each lists (issue 42, point 1): the read that follows one in
 flight is for every need waiting, and a directory that fits one window
 serves them all. Counted with smbd's own profiling counters (QUERY_DIRECTORY
-requests it served), on a Samba of this test's own."""
+requests it served), on a Samba of this test's own.
+
+The gateway reaches smbd through a proxy that holds each QUERY_DIRECTORY
+answer back, so that a read lasts longer than eight clients take to
+arrive: the claim is about listings that overlap, and on a busy machine
+clients started together may otherwise arrive one read apart."""
 
 import os
 import re
@@ -13,17 +18,24 @@ import time
 import pytest
 
 from conftest import Gateway, Samba
+from resetproxy import ResetProxy
 
 FILES = 20_000
 CLIENTS = 8
+# Seconds each QUERY_DIRECTORY answer is held back: a read of this
+# directory takes three, over a second in all.
+FIND_DELAY = 0.4
 
 
 @pytest.fixture
 def profiled():
     samba = Samba("--global-option", "smbd profiling level = count")
-    gw = Gateway(samba)
+    proxy = ResetProxy(samba.port)
+    proxy.find_delay = FIND_DELAY
+    gw = Gateway(samba, env={"SMBGATE_SHARE": f"smb://127.0.0.1:{proxy.port}/{samba.env['SMB_SHARE']}"})
     yield samba, gw
     gw.stop()
+    proxy.stop()
     samba.stop()
 
 
