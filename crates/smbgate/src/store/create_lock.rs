@@ -35,7 +35,7 @@ impl CreateLock {
 impl Root {
     /// The share as the store's write and delete rules see it, on `tree`.
     pub(crate) fn live<'a>(&'a self, tree: &'a Tree) -> LiveShare<'a> {
-        LiveShare { tree, records: self.records(), key_locks: &self.inner().key_locks }
+        LiveShare { tree, records: self.records(), key_locks: &self.inner().key_locks, pool: self.pool() }
     }
 
     /// The name of the lock of the object at `object`: its path without

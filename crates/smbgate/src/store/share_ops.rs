@@ -4,7 +4,8 @@
 //! (`beside`), the checked delete (`delete`) and where a GET finds a key
 //! (`reads/find_stored`), the listing's directory reads
 //! (`listings/dir_source`), the pruning after a delete (`delete`) and
-//! CreateBucket and DeleteBucket (`buckets/bucket`) and the temp-file
+//! CreateBucket and DeleteBucket (`buckets/bucket`), the gateway's small
+//! files under `.smbgate/` (`buckets/state_files`) and the temp-file
 //! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
@@ -18,8 +19,11 @@ use std::future::Future;
 use super::listings::entry_lookups;
 use super::meta::ObjectMeta;
 use super::records::{FileKey, Records};
-use super::share::{self, not_a_file, CreateResponse, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Result, Tree};
+use super::share::{
+    self, not_a_file, CreateResponse, DirEntry, FileTimes, Handle, KeyLock, KeyLocks, Pool, Result, TempFile, Tree,
+};
 use super::types::ObjectInfo;
+use bytes::Bytes;
 
 /// The share as the store's rules see it (see the module notes). Paths
 /// are share-relative, `\`-separated.
@@ -32,6 +36,10 @@ pub(crate) trait ShareOps: Sync {
 
     /// A directory open for reading its entries.
     type DirReader: Send;
+
+    /// A temp file written and still open, not yet published; dropped, it
+    /// deletes itself.
+    type Temp: Send;
 
     /// Takes the creation lock named `name` if nobody holds it: `None` if
     /// another writer holds it (`share::KeyLocks::try_take`).
@@ -198,6 +206,35 @@ pub(crate) trait ShareOps: Sync {
     /// The names among `entries` of `dir` that are only 8.3 aliases of
     /// other names (`entry_lookups::short_aliases`).
     fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send;
+
+    /// Up to `max` bytes of the small file at `path`, read in one compound
+    /// (`share::read_small`).
+    ///
+    /// Errors: not-found ones if there is none; the share's others.
+    fn read_small(&self, path: &str, max: u32) -> impl Future<Output = Result<Bytes>> + Send;
+
+    /// A new temp file at `temp` holding `body`, left open, with the byte
+    /// count the server reports written (`share::create_temp_and_write`).
+    ///
+    /// Errors: the CREATE's or the WRITE's; nothing is left then.
+    fn write_temp(&self, temp: &str, body: &[u8]) -> impl Future<Output = Result<(Self::Temp, u32)>> + Send;
+
+    /// Renames `temp` to `target`, over a file there only if `replace`,
+    /// and closes it (`share::publish_and_close`).
+    ///
+    /// Errors: the rename's (a collision without `replace`); the temp file
+    /// is deleted then.
+    fn publish_temp(&self, temp: Self::Temp, target: &str, replace: bool) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a temp file that is not to be published
+    /// (`share::TempFile::discard`).
+    fn discard_temp(&self, temp: Self::Temp) -> impl Future<Output = ()> + Send;
+
+    /// Removes the file at `path` by name (`share::delete`).
+    ///
+    /// Errors: not-found ones if there is none; a sharing violation while
+    /// an open refuses deleters.
+    fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// The live share: one pooled connection, the root's records and its
@@ -209,12 +246,15 @@ pub(crate) struct LiveShare<'a> {
     pub records: &'a Records,
     /// The root's creation locks.
     pub key_locks: &'a KeyLocks,
+    /// The pool a temp file's cleanup takes a connection from.
+    pub pool: &'a Pool,
 }
 
 impl ShareOps for LiveShare<'_> {
     type Handle = Handle;
     type KeyLock = KeyLock;
     type DirReader = share::DirReader;
+    type Temp = TempFile;
 
     fn take_key_lock(&self, name: &str) -> impl Future<Output = Result<Option<KeyLock>>> + Send {
         self.key_locks.try_take(self.tree, name)
@@ -369,5 +409,32 @@ impl ShareOps for LiveShare<'_> {
 
     fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send {
         entry_lookups::short_aliases(self.tree, dir, entries)
+    }
+
+    async fn read_small(&self, path: &str, max: u32) -> Result<Bytes> {
+        share::read_small(self.tree, path, max).await.map(|(_, data)| data)
+    }
+
+    fn write_temp(&self, temp: &str, body: &[u8]) -> impl Future<Output = Result<(TempFile, u32)>> + Send {
+        share::create_temp_and_write(self.pool, self.tree, self.records, temp, &[], body)
+    }
+
+    async fn publish_temp(&self, temp: TempFile, target: &str, replace: bool) -> Result<()> {
+        let (e, temp) = match share::publish_and_close(temp, target, replace).await {
+            Ok(()) => return Ok(()),
+            Err(failed) => failed,
+        };
+        if let Some(t) = temp {
+            t.discard().await;
+        }
+        Err(e)
+    }
+
+    fn discard_temp(&self, temp: TempFile) -> impl Future<Output = ()> + Send {
+        temp.discard()
+    }
+
+    fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
+        share::delete(self.tree, path, false)
     }
 }

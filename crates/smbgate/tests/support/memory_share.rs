@@ -16,7 +16,8 @@
 //! write or delete the file breaks (the holder closing first; a rename
 //! over the file breaks none), a directory removed while an open holds it
 //! that answers a look with no attributes until it goes (as Samba does),
-//! records with an ETag, parts and a marker flag,
+//! records with an ETag, parts and a marker flag, the bytes of small
+//! files read whole,
 //! directories the gateway made (marked by their CreationTime), and
 //! directory reads page by page in name order (see [`MemDir`]), whose
 //! ChangeTime moves whenever a name in them comes or goes (a server's
@@ -206,6 +207,13 @@ impl MemoryShare {
         Ok(MemHeld { _handle: self.handle(id), lease, created })
     }
 
+    /// The bytes of the file at `path` now; `None` if no file is there.
+    pub(crate) fn data_at(&self, path: &str) -> Option<Vec<u8>> {
+        let s = self.state.lock().unwrap();
+        let n = &s.nodes[s.names.get(path)?];
+        (!n.dir).then(|| n.data.clone())
+    }
+
     /// The ETag of the file at `path` now; `None` if no file is there.
     pub(crate) fn etag_at(&self, path: &str) -> Option<String> {
         let s = self.state.lock().unwrap();
@@ -263,6 +271,7 @@ impl ShareOps for MemoryShare {
     type Handle = MemHandle;
     type KeyLock = MemLock;
     type DirReader = MemDir;
+    type Temp = MemHandle;
 
     async fn take_key_lock(&self, name: &str) -> Result<Option<MemLock>> {
         self.gate.step("take_key_lock").await;
@@ -514,6 +523,50 @@ impl ShareOps for MemoryShare {
 
     async fn short_aliases(&self, _dir: &str, _entries: &[DirEntry]) -> Result<HashSet<String>> {
         Ok(HashSet::new()) // it makes no 8.3 names
+    }
+
+    async fn read_small(&self, path: &str, max: u32) -> Result<bytes::Bytes> {
+        self.gate.step("read_small").await;
+        let (id, mut data) = {
+            let mut s = self.state.lock().unwrap();
+            let id = s.open_in_compound(path, READ, ALL, false)?;
+            (id, s.nodes[&s.opens[&id].node].data.clone())
+        };
+        self.gate.step("read_small_close").await;
+        self.state.lock().unwrap().close(id);
+        data.truncate(max as usize);
+        Ok(data.into())
+    }
+
+    async fn write_temp(&self, temp: &str, body: &[u8]) -> Result<(MemHandle, u32)> {
+        self.gate.step("write_temp").await;
+        let node = Node { data: body.to_vec(), size: body.len() as u64, ..Node::new(false, "") };
+        self.insert(temp, node);
+        let id = self.state.lock().unwrap().open(temp, WRITE | DELETE, ALL, false)?;
+        Ok((self.handle(id), body.len() as u32))
+    }
+
+    async fn publish_temp(&self, temp: MemHandle, target: &str, replace: bool) -> Result<()> {
+        self.gate.step("publish_temp").await;
+        let mut s = self.state.lock().unwrap();
+        let renamed = s.rename(temp.id, target, replace);
+        if renamed.is_err() {
+            s.close_deleting(temp.id);
+        }
+        renamed
+    }
+
+    async fn discard_temp(&self, temp: MemHandle) {
+        self.gate.step("discard_temp").await;
+        self.state.lock().unwrap().close_deleting(temp.id);
+    }
+
+    async fn delete_file(&self, path: &str) -> Result<()> {
+        self.gate.step("delete_file").await;
+        let mut s = self.state.lock().unwrap();
+        let id = s.open(path, DELETE, ALL, false)?;
+        s.close_deleting(id);
+        Ok(())
     }
 }
 

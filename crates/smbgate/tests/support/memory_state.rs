@@ -31,6 +31,8 @@ pub(crate) struct Node {
     /// Bytes, and the sizes of its parts (none for a single PUT).
     pub(crate) size: u64,
     pub(crate) parts: Vec<u64>,
+    /// What it holds, for the small files that are read whole.
+    pub(crate) data: Vec<u8>,
     /// A directory's ChangeTime: set anew whenever a name in it comes or
     /// goes.
     pub(crate) change: u64,
@@ -50,6 +52,7 @@ impl Node {
             own: false,
             size: 0,
             parts: Vec::new(),
+            data: Vec::new(),
             change: 0,
             written: 0,
             delete_at: None,
@@ -224,7 +227,10 @@ impl State {
             if !replace {
                 return Err(failing_with(Failure::Collision));
             }
-            if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there) {
+            // Samba refuses it over a file its own process has open; a
+            // look of one compound in that process cannot be open across
+            // it, and one in another smbd process refuses nothing.
+            if self.nodes[&there].dir || self.opens.values().any(|o| o.node == there && !o.in_compound) {
                 return Err(failing_with(Failure::AccessDenied));
             }
             self.nodes.remove(&there);
