@@ -5,7 +5,8 @@
 //! (`reads/find_stored`), the listing's directory reads
 //! (`listings/dir_source`), the pruning after a delete (`delete`) and
 //! CreateBucket and DeleteBucket (`buckets/bucket`), the gateway's small
-//! files under `.smbgate/` (`buckets/state_files`) and the temp-file
+//! files under `.smbgate/` (`buckets/state_files`, `buckets/delete_marks`)
+//! and the temp-file
 //! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
@@ -230,6 +231,13 @@ pub(crate) trait ShareOps: Sync {
     /// (`share::TempFile::discard`).
     fn discard_temp(&self, temp: Self::Temp) -> impl Future<Output = ()> + Send;
 
+    /// Writes `data` as the whole file at `path`, over any file there, in
+    /// one compound; returns the times its CLOSE answered
+    /// (`share::write_small`).
+    ///
+    /// Errors: PathNotFound if its folder is missing; the share's others.
+    fn write_small(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<FileTimes>> + Send;
+
     /// Removes the file at `path` by name (`share::delete`).
     ///
     /// Errors: not-found ones if there is none; a sharing violation while
@@ -432,6 +440,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn discard_temp(&self, temp: TempFile) -> impl Future<Output = ()> + Send {
         temp.discard()
+    }
+
+    async fn write_small(&self, path: &str, data: &[u8]) -> Result<FileTimes> {
+        share::write_small(self.tree, path, data).await.map(|closed| closed.times)
     }
 
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

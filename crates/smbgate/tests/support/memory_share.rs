@@ -561,6 +561,11 @@ impl ShareOps for MemoryShare {
         self.state.lock().unwrap().close_deleting(temp.id);
     }
 
+    async fn write_small(&self, path: &str, data: &[u8]) -> Result<FileTimes> {
+        self.gate.step("write_small").await;
+        self.state.lock().unwrap().write_whole(path, data, super::versions::filetime_now())
+    }
+
     async fn delete_file(&self, path: &str) -> Result<()> {
         self.gate.step("delete_file").await;
         let mut s = self.state.lock().unwrap();

@@ -245,6 +245,28 @@ impl State {
         Ok(())
     }
 
+    /// `data` as the whole file at `path`, made if missing, last written
+    /// at `written` (FILETIME); returns its times, as a CLOSE answers them.
+    ///
+    /// Errors: PathNotFound if its folder is missing; as an open.
+    pub(crate) fn write_whole(&mut self, path: &str, data: &[u8], written: u64) -> Result<FileTimes> {
+        let parent = path.rsplit_once('\\').map(|(dir, _)| dir);
+        if parent.is_some_and(|dir| !self.names.get(dir).is_some_and(|id| self.nodes[id].dir)) {
+            return Err(failing_with(Failure::PathNotFound));
+        }
+        if !self.names.contains_key(path) {
+            let node = self.id();
+            self.nodes.insert(node, Node::new(false, ""));
+            self.bind(path, node);
+        }
+        let open = self.open(path, WRITE, ALL, false)?;
+        let n = self.nodes.get_mut(&self.opens[&open].node).expect("an open's file");
+        (n.data, n.size, n.written) = (data.to_vec(), data.len() as u64, written);
+        let times = n.times();
+        self.close(open);
+        Ok(times)
+    }
+
     /// Marks `open` delete-on-close and closes it.
     pub(crate) fn close_deleting(&mut self, open: u64) {
         if let Some(o) = self.opens.get_mut(&open) {
