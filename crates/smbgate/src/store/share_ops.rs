@@ -6,7 +6,7 @@
 //! (`listings/dir_source`), the pruning after a delete (`delete`) and
 //! CreateBucket and DeleteBucket (`buckets/bucket`), the gateway's small
 //! files under `.smbgate/` (`buckets/state_files`, `buckets/delete_marks`)
-//! and the temp-file
+//! the stride of a multipart upload (`uploads/stride`) and the temp-file
 //! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
@@ -238,6 +238,13 @@ pub(crate) trait ShareOps: Sync {
     /// Errors: PathNotFound if its folder is missing; the share's others.
     fn write_small(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<FileTimes>> + Send;
 
+    /// Makes the file `path` holding `data`, unless a file of that name
+    /// exists: true if this call made it (`share::create_once`, one
+    /// compound, which others can meet between its CREATE and its WRITE).
+    ///
+    /// Errors: PathNotFound if its folder is missing; the share's others.
+    fn create_once(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<bool>> + Send;
+
     /// Removes the file at `path` by name (`share::delete`).
     ///
     /// Errors: not-found ones if there is none; a sharing violation while
@@ -444,6 +451,10 @@ impl ShareOps for LiveShare<'_> {
 
     async fn write_small(&self, path: &str, data: &[u8]) -> Result<FileTimes> {
         share::write_small(self.tree, path, data).await.map(|closed| closed.times)
+    }
+
+    fn create_once(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<bool>> + Send {
+        share::create_once(self.tree, path, data)
     }
 
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

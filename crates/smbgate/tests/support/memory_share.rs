@@ -563,7 +563,26 @@ impl ShareOps for MemoryShare {
 
     async fn write_small(&self, path: &str, data: &[u8]) -> Result<FileTimes> {
         self.gate.step("write_small").await;
-        self.state.lock().unwrap().write_whole(path, data, super::versions::filetime_now())
+        let mut s = self.state.lock().unwrap();
+        let id = match s.write_new(path, data) {
+            Err(e) if e.failure() == Failure::Collision => s.open(path, WRITE, ALL, false)?,
+            made => made?,
+        };
+        Ok(s.write_open(id, data))
+    }
+
+    async fn create_once(&self, path: &str, data: &[u8]) -> Result<bool> {
+        // CREATE, then WRITE in the same compound: another smbd process
+        // can read the file empty between them.
+        self.gate.step("create_once").await;
+        let made = self.state.lock().unwrap().write_new(path, &[]);
+        if made.as_ref().is_err_and(|e| e.failure() == Failure::Collision) {
+            return Ok(false);
+        }
+        let id = made?;
+        self.gate.step("create_once_write").await;
+        self.state.lock().unwrap().write_open(id, data);
+        Ok(true)
     }
 
     async fn delete_file(&self, path: &str) -> Result<()> {

@@ -245,26 +245,35 @@ impl State {
         Ok(())
     }
 
-    /// `data` as the whole file at `path`, made if missing, last written
-    /// at `written` (FILETIME); returns its times, as a CLOSE answers them.
+    /// A new file at `path`, open for writing in one compound.
     ///
-    /// Errors: PathNotFound if its folder is missing; as an open.
-    pub(crate) fn write_whole(&mut self, path: &str, data: &[u8], written: u64) -> Result<FileTimes> {
+    /// Errors: Collision if the name is taken; PathNotFound if its folder
+    /// is missing.
+    pub(crate) fn write_new(&mut self, path: &str, data: &[u8]) -> Result<u64> {
         let parent = path.rsplit_once('\\').map(|(dir, _)| dir);
         if parent.is_some_and(|dir| !self.names.get(dir).is_some_and(|id| self.nodes[id].dir)) {
             return Err(failing_with(Failure::PathNotFound));
         }
-        if !self.names.contains_key(path) {
-            let node = self.id();
-            self.nodes.insert(node, Node::new(false, ""));
-            self.bind(path, node);
+        if self.names.contains_key(path) {
+            return Err(failing_with(Failure::Collision));
         }
-        let open = self.open(path, WRITE, ALL, false)?;
-        let n = self.nodes.get_mut(&self.opens[&open].node).expect("an open's file");
-        (n.data, n.size, n.written) = (data.to_vec(), data.len() as u64, written);
+        let node = self.id();
+        self.nodes.insert(node, Node { data: data.to_vec(), size: data.len() as u64, ..Node::new(false, "") });
+        self.bind(path, node);
+        let open = self.open_in_compound(path, WRITE, ALL, false)?;
+        Ok(open)
+    }
+
+    /// `data` as the whole of the file `open` has, written now; returns
+    /// its times, as a CLOSE answers them.
+    pub(crate) fn write_open(&mut self, open: u64, data: &[u8]) -> FileTimes {
+        let Some(n) = self.opens.get(&open).and_then(|o| self.nodes.get_mut(&o.node)) else {
+            return FileTimes::default();
+        };
+        (n.data, n.size, n.written) = (data.to_vec(), data.len() as u64, super::versions::filetime_now());
         let times = n.times();
         self.close(open);
-        Ok(times)
+        times
     }
 
     /// Marks `open` delete-on-close and closes it.

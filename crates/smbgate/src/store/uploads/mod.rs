@@ -1,5 +1,6 @@
 //! Multipart uploads ([`Uploads`](super::Uploads)), with all state on the
-//! share: `multipart` (create, parts, abort), `part_checksums` (the
+//! share: `multipart` (create, parts, abort), `stride` (the size of its
+//! parts, fixed by the first), `part_checksums` (the
 //! upload's checksum rules), `complete` (the parts joined and published
 //! as a PUT is), `upload_listing` (ListMultipartUploads), and `sweep`
 //! (what dead clients and expired uploads left behind).
@@ -7,5 +8,6 @@
 pub mod complete;
 pub mod multipart;
 pub mod part_checksums;
+pub(super) mod stride;
 pub(super) mod sweep;
 pub mod upload_listing;

@@ -34,7 +34,7 @@ use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::verified_meta;
 use crate::store::writes::copy::CopyRequest;
 use crate::store::writes::spread::SpreadWriter;
-use crate::store::{backoff, StoreError, StoreResult, Uploads};
+use crate::store::{StoreError, StoreResult, Uploads};
 
 /// Minimum size of every part but the last (S3: 5 MiB).
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -173,46 +173,6 @@ impl Uploads {
             Ok(c) => Ok(Some(TempFile::with_shared_name(self.root.pool(), c, &record))),
             Err(e) if e.failure() == Failure::Collision => Ok(None),
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The upload's stride: set by the first part of at least the minimum
-    /// part size that gets here (an atomic CREATE), read by the others.
-    /// `None` while no such part has arrived.
-    async fn stride(&self, tree: &Tree, id: &str, len: u64) -> StoreResult<Option<u64>> {
-        let path = self.upload_dir(id).join("stride");
-        let read = |data: Bytes| -> StoreResult<Option<u64>> {
-            std::str::from_utf8(&data)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .map(Some)
-                .ok_or_else(|| StoreError::Busy("upload stride is being written; retry".into()))
-        };
-        // The creator writes the stride in the same compound as its CREATE,
-        // so a reader can meet the file empty for that long: read again a
-        // few times ([`backoff::STRIDE`]) before answering 503.
-        let settled = || async {
-            let mut backoff = backoff::STRIDE.start();
-            loop {
-                let got = match share::read_small(tree, &path, 64).await {
-                    Ok((_, data)) => read(data),
-                    Err(e) if is_not_found(&e) => Ok(None),
-                    Err(e) => Err(e.into()),
-                };
-                match got {
-                    Err(StoreError::Busy(_)) if backoff.wait().await => {}
-                    other => return other,
-                }
-            }
-        };
-        if len < MIN_PART_SIZE {
-            return settled().await;
-        }
-        match share::create_once(tree, &path, len.to_string().as_bytes()).await {
-            Ok(true) => Ok(Some(len)),
-            Ok(false) => settled().await,
-            Err(e) if e.failure() == Failure::PathNotFound => Err(StoreError::NoSuchUpload),
             Err(e) => Err(e.into()),
         }
     }
@@ -427,7 +387,8 @@ impl Uploads {
         // A sealed part is a file of its own: the data file's stride is in
         // the parts' own bytes.
         if let Some(len) = req.content_length.filter(|&l| l > 0 && req.sse_c.is_none()) {
-            if let Some(stride) = self.stride(&tree, id, len).await? {
+            let stride_file = self.upload_dir(id).join("stride");
+            if let Some(stride) = super::stride::stride(&self.root.live(&tree), &stride_file, len).await? {
                 // A stride over the part limit (a damaged or foreign stride
                 // file) is never used for offsets.
                 if len <= stride && stride <= MAX_PART_SIZE {

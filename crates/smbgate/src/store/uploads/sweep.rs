@@ -15,7 +15,7 @@
 use crate::store::path::SharePath;
 use crate::store::share::Failure;
 use crate::store::share_ops::ShareOps;
-use crate::store::{backoff, share, Uploads};
+use crate::store::{backoff, Uploads};
 
 /// The log target of these events: the name `SMBGATE_LOG` filters by, kept when the file moved.
 const LOG_TARGET: &str = "smbgate::store::sweep";
@@ -70,9 +70,10 @@ async fn sweep_once(store: &Uploads, first: bool) {
     let tmp = store.root.internal("tmp");
     // "Now" on the server: the LastWriteTime of a file made now.
     let probe = tmp.join(&format!("clock-{:016x}", rand::random::<u64>()));
-    let Ok(c) = share::write_small(&tree, &probe, b"").await else { return };
-    let now = c.times.last_write;
-    let _ = share::delete(&tree, &probe, false).await;
+    let share = store.root.live(&tree);
+    let Ok(made) = share.write_small(&probe, b"").await else { return };
+    let now = made.last_write;
+    let _ = share.delete_file(&probe).await;
     let ours = crate::store::versions::filetime_now();
     if first && now.abs_diff(ours) > CLOCK_SKEW_WARN {
         tracing::warn!(
@@ -82,9 +83,9 @@ async fn sweep_once(store: &Uploads, first: bool) {
         );
     }
     let quiet = store.root.options().sweep_interval.as_nanos() as u64 / 100;
-    sweep_temps(&store.root.live(&tree), &tmp, now, quiet).await;
+    sweep_temps(&share, &tmp, now, quiet).await;
     let expiry = store.root.options().multipart_expiry.as_nanos() as u64 / 100;
-    if let Ok(entries) = share::list_dir(&tree, &store.root.internal("uploads")).await {
+    if let Ok(entries) = share.list_dir(&store.root.internal("uploads")).await {
         for e in entries {
             if e.times.is_directory()
                 && super::multipart::valid_upload_id(&e.name)
