@@ -549,11 +549,7 @@ impl ShareOps for MemoryShare {
     async fn publish_temp(&self, temp: MemHandle, target: &str, replace: bool) -> Result<()> {
         self.gate.step("publish_temp").await;
         let mut s = self.state.lock().unwrap();
-        let renamed = s.rename(temp.id, target, replace);
-        if renamed.is_err() {
-            s.close_deleting(temp.id);
-        }
-        renamed
+        s.rename(temp.id, target, replace).inspect_err(|_| s.close_deleting(temp.id))
     }
 
     async fn discard_temp(&self, temp: MemHandle) {
@@ -575,11 +571,10 @@ impl ShareOps for MemoryShare {
         // CREATE, then WRITE in the same compound: another smbd process
         // can read the file empty between them.
         self.gate.step("create_once").await;
-        let made = self.state.lock().unwrap().write_new(path, &[]);
-        if made.as_ref().is_err_and(|e| e.failure() == Failure::Collision) {
-            return Ok(false);
-        }
-        let id = made?;
+        let id = match self.state.lock().unwrap().write_new(path, &[]) {
+            Err(e) if e.failure() == Failure::Collision => return Ok(false),
+            made => made?,
+        };
         self.gate.step("create_once_write").await;
         self.state.lock().unwrap().write_open(id, data);
         Ok(true)
