@@ -279,9 +279,11 @@ def test_the_entries_are_bounded_and_the_oldest_goes_first(own_samba):
                 assert time.monotonic() < deadline, f"b{i} never held"
                 s3.head_object(Bucket="bound", Key=f"b{i}")
                 time.sleep(0.05)
-        time.sleep(0.3)  # the evicted entries' CLOSEs
-        held = sorted(f"b{i}" for i in range(5) if leased(own_samba, f"bound/b{i}"))
-        assert held == ["b3", "b4"]
+        # The evicted entries' CLOSEs reach smbd a moment later.
+        deadline = time.monotonic() + 10
+        while (held := sorted(f"b{i}" for i in range(5) if leased(own_samba, f"bound/b{i}"))) != ["b3", "b4"]:
+            assert time.monotonic() < deadline, held
+            time.sleep(0.05)
     finally:
         g.stop()
 
@@ -314,7 +316,7 @@ def test_one_head_holds_the_object_and_the_next_get_is_answered_from_memory(two,
 def test_a_file_that_appears_after_a_put_saw_its_key_absent_is_warned_about(own_samba):
     """A small PUT whose case check found its key absent warns no holder and
     publishes with a rename that may not replace. Here B's CREATE answers
-    are held back 0.5 s by a proxy, so that after B's check another PUT
+    are held back 1 s by a proxy, so that after B's check another PUT
     (through A) makes the key and A holds it; B's rename then meets the
     file, warns A's holder and replaces it. A answers B's bytes at once
     (with an unwarned replacing rename, A kept answering its own)."""
@@ -323,18 +325,21 @@ def test_a_file_that_appears_after_a_put_saw_its_key_absent_is_warned_about(own_
     share = f"smb://127.0.0.1:{proxy.port}/{own_samba.env['SMB_SHARE']}"
     a, b = Gateway(own_samba), Gateway(own_samba, env={"SMBGATE_SHARE": share})
     try:
-        a.client().create_bucket(Bucket="appears")
+        # Made before the clock starts: a client takes a while to make.
+        a_s3, b_s3 = a.client(), b.client()
+        a_s3.create_bucket(Bucket="appears")
         b_body, a_body = os.urandom(3000), os.urandom(2000)
-        proxy.create_delay = 0.5
+        proxy.create_delay = 1.0
         done = []
         t = threading.Thread(target=lambda: done.append(
-            b.client().put_object(Bucket="appears", Key="k", Body=b_body)["ETag"]))
+            b_s3.put_object(Bucket="appears", Key="k", Body=b_body)["ETag"]))
         t.start()
-        # B's bucket check answers at 0.5 s, its case check looks then and
-        # answers at 1 s, its temp file's CREATE answers at 1.5 s.
-        time.sleep(0.75)
-        a.client().put_object(Bucket="appears", Key="k", Body=a_body)
-        a.client().head_object(Bucket="appears", Key="k")
+        # B's bucket check answers at 1 s, its case check looks then and
+        # answers at 2 s, its temp file's CREATE answers at 3 s: A writes
+        # and holds the key in between.
+        time.sleep(1.5)
+        a_s3.put_object(Bucket="appears", Key="k", Body=a_body)
+        a_s3.head_object(Bucket="appears", Key="k")
         assert [l for l in leased(own_samba, "k") if "LEASE(RH)" in l], open_handles(own_samba, "k")
         assert not done, "B's PUT ended before A's write: the proxy's delay did not hold it"
         t.join()

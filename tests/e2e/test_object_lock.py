@@ -234,9 +234,6 @@ bypass_governance = true
                              ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=later(1))["VersionId"]
         v = s3.put_object(Bucket="vault", Key="gov", Body=b"governed", ContentMD5=md5(b"governed"),
                           ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=later(1))["VersionId"]
-        brief_until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
-        brief = s3.put_object(Bucket="vault", Key="brief", Body=b"b", ContentMD5=md5(b"b"),
-                              ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=brief_until)["VersionId"]
         root = acl_samba.share_path / "vault"
         out = as_person(acl_samba, 'cd vault; setmode kept -r; setmode gov -r; put /etc/hostname kept; del kept; del gov')
         # smbclient tries each setmode twice, the same answer both times.
@@ -282,7 +279,10 @@ bypass_governance = true
         assert s3.get_object(Bucket="vault", Key="kept", VersionId=kept)["Body"].read() == b"precious"
         # A retention past by the gateway's clock leaves the mark and the
         # ACEs on the share until the version goes, which the gateway may.
-        assert brief_until > datetime.datetime.now(datetime.timezone.utc)
+        # (Locked just now: a date already past would have been refused.)
+        brief_until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+        brief = s3.put_object(Bucket="vault", Key="brief", Body=b"b", ContentMD5=md5(b"b"),
+                              ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=brief_until)["VersionId"]
         time.sleep(max(0.0, (brief_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 1)
         assert "NT_STATUS_ACCESS_DENIED" in as_person(acl_samba, 'cd vault; setmode brief -r')
         s3.delete_object(Bucket="vault", Key="brief", VersionId=brief)
