@@ -10,15 +10,13 @@ arrive: the claim is about listings that overlap, and on a busy machine
 clients started together may otherwise arrive one read apart."""
 
 import os
-import re
-import subprocess
 import threading
-import time
 
 import pytest
 
 from conftest import Gateway, Samba
 from resetproxy import ResetProxy
+from smbd_profile import settled_count
 
 FILES = 20_000
 CLIENTS = 8
@@ -40,12 +38,8 @@ def profiled():
 
 
 def finds(samba):
-    """QUERY_DIRECTORY requests smbd has served so far (its processes
-    publish their counters a second after they change)."""
-    time.sleep(2)
-    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
-    out = subprocess.run(["smbstatus", "-s", conf, "-P"], capture_output=True, text=True, check=True).stdout
-    return int(re.search(r"^smb2_find_count:\s+(\d+)", out, re.M).group(1))
+    """QUERY_DIRECTORY requests smbd has served so far."""
+    return settled_count(samba, "smb2_find")
 
 
 def test_concurrent_listings_with_other_prefixes_share_a_read(profiled):
@@ -73,6 +67,9 @@ def test_concurrent_listings_with_other_prefixes_share_a_read(profiled):
     assert alone == ["big/p0-000000"] and one_read > 2, one_read
 
     clients = [gw.client() for _ in range(CLIENTS)]
+    for c in clients:
+        c.head_bucket(Bucket="shared")  # connected before the race
+    after = finds(samba)
     start = threading.Barrier(CLIENTS)
     got = [[] for _ in range(CLIENTS)]
 

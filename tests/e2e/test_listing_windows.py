@@ -77,19 +77,13 @@ def test_a_directory_larger_than_the_window_is_read_once_per_listing(tmp_path):
     spill (`--list-spill-size 0`) every window reads it again. Counted with
     smbd's own profiling counters (QUERY_DIRECTORY requests), which its
     processes publish a second after they change."""
-    import re
-    import subprocess
-    import time
-
     from conftest import Samba
+    from smbd_profile import settled_count
 
     samba = Samba("--global-option", "smbd profiling level = count")
-    conf = os.path.join(samba.env["SMB_DIR"], "smb.conf")
 
     def finds():
-        time.sleep(2)
-        out = subprocess.run(["smbstatus", "-s", conf, "-P"], capture_output=True, text=True, check=True).stdout
-        return int(re.search(r"^smb2_find_count:\s+(\d+)", out, re.M).group(1))
+        return settled_count(samba, "smb2_find")
 
     try:
         big = samba.share_path / "spill" / "big"
