@@ -33,6 +33,10 @@ pub mod fan_out;
 mod folders;
 pub mod keys;
 pub mod listings;
+/// What tests put on the in-memory share and read of it (test support).
+#[cfg(test)]
+#[path = "../../tests/support/memory_setup.rs"]
+mod memory_setup;
 /// The in-memory share the store's race tests run on: test support, kept
 /// out of `src/` (`tests/support/` holds no test target of its own).
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! (`listings/dir_source`), the pruning after a delete (`delete`) and
 //! CreateBucket and DeleteBucket (`buckets/bucket`), the gateway's small
 //! files under `.smbgate/` (`buckets/state_files`, `buckets/delete_marks`)
-//! the stride of a multipart upload (`uploads/stride`) and the temp-file
+//! the locks of event queues and watchers (`buckets/event_queue`), the
+//! stride of a multipart upload (`uploads/stride`) and the temp-file
 //! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
@@ -245,6 +246,14 @@ pub(crate) trait ShareOps: Sync {
     /// Errors: PathNotFound if its folder is missing; the share's others.
     fn create_once(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Takes the creation lock at `path`: makes the file, sharing nothing
+    /// and delete-on-close, so that it exists exactly while the handle is
+    /// open (`share::create_lock`). `None` if the file exists, is going or
+    /// open, or lost its name while it was made.
+    ///
+    /// Errors: the share's others.
+    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
+
     /// Removes the file at `path` by name (`share::delete`).
     ///
     /// Errors: not-found ones if there is none; a sharing violation while
@@ -455,6 +464,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn create_once(&self, path: &str, data: &[u8]) -> impl Future<Output = Result<bool>> + Send {
         share::create_once(self.tree, path, data)
+    }
+
+    fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Handle>>> + Send {
+        share::create_lock(self.tree, path)
     }
 
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send {

@@ -24,6 +24,7 @@
 //! coarse times, which can miss a change, failure class 30's open case,
 //! are not modelled).
 //! It is a model, in addition to the tests against smbd, never instead.
+//! What a test puts on it and reads of it is in `memory_setup.rs`.
 //!
 //! Every operation first waits at the share's [`Gate`]; [`interleave`] lets
 //! one waiting operation through at a time, chosen by a seeded generator,
@@ -50,10 +51,10 @@ use smb_proto::create::{CreateResponseContext, FileId};
 /// The in-memory share.
 #[derive(Default, Clone)]
 pub(crate) struct MemoryShare {
-    state: Arc<Mutex<State>>,
-    gate: Arc<Gate>,
+    pub(super) state: Arc<Mutex<State>>,
+    pub(super) gate: Arc<Gate>,
     /// Directories opened for reading so far.
-    dir_reads: Arc<AtomicUsize>,
+    pub(super) dir_reads: Arc<AtomicUsize>,
 }
 
 /// A directory of a [`MemoryShare`] open for reading. Each page is read
@@ -109,46 +110,6 @@ impl Drop for MemLock {
 }
 
 impl MemoryShare {
-    /// Puts a file at `path` whose record holds `etag`.
-    pub(crate) fn put(&self, path: &str, etag: &str) {
-        self.add(path, false, etag);
-    }
-
-    /// Makes a directory at `path`.
-    pub(crate) fn mkdir(&self, path: &str) {
-        self.add(path, true, "");
-    }
-
-    /// Puts a file at `path` of `size` bytes, made of `parts` (none for a
-    /// single PUT), whose record holds `etag` ("" for none: a file someone
-    /// else put there).
-    pub(crate) fn put_sized(&self, path: &str, etag: &str, size: u64, parts: &[u64]) {
-        self.insert(path, Node { size, parts: parts.to_vec(), ..Node::new(false, etag) });
-    }
-
-    /// Puts a file at `path` without a record, last written at `written`
-    /// (FILETIME): a temp file of a writer.
-    pub(crate) fn put_written(&self, path: &str, written: u64) {
-        self.insert(path, Node { written, ..Node::new(false, "") });
-    }
-
-    /// Makes a directory at `path` with a marker record holding `etag`:
-    /// the object `name/`.
-    pub(crate) fn put_marker(&self, path: &str, etag: &str) {
-        self.insert(path, Node { marker: true, ..Node::new(true, etag) });
-    }
-
-    fn add(&self, path: &str, dir: bool, etag: &str) {
-        self.insert(path, Node::new(dir, etag));
-    }
-
-    fn insert(&self, path: &str, node: Node) {
-        let mut s = self.state.lock().unwrap();
-        let id = s.id();
-        s.nodes.insert(id, node);
-        s.bind(path, id);
-    }
-
     /// A GET's open of `path` (`share::open_with_meta`): reading, sharing
     /// READ, WRITE and DELETE as the live one does; a directory opens too
     /// unless `file_only`. Returns the handle, its times and its record.
@@ -205,37 +166,6 @@ impl MemoryShare {
         let created = CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts };
         drop(s);
         Ok(MemHeld { _handle: self.handle(id), lease, created })
-    }
-
-    /// The bytes of the file at `path` now; `None` if no file is there.
-    pub(crate) fn data_at(&self, path: &str) -> Option<Vec<u8>> {
-        let s = self.state.lock().unwrap();
-        let n = &s.nodes[s.names.get(path)?];
-        (!n.dir).then(|| n.data.clone())
-    }
-
-    /// The ETag of the file at `path` now; `None` if no file is there.
-    pub(crate) fn etag_at(&self, path: &str) -> Option<String> {
-        let s = self.state.lock().unwrap();
-        let n = &s.nodes[s.names.get(path)?];
-        (!n.dir).then(|| n.etag.clone())
-    }
-
-    /// Every name bound now, sorted.
-    pub(crate) fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.state.lock().unwrap().names.keys().cloned().collect();
-        v.sort();
-        v
-    }
-
-    /// How many directories were opened for reading so far.
-    pub(crate) fn dir_reads(&self) -> usize {
-        self.dir_reads.load(Ordering::SeqCst)
-    }
-
-    /// How many opens are held now.
-    pub(crate) fn open_count(&self) -> usize {
-        self.state.lock().unwrap().opens.len()
     }
 
     /// A look at `path` (`op`, a step): an open of attributes only, which
@@ -578,6 +508,20 @@ impl ShareOps for MemoryShare {
         self.gate.step("create_once_write").await;
         self.state.lock().unwrap().write_open(id, data);
         Ok(true)
+    }
+
+    async fn create_lock(&self, path: &str) -> Result<Option<MemHandle>> {
+        // Samba makes the file, then records the open: another opener can
+        // come between the two.
+        self.gate.step("create_lock").await;
+        let node = match self.state.lock().unwrap().make_unopened(path) {
+            Err(e) if matches!(e.failure(), Failure::Collision | Failure::DeletePending) => return Ok(None),
+            made => made?,
+        };
+        self.gate.step("create_lock_open").await;
+        let Some((id, named)) = self.state.lock().unwrap().open_lock(node, path) else { return Ok(None) };
+        // A lock that lost its name is closed, which deletes nothing.
+        Ok(Some(self.handle(id)).filter(|_| named))
     }
 
     async fn delete_file(&self, path: &str) -> Result<()> {

@@ -276,6 +276,37 @@ impl State {
         times
     }
 
+    /// The first half of a creation lock's CREATE: a new file at `path`
+    /// with no open yet (Samba makes the file before it records the open).
+    ///
+    /// Errors: Collision if the name is taken; DeletePending while its
+    /// file goes.
+    pub(crate) fn make_unopened(&mut self, path: &str) -> Result<u64> {
+        if let Some(node) = self.names.get(path) {
+            let pending = self.nodes[node].delete_at.as_deref() == Some(path);
+            return Err(failing_with(if pending { Failure::DeletePending } else { Failure::Collision }));
+        }
+        let node = self.id();
+        self.nodes.insert(node, Node::new(false, ""));
+        self.bind(path, node);
+        Ok(node)
+    }
+
+    /// The second half: the lock's open of `node`, made as `name` (DELETE,
+    /// sharing nothing, delete-on-close), and whether the file still has a
+    /// name; `None` if another open took the file meanwhile.
+    pub(crate) fn open_lock(&mut self, node: u64, name: &str) -> Option<(u64, bool)> {
+        if self.opens.values().any(|o| o.node == node) {
+            return None;
+        }
+        let id = self.id();
+        let name = name.to_string();
+        let open =
+            Open { node, access: DELETE, sharing: 0, delete_on_close: true, name, in_compound: false, lease: None };
+        self.opens.insert(id, open);
+        Some((id, self.names.values().any(|n| *n == node)))
+    }
+
     /// Marks `open` delete-on-close and closes it.
     pub(crate) fn close_deleting(&mut self, open: u64) {
         if let Some(o) = self.opens.get_mut(&open) {

@@ -47,7 +47,9 @@ impl Buckets {
         let tree = self.root.tree().await?;
         let watchers = self.root.internal("watchers");
         self.make_dirs(&tree, std::slice::from_ref(&watchers)).await?;
-        super::event_queue::take_unheld_lock(&tree, &watchers.join(&format!("{bucket}.lock"))).await
+        let path = watchers.join(&format!("{bucket}.lock"));
+        let lock = super::event_queue::take_unheld_lock(&self.root.live(&tree), &path).await?;
+        Ok(lock.map(|lock| WatcherLock { lock }))
     }
 
     /// Watches the whole tree of `bucket`'s directory.

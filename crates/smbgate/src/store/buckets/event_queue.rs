@@ -11,7 +11,8 @@
 //! are named so that their names sort in the order they were queued.
 
 use crate::store::path::SharePath;
-use crate::store::share::{self, is_not_found, Failure, Handle, Tree};
+use crate::store::share::{self, is_not_found, Failure, Handle};
+use crate::store::share_ops::ShareOps;
 use crate::store::{Buckets, StoreError, StoreResult};
 
 /// Largest queued event read back, in bytes.
@@ -21,7 +22,7 @@ const MAX_ENTRY: u32 = 1 << 20;
 /// no other instance takes it over. Dropping it lets the lock go (the
 /// server deletes it).
 pub struct QueueLock {
-    lock: Handle,
+    pub(super) lock: Handle,
 }
 
 impl QueueLock {
@@ -36,18 +37,20 @@ impl QueueLock {
 /// Takes the creation lock at `path` if nobody holds it: creates it, or,
 /// where one was left by a server that went down with it still open (an
 /// open sharing nothing succeeds only on a lock nobody holds), removes it
-/// and creates it again. `None` while another instance holds it.
+/// and creates it again. `None` while another instance holds it (or, where
+/// takers race, may hold it: the next try tells). Over [`ShareOps`], so
+/// that it runs against the in-memory share too (`event_queue_test.rs`).
 ///
 /// Errors: SMB failures.
-pub(super) async fn take_unheld_lock(tree: &Tree, path: &str) -> StoreResult<Option<QueueLock>> {
+pub(super) async fn take_unheld_lock<S: ShareOps>(s: &S, path: &str) -> StoreResult<Option<S::Handle>> {
     for _ in 0..2 {
-        if let Some(lock) = share::create_lock(tree, path).await? {
-            return Ok(Some(QueueLock { lock }));
+        if let Some(lock) = s.create_lock(path).await? {
+            return Ok(Some(lock));
         }
-        match share::open_for_delete(tree, path, true).await {
+        match s.open_alone_for_delete(path).await {
             Ok(left) => {
                 tracing::debug!(lock = path, "removing a lock nobody holds");
-                let _ = share::close_and_delete(left).await;
+                let _ = s.close_and_delete(left).await;
             }
             Err(_) => return Ok(None),
         }
@@ -72,11 +75,10 @@ impl Buckets {
         let tree = self.root.tree().await?;
         let target_dir = self.target_dir(target);
         self.make_dirs(&tree, &[self.root.internal("events"), target_dir.clone()]).await?;
-        let Some(lock) = take_unheld_lock(&tree, &target_dir.join(&format!("{queue}.lock"))).await? else {
-            return Ok(None);
-        };
+        let path = target_dir.join(&format!("{queue}.lock"));
+        let Some(lock) = take_unheld_lock(&self.root.live(&tree), &path).await? else { return Ok(None) };
         self.make_dirs(&tree, &[target_dir.join(queue)]).await?;
-        Ok(Some(lock))
+        Ok(Some(QueueLock { lock }))
     }
 
     /// The queues of `target` (their folder names), in no order; none if
@@ -120,11 +122,12 @@ impl Buckets {
         }
         let tree = self.root.tree().await?;
         let path = self.target_dir(target).join(queue).join(entry);
-        let created = match share::create_once(&tree, &path, body).await {
+        let share = self.root.live(&tree);
+        let created = match share.create_once(&path, body).await {
             Err(e) if e.failure() == Failure::PathNotFound => {
                 let dir = self.target_dir(target);
                 self.make_dirs(&tree, &[self.root.internal("events"), dir.clone(), dir.join(queue)]).await?;
-                share::create_once(&tree, &path, body).await?
+                share.create_once(&path, body).await?
             }
             other => other?,
         };
@@ -148,10 +151,14 @@ impl Buckets {
     /// Errors: SMB failures other than those.
     pub async fn remove_event_queue(&self, target: &str, queue: &str) -> StoreResult<()> {
         let tree = self.root.tree().await?;
-        match share::delete(&tree, &self.target_dir(target).join(queue), true).await {
+        match self.root.live(&tree).delete_dir(&self.target_dir(target).join(queue)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) || e.failure() == Failure::NotEmpty => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
 }
+
+#[cfg(test)]
+#[path = "event_queue_test.rs"]
+mod tests;

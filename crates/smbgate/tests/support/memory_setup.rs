@@ -1,0 +1,82 @@
+//! What a test of the in-memory share (`memory_share.rs`) puts on it
+//! before a race, and what it reads of it after: files with records,
+//! directories, markers, and the names, bytes and opens there now. None
+//! of these is gated.
+
+use std::sync::atomic::Ordering;
+
+use super::memory_share::MemoryShare;
+use super::memory_state::Node;
+
+impl MemoryShare {
+    /// Puts a file at `path` whose record holds `etag`.
+    pub(crate) fn put(&self, path: &str, etag: &str) {
+        self.add(path, false, etag);
+    }
+
+    /// Makes a directory at `path`.
+    pub(crate) fn mkdir(&self, path: &str) {
+        self.add(path, true, "");
+    }
+
+    /// Puts a file at `path` of `size` bytes, made of `parts` (none for a
+    /// single PUT), whose record holds `etag` ("" for none: a file someone
+    /// else put there).
+    pub(crate) fn put_sized(&self, path: &str, etag: &str, size: u64, parts: &[u64]) {
+        self.insert(path, Node { size, parts: parts.to_vec(), ..Node::new(false, etag) });
+    }
+
+    /// Puts a file at `path` without a record, last written at `written`
+    /// (FILETIME): a temp file of a writer.
+    pub(crate) fn put_written(&self, path: &str, written: u64) {
+        self.insert(path, Node { written, ..Node::new(false, "") });
+    }
+
+    /// Makes a directory at `path` with a marker record holding `etag`:
+    /// the object `name/`.
+    pub(crate) fn put_marker(&self, path: &str, etag: &str) {
+        self.insert(path, Node { marker: true, ..Node::new(true, etag) });
+    }
+
+    fn add(&self, path: &str, dir: bool, etag: &str) {
+        self.insert(path, Node::new(dir, etag));
+    }
+
+    pub(super) fn insert(&self, path: &str, node: Node) {
+        let mut s = self.state.lock().unwrap();
+        let id = s.id();
+        s.nodes.insert(id, node);
+        s.bind(path, id);
+    }
+
+    /// The bytes of the file at `path` now; `None` if no file is there.
+    pub(crate) fn data_at(&self, path: &str) -> Option<Vec<u8>> {
+        let s = self.state.lock().unwrap();
+        let n = &s.nodes[s.names.get(path)?];
+        (!n.dir).then(|| n.data.clone())
+    }
+
+    /// The ETag of the file at `path` now; `None` if no file is there.
+    pub(crate) fn etag_at(&self, path: &str) -> Option<String> {
+        let s = self.state.lock().unwrap();
+        let n = &s.nodes[s.names.get(path)?];
+        (!n.dir).then(|| n.etag.clone())
+    }
+
+    /// Every name bound now, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state.lock().unwrap().names.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// How many directories were opened for reading so far.
+    pub(crate) fn dir_reads(&self) -> usize {
+        self.dir_reads.load(Ordering::SeqCst)
+    }
+
+    /// How many opens are held now.
+    pub(crate) fn open_count(&self) -> usize {
+        self.state.lock().unwrap().opens.len()
+    }
+}
