@@ -49,7 +49,7 @@ impl Root {
     /// path; `None` if there is no such object. One round trip, or two for
     /// an object kept beside its directory. With `missing_too`, a missing
     /// own path is looked beside as well: a listing that saw the object
-    /// may meet it in the middle of a move (see [`Root::displace`]). An
+    /// may meet it in the middle of a move (see [`displace_on`]). An
     /// empty folder someone made is the object of a key ending in `/`
     /// (see `folders`).
     ///
@@ -62,20 +62,6 @@ impl Root {
         missing_too: bool,
     ) -> Result<Option<(CreateResponse, Option<ObjectMeta>, SharePath)>, ShareError> {
         stat_stored(&self.live(tree), self.object_path(bucket, mapped), mapped, missing_too).await
-    }
-
-    /// Makes the file at `path` (an object a longer key now needs as a
-    /// directory) into that directory: the file is renamed beside it, over
-    /// any stale file there, and the directory is made, both under the
-    /// object's creation lock. A writer that puts a new version at `path`
-    /// between the two steps wins: that version is moved beside too.
-    ///
-    /// Errors: Busy (503) if the file stays open without sharing delete
-    /// (an If-Match writer holds it) for about 3 s; SMB errors.
-    pub(crate) async fn displace(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
-        let live = self.live(tree);
-        let (beside, lock) = (path.beside(false), self.lock_name(path));
-        displace_on(&live, path, &beside, &lock).await
     }
 }
 
@@ -240,11 +226,14 @@ pub(crate) async fn stat_stored<S: ShareOps>(
     }
 }
 
-/// [`Root::displace`] on `s`: the file at `path` moves to `beside` and a
-/// directory is made at `path`, each turn under the creation lock at
-/// `lock`.
+/// Makes the file at `path` (an object a longer key now needs as a
+/// directory) into that directory: the file is renamed to `beside`, over
+/// any stale file there, and the directory is made, both under the
+/// object's creation lock at `lock`. A writer that puts a new version at
+/// `path` between the two steps wins: that version is moved beside too.
 ///
-/// Errors: as [`Root::displace`].
+/// Errors: Busy (503) if the file stays open without sharing delete (an
+/// If-Match writer holds it) for about 3 s; SMB errors.
 pub(crate) async fn displace_on<S: ShareOps>(s: &S, path: &str, beside: &str, lock: &str) -> StoreResult<()> {
     let mut backoff = backoff::DISPLACE.start();
     loop {

@@ -303,9 +303,12 @@ impl ShareOps for MemoryShare {
 
     async fn make_dir(&self, path: &str) -> Result<()> {
         self.gate.step("make_dir").await;
-        if self.state.lock().unwrap().names.contains_key(path) {
+        let s = self.state.lock().unwrap();
+        if s.names.contains_key(path) {
             return Err(failing_with(Failure::Collision));
         }
+        s.check_parent(path)?;
+        drop(s);
         self.insert(path, Node::new(true, ""));
         Ok(())
     }
@@ -337,9 +340,12 @@ impl ShareOps for MemoryShare {
 
     async fn mkdir_own(&self, path: &str) -> Result<()> {
         self.gate.step("mkdir").await;
-        if self.state.lock().unwrap().names.contains_key(path) {
+        let s = self.state.lock().unwrap();
+        if s.names.contains_key(path) {
             return Err(failing_with(Failure::Collision));
         }
+        s.check_parent(path)?;
+        drop(s);
         self.insert(path, Node { own: true, ..Node::new(true, "") });
         Ok(())
     }

@@ -245,15 +245,26 @@ impl State {
         Ok(())
     }
 
+    /// Whether a name can be made at `path`: its folder is a directory
+    /// (a top-level name always can).
+    ///
+    /// Errors: PathNotFound if the folder is missing or a file (as Samba
+    /// answers both); DeletePending while the folder goes.
+    pub(crate) fn check_parent(&self, path: &str) -> Result<()> {
+        let Some((dir, _)) = path.rsplit_once('\\') else { return Ok(()) };
+        match self.names.get(dir).map(|id| &self.nodes[id]) {
+            Some(n) if n.dir && n.delete_at.is_some() => Err(failing_with(Failure::DeletePending)),
+            Some(n) if n.dir => Ok(()),
+            _ => Err(failing_with(Failure::PathNotFound)),
+        }
+    }
+
     /// A new file at `path`, open for writing in one compound.
     ///
     /// Errors: Collision if the name is taken; PathNotFound if its folder
     /// is missing.
     pub(crate) fn write_new(&mut self, path: &str, data: &[u8]) -> Result<u64> {
-        let parent = path.rsplit_once('\\').map(|(dir, _)| dir);
-        if parent.is_some_and(|dir| !self.names.get(dir).is_some_and(|id| self.nodes[id].dir)) {
-            return Err(failing_with(Failure::PathNotFound));
-        }
+        self.check_parent(path)?;
         if self.names.contains_key(path) {
             return Err(failing_with(Failure::Collision));
         }

@@ -9,13 +9,21 @@ use crate::store::memory_share::{alone, interleave, race, MemoryShare};
 
 const CORS: &str = ".smbgate\\cors\\b";
 
+/// A share with the gateway's folders `.smbgate` and `.smbgate\tmp`.
+fn state() -> MemoryShare {
+    let s = MemoryShare::default();
+    s.mkdir(".smbgate");
+    s.mkdir(".smbgate\\tmp");
+    s
+}
+
 fn path(p: &str) -> SharePath {
     SharePath::root(p)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_state_file_is_replaced_whole_read_back_and_removed() {
-    let s = MemoryShare::default();
+    let s = state();
     assert_eq!(alone(&s, read_state_file(&s, CORS, 1024)).await.unwrap(), None);
     assert!(alone(&s, state_entries(&s, ".smbgate\\cors")).await.unwrap().is_empty());
     alone(&s, replace_state_file(&s, ".smbgate\\tmp\\t1", &path(CORS), b"first")).await.unwrap();
@@ -25,7 +33,7 @@ async fn a_state_file_is_replaced_whole_read_back_and_removed() {
     let entries = alone(&s, state_entries(&s, ".smbgate\\cors")).await.unwrap();
     assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["b"]);
     // The folder was made once, and no temp file is left.
-    assert_eq!(s.names(), [".smbgate\\cors", CORS]);
+    assert_eq!(s.names(), [".smbgate", ".smbgate\\cors", CORS, ".smbgate\\tmp"]);
     alone(&s, remove_state_file(&s, CORS)).await.unwrap();
     alone(&s, remove_state_file(&s, CORS)).await.unwrap();
     assert_eq!(alone(&s, read_state_file(&s, CORS, 1024)).await.unwrap(), None);
@@ -35,7 +43,7 @@ async fn a_state_file_is_replaced_whole_read_back_and_removed() {
 #[tokio::test(start_paused = true)]
 async fn a_reader_racing_a_replace_sees_the_old_bytes_or_the_new_never_none() {
     for seed in 0..300 {
-        let s = MemoryShare::default();
+        let s = state();
         alone(&s, replace_state_file(&s, ".smbgate\\tmp\\t0", &path(CORS), b"old")).await.unwrap();
         let (wrote, read) = race(&s, seed, replace_state_file(&s, ".smbgate\\tmp\\t1", &path(CORS), b"new"), async {
             (read_state_file(&s, CORS, 64).await, read_state_file(&s, CORS, 64).await)
@@ -52,7 +60,7 @@ async fn a_reader_racing_a_replace_sees_the_old_bytes_or_the_new_never_none() {
             "seed {seed}"
         );
         assert_eq!(s.data_at(CORS).as_deref(), Some(&b"new"[..]), "seed {seed}");
-        assert_eq!(s.names(), [".smbgate\\cors", CORS], "seed {seed}");
+        assert_eq!(s.names(), [".smbgate", ".smbgate\\cors", CORS, ".smbgate\\tmp"], "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
 }
@@ -60,7 +68,7 @@ async fn a_reader_racing_a_replace_sees_the_old_bytes_or_the_new_never_none() {
 #[tokio::test(start_paused = true)]
 async fn racing_replaces_leave_one_whole_body_and_no_temp_file() {
     for seed in 0..300 {
-        let s = MemoryShare::default();
+        let s = state();
         let outs = interleave(
             &s,
             seed,
@@ -73,7 +81,7 @@ async fn racing_replaces_leave_one_whole_body_and_no_temp_file() {
         assert!(outs.iter().all(Result::is_ok), "seed {seed}: {outs:?}");
         let now = s.data_at(CORS);
         assert!(matches!(now.as_deref(), Some(b"from a") | Some(b"from b")), "seed {seed}: {now:?}");
-        assert_eq!(s.names(), [".smbgate\\cors", CORS], "seed {seed}");
+        assert_eq!(s.names(), [".smbgate", ".smbgate\\cors", CORS, ".smbgate\\tmp"], "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
 }

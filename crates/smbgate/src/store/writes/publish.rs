@@ -12,6 +12,7 @@
 
 use crate::store::share::{Handle, Tree};
 
+use super::parents::make_parents_on;
 use super::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::beside::too_long_to_keep_beside;
 use crate::store::conditions::{Conditions, EtagCondition};
@@ -32,9 +33,6 @@ use crate::store::{retry_busy, StoreError, StoreResult, Writes};
 /// the key comes and goes between the warning and the rename (then it
 /// replaces unwarned).
 const WARN_TRIES: usize = 4;
-
-/// How often [`Writes::make_dir`] tries while the name comes and goes.
-const MAKE_DIR_TRIES: usize = 8;
 
 impl Writes {
     /// Publishes a verified temp file at `target` (see [`Writes::publish_if`]),
@@ -485,12 +483,10 @@ impl Writes {
 
     /// mkdir -p for the directories of `mapped`: all components but the
     /// last, and the last too if `own` (an empty marker is its own
-    /// directory; a file, a marker's body included, needs only its parents).
-    /// An object named like one of them moves beside it
-    /// ([`crate::store::Root::displace`]).
+    /// directory; a file, a marker's body included, needs only its
+    /// parents); see [`make_parents_on`].
     ///
-    /// Errors: Conflict if a prefix of the key vanished into a file midway;
-    /// Busy if an object in the way could not move; SMB errors.
+    /// Errors: as [`make_parents_on`].
     pub(crate) async fn make_parents(
         &self,
         tree: &Tree,
@@ -499,35 +495,7 @@ impl Writes {
         own: bool,
     ) -> StoreResult<()> {
         let n = if own { mapped.components.len() } else { mapped.components.len() - 1 };
-        for path in self.root.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n) {
-            self.make_dir(tree, &path).await?;
-        }
-        Ok(())
-    }
-
-    /// Makes the directory `path` unless it is one: an object there moves
-    /// beside it ([`crate::store::Root::displace`]). A name that comes and goes between
-    /// the mkdir and the look at it (another writer moving the object
-    /// beside) is tried again, a few times.
-    ///
-    /// Errors: Conflict if a parent of `path` is a file; Busy; SMB errors.
-    async fn make_dir(&self, tree: &Tree, path: &SharePath) -> StoreResult<()> {
-        for _ in 0..MAKE_DIR_TRIES {
-            match share::mkdir_own(tree, path).await {
-                Ok(()) => return Ok(()),
-                Err(e) if e.failure() == Failure::Collision => match share::stat(tree, path).await {
-                    Ok(t) if t.is_directory() => return Ok(()),
-                    // A prefix of the key is an object: it moves beside.
-                    Ok(_) => return self.root.displace(tree, path).await,
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(e.into()),
-                },
-                Err(e) if e.failure() == Failure::PathNotFound => {
-                    return Err(StoreError::Conflict("a prefix of the key is an existing object".into()));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Busy("a prefix of the key keeps changing; retry the request".into()))
+        let dirs: Vec<SharePath> = self.root.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n).collect();
+        make_parents_on(&self.root.live(tree), &dirs, |d| self.root.lock_name(d)).await
     }
 }

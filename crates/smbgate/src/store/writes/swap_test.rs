@@ -103,6 +103,7 @@ async fn a_directory_made_in_a_swaps_gap_puts_the_new_version_beside_it() {
     let mut beside = 0;
     for seed in 0..SEEDS {
         let s = MemoryShare::default();
+        s.mkdir("b");
         s.put(KEY, "v1");
         let mkdir: Racer = Box::pin(async { s.mkdir_own(KEY).await.map_err(Into::into) });
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), mkdir]).await;
