@@ -34,6 +34,10 @@ use crate::store::{retry_busy, StoreError, StoreResult, Writes};
 /// replaces unwarned).
 const WARN_TRIES: usize = 4;
 
+/// How often a rename into place makes the key's directories again while
+/// a delete prunes them between the making and the rename.
+const PARENTS_TRIES: usize = 4;
+
 impl Writes {
     /// Publishes a verified temp file at `target` (see [`Writes::publish_if`]),
     /// marked as being published first, so that a request dropped
@@ -253,21 +257,31 @@ impl Writes {
             }
             Err(e) => e,
         };
+        let mut e = e;
         if is_not_found(&e) || is_bad_path(&e) {
             // A parent is missing: the bucket, or directories for the key's
-            // prefix.
+            // prefix. A delete of the last other key under them may prune
+            // them again before the rename: made again, a few times.
             self.root.check_bucket(tree, bucket).await?;
-            self.make_parents(tree, bucket, mapped, false).await?;
-            match self.rename_over(file, source, target, replace).await {
-                Ok(()) => {
-                    self.forget_replaced(tree, old, file.info().on_disk_id());
-                    return Ok(());
+            for _ in 0..PARENTS_TRIES {
+                self.make_parents(tree, bucket, mapped, false).await?;
+                match self.rename_over(file, source, target, replace).await {
+                    Ok(()) => {
+                        self.forget_replaced(tree, old, file.info().on_disk_id());
+                        return Ok(());
+                    }
+                    Err(again) => e = again,
                 }
-                Err(e) => self.beside_or_error(tree, target, mapped, e).await?,
+                if !(is_not_found(&e) || is_bad_path(&e)) {
+                    break;
+                }
             }
-        } else {
-            self.beside_or_error(tree, target, mapped, e).await?;
+            if e.failure() == Failure::PathNotFound {
+                // Pruned every time: retryable, not the key's fault.
+                return Err(StoreError::Busy("the key's folders were removed meanwhile; retry the request".into()));
+            }
         }
+        self.beside_or_error(tree, target, mapped, e).await?;
         let lock = match locked {
             true => None,
             false => Some(self.root.create_lock(tree, target).await?),
