@@ -388,7 +388,8 @@ impl Uploads {
         // the parts' own bytes.
         if let Some(len) = req.content_length.filter(|&l| l > 0 && req.sse_c.is_none()) {
             let stride_file = self.upload_dir(id).join("stride");
-            if let Some(stride) = super::stride::stride(&self.root.live(&tree), &stride_file, len).await? {
+            let may_fix = len >= MIN_PART_SIZE;
+            if let Some(stride) = super::stride::stride(&self.root.live(&tree), &stride_file, len, may_fix).await? {
                 // A stride over the part limit (a damaged or foreign stride
                 // file) is never used for offsets.
                 if len <= stride && stride <= MAX_PART_SIZE {

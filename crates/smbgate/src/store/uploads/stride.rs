@@ -1,5 +1,5 @@
 //! A multipart upload's stride: the size of its parts, fixed by the first
-//! part of at least [`MIN_PART_SIZE`] that gets to the share, in the
+//! part of at least S3's minimum part size that gets to the share, in the
 //! upload's `stride` file. Every later part no larger than it goes into the
 //! data file at (n-1) x stride (`multipart`). Whoever creates the file
 //! first writes it, in the CREATE's compound; the others read it. A rule
@@ -8,20 +8,19 @@
 
 use bytes::Bytes;
 
-use super::multipart::MIN_PART_SIZE;
 use crate::store::share::{is_not_found, Failure};
 use crate::store::share_ops::ShareOps;
 use crate::store::{backoff, StoreError, StoreResult};
 
 /// The stride of the upload whose stride file is `path`, for a part of
-/// `len` bytes: fixed now by this part if it is the first of at least
-/// [`MIN_PART_SIZE`] bytes, else read; `None` while no such part has
-/// arrived.
+/// `len` bytes: fixed now by this part if it `may_fix` it (it is of at
+/// least the minimum part size) and is the first such, else read; `None`
+/// while no such part has arrived.
 ///
 /// Errors: NoSuchUpload if the upload's folder is gone; Busy if the file
 /// stays unreadable (being written) after [`backoff::STRIDE`]; SMB
 /// failures.
-pub(crate) async fn stride<S: ShareOps>(s: &S, path: &str, len: u64) -> StoreResult<Option<u64>> {
+pub(crate) async fn stride<S: ShareOps>(s: &S, path: &str, len: u64, may_fix: bool) -> StoreResult<Option<u64>> {
     let read = |data: Bytes| -> StoreResult<Option<u64>> {
         std::str::from_utf8(&data)
             .ok()
@@ -46,7 +45,7 @@ pub(crate) async fn stride<S: ShareOps>(s: &S, path: &str, len: u64) -> StoreRes
             }
         }
     };
-    if len < MIN_PART_SIZE {
+    if !may_fix {
         return settled().await;
     }
     match s.create_once(path, len.to_string().as_bytes()).await {
