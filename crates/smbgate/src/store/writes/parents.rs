@@ -18,9 +18,10 @@ const MAKE_DIR_TRIES: usize = 8;
 /// delete pruning the folders it emptied) is made again: the walk starts
 /// over, a few times.
 ///
-/// Errors: NoSuchBucket if the first one's parent (the bucket) is gone;
-/// Busy if an object in the way could not move, or a name keeps changing;
-/// SMB errors.
+/// Errors: Conflict if a folder on the way stands but refuses a name in it
+/// (a link the server hides); NoSuchBucket if the first one's parent (the
+/// bucket) is gone; Busy if an object in the way could not move, or a name
+/// keeps changing; SMB errors.
 pub(crate) async fn make_parents_on<S: ShareOps>(
     s: &S,
     dirs: &[SharePath],
@@ -28,10 +29,20 @@ pub(crate) async fn make_parents_on<S: ShareOps>(
 ) -> StoreResult<()> {
     'walk: for _ in 0..MAKE_DIR_TRIES {
         for (i, dir) in dirs.iter().enumerate() {
-            match make_dir_on(s, dir, &lock_of(dir)).await? {
-                true => {}
-                false if i == 0 => return Err(StoreError::NoSuchBucket),
-                false => continue 'walk,
+            if make_dir_on(s, dir, &lock_of(dir)).await? {
+                continue;
+            }
+            // Its folder refused it: gone since (made again), or standing
+            // and refusing the name.
+            let folder = dir.split_leaf().map(|(f, _)| f);
+            let stands = match &folder {
+                Some(f) => s.times(f).await.is_ok_and(|t| t.is_directory()),
+                None => true,
+            };
+            match (stands, i) {
+                (true, _) => return Err(StoreError::Conflict("a prefix of the key is an existing object".into())),
+                (false, 0) => return Err(StoreError::NoSuchBucket),
+                (false, _) => continue 'walk,
             }
         }
         return Ok(());
@@ -43,7 +54,7 @@ pub(crate) async fn make_parents_on<S: ShareOps>(
 /// beside it ([`displace_on`], under the lock `lock`). A name that comes
 /// and goes between the mkdir and the look at it (another writer moving
 /// the object beside) is tried again, a few times. Returns false if its
-/// parent is gone.
+/// folder refused it as missing (PathNotFound).
 ///
 /// Errors: Busy; SMB errors.
 async fn make_dir_on<S: ShareOps>(s: &S, path: &SharePath, lock: &str) -> StoreResult<bool> {

@@ -157,12 +157,13 @@ impl Writes {
     /// `replace` (else the server's collision is 412), creating parent
     /// directories as needed.
     ///
-    /// Errors: NoSuchBucket; Conflict (a prefix of the key is an object,
-    /// or the key is a directory); NameTooLong / InvalidArgument (names the
-    /// server cannot hold); NoSuchUpload (a part's upload is gone); Busy
-    /// (503 SlowDown: the target stays open on every connection, or another
-    /// upload of the part holds its record); PreconditionFailed; SMB errors
-    /// otherwise.
+    /// Errors: NoSuchBucket; Conflict (the key is a directory, or a folder
+    /// of it refuses the name: a link the server hides); NameTooLong /
+    /// InvalidArgument (names the server cannot hold); NoSuchUpload (a
+    /// part's upload is gone); Busy (503 SlowDown: the target stays open on
+    /// every connection, another upload of the part holds its record, or
+    /// the key's folders were pruned by deletes every time they were made);
+    /// PreconditionFailed; SMB errors otherwise.
     pub(in crate::store) async fn publish_if(
         &self,
         file: &Handle,
@@ -261,8 +262,11 @@ impl Writes {
         if is_not_found(&e) || is_bad_path(&e) {
             // A parent is missing: the bucket, or directories for the key's
             // prefix. A delete of the last other key under them may prune
-            // them again before the rename: made again, a few times.
+            // them again before the rename: made again, a few times. Where
+            // the key's folder stands, the name itself is refused (a link
+            // the server hides): that is answered below.
             self.root.check_bucket(tree, bucket).await?;
+            let mut pruned = false;
             for _ in 0..PARENTS_TRIES {
                 self.make_parents(tree, bucket, mapped, false).await?;
                 match self.rename_over(file, source, target, replace).await {
@@ -272,12 +276,14 @@ impl Writes {
                     }
                     Err(again) => e = again,
                 }
-                if !(is_not_found(&e) || is_bad_path(&e)) {
+                pruned = (is_not_found(&e) || is_bad_path(&e)) && !self.folder_stands(tree, target).await;
+                if !pruned {
                     break;
                 }
             }
-            if e.failure() == Failure::PathNotFound {
+            if pruned {
                 // Pruned every time: retryable, not the key's fault.
+                self.root.check_bucket(tree, bucket).await?;
                 return Err(StoreError::Busy("the key's folders were removed meanwhile; retry the request".into()));
             }
         }
@@ -308,6 +314,12 @@ impl Writes {
             Err(e) if is_unholdable_name(&e) => Err(too_long_to_keep_beside(target)),
             Err(e) => Err(self.rename_error(tree, &at, mapped, e).await),
         }
+    }
+
+    /// True if the folder `target` goes into is a directory now.
+    async fn folder_stands(&self, tree: &Tree, target: &SharePath) -> bool {
+        let Some((folder, _)) = target.split_leaf() else { return true };
+        share::stat(tree, &folder).await.is_ok_and(|t| t.is_directory())
     }
 
     /// True if `path` holds no file now: a directory, or a directory
