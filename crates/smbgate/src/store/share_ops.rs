@@ -153,6 +153,9 @@ pub(crate) trait ShareOps: Sync {
     /// ([`ObjectInfo::new`]).
     fn info(&self, file: &Self::Handle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo;
 
+    /// The times of the file `file` holds, as its open answered them.
+    fn opened_times(&self, file: &Self::Handle) -> FileTimes;
+
     /// What finds the record of the file `file` holds, once it is gone
     /// ([`FileKey::of`]); `None` where the record went with the file.
     fn record_key(&self, file: &Self::Handle) -> Option<FileKey>;
@@ -383,6 +386,10 @@ impl ShareOps for LiveShare<'_> {
 
     fn info(&self, file: &Handle, meta: Option<ObjectMeta>, path: &str) -> ObjectInfo {
         ObjectInfo::new(file.info(), meta, path)
+    }
+
+    fn opened_times(&self, file: &Handle) -> FileTimes {
+        file.info().times
     }
 
     fn record_key(&self, file: &Handle) -> Option<FileKey> {

@@ -402,6 +402,11 @@ impl ShareOps for MemoryShare {
         ObjectInfo { size, last_modified: 0, etag: meta.etag.clone(), meta, path: path.to_string(), disk_id: None }
     }
 
+    fn opened_times(&self, file: &MemHandle) -> FileTimes {
+        let s = self.state.lock().unwrap();
+        s.opens.get(&file.id).and_then(|o| s.nodes.get(&o.node)).map(|n| n.times()).unwrap_or_default()
+    }
+
     fn record_key(&self, _file: &MemHandle) -> Option<FileKey> {
         None
     }
@@ -531,10 +536,12 @@ impl ShareOps for MemoryShare {
     }
 
     async fn delete_file(&self, path: &str) -> Result<()> {
+        // CREATE (sharing everything), SET_INFO, CLOSE in one compound:
+        // another smbd process can open the file between them.
         self.gate.step("delete_file").await;
-        let mut s = self.state.lock().unwrap();
-        let id = s.open(path, DELETE, ALL, false)?;
-        s.close_deleting(id);
+        let id = self.state.lock().unwrap().open_in_compound(path, DELETE, ALL, false)?;
+        self.gate.step("delete_file_close").await;
+        self.state.lock().unwrap().close_deleting(id);
         Ok(())
     }
 }

@@ -2,9 +2,9 @@
 //! on the share does not report the removal a second time:
 //! `.smbgate/s3-deletes/<bucket>/<hash of the key>`, written before an S3
 //! delete of the key (taken back if it fails), taken by the watcher when
-//! it hears of the removal, and swept once old. Taking one is a look and a
-//! delete by name, so of two takers (the watcher and a failed delete's
-//! taking back, or two instances) only the one whose delete found it has
+//! it hears of the removal, and swept once old. Taking one is an open
+//! that shares nothing and a delete through it, so of two takers (the
+//! watcher and a failed delete's taking back, or two instances) one has
 //! it. The rules are functions over [`ShareOps`], so that they run
 //! against the in-memory share too (`delete_marks_test.rs`).
 
@@ -74,21 +74,23 @@ pub(crate) async fn mark_deleted<S: ShareOps>(s: &S, marks: &SharePath, bucket: 
 }
 
 /// Takes the mark at `path`: true if this call's delete removed it and it
-/// was younger than `max_age`.
+/// was younger than `max_age`. The mark is opened sharing nothing before
+/// it is deleted, so that of racing takers one has it: a delete that
+/// shared its open could be joined by another's before either set the
+/// delete, and both would answer success.
 ///
-/// Errors: SMB failures other than not-found.
+/// Errors: SMB failures other than not-found and another taker's hold.
 pub(crate) async fn take_delete_mark<S: ShareOps>(s: &S, path: &str, max_age: Duration) -> StoreResult<bool> {
-    let times = match s.times(path).await {
-        Ok(t) => t,
-        Err(e) if is_not_found(&e) => return Ok(false),
+    let mark = match s.open_alone_for_delete(path).await {
+        Ok(mark) => mark,
+        Err(e) if is_not_found(&e) || matches!(e.failure(), Failure::SharingViolation | Failure::DeletePending) => {
+            return Ok(false)
+        }
         Err(e) => return Err(e.into()),
     };
-    match s.delete_file(path).await {
-        Ok(()) => {}
-        Err(e) if is_not_found(&e) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    }
-    Ok(!older_than(times.last_write, max_age))
+    let written = s.opened_times(&mark).last_write;
+    s.close_and_delete(mark).await?;
+    Ok(!older_than(written, max_age))
 }
 
 /// Removes the marks in the folder `dir` older than `max_age`.
