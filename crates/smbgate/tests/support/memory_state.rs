@@ -279,6 +279,7 @@ impl State {
     /// its times, as a CLOSE answers them.
     pub(crate) fn write_open(&mut self, open: u64, data: &[u8]) -> FileTimes {
         let Some(n) = self.opens.get(&open).and_then(|o| self.nodes.get_mut(&o.node)) else {
+            self.close(open);
             return FileTimes::default();
         };
         (n.data, n.size, n.written) = (data.to_vec(), data.len() as u64, super::versions::filetime_now());
@@ -291,8 +292,9 @@ impl State {
     /// with no open yet (Samba makes the file before it records the open).
     ///
     /// Errors: Collision if the name is taken; DeletePending while its
-    /// file goes.
+    /// file goes; as [`State::check_parent`].
     pub(crate) fn make_unopened(&mut self, path: &str) -> Result<u64> {
+        self.check_parent(path)?;
         if let Some(node) = self.names.get(path) {
             let pending = self.nodes[node].delete_at.as_deref() == Some(path);
             return Err(failing_with(if pending { Failure::DeletePending } else { Failure::Collision }));
