@@ -45,7 +45,8 @@ def settled_count(samba, name):
     time.sleep(2)
     last, since = read(), time.monotonic()
     deadline = since + 30
-    while time.monotonic() - since < 1.5 and time.monotonic() < deadline:
+    while time.monotonic() - since < 1.5:
+        assert time.monotonic() < deadline, f"smbd's {name} count still changing after 30 s"
         time.sleep(0.25)
         now = read()
         if now != last:

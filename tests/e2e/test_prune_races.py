@@ -1,7 +1,7 @@
 """A PUT beside a DELETE of the last other key under the same prefix: the
 delete prunes the folders it empties, and may do so between the PUT's
 making of them and its rename into place. The PUT makes them again; it
-answered 409 KeyConflict (about 1 in 1,500 such PUTs) before. Two
+answered 409 KeyConflict (2 in 1,980 such PUTs, measured) before. Two
 clients, as fast as they go: more would share the two cores and make
 the window rarer."""
 
@@ -65,13 +65,17 @@ def test_a_slow_put_whose_folders_a_fast_client_keeps_pruning_is_told_to_retry(s
     fast = Gateway(samba)
     try:
         fast.client().create_bucket(Bucket="prune")
-        stop = threading.Event()
+        stop, pruner = threading.Event(), collections.Counter()
 
         def prune_all_the_time():
             s3 = fast.client()
             while not stop.is_set():
-                s3.put_object(Bucket="prune", Key="x/y/fast", Body=b"f")
-                s3.delete_object(Bucket="prune", Key="x/y/fast")
+                try:
+                    s3.put_object(Bucket="prune", Key="x/y/fast", Body=b"f")
+                    s3.delete_object(Bucket="prune", Key="x/y/fast")
+                    pruner["rounds"] += 1
+                except Exception as e:  # noqa: BLE001 - counted and shown
+                    pruner[repr(e)[:200]] += 1
 
         t = threading.Thread(target=prune_all_the_time)
         t.start()
@@ -93,6 +97,8 @@ def test_a_slow_put_whose_folders_a_fast_client_keeps_pruning_is_told_to_retry(s
             stop.set()
             t.join()
         assert set(answers) <= {"200", "503 SlowDown"} and answers["200"] > 0, answers
+        # The other client pruned all along, and never failed either.
+        assert set(pruner) == {"rounds"} and pruner["rounds"] > 100, pruner
     finally:
         slow.stop()
         fast.stop()

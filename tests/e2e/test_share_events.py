@@ -44,6 +44,7 @@ def watched(samba, receiver, gw, bucket):
             time.sleep(0.05)
     # The watcher settles a change for a second before it reports it.
     while True:
+        assert time.time() < deadline + 30, "the watcher's reports never stopped"
         count = len(receiver.records())
         time.sleep(2.5)
         if len(receiver.records()) == count:
