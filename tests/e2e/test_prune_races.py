@@ -6,6 +6,7 @@ clients, as fast as they go: more would share the two cores and make
 the window rarer."""
 
 import collections
+import os
 import threading
 import time
 
@@ -42,7 +43,10 @@ def test_puts_beside_deletes_that_prune_their_folders_all_succeed(samba):
         stop.set()
         for t in threads:
             t.join()
-        assert not errors, (errors, done)
+        # A 503 only where smbd died under the race (see the marker test).
+        log = open(os.path.join(samba.env["SMB_DIR"], "log", "smbd.log"), errors="replace").read()
+        wrong = {a: n for a, n in errors.items() if "SlowDown" not in a or "PANIC" not in log}
+        assert not wrong, (errors, done)
         assert done["a"] > 100 and done["b"] > 100, done
         assert gw.client().list_objects_v2(Bucket="prune")["KeyCount"] == 0
         assert wait_no_tmp(samba) == []
@@ -64,15 +68,15 @@ def test_a_slow_put_whose_folders_a_fast_client_keeps_pruning_is_told_to_retry(s
     slow = Gateway(samba, env={"SMBGATE_SHARE": f"smb://127.0.0.1:{proxy.port}/{samba.env['SMB_SHARE']}"})
     fast = Gateway(samba)
     try:
-        fast.client().create_bucket(Bucket="prune")
+        fast.client().create_bucket(Bucket="prune-slow")
         stop, pruner = threading.Event(), collections.Counter()
 
         def prune_all_the_time():
             s3 = fast.client()
             while not stop.is_set():
                 try:
-                    s3.put_object(Bucket="prune", Key="x/y/fast", Body=b"f")
-                    s3.delete_object(Bucket="prune", Key="x/y/fast")
+                    s3.put_object(Bucket="prune-slow", Key="x/y/fast", Body=b"f")
+                    s3.delete_object(Bucket="prune-slow", Key="x/y/fast")
                     pruner["rounds"] += 1
                 except Exception as e:  # noqa: BLE001 - counted and shown
                     pruner[repr(e)[:200]] += 1
@@ -86,9 +90,9 @@ def test_a_slow_put_whose_folders_a_fast_client_keeps_pruning_is_told_to_retry(s
             for i in range(25):
                 key = f"x/y/slow-{i}"
                 try:
-                    s3.put_object(Bucket="prune", Key=key, Body=b"s" * 100)
+                    s3.put_object(Bucket="prune-slow", Key=key, Body=b"s" * 100)
                     answers["200"] += 1
-                    assert s3.get_object(Bucket="prune", Key=key)["Body"].read() == b"s" * 100
+                    assert s3.get_object(Bucket="prune-slow", Key=key)["Body"].read() == b"s" * 100
                 except ClientError as e:
                     r = e.response
                     answers[f"{r['ResponseMetadata']['HTTPStatusCode']} {r['Error']['Code']}"] += 1
@@ -103,3 +107,58 @@ def test_a_slow_put_whose_folders_a_fast_client_keeps_pruning_is_told_to_retry(s
         slow.stop()
         fast.stop()
         proxy.stop()
+
+
+def test_folder_markers_beside_deletes_that_prune_their_folder_all_succeed(samba):
+    """A PUT of the empty marker `x/y/` makes the folder and then sets its
+    record; a delete of the last key under it could prune the folder in
+    between (it is empty and holds no record yet), and the PUT answered
+    500 (name or path not found) or 403 (the record refused on a folder
+    going): 47 in 1,400 such PUTs. It makes the folder again now. A 503
+    SlowDown is retryable, and is what a client sees when smbd dies."""
+    gw = Gateway(samba)
+    try:
+        gw.client().create_bucket(Bucket="prune-markers")
+        answers, done, stop = collections.Counter(), collections.Counter(), threading.Event()
+
+        def markers():
+            s3 = gw.client()
+            while not stop.is_set():
+                try:
+                    s3.put_object(Bucket="prune-markers", Key="x/y/", Body=b"")
+                    s3.delete_object(Bucket="prune-markers", Key="x/y/")
+                    done["markers"] += 1
+                except Exception as e:  # noqa: BLE001 - counted and shown
+                    answers[repr(e)[:200]] += 1
+
+        def keys():
+            s3, i = gw.client(), 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    s3.put_object(Bucket="prune-markers", Key=f"x/y/k{i}", Body=b"v")
+                    s3.delete_object(Bucket="prune-markers", Key=f"x/y/k{i}")
+                    done["keys"] += 1
+                except Exception as e:  # noqa: BLE001 - counted and shown
+                    answers[repr(e)[:200]] += 1
+
+        threads = [threading.Thread(target=markers), threading.Thread(target=keys)]
+        for t in threads:
+            t.start()
+        time.sleep(SECONDS)
+        stop.set()
+        for t in threads:
+            t.join()
+        wrong = {a: n for a, n in answers.items() if "SlowDown" not in a}
+        assert not wrong, (wrong, done)
+        assert done["markers"] > 100 and done["keys"] > 100, done
+        # Samba 4.17 itself sometimes dies in this race (an assert in
+        # fd_handle.c, a PANIC in its log): the connection's requests are
+        # 503, and a folder made in that instant may stay without the
+        # gateway's mark, a folder someone made (listed as `x/`). Otherwise
+        # nothing is left.
+        log = open(os.path.join(samba.env["SMB_DIR"], "log", "smbd.log"), errors="replace").read()
+        left = [o["Key"] for o in gw.client().list_objects_v2(Bucket="prune-markers").get("Contents", [])]
+        assert left == [] or ("PANIC" in log and left == ["x/"]), left
+    finally:
+        gw.stop()

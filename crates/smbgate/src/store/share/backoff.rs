@@ -243,6 +243,12 @@ pub(crate) static DISPLACE: Policy =
 pub(crate) static RENAME_BACK: Policy =
     Policy { name: "move back from beside", first: ms(2), growth: 2, cap: ms(200), give_up: GiveUp::AfterPauses(10) };
 
+/// A folder of a key's path removed while it was being made (a delete
+/// pruned it, or it lingers delete-pending while a look holds it): the
+/// walk starts over after 2, 4 … 32 ms, seven pauses (about 0.1 s).
+pub(crate) static FOLDER_GOING: Policy =
+    Policy { name: "folder being pruned", first: ms(2), growth: 2, cap: ms(32), give_up: GiveUp::AfterPauses(7) };
+
 /// A plain key found at neither its own name nor beside while its creation
 /// lock is held (a writer is moving it): 5, 10, 20, 40 and 80 ms.
 pub(crate) static KEY_IN_MOTION: Policy =
@@ -311,6 +317,7 @@ mod tests {
         assert_eq!(pauses(&OTHER_VERSION), [10, 20, 40, 80, 160]);
         assert_eq!(pauses(&STALE_PIN), [10, 20, 40]);
         assert_eq!(pauses(&STRIDE), [2, 4, 8, 16, 32]);
+        assert_eq!(pauses(&FOLDER_GOING), [2, 4, 8, 16, 32, 32, 32]);
         assert_eq!(pauses(&SEGMENT), [50, 200, 800]);
         let delivery: Vec<u64> = (0..12).map(|i| EVENT_DELIVERY.pause(i).as_millis() as u64).collect();
         assert_eq!(delivery, [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000, 30_000]);

@@ -34,9 +34,10 @@ use crate::store::{retry_busy, StoreError, StoreResult, Writes};
 /// replaces unwarned).
 const WARN_TRIES: usize = 4;
 
-/// How often a rename into place makes the key's directories again while
-/// a delete prunes them between the making and the rename.
-const PARENTS_TRIES: usize = 4;
+/// How often a rename into place (or a marker's record) makes the key's
+/// directories again while a delete prunes them between the making and the
+/// rename.
+pub(super) const PARENTS_TRIES: usize = 4;
 
 impl Writes {
     /// Publishes a verified temp file at `target` (see [`Writes::publish_if`]),
@@ -262,11 +263,9 @@ impl Writes {
         if is_not_found(&e) || is_bad_path(&e) {
             // A parent is missing: the bucket, or directories for the key's
             // prefix. A delete of the last other key under them may prune
-            // them again before the rename: made again, a few times. Where
-            // the key's folder stands, the name itself is refused (a link
-            // the server hides): that is answered below.
+            // them again before the rename (and another writer make them
+            // again before a look): made again, a few times.
             self.root.check_bucket(tree, bucket).await?;
-            let mut pruned = false;
             for _ in 0..PARENTS_TRIES {
                 self.make_parents(tree, bucket, mapped, false).await?;
                 match self.rename_over(file, source, target, replace).await {
@@ -276,13 +275,14 @@ impl Writes {
                     }
                     Err(again) => e = again,
                 }
-                pruned = (is_not_found(&e) || is_bad_path(&e)) && !self.folder_stands(tree, target).await;
-                if !pruned {
+                if !(is_not_found(&e) || is_bad_path(&e)) {
                     break;
                 }
             }
-            if pruned {
-                // Pruned every time: retryable, not the key's fault.
+            // Refused every time. A folder that stands refuses the name
+            // itself (a link the server hides: answered below); one that is
+            // gone was pruned every time, which is retryable.
+            if (is_not_found(&e) || is_bad_path(&e)) && !self.folder_stands(tree, target).await {
                 self.root.check_bucket(tree, bucket).await?;
                 return Err(StoreError::Busy("the key's folders were removed meanwhile; retry the request".into()));
             }
