@@ -303,14 +303,7 @@ impl ShareOps for MemoryShare {
 
     async fn make_dir(&self, path: &str) -> Result<()> {
         self.gate.step("make_dir").await;
-        let s = self.state.lock().unwrap();
-        if s.names.contains_key(path) {
-            return Err(failing_with(Failure::Collision));
-        }
-        s.check_parent(path)?;
-        drop(s);
-        self.insert(path, Node::new(true, ""));
-        Ok(())
+        self.state.lock().unwrap().make_new(path, Node::new(true, ""))
     }
 
     async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
@@ -340,14 +333,7 @@ impl ShareOps for MemoryShare {
 
     async fn mkdir_own(&self, path: &str) -> Result<()> {
         self.gate.step("mkdir").await;
-        let s = self.state.lock().unwrap();
-        if s.names.contains_key(path) {
-            return Err(failing_with(Failure::Collision));
-        }
-        s.check_parent(path)?;
-        drop(s);
-        self.insert(path, Node { own: true, ..Node::new(true, "") });
-        Ok(())
+        self.state.lock().unwrap().make_new(path, Node { own: true, ..Node::new(true, "") })
     }
 
     async fn is_directory(&self, path: &str) -> Result<bool> {

@@ -264,15 +264,23 @@ impl State {
     /// Errors: Collision if the name is taken; PathNotFound if its folder
     /// is missing.
     pub(crate) fn write_new(&mut self, path: &str, data: &[u8]) -> Result<u64> {
-        self.check_parent(path)?;
+        self.make_new(path, Node { data: data.to_vec(), size: data.len() as u64, ..Node::new(false, "") })?;
+        self.open_in_compound(path, WRITE, ALL, false)
+    }
+
+    /// `node` as a new name at `path`, as a CREATE that may not open an
+    /// existing one makes it.
+    ///
+    /// Errors: Collision if the name is taken; as [`State::check_parent`].
+    pub(crate) fn make_new(&mut self, path: &str, node: Node) -> Result<()> {
         if self.names.contains_key(path) {
             return Err(failing_with(Failure::Collision));
         }
-        let node = self.id();
-        self.nodes.insert(node, Node { data: data.to_vec(), size: data.len() as u64, ..Node::new(false, "") });
-        self.bind(path, node);
-        let open = self.open_in_compound(path, WRITE, ALL, false)?;
-        Ok(open)
+        self.check_parent(path)?;
+        let id = self.id();
+        self.nodes.insert(id, node);
+        self.bind(path, id);
+        Ok(())
     }
 
     /// `data` as the whole of the file `open` has, written now; returns
