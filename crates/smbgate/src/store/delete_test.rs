@@ -6,7 +6,7 @@
 use super::*;
 use crate::store::conditions::EtagCondition;
 use crate::store::memory_share::{alone, interleave, MemoryShare, READ};
-use crate::store::writes::swap::tests::{if_match, Racer, KEY, LOCK};
+use crate::store::writes::swap::tests::{if_match, with_key, Racer, KEY, LOCK};
 
 /// Interleavings tried per race.
 const SEEDS: u64 = 300;
@@ -49,8 +49,7 @@ async fn racing_conditional_deletes_of_one_version_delete_it_once() {
 #[tokio::test(start_paused = true)]
 async fn a_conditional_delete_racing_an_if_match_write_deletes_only_the_version_it_matched() {
     for seed in 0..SEEDS {
-        let s = MemoryShare::default();
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let out = interleave(&s, seed, vec![delete_if_match(&s, "v1"), if_match(&s, "tmp\\a", "v2", "v1")]).await;
         match (&out[0], &out[1]) {
             // The delete came first: the writer finds no object to replace.

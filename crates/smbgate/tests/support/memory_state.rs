@@ -218,8 +218,15 @@ impl State {
         Ok(id)
     }
 
+    /// Renames the file `open` holds to `target`, as SMB2 SET_INFO's
+    /// FileRenameInformation does.
+    ///
+    /// Errors: PathNotFound (DeletePending) if `target`'s folder is
+    /// missing (going); Collision over a name without `replace`;
+    /// AccessDenied over a directory or over a file another open holds.
     pub(crate) fn rename(&mut self, open: u64, target: &str, replace: bool) -> Result<()> {
         let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
+        self.check_parent(target)?;
         if let Some(&there) = self.names.get(target) {
             if there == node {
                 return Ok(());

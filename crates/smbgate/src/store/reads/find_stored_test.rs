@@ -167,7 +167,11 @@ async fn race_a_get(
 async fn a_get_racing_an_if_match_swap_finds_the_old_version_or_the_new() {
     // The swap renames the old version aside and the new one in: between
     // the two the key is nowhere, under the key's creation lock.
-    let setup = |s: &MemoryShare| s.put(KEY, "v1");
+    let setup = |s: &MemoryShare| {
+        s.mkdir("b");
+        s.mkdir("tmp");
+        s.put(KEY, "v1");
+    };
     race_a_get(
         setup,
         |s| if_match(s, "tmp\\a", "v2", "v1"),
@@ -184,7 +188,11 @@ async fn a_get_racing_an_if_match_swap_finds_the_old_version_or_the_new() {
 
 #[tokio::test(start_paused = true)]
 async fn a_conditional_get_racing_an_if_match_swap_is_a_200_or_a_412() {
-    let setup = |s: &MemoryShare| s.put(KEY, "v1");
+    let setup = |s: &MemoryShare| {
+        s.mkdir("b");
+        s.mkdir("tmp");
+        s.put(KEY, "v1");
+    };
     race_a_get(
         setup,
         |s| if_match(s, "tmp\\a", "v2", "v1"),
@@ -206,7 +214,11 @@ async fn a_get_racing_a_move_beside_a_new_directory_finds_the_object() {
     fn displace(s: &MemoryShare) -> Racer<'_> {
         Box::pin(async move { displace_on(s, KEY, SharePath::root(KEY).beside(false).as_str(), LOCK).await })
     }
-    let setup = |s: &MemoryShare| s.put(KEY, "v1");
+    let setup = |s: &MemoryShare| {
+        s.mkdir("b");
+        s.mkdir("tmp");
+        s.put(KEY, "v1");
+    };
     race_a_get(setup, displace, ReadRequest::default(), &["beside", "own"], |seed, got| {
         match got.as_ref().map(|(etag, found, _)| (etag.as_str(), *found)) {
             Ok(("v1", Found::Own)) => "own",

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::store::memory_share::{alone, MemHeld, MemoryShare, ALL, DELETE, READ, WRITE};
+use crate::store::share::Failure;
 use crate::store::share_ops::ShareOps;
 
 const KEY: &str = "b\\k";
@@ -52,13 +53,16 @@ fn an_entry_answers_while_its_lease_stands_and_a_writers_open_ends_it() {
 #[tokio::test(start_paused = true)]
 async fn a_publish_warns_the_holder_before_its_rename_and_a_write_into_it_ends_the_entry() {
     let s = MemoryShare::default();
+    s.mkdir("b");
+    s.mkdir("tmp");
     s.put(KEY, "v1");
     let c = cache(16);
     keep(&c, &s, KEY);
     let temp = s.create_temp("tmp\\t", "v2");
     // A rename over the held file breaks no lease (docs/leases.md): it is
     // refused while the holder has the file open, and the entry stands.
-    assert!(alone(&s, s.rename(&temp, KEY, true)).await.is_err());
+    let refused = alone(&s, s.rename(&temp, KEY, true)).await.map_err(|e| e.failure());
+    assert_eq!(refused, Err(Failure::AccessDenied));
     assert_eq!(answer(&c, KEY), Some(Age::Fresh));
     // So a PUT first opens the file for DELETE (`warn_holders`), which
     // breaks the lease; the holder closes, and the rename goes through.

@@ -23,7 +23,7 @@ pub(crate) type Racer<'a> = Pin<Box<dyn Future<Output = StoreResult<()>> + 'a>>;
 pub(crate) fn if_match<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str, expect: &'a str) -> Racer<'a> {
     Box::pin(async move {
         let file = s.create_temp(temp, etag);
-        let backup = format!("tmp\\backup-{temp}");
+        let backup = format!("tmp\\backup-{}", temp.replace('\\', "-"));
         let paths = SwapPaths { path: KEY, beside: Some(BESIDE), plain: KEY, backup: &backup, lock: LOCK };
         let accept =
             async |_: &MemHandle, meta: Option<ObjectMeta>, _: &str| match meta.is_some_and(|m| m.etag == expect) {
@@ -53,6 +53,16 @@ fn create_if_absent<'a>(s: &'a MemoryShare, temp: &'a str, etag: &'a str) -> Rac
     })
 }
 
+/// A share holding the object `KEY` (ETag `etag`) in its bucket, beside
+/// the folder writers' temp files and locks are in.
+pub(crate) fn with_key(etag: &str) -> MemoryShare {
+    let s = MemoryShare::default();
+    s.mkdir("b");
+    s.mkdir("tmp");
+    s.put(KEY, etag);
+    s
+}
+
 /// The ETags left at any name, sorted (temp files of losers included).
 fn etags(s: &MemoryShare) -> Vec<String> {
     let mut v: Vec<String> = s.names().iter().filter_map(|n| s.etag_at(n)).collect();
@@ -63,8 +73,7 @@ fn etags(s: &MemoryShare) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn two_if_match_writers_of_one_etag_never_both_win() {
     for seed in 0..SEEDS {
-        let s = MemoryShare::default();
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let out =
             interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), if_match(&s, "tmp\\b", "vb", "v1")]).await;
         let won: Vec<usize> = (0..2).filter(|&i| out[i].is_ok()).collect();
@@ -76,7 +85,7 @@ async fn two_if_match_writers_of_one_etag_never_both_win() {
         // The old version is gone, the lock released, no open left; only
         // the loser's unpublished temp file (its caller deletes it) stays.
         let loser_temp = ["tmp\\b", "tmp\\a"][won[0]];
-        assert_eq!(s.names(), vec![KEY.to_string(), loser_temp.to_string()], "seed {seed}");
+        assert_eq!(s.files(), vec![KEY.to_string(), loser_temp.to_string()], "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
 }
@@ -87,8 +96,7 @@ async fn a_create_if_absent_never_lands_in_a_swaps_gap() {
     // renamed in are two steps, and the creation lock keeps a creator out
     // from between them.
     for seed in 0..SEEDS {
-        let s = MemoryShare::default();
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let out =
             interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), create_if_absent(&s, "tmp\\c", "vc")]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
@@ -102,9 +110,7 @@ async fn a_create_if_absent_never_lands_in_a_swaps_gap() {
 async fn a_directory_made_in_a_swaps_gap_puts_the_new_version_beside_it() {
     let mut beside = 0;
     for seed in 0..SEEDS {
-        let s = MemoryShare::default();
-        s.mkdir("b");
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let mkdir: Racer = Box::pin(async { s.mkdir_own(KEY).await.map_err(Into::into) });
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), mkdir]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
@@ -129,12 +135,11 @@ async fn a_look_open_across_the_swap_leaves_no_old_version_behind() {
     // the file by its old name: the delete-on-close set under the backup
     // name does not take, and the old version would stay at that name.
     for seed in 0..SEEDS {
-        let s = MemoryShare::default();
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let look: Racer = Box::pin(async { s.stat_with_meta(KEY, true).await.map(drop).map_err(Into::into) });
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), look]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
-        assert_eq!(s.names(), [KEY], "seed {seed}: the old version is gone, nothing else is left");
+        assert_eq!(s.files(), [KEY], "seed {seed}: the old version is gone, nothing else is left");
         assert_eq!(s.etag_at(KEY).as_deref(), Some("va"), "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
@@ -157,14 +162,13 @@ async fn a_held_creation_lock_is_waited_for_then_busy() {
 #[tokio::test(start_paused = true)]
 async fn a_reader_keeps_the_old_version_until_it_closes_and_then_it_goes() {
     for seed in 0..SEEDS / 4 {
-        let s = MemoryShare::default();
-        s.put(KEY, "v1");
+        let s = with_key("v1");
         let reader = s.open_as(KEY, READ, READ | DELETE).expect("a GET opens the object");
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1")]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
         assert_eq!(etags(&s), ["v1", "va"], "seed {seed}: the reader's version stays, delete pending");
         drop(reader);
-        assert_eq!(s.names(), [KEY], "seed {seed}: the old version went with its last open");
+        assert_eq!(s.files(), [KEY], "seed {seed}: the old version went with its last open");
     }
 }
 
