@@ -4,6 +4,7 @@
 //! it runs against the in-memory share too (`parents_test.rs`).
 
 use crate::store::beside::displace_on;
+use crate::store::keys::MappedKey;
 use crate::store::path::SharePath;
 use crate::store::share::{is_not_found, not_a_file, Failure};
 use crate::store::share_ops::ShareOps;
@@ -22,6 +23,17 @@ enum Made {
     /// It is a directory removed while a handle holds it: it goes at its
     /// last close (Samba answers a look at it with no attributes).
     Going,
+}
+
+/// The directories under `bucket` that `mapped` needs: all its
+/// components but the last, and the last too if `own` (an empty marker is
+/// its own directory; a file, a marker's body included, needs only its
+/// parents). Outermost first.
+pub(crate) fn key_folders(bucket: &SharePath, mapped: &MappedKey, own: bool) -> Vec<SharePath> {
+    let n = if own { mapped.components.len() } else { mapped.components.len() - 1 };
+    let mut dirs = bucket.ancestors_of(mapped);
+    dirs.truncate(n);
+    dirs
 }
 
 /// Makes `dirs` in order (each the parent of the next), those already

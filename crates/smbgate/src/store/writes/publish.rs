@@ -12,18 +12,17 @@
 
 use crate::store::share::{Handle, Tree};
 
-use super::parents::make_parents_on;
+use super::parents::{key_folders, make_parents_on};
+use super::place::{place_on, Place, RenameStep};
 use super::swap::{swap_if_match, Aside, SwapPaths, Swapped};
-use crate::store::beside::too_long_to_keep_beside;
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::keys::MappedKey;
 use crate::store::path::SharePath;
 use crate::store::reads::object_open::check_record_key;
 use crate::store::records::FileKey;
 use crate::store::share::is_busy;
-use crate::store::share::not_a_file;
+use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
-use crate::store::share::{is_bad_path, is_not_found, is_unholdable_name};
 use crate::store::share::{Failure, ShareError};
 use crate::store::types::ObjectInfo;
 use crate::store::types::Target;
@@ -34,10 +33,27 @@ use crate::store::{retry_busy, StoreError, StoreResult, Writes};
 /// replaces unwarned).
 const WARN_TRIES: usize = 4;
 
-/// How often a rename into place (or a marker's record) makes the key's
-/// directories again while a delete prunes them between the making and the
-/// rename.
-pub(super) const PARENTS_TRIES: usize = 4;
+/// The live rename into place: holders of a replaced file warned, other
+/// connections tried while the target is open, a replaced sidecar
+/// forgotten ([`Writes::rename_over`]).
+struct RenameOver<'a> {
+    writes: &'a Writes,
+    tree: &'a Tree,
+    file: &'a Handle,
+    source: &'a str,
+}
+
+impl RenameStep for RenameOver<'_> {
+    async fn rename_to(&self, target: &str, replace: bool) -> Result<(), ShareError> {
+        let old = match replace {
+            true => self.writes.key_before_replace(self.tree, target).await,
+            false => None,
+        };
+        self.writes.rename_over(self.file, self.source, target, replace).await?;
+        self.writes.forget_replaced(self.tree, old, self.file.info().on_disk_id());
+        Ok(())
+    }
+}
 
 impl Writes {
     /// Publishes a verified temp file at `target` (see [`Writes::publish_if`]),
@@ -228,13 +244,10 @@ impl Writes {
     }
 
     /// The rename of `file` (at `source`) to `target`, the write path of
-    /// `bucket`/`mapped`, over an existing file only if `replace`, creating
-    /// the key's parent directories if they are missing (a file among them
-    /// moves beside the directory it becomes). If `target` holds a
-    /// directory (other keys continue under this one), the file goes beside
-    /// it, decided under the key's creation lock (taken here unless the
-    /// caller holds it: `locked`), since the object moves between its two
-    /// names under that lock. A replaced file's sidecar record goes.
+    /// `bucket`/`mapped`, over an existing file only if `replace`, by the
+    /// rule of [`place_on`] (folders made, or the file beside a directory
+    /// of its name, under the key's creation lock unless the caller holds
+    /// it: `locked`). A replaced file's sidecar record goes.
     /// Errors mapped as [`Writes::publish_if`] says.
     #[allow(clippy::too_many_arguments)]
     async fn rename_into_place(
@@ -248,99 +261,10 @@ impl Writes {
         replace: bool,
         locked: bool,
     ) -> StoreResult<()> {
-        let old = match replace {
-            true => self.key_before_replace(tree, target.as_str()).await,
-            false => None,
-        };
-        let e = match self.rename_over(file, source, target, replace).await {
-            Ok(()) => {
-                self.forget_replaced(tree, old, file.info().on_disk_id());
-                return Ok(());
-            }
-            Err(e) => e,
-        };
-        let mut e = e;
-        if is_not_found(&e) || is_bad_path(&e) {
-            // A parent is missing: the bucket, or directories for the key's
-            // prefix. A delete of the last other key under them may prune
-            // them again before the rename (and another writer make them
-            // again before a look): made again, a few times.
-            self.root.check_bucket(tree, bucket).await?;
-            for _ in 0..PARENTS_TRIES {
-                self.make_parents(tree, bucket, mapped, false).await?;
-                match self.rename_over(file, source, target, replace).await {
-                    Ok(()) => {
-                        self.forget_replaced(tree, old, file.info().on_disk_id());
-                        return Ok(());
-                    }
-                    Err(again) => e = again,
-                }
-                if !(is_not_found(&e) || is_bad_path(&e)) {
-                    break;
-                }
-            }
-            // Refused every time. A folder that stands refuses the name
-            // itself (a link the server hides: answered below); one that is
-            // gone was pruned every time, which is retryable.
-            if (is_not_found(&e) || is_bad_path(&e)) && !self.folder_stands(tree, target).await {
-                self.root.check_bucket(tree, bucket).await?;
-                return Err(StoreError::Busy("the key's folders were removed meanwhile; retry the request".into()));
-            }
-        }
-        self.beside_or_error(tree, target, mapped, e).await?;
-        let lock = match locked {
-            true => None,
-            false => Some(self.root.create_lock(tree, target).await?),
-        };
-        // Under the lock: the directory may have gone and the object taken
-        // its own name back meanwhile; then it is replaced there.
-        let at = match self.holds_no_file(tree, target).await {
-            true => target.beside(false),
-            false => target.clone(),
-        };
-        let old = match replace {
-            true => self.key_before_replace(tree, at.as_str()).await,
-            false => None,
-        };
-        let renamed = self.rename_over(file, source, &at, replace).await;
-        if let Some(lock) = lock {
-            lock.release().await;
-        }
-        match renamed {
-            Ok(()) => {
-                self.forget_replaced(tree, old, file.info().on_disk_id());
-                Ok(())
-            }
-            Err(e) if is_unholdable_name(&e) => Err(too_long_to_keep_beside(target)),
-            Err(e) => Err(self.rename_error(tree, &at, mapped, e).await),
-        }
-    }
-
-    /// True if the folder `target` goes into is a directory now.
-    async fn folder_stands(&self, tree: &Tree, target: &SharePath) -> bool {
-        let Some((folder, _)) = target.split_leaf() else { return true };
-        share::stat(tree, &folder).await.is_ok_and(|t| t.is_directory())
-    }
-
-    /// True if `path` holds no file now: a directory, or a directory
-    /// removed while a handle still holds it (see `share::not_a_file`).
-    async fn holds_no_file(&self, tree: &Tree, path: &str) -> bool {
-        share::stat(tree, path).await.is_ok_and(|t| not_a_file(&t))
-    }
-
-    /// After a rename to `target` (a plain key's own path) failed with `e`:
-    /// `Ok` if `target` holds no file (a directory: the object goes beside
-    /// it), else the error to answer. One stat serves both, so that a
-    /// losing create-if-absent holds the key's lock no longer than before.
-    async fn beside_or_error(&self, tree: &Tree, target: &str, mapped: &MappedKey, e: ShareError) -> StoreResult<()> {
-        if is_unholdable_name(&e) {
-            return Err(self.rename_error_seen(tree, target, mapped, e, None).await);
-        }
-        let now = share::stat(tree, target).await;
-        match &now {
-            Ok(t) if !mapped.dir_marker && not_a_file(t) => Ok(()),
-            _ => Err(self.rename_error_seen(tree, target, mapped, e, Some(now)).await),
-        }
+        let bucket = self.root.bucket_path(bucket);
+        let place = Place { target, bucket: &bucket, mapped, replace, locked };
+        let rename = RenameOver { writes: self, tree, file, source };
+        place_on(&self.root.live(tree), &place, |d| self.root.lock_name(d), &rename).await
     }
 
     /// The rename itself, with bounded backoff while it is refused: first
@@ -425,88 +349,6 @@ impl Writes {
         }
     }
 
-    /// Maps a rename that still fails to what the client should hear.
-    pub(crate) async fn rename_error(
-        &self,
-        tree: &Tree,
-        target: &str,
-        mapped: &MappedKey,
-        e: ShareError,
-    ) -> StoreError {
-        self.rename_error_seen(tree, target, mapped, e, None).await
-    }
-
-    /// [`Writes::rename_error`], with the stat of `target` taken after the
-    /// failure if the caller has it already.
-    async fn rename_error_seen(
-        &self,
-        tree: &Tree,
-        target: &str,
-        mapped: &MappedKey,
-        e: ShareError,
-        seen: Option<Result<share::FileTimes, ShareError>>,
-    ) -> StoreError {
-        if is_unholdable_name(&e) {
-            // The server's own name rules (e.g. 255 UTF-8 bytes on Linux).
-            return if mapped.components.iter().any(|c| c.len() > 255) {
-                StoreError::NameTooLong
-            } else {
-                StoreError::InvalidArgument("the SMB server cannot hold a name in this key".into())
-            };
-        }
-        let stat = match seen {
-            Some(stat) => stat,
-            None => share::stat(tree, target).await,
-        };
-        if e.failure() == Failure::Collision && matches!(&stat, Err(s) if is_not_found(s)) {
-            // It was there when the server decided, and someone deleted it
-            // since: the create-if-absent failed all the same.
-            return StoreError::PreconditionFailed;
-        }
-        if is_not_found(&e) && matches!(&stat, Err(s) if is_not_found(s)) {
-            // Its parents exist (they were just made), yet the name can be
-            // neither seen nor replaced: a symbolic link the server hides
-            // (Samba with `follow symlinks = no`).
-            return StoreError::Conflict(
-                "the share holds this name as something the gateway cannot see or replace (a link the server does not follow)"
-                    .into(),
-            );
-        }
-        if let Ok(t) = stat {
-            if !t.is_directory() && e.failure() == Failure::Collision {
-                // A rename that may not replace: the object exists (it may
-                // have just been created by a racing writer).
-                return StoreError::PreconditionFailed;
-            }
-            if t.is_directory() {
-                return StoreError::Conflict(
-                    "the key is also a prefix of other keys (a directory on the share); an SMB share cannot hold both"
-                        .into(),
-                );
-            }
-            if e.failure() == Failure::AccessDenied && self.open_elsewhere(tree, target).await {
-                // The old object is still open (long GETs on every pooled
-                // connection, or a server that refuses to replace any open
-                // file). Retryable: 503 SlowDown, not 403.
-                return StoreError::Busy("the object is open for reading on the share; retry the request".into());
-            }
-        }
-        e.into()
-    }
-
-    /// True if someone holds `path` open: an exclusive open for DELETE
-    /// meets a sharing violation. Tells a rename refused because the target
-    /// is open from one refused by permissions.
-    async fn open_elsewhere(&self, tree: &Tree, path: &str) -> bool {
-        match share::open_for_delete(tree, path, true).await {
-            Ok(f) => {
-                let _ = f.close().await;
-                false
-            }
-            Err(e) => e.failure() == Failure::SharingViolation,
-        }
-    }
-
     /// mkdir -p for the directories of `mapped`: all components but the
     /// last, and the last too if `own` (an empty marker is its own
     /// directory; a file, a marker's body included, needs only its
@@ -520,8 +362,7 @@ impl Writes {
         mapped: &MappedKey,
         own: bool,
     ) -> StoreResult<()> {
-        let n = if own { mapped.components.len() } else { mapped.components.len() - 1 };
-        let dirs: Vec<SharePath> = self.root.bucket_path(bucket).ancestors_of(mapped).into_iter().take(n).collect();
+        let dirs = key_folders(&self.root.bucket_path(bucket), mapped, own);
         make_parents_on(&self.root.live(tree), &dirs, |d| self.root.lock_name(d)).await
     }
 }

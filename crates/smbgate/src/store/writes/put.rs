@@ -353,7 +353,7 @@ impl Writes {
             return Err(e);
         }
         let mut recorded: StoreResult<()> = Ok(());
-        for _ in 0..super::publish::PARENTS_TRIES {
+        for _ in 0..super::place::PARENTS_TRIES {
             match share::set_dir_ea(tree, self.root.records(), &dir, meta.to_ea()).await {
                 // A delete of the last key under the folder pruned it after
                 // it was made (empty, with no record yet): made again. While
