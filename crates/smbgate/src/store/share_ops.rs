@@ -257,6 +257,14 @@ pub(crate) trait ShareOps: Sync {
     /// Errors: the share's others.
     fn create_lock(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
 
+    /// Writes `meta` as the record of the directory at `path`: a marker
+    /// object's (`share::set_dir_ea`).
+    ///
+    /// Errors: not-found kinds if the directory or its folder is gone;
+    /// AccessDenied (as Samba answers) while the directory is delete
+    /// pending; a sharing violation while an open refuses writers.
+    fn set_dir_record(&self, path: &str, meta: &ObjectMeta) -> impl Future<Output = Result<()>> + Send;
+
     /// Removes the file at `path` by name (`share::delete`).
     ///
     /// Errors: not-found ones if there is none; a sharing violation while
@@ -479,5 +487,9 @@ impl ShareOps for LiveShare<'_> {
 
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send {
         share::delete(self.tree, path, false)
+    }
+
+    fn set_dir_record(&self, path: &str, meta: &ObjectMeta) -> impl Future<Output = Result<()>> + Send {
+        share::set_dir_ea(self.tree, self.records, path, meta.to_ea())
     }
 }

@@ -368,6 +368,20 @@ impl ShareOps for MemoryShare {
         Ok((self.handle(id), Some(ObjectMeta { etag, ..Default::default() }), None))
     }
 
+    async fn set_dir_record(&self, path: &str, meta: &ObjectMeta) -> Result<()> {
+        self.gate.step("set_dir_record").await;
+        let mut s = self.state.lock().unwrap();
+        let node = *s.names.get(path).ok_or_else(|| failing_with(Failure::NameNotFound))?;
+        if s.nodes[&node].delete_at.is_some() {
+            return Err(failing_with(Failure::AccessDenied));
+        }
+        let id = s.open(path, WRITE, ALL, true)?;
+        let n = s.nodes.get_mut(&node).expect("open");
+        (n.marker, n.etag) = (meta.marker, meta.etag.clone());
+        s.close(id);
+        Ok(())
+    }
+
     async fn open_alone_for_delete(&self, path: &str) -> Result<MemHandle> {
         self.gate.step("open_alone_for_delete").await;
         let id = self.state.lock().unwrap().open(path, DELETE, 0, false)?;

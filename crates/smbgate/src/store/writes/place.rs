@@ -13,6 +13,7 @@ use super::parents::{key_folders, make_parents_on};
 use crate::store::beside::too_long_to_keep_beside;
 use crate::store::create_lock::take_lock;
 use crate::store::keys::MappedKey;
+use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::root::bucket_is_there;
 use crate::store::share::{is_bad_path, is_not_found, is_unholdable_name, not_a_file};
@@ -224,6 +225,42 @@ async fn open_elsewhere<S: ShareOps>(s: &S, path: &str) -> bool {
             false
         }
         Err(e) => e.failure() == Failure::SharingViolation,
+    }
+}
+
+/// Writes the marker record `meta` on `dir`, the key's own directory
+/// (`folders`, the key's folders with `dir` last, are made already). A
+/// delete of the last key under them may prune them between the making and
+/// the record: they are made again, a few times ([`PARENTS_TRIES`]). Samba
+/// answers a record on a gone directory with a not-found status, and
+/// refuses it with AccessDenied while the directory goes.
+///
+/// Errors: Busy (503) if the folders were pruned every time; as
+/// [`make_parents_on`]; the share's other failures.
+pub(crate) async fn record_marker_on<S: ShareOps>(
+    s: &S,
+    dir: &str,
+    folders: &[SharePath],
+    meta: &ObjectMeta,
+    lock_of: impl Fn(&SharePath) -> String,
+) -> StoreResult<()> {
+    for _ in 0..PARENTS_TRIES {
+        match s.set_dir_record(dir, meta).await {
+            Err(e) if is_not_found(&e) || (e.failure() == Failure::AccessDenied && going(s, dir).await) => {
+                make_parents_on(s, folders, &lock_of).await?;
+            }
+            other => return other.map_err(Into::into),
+        }
+    }
+    Err(StoreError::Busy("the key's folder was removed meanwhile; retry the request".into()))
+}
+
+/// True if the directory `dir` is gone, or going: removed while a handle
+/// still holds it (a look answers it with no attributes).
+async fn going<S: ShareOps>(s: &S, dir: &str) -> bool {
+    match s.times(dir).await {
+        Ok(t) => t.attributes == 0,
+        Err(e) => is_not_found(&e) || e.failure() == Failure::DeletePending,
     }
 }
 

@@ -12,6 +12,8 @@ use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use tracing::Instrument;
 
+use super::parents::key_folders;
+use super::place::record_marker_on;
 use super::spread::SpreadWriter;
 use crate::store::beside::nothing_beside;
 use crate::store::body_pace::BodyPace;
@@ -20,8 +22,8 @@ use crate::store::checksum::{Algorithm, Checksums};
 use crate::store::error::record_write_error;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
+use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
-use crate::store::share::{is_not_found, Failure};
 use crate::store::sse_c::{self, CustomerKey, Sealer};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::{hash_now, verified_meta, HashWorker};
@@ -311,15 +313,6 @@ impl Writes {
         self.root.check_case(tree, bucket, mapped).await
     }
 
-    /// True if the directory `dir` is gone, or going: removed while a
-    /// handle still holds it (a look answers it with no attributes).
-    async fn going(&self, tree: &Tree, dir: &str) -> bool {
-        match share::stat(tree, dir).await {
-            Ok(t) => t.attributes == 0,
-            Err(e) => is_not_found(&e) || e.failure() == Failure::DeletePending,
-        }
-    }
-
     /// An empty marker (`a/b/`): the directory (made first, an object of
     /// its name moving beside it) with a marker record; a body kept beside
     /// it by an earlier write goes. Conditions are checked under the key's
@@ -352,29 +345,8 @@ impl Writes {
             creating.release().await;
             return Err(e);
         }
-        let mut recorded: StoreResult<()> = Ok(());
-        for _ in 0..super::place::PARENTS_TRIES {
-            match share::set_dir_ea(tree, self.root.records(), &dir, meta.to_ea()).await {
-                // A delete of the last key under the folder pruned it after
-                // it was made (empty, with no record yet): made again. While
-                // it goes (delete pending), Samba refuses the record with
-                // STATUS_ACCESS_DENIED.
-                Err(e)
-                    if is_not_found(&e) || (e.failure() == Failure::AccessDenied && self.going(tree, &dir).await) =>
-                {
-                    recorded =
-                        Err(StoreError::Busy("the key's folder was removed meanwhile; retry the request".into()));
-                    if let Err(e) = self.make_parents(tree, bucket, mapped, true).await {
-                        recorded = Err(e);
-                        break;
-                    }
-                }
-                other => {
-                    recorded = other.map_err(Into::into);
-                    break;
-                }
-            }
-        }
+        let folders = key_folders(&self.root.bucket_path(bucket), mapped, true);
+        let recorded = record_marker_on(&self.root.live(tree), &dir, &folders, &meta, |d| self.root.lock_name(d)).await;
         if recorded.is_ok() {
             match share::delete(tree, &self.root.beside_path(bucket, mapped), false).await {
                 Err(e) if !nothing_beside(&e) => {
