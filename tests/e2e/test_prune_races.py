@@ -16,16 +16,19 @@ from s3util import wait_no_tmp
 SECONDS = 20
 
 
-def put_and_delete(gw, bucket, key_of, stop, done, errors, name):
+def put_and_delete(gw, bucket, key_of, stop, done, errors, name, look=False):
     """Until `stop`: PUTs, then DELETEs, `key_of(i)` (i = 1, 2 ...) through
     `gw`, counting rounds in `done[name]` and failures by what they said in
-    `errors`. A key ending in `/` is an empty folder marker."""
+    `errors`. A key ending in `/` is an empty folder marker. With `look`,
+    a HEAD between the two must find what the PUT stored."""
     s3, i = gw.client(), 0
     while not stop.is_set():
         i += 1
         key = key_of(i)
         try:
             s3.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else b"v")
+            if look:
+                s3.head_object(Bucket=bucket, Key=key)
             s3.delete_object(Bucket=bucket, Key=key)
             done[name] += 1
         except Exception as e:  # noqa: BLE001 - every failure is counted and shown
@@ -122,7 +125,10 @@ def test_folder_markers_beside_deletes_that_prune_their_folder_all_succeed(samba
     between (it is empty and holds no record yet), and the PUT answered
     500 (name or path not found) or 403 (the record refused on a folder
     going): 47 in 1,400 such PUTs. It makes the folder again now. A 503
-    SlowDown is retryable, and is what a client sees when smbd dies."""
+    SlowDown is retryable, and is what a client sees when smbd dies. A
+    marker answered 200 is there for the HEAD after it: the delete's
+    prune looked at the folder and removed it under the key's creation
+    lock, and a record written between the two went with the folder."""
     gw = Gateway(samba)
     try:
         gw.client().create_bucket(Bucket="prune-markers")
@@ -130,7 +136,7 @@ def test_folder_markers_beside_deletes_that_prune_their_folder_all_succeed(samba
 
         run_for(
             SECONDS, stop,
-            lambda: put_and_delete(gw, "prune-markers", lambda i: "x/y/", stop, done, answers, "markers"),
+            lambda: put_and_delete(gw, "prune-markers", lambda i: "x/y/", stop, done, answers, "markers", look=True),
             lambda: put_and_delete(gw, "prune-markers", lambda i: f"x/y/k{i}", stop, done, answers, "keys"),
         )
         wrong = {a: n for a, n in answers.items() if "SlowDown" not in a}

@@ -112,7 +112,8 @@ impl Deletes {
 
 /// [`Deletes::prune_parents`] on `s`: removes the directories `dirs`
 /// (deepest first) while each is empty, the gateway's (or, with `folder`,
-/// the first, which a deleted `name/` stood for) and not a marker; one
+/// the first, which a deleted `name/` stood for) and not a marker, each
+/// under its creation lock (one a writer holds stays); one
 /// with an object kept beside it gives that object its name back
 /// ([`restore_beside`], under the lock `lock_of` names) and ends the walk.
 /// `removed` is told of each directory removed.
@@ -124,17 +125,26 @@ pub(crate) async fn prune_empty<S: ShareOps>(
     removed: OnRemoved<'_>,
 ) {
     for (depth, dir) in dirs.iter().enumerate() {
+        // The look and the removal hold the directory's creation lock, as
+        // a marker's record is written under it (`put_marker`): a record
+        // written between them would go with the directory. A writer
+        // holding it now keeps the directory (pruning is best effort).
+        let Ok(Some(lock)) = s.take_key_lock(&lock_of(dir)).await else { return };
         let removable = |c: &CreateResponse| share::is_own_dir(&c.times) || (folder && depth == 0);
         let beside = dir.beside(false);
         let (found, beside_found) = tokio::join!(s.stat_with_meta(dir, false), s.times(&beside));
-        match found {
-            Ok((_, Some(m))) if m.marker => return,
-            Ok((c, _)) if !removable(&c) => return,
-            Ok(_) => {}
-            Err(_) => return,
+        let keep = match found {
+            Ok((_, Some(m))) if m.marker => true,
+            Ok((c, _)) => !removable(&c),
+            Err(_) => true,
+        };
+        if keep {
+            s.release_lock_soon(lock);
+            return;
         }
         match beside_found {
             Ok(_) => {
+                s.release_lock(lock).await;
                 restore_beside(s, dir, &beside, &lock_of(dir), removed).await;
                 return;
             }
@@ -142,10 +152,13 @@ pub(crate) async fn prune_empty<S: ShareOps>(
             // Unknown: the directory stays, where reads find the object.
             Err(e) => {
                 tracing::debug!(error = %e, "no look beside a directory; it is not pruned");
+                s.release_lock_soon(lock);
                 return;
             }
         }
-        if s.delete_dir(dir).await.is_err() {
+        let gone = s.delete_dir(dir).await;
+        s.release_lock_soon(lock);
+        if gone.is_err() {
             return;
         }
         removed(dir.to_string()).await;

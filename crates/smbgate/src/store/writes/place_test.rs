@@ -4,9 +4,11 @@
 //! against smbd in tests/e2e/test_keys.py and test_prune_races.py.
 
 use super::*;
+use crate::store::create_lock::take_lock;
 use crate::store::delete::prune_empty;
 use crate::store::keys::map_key;
 use crate::store::memory_share::{alone, race, MemHandle, MemoryShare, READ};
+use crate::store::meta::ObjectMeta;
 use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -138,4 +140,36 @@ async fn a_put_racing_the_prune_of_its_folders_lands() {
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
     assert!(retried > 0, "the prune never came before the rename");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_marker_racing_the_prune_of_its_folders_is_recorded_and_stays() {
+    let removed = |_: String| -> BoxFuture<'_, ()> { Box::pin(async {}) };
+    let (folders, up) =
+        ([SharePath::root("b\\x"), SharePath::root("b\\x\\m")], [SharePath::root("b\\x\\m"), SharePath::root("b\\x")]);
+    let meta = ObjectMeta { etag: "vm".into(), marker: true, ..Default::default() };
+    for seed in 0..400 {
+        let s = MemoryShare::default();
+        s.mkdir("b");
+        // `x/m/`'s folders as its PUT made them, empty; a delete of the
+        // last key under them prunes them.
+        for d in ["b\\x", "b\\x\\m"] {
+            alone(&s, s.mkdir_own(d)).await.unwrap();
+        }
+        // As `put_marker` writes it: under the key's creation lock.
+        let record = async {
+            let held = take_lock(&s, &lock(&folders[1])).await?;
+            let recorded = record_marker_on(&s, "b\\x\\m", &folders, &meta, lock).await;
+            s.release_lock(held).await;
+            recorded
+        };
+        let (recorded, ()) = race(&s, seed, record, prune_empty(&s, &up, false, lock, &removed)).await;
+        assert!(recorded.is_ok(), "seed {seed}: {recorded:?}");
+        // The marker answered 200, so it stands, with its record.
+        assert_eq!(s.names(), ["b", "b\\x", "b\\x\\m"], "seed {seed}");
+        let found = alone(&s, s.stat_with_meta("b\\x\\m", false)).await.map(|(_, m)| m);
+        let found = found.ok().flatten().map(|m| (m.marker, m.etag));
+        assert_eq!(found, Some((true, "vm".to_string())), "seed {seed}");
+        assert_eq!(s.open_count(), 0, "seed {seed}");
+    }
 }
