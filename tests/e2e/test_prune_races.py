@@ -139,7 +139,8 @@ def test_folder_markers_beside_deletes_that_prune_their_folder_all_succeed(samba
             lambda: put_and_delete(gw, "prune-markers", lambda i: "x/y/", stop, done, answers, "markers", look=True),
             lambda: put_and_delete(gw, "prune-markers", lambda i: f"x/y/k{i}", stop, done, answers, "keys"),
         )
-        wrong = {a: n for a, n in answers.items() if "SlowDown" not in a}
+        # A HEAD's 503 has no body to say SlowDown.
+        wrong = {a: n for a, n in answers.items() if "SlowDown" not in a and "(503)" not in a}
         assert not wrong, (wrong, done)
         assert done["markers"] > 100 and done["keys"] > 100, done
         # Samba 4.17 itself sometimes dies in this race (an assert in

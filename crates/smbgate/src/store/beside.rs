@@ -70,25 +70,17 @@ impl Root {
 pub(crate) type OnRemoved<'a> = &'a (dyn Fn(String) -> BoxFuture<'a, ()> + Send + Sync);
 
 /// Removes the directory `dir` if it is empty and, if it was, gives the
-/// object kept beside it (`beside`, known to exist) its name back, under
-/// the object's creation lock at `lock`; `removed` is told of the
+/// object kept beside it (`beside`, known to exist) its name back; the
+/// caller holds the object's creation lock. `removed` is told of the
 /// directory just removed first. Returns true if the directory went. Best
 /// effort: an object left beside is still found there by reads.
-pub(crate) async fn restore_beside<S: ShareOps>(
-    s: &S,
-    dir: &str,
-    beside: &str,
-    lock: &str,
-    removed: OnRemoved<'_>,
-) -> bool {
-    let Ok(lock) = take_lock(s, lock).await else { return false };
+pub(crate) async fn restore_beside<S: ShareOps>(s: &S, dir: &str, beside: &str, removed: OnRemoved<'_>) -> bool {
     let gone = s.delete_dir(dir).await.is_ok();
     if gone {
         // Gone at its last close, before its name is taken again.
         removed(dir.to_string()).await;
         rename_back(s, dir, beside).await;
     }
-    s.release_lock(lock).await;
     gone
 }
 

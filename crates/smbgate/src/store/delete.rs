@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::beside::{kept_as, nothing_beside, restore_beside, OnRemoved};
 use super::conditions::Conditions;
 use super::keys::{map_key, MappedKey};
-use super::meta::META_EA;
+use super::meta::{ObjectMeta, META_EA};
 use super::path::SharePath;
 use super::reads::object_open::{check_record_key, keyed};
 use super::share::is_not_found;
@@ -112,11 +112,14 @@ impl Deletes {
 
 /// [`Deletes::prune_parents`] on `s`: removes the directories `dirs`
 /// (deepest first) while each is empty, the gateway's (or, with `folder`,
-/// the first, which a deleted `name/` stood for) and not a marker, each
-/// under its creation lock (one a writer holds stays); one
+/// the first, which a deleted `name/` stood for) and not a marker; one
 /// with an object kept beside it gives that object its name back
-/// ([`restore_beside`], under the lock `lock_of` names) and ends the walk.
-/// `removed` is told of each directory removed.
+/// ([`restore_beside`]) and ends the walk. The look that decides and
+/// the removal hold the folder's creation lock (named by `lock_of`), which
+/// a marker's record is written under (`put_marker`): a record written
+/// between them would go with the folder. A folder whose lock stays held
+/// ([`backoff::PRUNE_LOCK`]) is left (pruning is best effort). `removed`
+/// is told of each directory removed.
 pub(crate) async fn prune_empty<S: ShareOps>(
     s: &S,
     dirs: &[SharePath],
@@ -125,43 +128,59 @@ pub(crate) async fn prune_empty<S: ShareOps>(
     removed: OnRemoved<'_>,
 ) {
     for (depth, dir) in dirs.iter().enumerate() {
-        // The look and the removal hold the directory's creation lock, as
-        // a marker's record is written under it (`put_marker`): a record
-        // written between them would go with the directory. A writer
-        // holding it now keeps the directory (pruning is best effort).
-        let Ok(Some(lock)) = s.take_key_lock(&lock_of(dir)).await else { return };
-        let removable = |c: &CreateResponse| share::is_own_dir(&c.times) || (folder && depth == 0);
-        let beside = dir.beside(false);
-        let (found, beside_found) = tokio::join!(s.stat_with_meta(dir, false), s.times(&beside));
-        let keep = match found {
-            Ok((_, Some(m))) if m.marker => true,
-            Ok((c, _)) => !removable(&c),
-            Err(_) => true,
+        let removable = |found: &Result<(CreateResponse, Option<ObjectMeta>), ShareError>| match found {
+            Ok((_, Some(m))) if m.marker => false,
+            Ok((c, _)) => share::is_own_dir(&c.times) || (folder && depth == 0),
+            Err(_) => false,
         };
-        if keep {
-            s.release_lock_soon(lock);
+        // A first look without the lock: most folders on the way hold a
+        // record or are someone else's, and cost no lock. (An emptiness
+        // check is the removal's own: a folder with names refuses it.)
+        if !removable(&s.stat_with_meta(dir, false).await) {
             return;
         }
-        match beside_found {
-            Ok(_) => {
+        let Some(lock) = take_prune_lock(s, &lock_of(dir)).await else { return };
+        let beside = dir.beside(false);
+        let (found, beside_found) = tokio::join!(s.stat_with_meta(dir, false), s.times(&beside));
+        let gone = match (removable(&found), beside_found) {
+            (false, _) => false,
+            (true, Ok(_)) => {
+                restore_beside(s, dir, &beside, removed).await;
                 s.release_lock(lock).await;
-                restore_beside(s, dir, &beside, &lock_of(dir), removed).await;
                 return;
             }
-            Err(e) if nothing_beside(&e) => {}
+            (true, Err(e)) if nothing_beside(&e) => s.delete_dir(dir).await.is_ok(),
             // Unknown: the directory stays, where reads find the object.
-            Err(e) => {
+            (true, Err(e)) => {
                 tracing::debug!(error = %e, "no look beside a directory; it is not pruned");
-                s.release_lock_soon(lock);
-                return;
+                false
             }
-        }
-        let gone = s.delete_dir(dir).await;
+        };
         s.release_lock_soon(lock);
-        if gone.is_err() {
+        if !gone {
             return;
         }
         removed(dir.to_string()).await;
+    }
+}
+
+/// The creation lock `name` of a folder to prune, waited for while another
+/// holds it ([`backoff::PRUNE_LOCK`]); `None` once that wait is spent or
+/// the lock cannot be taken.
+async fn take_prune_lock<S: ShareOps>(s: &S, name: &str) -> Option<S::KeyLock> {
+    let mut backoff = backoff::PRUNE_LOCK.start();
+    loop {
+        match s.take_key_lock(name).await {
+            Ok(Some(lock)) => return Some(lock),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "a folder's creation lock could not be taken; it is not pruned");
+                return None;
+            }
+        }
+        if !backoff.wait().await {
+            return None;
+        }
     }
 }
 

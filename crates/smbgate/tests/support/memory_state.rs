@@ -222,8 +222,9 @@ impl State {
     /// FileRenameInformation does.
     ///
     /// Errors: PathNotFound (DeletePending) if `target`'s folder is
-    /// missing (going); Collision over a name without `replace`;
-    /// AccessDenied over a directory or over a file another open holds.
+    /// missing (going); Collision over a name without `replace`; and,
+    /// with `replace`, AccessDenied over a directory or over a file another
+    /// open holds.
     pub(crate) fn rename(&mut self, open: u64, target: &str, replace: bool) -> Result<()> {
         let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
         self.check_parent(target)?;

@@ -249,6 +249,12 @@ pub(crate) static RENAME_BACK: Policy =
 pub(crate) static FOLDER_GOING: Policy =
     Policy { name: "folder being pruned", first: ms(2), growth: 2, cap: ms(32), give_up: GiveUp::AfterPauses(7) };
 
+/// A folder a delete would prune whose creation lock another holds (a
+/// marker's writer, another prune, a reader's look at the lock): 2, 4, 8
+/// and 16 ms, then the folder stays (pruning is best effort).
+pub(crate) static PRUNE_LOCK: Policy =
+    Policy { name: "folder's lock for pruning", first: ms(2), growth: 2, cap: ms(16), give_up: GiveUp::AfterPauses(4) };
+
 /// A plain key found at neither its own name nor beside while its creation
 /// lock is held (a writer is moving it): 5, 10, 20, 40 and 80 ms.
 pub(crate) static KEY_IN_MOTION: Policy =
@@ -318,6 +324,7 @@ mod tests {
         assert_eq!(pauses(&STALE_PIN), [10, 20, 40]);
         assert_eq!(pauses(&STRIDE), [2, 4, 8, 16, 32]);
         assert_eq!(pauses(&FOLDER_GOING), [2, 4, 8, 16, 32, 32, 32]);
+        assert_eq!(pauses(&PRUNE_LOCK), [2, 4, 8, 16]);
         assert_eq!(pauses(&SEGMENT), [50, 200, 800]);
         let delivery: Vec<u64> = (0..12).map(|i| EVENT_DELIVERY.pause(i).as_millis() as u64).collect();
         assert_eq!(delivery, [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000, 30_000]);

@@ -125,9 +125,10 @@ pub(crate) async fn place_on<S: ShareOps>(
 }
 
 /// True if `e` says the folder a name goes into is missing, or going (a
-/// delete pending on it, which a mkdir waits out).
+/// delete pending on it, which `is_not_found` counts and a mkdir waits
+/// out).
 fn folder_missing(e: &ShareError) -> bool {
-    is_not_found(e) || is_bad_path(e) || e.failure() == Failure::DeletePending
+    is_not_found(e) || is_bad_path(e)
 }
 
 /// True if the folder `target` goes into is a directory now.

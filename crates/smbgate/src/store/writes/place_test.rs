@@ -144,7 +144,11 @@ async fn a_put_racing_the_prune_of_its_folders_lands() {
 
 #[tokio::test(start_paused = true)]
 async fn a_marker_racing_the_prune_of_its_folders_is_recorded_and_stays() {
-    let removed = |_: String| -> BoxFuture<'_, ()> { Box::pin(async {}) };
+    let pruned = AtomicUsize::new(0);
+    let removed = |_: String| -> BoxFuture<'_, ()> {
+        pruned.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async {})
+    };
     let (folders, up) =
         ([SharePath::root("b\\x"), SharePath::root("b\\x\\m")], [SharePath::root("b\\x\\m"), SharePath::root("b\\x")]);
     let meta = ObjectMeta { etag: "vm".into(), marker: true, ..Default::default() };
@@ -172,4 +176,5 @@ async fn a_marker_racing_the_prune_of_its_folders_is_recorded_and_stays() {
         assert_eq!(found, Some((true, "vm".to_string())), "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
+    assert!(pruned.into_inner() > 0, "the prune never removed the folders before the record");
 }

@@ -85,7 +85,7 @@ async fn two_if_match_writers_of_one_etag_never_both_win() {
         // The old version is gone, the lock released, no open left; only
         // the loser's unpublished temp file (its caller deletes it) stays.
         let loser_temp = ["tmp\\b", "tmp\\a"][won[0]];
-        assert_eq!(s.files(), vec![KEY.to_string(), loser_temp.to_string()], "seed {seed}");
+        assert_eq!(s.names(), ["b", KEY, "tmp", loser_temp], "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
 }
@@ -139,7 +139,7 @@ async fn a_look_open_across_the_swap_leaves_no_old_version_behind() {
         let look: Racer = Box::pin(async { s.stat_with_meta(KEY, true).await.map(drop).map_err(Into::into) });
         let out = interleave(&s, seed, vec![if_match(&s, "tmp\\a", "va", "v1"), look]).await;
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
-        assert_eq!(s.files(), [KEY], "seed {seed}: the old version is gone, nothing else is left");
+        assert_eq!(s.names(), ["b", KEY, "tmp"], "seed {seed}: the old version is gone, nothing else is left");
         assert_eq!(s.etag_at(KEY).as_deref(), Some("va"), "seed {seed}");
         assert_eq!(s.open_count(), 0, "seed {seed}");
     }
@@ -168,7 +168,7 @@ async fn a_reader_keeps_the_old_version_until_it_closes_and_then_it_goes() {
         assert!(out[0].is_ok(), "seed {seed}: {out:?}");
         assert_eq!(etags(&s), ["v1", "va"], "seed {seed}: the reader's version stays, delete pending");
         drop(reader);
-        assert_eq!(s.files(), [KEY], "seed {seed}: the old version went with its last open");
+        assert_eq!(s.names(), ["b", KEY, "tmp"], "seed {seed}: the old version went with its last open");
     }
 }
 
