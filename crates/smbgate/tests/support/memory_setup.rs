@@ -70,14 +70,6 @@ impl MemoryShare {
         v
     }
 
-    /// The names of files bound now, sorted (directories left out).
-    pub(crate) fn files(&self) -> Vec<String> {
-        let s = self.state.lock().unwrap();
-        let mut v: Vec<String> = s.names.iter().filter(|(_, id)| !s.nodes[id].dir).map(|(n, _)| n.clone()).collect();
-        v.sort();
-        v
-    }
-
     /// How many directories were opened for reading so far.
     pub(crate) fn dir_reads(&self) -> usize {
         self.dir_reads.load(Ordering::SeqCst)
