@@ -2,7 +2,9 @@
 part copies, partNumber GETs, and state that survives a gateway restart."""
 
 import hashlib
+import http.client
 import os
+import time
 
 import pytest
 from botocore.exceptions import ClientError
@@ -238,6 +240,36 @@ def test_list_multipart_uploads_and_abort(s3, bucket, samba):
     expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="dir/up")
     s3.abort_multipart_upload(Bucket=bucket, Key="other", UploadId=uid2)
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_abort_while_a_part_streams_is_told_to_retry_and_then_removes_everything(gateway, s3, bucket, samba):
+    """An abort meets a part still streaming into the upload: the part's
+    files are delete pending until its writer closes them, and the
+    upload's folder cannot go. The abort answers 503 SlowDown (it was 500)
+    after a short wait; once the part is done, an abort removes it all."""
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
+    url = s3.generate_presigned_url(
+        "upload_part", Params={"Bucket": bucket, "Key": "k", "UploadId": uid, "PartNumber": 1}, ExpiresIn=600)
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=120)
+    conn.putrequest("PUT", url[len(gateway.endpoint):], skip_accept_encoding=True)
+    conn.putheader("Content-Length", str(8 * MiB))
+    conn.endheaders()
+    conn.send(b"x" * MiB)
+    # The part's claim and data file are made once its body flows.
+    deadline = time.monotonic() + 10
+    while not any(p.name.startswith("part-") for p in (uploads_dir(samba) / uid).iterdir()):
+        assert time.monotonic() < deadline, "the part never claimed its record"
+        time.sleep(0.05)
+    expect_error(503, "SlowDown", s3.abort_multipart_upload, Bucket=bucket, Key="k", UploadId=uid)
+    conn.send(b"x" * (7 * MiB))
+    # The part may finish (its files go as it closes them) or find its
+    # upload gone.
+    assert conn.getresponse().status in (200, 404)
+    conn.close()
+    a = s3.abort_multipart_upload(Bucket=bucket, Key="k", UploadId=uid)
+    assert status(a) == 204
+    expect_error(404, "NoSuchUpload", s3.list_parts, Bucket=bucket, Key="k", UploadId=uid)
+    assert not upload_state_exists(samba, uid)
 
 
 # Issue 43, item 5: ListMultipartUploads keeps only a page of uploads, and

@@ -255,6 +255,13 @@ pub(crate) static FOLDER_GOING: Policy =
 pub(crate) static PRUNE_LOCK: Policy =
     Policy { name: "folder's lock for pruning", first: ms(2), growth: 2, cap: ms(16), give_up: GiveUp::AfterPauses(4) };
 
+/// An upload's folder that a part being uploaded keeps (its files delete
+/// pending while the writer holds them, or a part claimed after the
+/// listing): listed and removed again after 20, 40 … 640 ms, six pauses
+/// (about 1.3 s), then 503.
+pub(crate) static UPLOAD_REMOVAL: Policy =
+    Policy { name: "upload's folder in use", first: ms(20), growth: 2, cap: ms(640), give_up: GiveUp::AfterPauses(6) };
+
 /// A plain key found at neither its own name nor beside while its creation
 /// lock is held (a writer is moving it): 5, 10, 20, 40 and 80 ms.
 pub(crate) static KEY_IN_MOTION: Policy =
@@ -325,6 +332,7 @@ mod tests {
         assert_eq!(pauses(&STRIDE), [2, 4, 8, 16, 32]);
         assert_eq!(pauses(&FOLDER_GOING), [2, 4, 8, 16, 32, 32, 32]);
         assert_eq!(pauses(&PRUNE_LOCK), [2, 4, 8, 16]);
+        assert_eq!(pauses(&UPLOAD_REMOVAL), [20, 40, 80, 160, 320, 640]);
         assert_eq!(pauses(&SEGMENT), [50, 200, 800]);
         let delivery: Vec<u64> = (0..12).map(|i| EVENT_DELIVERY.pause(i).as_millis() as u64).collect();
         assert_eq!(delivery, [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000, 30_000]);

@@ -21,6 +21,7 @@ use futures::Stream;
 use serde::{Deserialize, Serialize};
 
 use super::part_checksums::UploadChecksum;
+use super::removal::remove_upload_on;
 use crate::store::checksum::Algorithm;
 use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
@@ -253,26 +254,20 @@ impl Uploads {
         filled
     }
 
+    /// Removes the upload `id`'s folder and files ([`remove_upload_on`]);
+    /// done if it is gone already.
+    ///
+    /// Errors: Busy (503) while a part upload still writes into it; the
+    /// share's failures.
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
         let tree = self.root.tree().await?;
         let dir = self.upload_dir(id);
-        let records = self.root.records();
         // Sidecars are found by id, which only an open or a listing tells:
         // the directory's own record may have spilled to one on any share.
         let dir_key = share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()));
-        for e in share::list_dir(&tree, &dir).await? {
-            if share::delete(&tree, &dir.join(&e.name), false).await.is_ok() {
-                records.forget(&tree, Some(FileKey { id: e.file_id, created: e.times.creation }));
-            }
-        }
-        match share::delete(&tree, &dir, true).await {
-            Ok(()) => {
-                records.forget_any(&tree, dir_key);
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        remove_upload_on(&self.root.live(&tree), &dir).await?;
+        self.root.records().forget_any(&tree, dir_key);
+        Ok(())
     }
 }
 
