@@ -1,9 +1,11 @@
 """Multipart uploads through boto3: ETags, bytes, error codes, listing,
 part copies, partNumber GETs, and state that survives a gateway restart."""
 
+import collections
 import hashlib
 import http.client
 import os
+import threading
 import time
 
 import pytest
@@ -270,6 +272,50 @@ def test_abort_while_a_part_streams_is_told_to_retry_and_then_removes_everything
     assert status(a) == 204
     expect_error(404, "NoSuchUpload", s3.list_parts, Bucket=bucket, Key="k", UploadId=uid)
     assert not upload_state_exists(samba, uid)
+
+
+def test_complete_racing_abort_publishes_the_whole_object_or_nothing(s3, bucket):
+    """A CompleteMultipartUpload and an AbortMultipartUpload of one upload
+    take turns: the complete publishes the whole object and the abort finds
+    no upload, or the abort removes it and the complete finds none. Before,
+    an abort that removed the parts mid-complete let it publish 11 MiB of
+    zeros or fail with 500, and the abort answered 500 too."""
+    body = [os.urandom(5 * MiB), os.urandom(5 * MiB), os.urandom(MiB)]
+    seen = collections.Counter()
+    for i in range(24):
+        key = f"k{i}"
+        uid = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=n,
+                                                          Body=b)["ETag"]} for n, b in enumerate(body, 1)]
+        answers = {}
+
+        def complete():
+            try:
+                s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
+                answers["complete"] = 200
+            except ClientError as e:
+                answers["complete"] = e.response["Error"]["Code"]
+
+        def abort():
+            time.sleep((i % 6) * 0.01)  # from before the complete's turn to well into it
+            try:
+                answers["abort"] = status(s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=uid))
+            except ClientError as e:
+                answers["abort"] = e.response["Error"]["Code"]
+
+        threads = [threading.Thread(target=complete), threading.Thread(target=abort)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        try:
+            got = "whole" if s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(body) else "torn"
+        except ClientError as e:
+            got = e.response["Error"]["Code"]
+        outcome = (answers["complete"], answers["abort"], got)
+        assert outcome in {(200, "NoSuchUpload", "whole"), ("NoSuchUpload", 204, "NoSuchKey")}, (i, outcome)
+        seen[outcome] += 1
+    assert len(seen) == 2, seen
 
 
 # Issue 43, item 5: ListMultipartUploads keeps only a page of uploads, and

@@ -98,14 +98,16 @@ pub async fn create_claim(tree: &Tree, path: &str) -> Result<Handle> {
     tree.open_durable(&req).await.map_err(Into::into)
 }
 
-/// Opens (or creates) an upload's data file to complete it in place:
-/// read/write/delete (it is renamed into place), QFid, shared with readers
-/// and deleters but not writers.
-pub async fn open_data_file(tree: &Tree, path: &str) -> Result<Handle> {
+/// Opens an upload's data file to complete it in place, or creates it if
+/// `create` (no part is in it yet): read/write/delete (it is renamed into
+/// place), QFid, shared with readers and deleters but not writers.
+///
+/// Errors: not-found kinds without `create` if the file is gone.
+pub async fn open_data_file(tree: &Tree, path: &str, create: bool) -> Result<Handle> {
     let req = CreateRequest {
         desired_access: access::GENERIC_READ | access::GENERIC_WRITE | access::DELETE,
         share_access: share::READ | share::DELETE,
-        disposition: Disposition::OpenIf,
+        disposition: if create { Disposition::OpenIf } else { Disposition::Open },
         ..temp_req(path, &QFID)
     };
     tree.open(&req).await.map_err(Into::into)

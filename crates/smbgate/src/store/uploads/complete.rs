@@ -13,7 +13,7 @@ use crate::store::checksum::{Algorithm, ChecksumType};
 use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
-use crate::store::share;
+use crate::store::share::{self, is_not_found};
 use crate::store::sse_c::{SealedPart, SseCRecord};
 use crate::store::types::{PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
@@ -125,7 +125,14 @@ impl Uploads {
         let id = &plan.upload_id;
         let tree = self.root.tree().await?;
         let data_path = self.data_path(id);
-        let d = share::open_data_file(&tree, &data_path).await?;
+        // A data file that holds parts is opened, never made again: one
+        // made anew would publish zeros where they were.
+        let create = plan.parts.iter().all(|p| p.data_offset.is_none());
+        let d = match share::open_data_file(&tree, &data_path, create).await {
+            Ok(d) => d,
+            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
+            Err(e) => return Err(e.into()),
+        };
         for (i, p) in plan.parts.iter().enumerate() {
             if p.data_offset.is_none() && p.size > 0 {
                 let f = share::open_read(&tree, &self.part_path(id, p.number)).await?;
@@ -219,6 +226,9 @@ impl Uploads {
         for (i, r) in requested.iter().enumerate() {
             let n = r.number;
             let Some(p) = stored.get(&n) else {
+                // An abort may have removed the parts since the record was
+                // read: then the upload is what is missing.
+                self.upload_record(id).await?;
                 return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
             };
             if r.etag.trim().trim_matches('"') != p.etag {
@@ -320,12 +330,26 @@ impl Uploads {
         }
     }
 
-    /// Publishes a checked upload and removes it (an upload whose files
-    /// cannot be removed is logged and left to the sweep: the object is
-    /// published).
+    /// Publishes a checked upload and removes it, in the upload's turn
+    /// ([`Uploads::upload_turn`]; an upload whose files cannot be removed
+    /// is logged and left to the sweep: the object is published).
     ///
-    /// Errors: publish errors; Busy if a part's copy came up short.
+    /// Errors: NoSuchUpload (aborted, or completed by another request,
+    /// since the check); publish errors; Busy if a part's copy came up
+    /// short, or the turn stayed taken.
     pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
+        let turn = self.upload_turn(&plan.upload_id).await?;
+        // Looked at again in the turn: an abort before it removed it all.
+        let completed = match self.upload_record(&plan.upload_id).await {
+            Ok(_) => self.complete_in_turn(plan).await,
+            Err(e) => Err(e),
+        };
+        turn.release().await;
+        completed
+    }
+
+    /// [`Uploads::complete_upload`] in the upload's turn.
+    async fn complete_in_turn(&self, plan: CompletePlan) -> StoreResult<PutResult> {
         let target = Target::Object { bucket: plan.bucket.clone(), key: plan.key.clone() };
         // The completed object's record: the upload's metadata, the
         // multipart ETag, the part sizes (for partNumber GETs) and, for an
@@ -383,7 +407,7 @@ impl Uploads {
         // The object is published: that is the answer (and its event),
         // whatever becomes of the upload's own files, which the sweep
         // removes once the upload expires.
-        if let Err(e) = self.remove_upload(&plan.upload_id).await {
+        if let Err(e) = self.remove_upload_files(&plan.upload_id).await {
             tracing::warn!(upload_id = plan.upload_id, error = %e,
                 "upload completed, but its files stay until the sweep removes them");
         }

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::part_checksums::UploadChecksum;
 use super::removal::remove_upload_on;
 use crate::store::checksum::Algorithm;
+use crate::store::create_lock::CreateLock;
 use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
@@ -254,12 +255,32 @@ impl Uploads {
         filled
     }
 
-    /// Removes the upload `id`'s folder and files ([`remove_upload_on`]);
-    /// done if it is gone already.
+    /// Removes the upload `id`'s folder and files in the upload's turn
+    /// ([`Uploads::upload_turn`]); done if it is gone already.
     ///
-    /// Errors: Busy (503) while a part upload still writes into it; the
-    /// share's failures.
+    /// Errors: Busy (503) while a part upload still writes into it, or a
+    /// complete of it holds the turn; the share's failures.
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
+        let turn = self.upload_turn(id).await?;
+        let removed = self.remove_upload_files(id).await;
+        turn.release().await;
+        removed
+    }
+
+    /// The upload `id`'s turn: CompleteMultipartUpload, AbortMultipartUpload
+    /// and the sweep of one upload take turns, so that an abort never
+    /// removes the parts a complete is joining (it published an object of
+    /// zeros, or one cut short) and a complete never publishes an aborted
+    /// upload. Waited for as a key's creation lock is (10 s).
+    ///
+    /// Errors: Busy (503) after the wait; the share's failures.
+    pub(crate) async fn upload_turn(&self, id: &str) -> StoreResult<CreateLock> {
+        let tree = self.root.tree().await?;
+        self.root.create_lock(&tree, &self.upload_dir(id)).await
+    }
+
+    /// [`Uploads::remove_upload`] for a caller in the upload's turn.
+    pub(crate) async fn remove_upload_files(&self, id: &str) -> StoreResult<()> {
         let tree = self.root.tree().await?;
         let dir = self.upload_dir(id);
         // Sidecars are found by id, which only an open or a listing tells:
@@ -492,6 +513,13 @@ impl Uploads {
     /// Errors: NoSuchUpload.
     pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
         self.check_upload(bucket, key, id).await?;
-        self.remove_upload(id).await
+        let turn = self.upload_turn(id).await?;
+        // Looked at again in the turn: a complete before it took the upload.
+        let removed = match self.check_upload(bucket, key, id).await {
+            Ok(_) => self.remove_upload_files(id).await,
+            Err(e) => Err(e),
+        };
+        turn.release().await;
+        removed
     }
 }
