@@ -282,7 +282,11 @@ def test_complete_racing_abort_publishes_the_whole_object_or_nothing(s3, bucket)
     zeros or fail with 500, and the abort answered 500 too."""
     body = [os.urandom(5 * MiB), os.urandom(5 * MiB), os.urandom(MiB)]
     seen = collections.Counter()
-    for i in range(24):
+    # Until both outcomes are seen (at least 12 races, at most 60): the
+    # abort starts 0 to 250 ms after the complete.
+    for i in range(60):
+        if i >= 12 and len(seen) == 2:
+            break
         key = f"k{i}"
         uid = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
         parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=n,
@@ -297,7 +301,7 @@ def test_complete_racing_abort_publishes_the_whole_object_or_nothing(s3, bucket)
                 answers["complete"] = e.response["Error"]["Code"]
 
         def abort():
-            time.sleep((i % 6) * 0.01)  # from before the complete's turn to well into it
+            time.sleep((i % 6) * 0.05)  # from before the complete's turn to after it
             try:
                 answers["abort"] = status(s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=uid))
             except ClientError as e:
@@ -316,6 +320,30 @@ def test_complete_racing_abort_publishes_the_whole_object_or_nothing(s3, bucket)
         assert outcome in {(200, "NoSuchUpload", "whole"), ("NoSuchUpload", 204, "NoSuchKey")}, (i, outcome)
         seen[outcome] += 1
     assert len(seen) == 2, seen
+
+
+def test_two_overlapping_completes_of_one_upload_both_succeed(s3, bucket):
+    """An SDK that retries a slow CompleteMultipartUpload while the first
+    still runs: the second waits for the first's turn, finds the upload
+    completed, and answers as S3 answers a repeated complete, with the
+    same ETag."""
+    body = [os.urandom(5 * MiB), os.urandom(MiB)]
+    for i in range(6):
+        key = f"c{i}"
+        uid, parts = upload(s3, bucket, key, body)
+        answers = []
+
+        def complete():
+            r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
+            answers.append(r["ETag"])
+
+        threads = [threading.Thread(target=complete) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers == [mp_etag(body)] * 2, (i, answers)
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(body)
 
 
 # Issue 43, item 5: ListMultipartUploads keeps only a page of uploads, and

@@ -15,6 +15,7 @@ use super::{s3_error, Gateway};
 use crate::store::checksum::Algorithm;
 use crate::store::sse_c::CustomerKey;
 use crate::store::types::PutRequest;
+use crate::store::types::PutResult;
 use crate::store::uploads::complete::RequestedPart;
 use crate::store::uploads::part_checksums::{self, UploadChecksum};
 use crate::store::uploads::upload_listing::UploadMarker;
@@ -262,7 +263,21 @@ pub async fn complete(
     // a completed upload answers without reporting it again.
     let completing = tokio::spawn(
         async move {
-            let r = gw.store.uploads().complete_upload(plan).await?;
+            let (upload_id, uploads) = (plan.upload_id.clone(), gw.store.uploads());
+            let r = match uploads.complete_upload(plan).await {
+                Ok(r) => r,
+                // Completed by another request meanwhile (an SDK's retry
+                // of this one): S3 answers the same, reported once.
+                Err(StoreError::NoSuchUpload) => {
+                    let done = uploads.completed_from(&bucket, &key, &upload_id).await?;
+                    let m = done.ok_or(StoreError::NoSuchUpload)?;
+                    let size = m.sse_c.as_ref().map_or(m.size, |e| e.size);
+                    let (etag, checksums, version_id) = (m.etag, m.checksums, m.version_id);
+                    let r = PutResult { size, etag, checksums, last_modified: None, version_id };
+                    return Ok((r, bucket, key));
+                }
+                Err(e) => return Err(e),
+            };
             let created = Some((r.size, r.etag.as_str()));
             let (name, version) = ("s3:ObjectCreated:CompleteMultipartUpload", r.version_id.as_deref());
             gw.emit(&extensions, name, &bucket, &key, created, version).await;

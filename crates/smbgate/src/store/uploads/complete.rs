@@ -226,9 +226,13 @@ impl Uploads {
         for (i, r) in requested.iter().enumerate() {
             let n = r.number;
             let Some(p) = stored.get(&n) else {
-                // An abort may have removed the parts since the record was
-                // read: then the upload is what is missing.
-                self.upload_record(id).await?;
+                // An abort may be removing the parts (it deletes the
+                // upload's record last): once its turn is over, the upload
+                // is what is missing.
+                let turn = self.upload_turn(id).await?;
+                let still = self.upload_record(id).await;
+                turn.release().await;
+                still?;
                 return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
             };
             if r.etag.trim().trim_matches('"') != p.etag {
