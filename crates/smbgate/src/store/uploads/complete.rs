@@ -136,6 +136,7 @@ impl Uploads {
         for (i, p) in plan.parts.iter().enumerate() {
             if p.data_offset.is_none() && p.size > 0 {
                 let f = share::open_read(&tree, &self.part_path(id, p.number)).await?;
+                is_planned(&f, p)?;
                 let n = share::copy_chunks(&tree, &f, 0, &d, i as u64 * stride, p.size).await?;
                 if n != p.size {
                     return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
@@ -171,6 +172,9 @@ impl Uploads {
                         None => (self.part_path(id, p.number), 0),
                     };
                     let f = share::open_read(&tree, &src).await?;
+                    if p.data_offset.is_none() {
+                        is_planned(&f, p)?;
+                    }
                     let n = share::copy_chunks(&tree, &f, src_off, temp.handle(), off, p.stored).await?;
                     if n != p.stored {
                         return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
@@ -416,5 +420,18 @@ impl Uploads {
                 "upload completed, but its files stay until the sweep removes them");
         }
         Ok(PutResult { etag: plan.etag, checksums, size: plain, last_modified: None, version_id: plan.version_id })
+    }
+}
+
+/// Ok if `f`, the opened file of part `p` (stored apart), is the file the
+/// plan checked: an UploadPart of that number since replaced it with
+/// another (other bytes under the ETag the request lists).
+///
+/// Errors: InvalidPart.
+fn is_planned(f: &share::Handle, p: &PartInfo) -> StoreResult<()> {
+    let now = f.info();
+    match (now.on_disk_id(), now.times.last_write, now.times.end_of_file) == (p.disk_id, p.last_modified, p.stored) {
+        true => Ok(()),
+        false => Err(StoreError::InvalidPart(format!("part {} was uploaded again while completing", p.number))),
     }
 }

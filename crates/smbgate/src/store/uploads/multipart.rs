@@ -85,6 +85,9 @@ pub struct PartInfo {
     pub etag: String,
     /// LastWriteTime (FILETIME).
     pub last_modified: u64,
+    /// The on-disk id of a part's own file (`None` in the data file, or
+    /// where the share gives none).
+    pub disk_id: Option<u64>,
     /// The checksums computed of the part (base64, by algorithm).
     pub checksums: BTreeMap<Algorithm, String>,
 }
@@ -481,6 +484,7 @@ impl Uploads {
                         salt: None,
                         etag: rec.etag,
                         last_modified: e.times.last_write,
+                        disk_id: None,
                         data_offset: Some(rec.offset),
                         checksums: rec.checksums,
                     });
@@ -500,6 +504,7 @@ impl Uploads {
                 salt: meta.sse_c.as_ref().map(|e| e.salt.clone()),
                 etag: meta.etag,
                 last_modified: c.times.last_write,
+                disk_id: c.on_disk_id(),
                 data_offset: None,
                 checksums: meta.checksums,
             });
