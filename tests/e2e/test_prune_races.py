@@ -67,7 +67,7 @@ def test_puts_beside_deletes_that_prune_their_folders_all_succeed(samba):
         wrong = {a: n for a, n in errors.items() if "SlowDown" not in a or not smbd_panicked(samba)}
         assert not wrong, (errors, done)
         assert done["a"] > 100 and done["b"] > 100, done
-        assert gw.client().list_objects_v2(Bucket="prune")["KeyCount"] == 0
+        assert gw.client().list_objects_v2(Bucket="prune")["KeyCount"] == 0, (gw.client().list_objects_v2(Bucket="prune").get("Contents"), smbd_panicked(samba))
         assert wait_no_tmp(samba) == []
     finally:
         gw.stop()
