@@ -40,6 +40,33 @@ def upload_state_exists(samba, uid):
     return d.exists() and any(uid in p.name for p in d.iterdir())
 
 
+def answer_of(call, **kw):
+    """The HTTP status `call(**kw)` answered, or its S3 error code."""
+    try:
+        return status(call(**kw))
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+
+
+def run_together(*calls):
+    """Runs each of `calls` on a thread of its own and waits for all."""
+    threads = [threading.Thread(target=c) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def stored_as(s3, bucket, key, parts):
+    """"listed parts" if the object at `key` is the bytes of `parts`,
+    "other bytes" if not, or the error code its GET answers."""
+    try:
+        got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+    return "listed parts" if got == b"".join(parts) else "other bytes"
+
+
 def test_multipart_uniform_parts(s3, bucket, samba):
     parts = [os.urandom(5 * MiB) for _ in range(3)] + [os.urandom(12345)]
     uid, done = upload(s3, bucket, "mp/obj", parts, ContentType="application/x-mp", Metadata={"Kind": "multi"})
@@ -294,30 +321,17 @@ def test_complete_racing_abort_publishes_the_whole_object_or_nothing(s3, bucket)
         answers = {}
 
         def complete():
-            try:
-                s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
-                answers["complete"] = 200
-            except ClientError as e:
-                answers["complete"] = e.response["Error"]["Code"]
+            answers["complete"] = answer_of(s3.complete_multipart_upload, Bucket=bucket, Key=key, UploadId=uid,
+                                            MultipartUpload={"Parts": parts})
 
         def abort():
             time.sleep((i % 6) * 0.05)  # from before the complete's turn to after it
-            try:
-                answers["abort"] = status(s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=uid))
-            except ClientError as e:
-                answers["abort"] = e.response["Error"]["Code"]
+            answers["abort"] = answer_of(s3.abort_multipart_upload, Bucket=bucket, Key=key, UploadId=uid)
 
-        threads = [threading.Thread(target=complete), threading.Thread(target=abort)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        try:
-            got = "whole" if s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(body) else "torn"
-        except ClientError as e:
-            got = e.response["Error"]["Code"]
+        run_together(complete, abort)
+        got = stored_as(s3, bucket, key, body)
         outcome = (answers["complete"], answers["abort"], got)
-        assert outcome in {(200, "NoSuchUpload", "whole"), ("NoSuchUpload", 204, "NoSuchKey")}, (i, outcome)
+        assert outcome in {(200, "NoSuchUpload", "listed parts"), ("NoSuchUpload", 204, "NoSuchKey")}, (i, outcome)
         seen[outcome] += 1
     assert len(seen) == 2, seen
 
@@ -337,13 +351,9 @@ def test_two_overlapping_completes_of_one_upload_both_succeed(s3, bucket):
             r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
             answers.append(r["ETag"])
 
-        threads = [threading.Thread(target=complete) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_together(complete, complete)
         assert answers == [mp_etag(body)] * 2, (i, answers)
-        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(body)
+        assert stored_as(s3, bucket, key, body) == "listed parts"
 
 
 def test_a_part_uploaded_again_during_its_complete_never_lands_under_the_old_etag(s3, bucket):
@@ -366,28 +376,14 @@ def test_a_part_uploaded_again_during_its_complete_never_lands_under_the_old_eta
 
         def complete():
             time.sleep((i % 6) * 0.01)
-            try:
-                s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
-                answers["complete"] = 200
-            except ClientError as e:
-                answers["complete"] = e.response["Error"]["Code"]
+            answers["complete"] = answer_of(s3.complete_multipart_upload, Bucket=bucket, Key=key, UploadId=uid,
+                                            MultipartUpload={"Parts": parts})
 
         def upload_again():
-            try:
-                answers["part"] = status(s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=3, Body=new3))
-            except ClientError as e:
-                answers["part"] = e.response["Error"]["Code"]
+            answers["part"] = answer_of(s3.upload_part, Bucket=bucket, Key=key, UploadId=uid, PartNumber=3, Body=new3)
 
-        threads = [threading.Thread(target=complete), threading.Thread(target=upload_again)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        try:
-            got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-            got = "listed parts" if got == b"".join(body) else "other bytes"
-        except ClientError as e:
-            got = e.response["Error"]["Code"]
+        run_together(complete, upload_again)
+        got = stored_as(s3, bucket, key, body)
         outcome = (answers["complete"], got)
         assert outcome in {(200, "listed parts"), ("InvalidPart", "NoSuchKey")}, (i, outcome, answers)
         outcomes[outcome] += 1
