@@ -67,7 +67,11 @@ def test_puts_beside_deletes_that_prune_their_folders_all_succeed(samba):
         wrong = {a: n for a, n in errors.items() if "SlowDown" not in a or not smbd_panicked(samba)}
         assert not wrong, (errors, done)
         assert done["a"] > 100 and done["b"] > 100, done
-        assert gw.client().list_objects_v2(Bucket="prune")["KeyCount"] == 0, (gw.client().list_objects_v2(Bucket="prune").get("Contents"), smbd_panicked(samba))
+        # As in the marker test: where smbd died under the race, a folder it
+        # made in that instant may stay without the gateway's mark, listed
+        # as a folder someone made. Otherwise nothing is left.
+        left = [o["Key"] for o in gw.client().list_objects_v2(Bucket="prune").get("Contents", [])]
+        assert left == [] or (smbd_panicked(samba) and set(left) <= {"x/", "x/y/"}), (left, smbd_panicked(samba))
         assert wait_no_tmp(samba) == []
     finally:
         gw.stop()
