@@ -60,7 +60,18 @@ impl Root {
 ///
 /// Errors: Busy (503 SlowDown) after the wait; the share's failures.
 pub(crate) async fn take_lock<S: ShareOps>(s: &S, name: &str) -> StoreResult<S::KeyLock> {
-    let mut backoff = backoff::CREATION_LOCK.start();
+    take_lock_within(s, name, &backoff::CREATION_LOCK).await
+}
+
+/// [`take_lock`], waiting as `policy` says.
+///
+/// Errors: Busy (503 SlowDown) after the wait; the share's failures.
+pub(crate) async fn take_lock_within<S: ShareOps>(
+    s: &S,
+    name: &str,
+    policy: &'static backoff::Policy,
+) -> StoreResult<S::KeyLock> {
+    let mut backoff = policy.start();
     loop {
         if let Some(lock) = s.take_key_lock(name).await? {
             return Ok(lock);

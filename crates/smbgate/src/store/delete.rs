@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 
 use super::beside::{kept_as, nothing_beside, restore_beside, OnRemoved};
 use super::conditions::Conditions;
+use super::create_lock::take_lock_within;
 use super::keys::{map_key, MappedKey};
 use super::meta::{ObjectMeta, META_EA};
 use super::path::SharePath;
@@ -139,7 +140,13 @@ pub(crate) async fn prune_empty<S: ShareOps>(
         if !removable(&s.stat_with_meta(dir, false).await) {
             return;
         }
-        let Some(lock) = take_prune_lock(s, &lock_of(dir)).await else { return };
+        let lock = match take_lock_within(s, &lock_of(dir), &backoff::PRUNE_LOCK).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::debug!(error = %e, "a folder's creation lock stayed taken; it is not pruned");
+                return;
+            }
+        };
         let beside = dir.beside(false);
         let (found, beside_found) = tokio::join!(s.stat_with_meta(dir, false), s.times(&beside));
         let gone = match (removable(&found), beside_found) {
@@ -161,26 +168,6 @@ pub(crate) async fn prune_empty<S: ShareOps>(
             return;
         }
         removed(dir.to_string()).await;
-    }
-}
-
-/// The creation lock `name` of a folder to prune, waited for while another
-/// holds it ([`backoff::PRUNE_LOCK`]); `None` once that wait is spent or
-/// the lock cannot be taken.
-async fn take_prune_lock<S: ShareOps>(s: &S, name: &str) -> Option<S::KeyLock> {
-    let mut backoff = backoff::PRUNE_LOCK.start();
-    loop {
-        match s.take_key_lock(name).await {
-            Ok(Some(lock)) => return Some(lock),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::debug!(error = %e, "a folder's creation lock could not be taken; it is not pruned");
-                return None;
-            }
-        }
-        if !backoff.wait().await {
-            return None;
-        }
     }
 }
 

@@ -233,10 +233,7 @@ impl Uploads {
                 // An abort may be removing the parts (it deletes the
                 // upload's record last): once its turn is over, the upload
                 // is what is missing.
-                let turn = self.upload_turn(id).await?;
-                let still = self.upload_record(id).await;
-                turn.release().await;
-                still?;
+                self.in_turn(id, self.upload_record(id)).await?;
                 return Err(StoreError::InvalidPart(format!("part {n} was not uploaded")));
             };
             if r.etag.trim().trim_matches('"') != p.etag {
@@ -339,21 +336,20 @@ impl Uploads {
     }
 
     /// Publishes a checked upload and removes it, in the upload's turn
-    /// ([`Uploads::upload_turn`]; an upload whose files cannot be removed
+    /// ([`Uploads::in_turn`]; an upload whose files cannot be removed
     /// is logged and left to the sweep: the object is published).
     ///
     /// Errors: NoSuchUpload (aborted, or completed by another request,
     /// since the check); publish errors; Busy if a part's copy came up
     /// short, or the turn stayed taken.
     pub async fn complete_upload(&self, plan: CompletePlan) -> StoreResult<PutResult> {
-        let turn = self.upload_turn(&plan.upload_id).await?;
+        let id = plan.upload_id.clone();
         // Looked at again in the turn: an abort before it removed it all.
-        let completed = match self.upload_record(&plan.upload_id).await {
-            Ok(_) => self.complete_in_turn(plan).await,
-            Err(e) => Err(e),
+        let complete = async {
+            self.upload_record(&id).await?;
+            self.complete_in_turn(plan).await
         };
-        turn.release().await;
-        completed
+        self.in_turn(&id, complete).await
     }
 
     /// [`Uploads::complete_upload`] in the upload's turn.

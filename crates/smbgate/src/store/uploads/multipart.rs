@@ -13,6 +13,7 @@
 //! and Complete concatenates them server-side with COPYCHUNK.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use crate::store::share::FullEa;
 use crate::store::share::Tree;
@@ -23,7 +24,6 @@ use serde::{Deserialize, Serialize};
 use super::part_checksums::UploadChecksum;
 use super::removal::remove_upload_on;
 use crate::store::checksum::Algorithm;
-use crate::store::create_lock::CreateLock;
 use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
@@ -259,27 +259,28 @@ impl Uploads {
     }
 
     /// Removes the upload `id`'s folder and files in the upload's turn
-    /// ([`Uploads::upload_turn`]); done if it is gone already.
+    /// ([`Uploads::in_turn`]); done if it is gone already.
     ///
     /// Errors: Busy (503) while a part upload still writes into it, or a
     /// complete of it holds the turn; the share's failures.
     pub(crate) async fn remove_upload(&self, id: &str) -> StoreResult<()> {
-        let turn = self.upload_turn(id).await?;
-        let removed = self.remove_upload_files(id).await;
-        turn.release().await;
-        removed
+        self.in_turn(id, self.remove_upload_files(id)).await
     }
 
-    /// The upload `id`'s turn: CompleteMultipartUpload, AbortMultipartUpload
-    /// and the sweep of one upload take turns, so that an abort never
-    /// removes the parts a complete is joining (it published an object of
-    /// zeros, or one cut short) and a complete never publishes an aborted
-    /// upload. Waited for as a key's creation lock is (10 s).
+    /// Runs `work` in the upload `id`'s turn and returns what it answers.
+    /// CompleteMultipartUpload, AbortMultipartUpload and the sweep of one
+    /// upload take turns (the creation lock of its folder), so that an
+    /// abort never removes the parts a complete is joining (it published
+    /// an object of zeros, or one cut short) and a complete never publishes
+    /// an aborted upload. Waited for as a key's creation lock is (10 s).
     ///
-    /// Errors: Busy (503) after the wait; the share's failures.
-    pub(crate) async fn upload_turn(&self, id: &str) -> StoreResult<CreateLock> {
+    /// Errors: Busy (503) after the wait; the share's failures; `work`'s.
+    pub(crate) async fn in_turn<T>(&self, id: &str, work: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
         let tree = self.root.tree().await?;
-        self.root.create_lock(&tree, &self.upload_dir(id)).await
+        let turn = self.root.create_lock(&tree, &self.upload_dir(id)).await?;
+        let done = work.await;
+        turn.release().await;
+        done
     }
 
     /// [`Uploads::remove_upload`] for a caller in the upload's turn.
@@ -518,13 +519,11 @@ impl Uploads {
     /// Errors: NoSuchUpload.
     pub async fn abort_upload(&self, bucket: &str, key: &str, id: &str) -> StoreResult<()> {
         self.check_upload(bucket, key, id).await?;
-        let turn = self.upload_turn(id).await?;
         // Looked at again in the turn: a complete before it took the upload.
-        let removed = match self.check_upload(bucket, key, id).await {
-            Ok(_) => self.remove_upload_files(id).await,
-            Err(e) => Err(e),
+        let remove = async {
+            self.check_upload(bucket, key, id).await?;
+            self.remove_upload_files(id).await
         };
-        turn.release().await;
-        removed
+        self.in_turn(id, remove).await
     }
 }

@@ -7,6 +7,7 @@
 //! against the in-memory share in `removal_test.rs`.
 
 use crate::store::backoff;
+use crate::store::path::SharePath;
 use crate::store::records::FileKey;
 use crate::store::share::{is_not_found, Failure};
 use crate::store::share_ops::ShareOps;
@@ -19,7 +20,7 @@ use crate::store::{StoreError, StoreResult};
 ///
 /// Errors: Busy (503) while a part upload still writes into the folder
 /// once the wait is spent; the share's other failures.
-pub(crate) async fn remove_upload_on<S: ShareOps>(s: &S, dir: &str) -> StoreResult<()> {
+pub(crate) async fn remove_upload_on<S: ShareOps>(s: &S, dir: &SharePath) -> StoreResult<()> {
     let mut backoff = backoff::UPLOAD_REMOVAL.start();
     loop {
         let entries = match s.list_dir(dir).await {
@@ -28,7 +29,7 @@ pub(crate) async fn remove_upload_on<S: ShareOps>(s: &S, dir: &str) -> StoreResu
             Err(e) => return Err(e.into()),
         };
         for e in entries {
-            if s.delete_file(&format!("{dir}\\{}", e.name)).await.is_ok() {
+            if s.delete_file(&dir.join(&e.name)).await.is_ok() {
                 s.forget_record_of(Some(FileKey { id: e.file_id, created: e.times.creation }));
             }
         }

@@ -8,6 +8,10 @@ use crate::store::memory_share::{alone, race, MemoryShare, ALL, WRITE};
 
 const DIR: &str = "u\\x";
 
+fn dir() -> SharePath {
+    SharePath::root(DIR)
+}
+
 fn upload() -> MemoryShare {
     let s = MemoryShare::default();
     s.mkdir("u");
@@ -19,11 +23,11 @@ fn upload() -> MemoryShare {
 
 #[tokio::test(start_paused = true)]
 async fn an_upload_folder_goes_with_its_files_and_a_gone_one_is_done() {
-    let s = upload();
-    let removed = alone(&s, remove_upload_on(&s, DIR)).await;
+    let (s, d) = (upload(), dir());
+    let removed = alone(&s, remove_upload_on(&s, &d)).await;
     assert!(removed.is_ok(), "{removed:?}");
     assert_eq!(s.names(), ["u"]);
-    let again = alone(&s, remove_upload_on(&s, DIR)).await;
+    let again = alone(&s, remove_upload_on(&s, &d)).await;
     assert!(again.is_ok(), "{again:?}");
     assert_eq!(s.open_count(), 0);
 }
@@ -32,9 +36,9 @@ async fn an_upload_folder_goes_with_its_files_and_a_gone_one_is_done() {
 async fn a_part_claimed_while_its_upload_is_removed_goes_with_it() {
     let mut claimed = 0;
     for seed in 0..400 {
-        let s = upload();
+        let (s, d) = (upload(), dir());
         let claim = s.create_once("u\\x\\part-00002", b"");
-        let (removed, claim) = race(&s, seed, remove_upload_on(&s, DIR), claim).await;
+        let (removed, claim) = race(&s, seed, remove_upload_on(&s, &d), claim).await;
         assert!(removed.is_ok(), "seed {seed}: {removed:?}");
         // Claimed before the folder went, or refused once it had.
         match claim {
@@ -50,16 +54,16 @@ async fn a_part_claimed_while_its_upload_is_removed_goes_with_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_part_still_writing_makes_the_removal_busy_until_it_closes() {
-    let s = upload();
+    let (s, d) = (upload(), dir());
     let writer = s.open_as("u\\x\\data", WRITE, ALL).expect("a part writes into the data file");
     let began = tokio::time::Instant::now();
-    let removed = alone(&s, remove_upload_on(&s, DIR)).await;
+    let removed = alone(&s, remove_upload_on(&s, &d)).await;
     assert!(matches!(removed, Err(StoreError::Busy(_))), "{removed:?}");
     assert!(began.elapsed() >= backoff::UPLOAD_REMOVAL.budget(), "{:?}", began.elapsed());
     // Delete pending: the name stays while the writer holds it.
     assert_eq!(s.names(), ["u", DIR, "u\\x\\data"]);
     drop(writer);
-    let removed = alone(&s, remove_upload_on(&s, DIR)).await;
+    let removed = alone(&s, remove_upload_on(&s, &d)).await;
     assert!(removed.is_ok(), "{removed:?}");
     assert_eq!(s.names(), ["u"]);
 }

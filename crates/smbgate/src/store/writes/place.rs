@@ -24,7 +24,7 @@ use crate::store::{StoreError, StoreResult};
 /// How often a rename into place (or a marker's record) makes the key's
 /// directories again while a delete prunes them between the making and the
 /// rename.
-pub(super) const PARENTS_TRIES: usize = 4;
+const PARENTS_TRIES: usize = 4;
 
 /// The rename a placement makes, with the caller's own care around it
 /// (holders warned, other connections tried, a replaced sidecar
@@ -161,7 +161,7 @@ async fn beside_or_error<S: ShareOps>(s: &S, target: &str, mapped: &MappedKey, e
 /// What a rename to `target` that still fails with `e` means to the
 /// client, from a look at `target` after the failure (`seen`, if the
 /// caller took it already).
-pub(crate) async fn rename_error_on<S: ShareOps>(
+async fn rename_error_on<S: ShareOps>(
     s: &S,
     target: &str,
     mapped: &MappedKey,
