@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use smb_client::{ClientConfig, Pool, PoolConfig};
+use smb_client::{ClientConfig, PoolConfig};
 
+use crate::store::share::Pool;
 use crate::store::{Store, StoreError, StoreResult};
 use crate::users::SmbIdentity;
 
@@ -216,7 +217,7 @@ impl Identities {
         let mut cfg = PoolConfig::new(client, &t.share, t.size);
         cfg.dfs = t.dfs.clone();
         cfg.dfs_servers = t.dfs_servers.clone();
-        match Pool::connect(cfg).await {
+        match crate::store::share::connect_pool(cfg).await {
             Ok(pool) => {
                 tracing::info!(smb_identity = %id, %server, share = %t.share, "SMB identity pool connected");
                 Ok(own.for_pool(pool))

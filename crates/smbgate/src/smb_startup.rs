@@ -1,16 +1,18 @@
 //! Opening the SMB share at startup: the client's settings from the
-//! command line, the pool connected with a refusal explained in one line,
-//! and what the session negotiated, logged in words. With
-//! `identities.rs` (the pools of other SMB identities), the only code
-//! outside the store's share layer that names the SMB client.
+//! command line, the pool connected (through the share layer's
+//! `connect.rs`) with a refusal explained in one line, and what the
+//! session negotiated, logged in words. With `identities.rs` (the pools of
+//! other SMB identities), the only code outside the store's share layer
+//! that names the SMB client, for its settings and errors.
 
 use std::sync::Arc;
 
 use smb_client::dfs::DfsLink;
-use smb_client::{ClientConfig, Pool, PoolConfig};
+use smb_client::{ClientConfig, PoolConfig};
 use smb_proto::NtStatus;
 
 use crate::config::{ServeArgs, ShareUrl};
+use crate::store::share::{self, Pool};
 use crate::users::SmbIdentity;
 
 /// The SMB client's settings for the server of `url`, logged on as `id`
@@ -48,10 +50,7 @@ pub async fn follow_dfs(
     url: &ShareUrl,
     user: &str,
 ) -> Result<(ShareUrl, Option<Arc<DfsLink>>), String> {
-    let session = smb_client::Session::connect(client).await.map_err(|e| explain(url, user, e))?;
-    let referral = smb_client::dfs::get_referral(&session, &url.share, &url.path).await;
-    session.conn.close();
-    match referral.map_err(|e| explain(url, user, e))? {
+    match share::dfs_referral(client, &url.share, &url.path).await.map_err(|e| explain(url, user, e))? {
         None => Ok((url.clone(), None)),
         Some(t) => {
             let target =
@@ -82,7 +81,7 @@ pub async fn connect(
 ) -> Result<Pool, String> {
     let mut cfg = PoolConfig::new(client, &url.share, size);
     cfg.dfs = dfs;
-    Pool::connect(cfg).await.map_err(|e| explain(url, user, e))
+    share::connect_pool(cfg).await.map_err(|e| explain(url, user, e))
 }
 
 /// Explains an SMB connection failure in one line.
@@ -127,14 +126,11 @@ fn explain(url: &ShareUrl, user: &str, e: smb_client::Error) -> String {
 }
 
 /// Logs what the SMB session negotiated (dialect, signing, encryption), in
-/// words, once startup has succeeded. Startup code, so it may look at a
-/// pooled connection's session (see crates/smbgate/clippy.toml).
-#[allow(clippy::disallowed_methods)]
+/// words, once startup has succeeded.
 pub async fn log_session(pool: &Pool) {
-    if let Ok(t) = pool.get().await {
-        let n = &t.session().negotiated;
+    if let Some((n, tree_encrypted)) = share::session_terms(pool).await {
         // Words, not Rust values: `signing=AES-128-GMAC encryption=off`.
-        let encrypted = n.encrypt_all || t.is_encrypted();
+        let encrypted = n.encrypt_all || tree_encrypted;
         tracing::info!(
             dialect = %smb_proto::negotiate::dialect::name(n.dialect),
             signing = %n.signing.map_or("off", |a| a.name()),

@@ -2,8 +2,7 @@
 //! idle one if there is any, or others than those a caller already holds
 //! (to spread one object's I/O over several smbd processes).
 
-use super::{Handle, Tree};
-use smb_client::Pool;
+use super::{Handle, Pool, Tree};
 
 use super::Result;
 
@@ -12,28 +11,28 @@ use super::Result;
 /// Errors: no connection could be had (every one is lost and none could be
 /// made again).
 pub async fn connection(pool: &Pool) -> Result<Tree> {
-    pool.get().await.map(Tree::new).map_err(Into::into)
+    pool.smb().get().await.map(Tree::new).map_err(Into::into)
 }
 
 /// An idle pooled connection, if any (never waits, never connects).
 pub fn idle_connection(pool: &Pool) -> Option<Tree> {
-    pool.try_get().map(Tree::new)
+    pool.smb().try_get().map(Tree::new)
 }
 
 /// Up to `n` pooled connections that are not the connection of any tree
 /// in `holding`.
 pub fn other_connections(pool: &Pool, n: usize, holding: &[&Tree]) -> Vec<Tree> {
-    pool.spread(n).into_iter().map(Tree::new).filter(|t| !holding.iter().any(|h| h.same_connection(t))).collect()
+    pool.smb().spread(n).into_iter().map(Tree::new).filter(|t| !holding.iter().any(|h| h.same_connection(t))).collect()
 }
 
-/// The pool's spare connection ([`Pool::spare`]), on which the store never
+/// The pool's spare connection (`smb_client::Pool::spare`), on which the store never
 /// keeps a handle open: a rename over an object that every pooled
 /// connection's smbd process holds open (readers streaming it) still
 /// succeeds there.
 ///
 /// Errors: no connection could be made.
 pub async fn spare_connection(pool: &Pool) -> Result<Tree> {
-    pool.spare().await.map(Tree::new).map_err(Into::into)
+    pool.smb().spare().await.map(Tree::new).map_err(Into::into)
 }
 
 /// The connection `handle` is open on (a handle's file id means nothing on

@@ -26,8 +26,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use super::Pool;
 use md5::{Digest, Md5};
-use smb_client::Pool;
 use smb_proto::create::{access, share, CreateRequest, Disposition};
 use smb_proto::lock::{decode_lock_response, flags, LockElement, LockRequest, FAIL_IMMEDIATELY};
 use smb_proto::NtStatus;
@@ -139,7 +139,7 @@ impl KeyLocks {
         // that they do not keep those connections alive; two first takers
         // on one connection keep the first open, and the second closes
         // itself when dropped.
-        opens.retain(|o| !o.smb().tree().conn().is_poisoned() && self.pool.holds(o.smb().tree().conn()));
+        opens.retain(|o| !o.smb().tree().conn().is_poisoned() && self.pool.smb().holds(o.smb().tree().conn()));
         if let Some(first) = opens.iter().find(|o| o.smb().tree().conn().same_as(tree.smb().conn())) {
             return Ok(first.clone());
         }

@@ -5,11 +5,11 @@
 //! are sent again. The store's parallel PUT (`store::spread`) runs one lane
 //! per connection.
 
+use super::Pool;
 use super::{Handle, Tree};
 use bytes::Bytes;
 use smb_client::durable::Reopen;
 use smb_client::pipeline::PipelinedWriter;
-use smb_client::Pool;
 
 use super::{connection, open_lane, Result, ShareError};
 

@@ -10,10 +10,12 @@
 //! - A compound is one named function that returns typed results; a failure
 //!   of any step is an error of that step.
 
-// The SMB calls the rest of smbgate may not make (crates/smbgate/clippy.toml).
+// Connecting a pool or a session, which the rest of smbgate may not do
+// (crates/smbgate/clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
 pub(crate) mod backoff;
+mod connect;
 mod connections;
 mod dirs;
 mod failure;
@@ -37,16 +39,16 @@ mod spill;
 mod temp;
 mod watch;
 
+pub use connect::{connect_pool, dfs_referral, session_terms};
 pub use connections::{connection, connection_of, idle_connection, other_connections, spare_connection};
 pub use dirs::{create_dir_with_eas, is_own_dir, mkdir_own, set_dir_ea, OWN_DIR_MARK};
 use failure::SmbFailure;
 
 // The share's vocabulary, as the store names it. The store holds these
 // (a connection, an open file, what a CREATE or a directory answered) and
-// hands them back to the operations here; the connection and the open file
-// are this layer's own types (`seal`), whose SMB calls only this module can
-// make. Taking a connection from the pool is refused above this module by
-// the workspace's clippy.toml (`disallowed-methods`, allowed here alone).
+// hands them back to the operations here; the pool, the connection and the
+// open file are this layer's own types (`seal`), whose SMB calls only this
+// module can make.
 pub(crate) use failure::count_smb_error;
 #[cfg(test)]
 pub use failure::failing_with;
@@ -74,8 +76,7 @@ pub use replace::{
     close_and_delete, delete_on_close, open_delete_with_meta, open_for_delete, open_to_replace, rename,
     rename_through_new_handle, swap_in,
 };
-pub use seal::{Handle, Tree};
-pub use smb_client::Pool;
+pub use seal::{Handle, Pool, Tree};
 pub use smb_proto::create::CreateResponse;
 pub use smb_proto::info::{DirEntry, FileTimes, FullEa};
 pub use space::space;

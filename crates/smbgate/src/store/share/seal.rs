@@ -1,11 +1,58 @@
-//! The two things the store holds of the share, a connection and an open
-//! file, as types whose SMB calls only this layer can make: the store
-//! passes them back to the operations here and can do nothing else with
-//! them, so no request reaches the server past the layer (failure class
-//! 26). The compiler keeps that seal; the pool, which the store holds
-//! too, is sealed by the workspace's clippy list.
+//! The three things the gateway holds of the share, the pool, a
+//! connection and an open file, as types whose SMB calls only this layer
+//! can make: the store passes them back to the operations here and can do
+//! nothing else with them, so no request reaches the server past the layer
+//! (failure class 26). The compiler keeps that seal; what the types cannot
+//! say (nobody above connects a pool or a session of their own) is
+//! crates/smbgate/clippy.toml's.
 
 use smb_proto::create::{CloseResponse, CreateResponse};
+
+/// The pool of connections to the share (smb-client's), cheap to clone.
+/// Made by [`super::connect_pool`]; above this layer it answers only how
+/// it is doing, never a connection.
+#[derive(Clone)]
+pub struct Pool(smb_client::Pool);
+
+impl Pool {
+    pub(super) fn new(pool: smb_client::Pool) -> Pool {
+        Pool(pool)
+    }
+
+    /// The client's pool, for this layer's requests.
+    pub(super) fn smb(&self) -> &smb_client::Pool {
+        &self.0
+    }
+
+    /// Healthy connections with no request in flight, a count.
+    pub fn idle(&self) -> usize {
+        self.0.idle()
+    }
+
+    /// Healthy connections, a count (health probes answer from it).
+    pub fn healthy(&self) -> usize {
+        self.0.healthy()
+    }
+
+    /// Healthy, reconnecting and replaced connections, a snapshot (for
+    /// metrics).
+    pub fn stats(&self) -> smb_client::PoolStats {
+        self.0.stats()
+    }
+
+    /// Bytes one stream may keep in flight now
+    /// (`smb_client::Pool::in_flight_budget`: lowered while connections
+    /// are lost with data outstanding, failure class 7).
+    pub fn in_flight_budget(&self) -> usize {
+        self.0.in_flight_budget()
+    }
+
+    /// Starts replacing broken connections now, in the background
+    /// (`smb_client::Pool::kick`).
+    pub fn kick(&self) {
+        self.0.kick()
+    }
+}
 
 /// A pooled connection to the share (one SMB tree connect), cheap to
 /// clone. Obtained from [`super::connection`] and its neighbours.

@@ -1,9 +1,10 @@
 //! Temporary files that delete themselves unless published, and their
 //! publishing by rename (failure classes 15, 16 and 26).
 
+use super::Pool;
 use super::{backoff, Failure, Result, ShareError};
 use super::{Handle, Tree};
-use smb_client::{Error, Pool};
+use smb_client::Error;
 use smb_proto::create::{access, options, share, CloseRequest, CloseResponse, CreateContext, CreateRequest, FileId};
 use smb_proto::info::{FullEa, SetFileInfo};
 use smb_proto::io::{WriteRequest, WriteResponse};
@@ -277,7 +278,7 @@ pub async fn reopen(pool: &Pool, lost: &Handle) -> Result<Handle> {
     let Some(info) = lost.smb().reopen_info() else {
         return Err(Error::ConnectionLost("the connection holding the file was lost".into()).into());
     };
-    let tree = pool.get().await?;
+    let tree = pool.smb().get().await?;
     tracing::info!(name = info.name(), "SMB connection lost under an open file; reopening it on another connection");
     Ok(Handle::of(tree.reopen(&info).await?.0))
 }
@@ -389,7 +390,7 @@ async fn try_remove(tree: &Tree, path: &str) -> std::result::Result<bool, Failur
 /// part's record, which a concurrent upload of the part may have replaced
 /// with its own, and that one must stay.
 pub(crate) async fn delete_by_name(path: String, pool: Pool, id: Option<u64>) {
-    let tree = match pool.get().await {
+    let tree = match pool.smb().get().await {
         Ok(t) => Tree::new(t),
         Err(e) => return tracing::debug!(error = %e, "temp file not deleted; the sweep will remove it"),
     };
