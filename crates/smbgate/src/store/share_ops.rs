@@ -7,8 +7,9 @@
 //! CreateBucket and DeleteBucket (`buckets/bucket`), the gateway's small
 //! files under `.smbgate/` (`buckets/state_files`, `buckets/delete_marks`)
 //! the locks of event queues and watchers (`buckets/event_queue`), the
-//! stride of a multipart upload (`uploads/stride`) and the temp-file
-//! sweep (`uploads/sweep`) run on the live share ([`LiveShare`]) in
+//! stride of a multipart upload (`uploads/stride`), the temp-file
+//! sweep (`uploads/sweep`) and a writer's warning to the object cache's
+//! holders (`reads/coherence`) run on the live share ([`LiveShare`]) in
 //! the gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
 //! of the same name means; the in-memory share models what those rules
@@ -270,6 +271,19 @@ pub(crate) trait ShareOps: Sync {
     /// Errors: not-found ones if there is none; a sharing violation while
     /// an open refuses deleters.
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// A writer's warning to the object cache's holders of `path`, from
+    /// another connection than this share's (`share::open_breaking_leases`):
+    /// an open for DELETE that breaks their leases and, kept, lets none
+    /// come back. `None` if there is no other connection.
+    ///
+    /// Errors: not-found ones if nothing is at `path`; a sharing violation
+    /// while another writer's warning or a DELETE open holds the file.
+    fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
+
+    /// Breaks the leases of the holders of `path` at once, on this share's
+    /// connection (`share::break_leases_after_change`); best effort.
+    fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send;
 }
 
 /// The live share: one pooled connection, the root's records and its
@@ -491,5 +505,16 @@ impl ShareOps for LiveShare<'_> {
 
     fn set_dir_record(&self, path: &str, meta: &ObjectMeta) -> impl Future<Output = Result<()>> + Send {
         share::set_dir_ea(self.tree, self.records, path, meta.to_ea())
+    }
+
+    async fn open_breaking_leases(&self, path: &str) -> Result<Option<Handle>> {
+        match share::other_connections(self.pool, usize::MAX, &[self.tree]).into_iter().next() {
+            Some(other) => share::open_breaking_leases(&other, path).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send {
+        share::break_leases_after_change(self.tree, path)
     }
 }

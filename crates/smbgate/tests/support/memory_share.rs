@@ -544,6 +544,21 @@ impl ShareOps for MemoryShare {
         self.state.lock().unwrap().close_deleting(id);
         Ok(())
     }
+
+    // Always from another connection: the in-memory share has no pool.
+    async fn open_breaking_leases(&self, path: &str) -> Result<Option<MemHandle>> {
+        self.gate.step("open_breaking_leases").await;
+        let id = self.state.lock().unwrap().open(path, DELETE, READ | WRITE, false)?;
+        Ok(Some(self.handle(id)))
+    }
+
+    async fn break_leases(&self, path: &str) {
+        self.gate.step("break_leases").await;
+        let mut s = self.state.lock().unwrap();
+        if let Some(&node) = s.names.get(path) {
+            s.break_leases(node);
+        }
+    }
 }
 
 impl Gated for MemoryShare {

@@ -14,6 +14,7 @@ use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::{Reads, Root, StoreResult};
 
@@ -62,11 +63,12 @@ impl Look {
     }
 }
 
-/// What [`Root::warn_holders`] did before a rename over an object.
-pub(crate) enum Warning {
+/// What [`Root::warn_holders`] did before a rename over an object; `H`
+/// is the warning's open.
+pub(crate) enum Warning<H = Handle> {
     /// Every holder of the file at the path has closed, and none comes back
     /// while this open lasts.
-    Held(Box<Handle>),
+    Held(Box<H>),
     /// Nothing is at the path: publish without replacing (a file that
     /// appears meanwhile was not warned about), and warn again if one did.
     Absent,
@@ -75,7 +77,7 @@ pub(crate) enum Warning {
     Unwarned,
 }
 
-impl Warning {
+impl<H> Warning<H> {
     /// True if the rename may replace a file: asked to, and a file there
     /// was warned about or nothing could be warned.
     pub(crate) fn may_replace(&self, replace: bool) -> bool {
@@ -310,33 +312,14 @@ impl Reads {
 
 impl Root {
     /// Before this instance renames over `path` on `renaming`'s connection:
-    /// drops its own entry and warns every holder ([`share::open_breaking_leases`])
-    /// from another pooled connection, waiting its turn behind other
-    /// writers' warnings. [`Root::warned`] ends the warning once the
-    /// rename is done. Nothing with the cache off.
+    /// drops its own entry and warns every holder from another pooled
+    /// connection ([`warn_holders_on`]). [`Root::warned`] ends the warning
+    /// once the rename is done. Nothing with the cache off.
     pub(crate) async fn warn_holders(&self, renaming: &Tree, path: &str) -> Warning {
         if !self.forget_own(path) {
             return Warning::Unwarned;
         }
-        let Some(other) = share::other_connections(self.pool(), usize::MAX, &[renaming]).into_iter().next() else {
-            // One connection: warn and close at once (a holder could come
-            // back before the rename, and then holds the old file until
-            // `--cache-max-age`).
-            share::break_leases_after_change(renaming, path).await;
-            return Warning::Unwarned;
-        };
-        let sharing = |e: &share::ShareError| e.failure() == Failure::SharingViolation;
-        match backoff::retry(&backoff::WARNING, sharing, || share::open_breaking_leases(&other, path)).await {
-            Ok(h) => {
-                tracing::debug!(path, "object cache: holders warned");
-                Warning::Held(Box::new(h))
-            }
-            Err(e) if is_not_found(&e) => Warning::Absent,
-            Err(e) => {
-                tracing::debug!(error = %e, path, "publishing without warning the object cache's holders");
-                Warning::Unwarned
-            }
-        }
+        warn_holders_on(&self.live(renaming), path).await
     }
     /// The warning of a write to `path` where a lookup just found nothing:
     /// [`Warning::Absent`] (this instance's own entry dropped) with the
@@ -371,9 +354,44 @@ impl Root {
     }
 }
 
+/// Warns every holder of `path` before `s`'s connection renames over it:
+/// an open for DELETE from another connection that breaks their leases
+/// ([`ShareOps::open_breaking_leases`]), tried again while another
+/// writer's warning holds the file ([`backoff::WARNING`], 10 s). With no
+/// other connection the leases are broken at once and nothing is kept (a
+/// holder could come back before the rename, and then holds the old file
+/// until `--cache-max-age`).
+///
+/// Returns `Held` (keep it until the rename is done), `Absent` (nothing
+/// at `path`: publish without replacing), or `Unwarned` when no warning
+/// could be had (a directory at `path`, the wait ran out, a lost
+/// connection).
+pub(crate) async fn warn_holders_on<S: ShareOps>(s: &S, path: &str) -> Warning<S::Handle> {
+    let sharing = |e: &ShareError| e.failure() == Failure::SharingViolation;
+    match backoff::retry(&backoff::WARNING, sharing, || s.open_breaking_leases(path)).await {
+        Ok(Some(h)) => {
+            tracing::debug!(path, "object cache: holders warned");
+            Warning::Held(Box::new(h))
+        }
+        Ok(None) => {
+            s.break_leases(path).await;
+            Warning::Unwarned
+        }
+        Err(e) if is_not_found(&e) => Warning::Absent,
+        Err(e) => {
+            tracing::debug!(error = %e, path, "publishing without warning the object cache's holders");
+            Warning::Unwarned
+        }
+    }
+}
+
 /// True for the errors on which a HEAD looks without holding: another
 /// open's sharing refuses the holder's (a writer's open that shares no
 /// reading, or a warning), or no right to read the file's data.
 fn not_holdable(e: &ShareError) -> bool {
     matches!(e.failure(), Failure::SharingViolation | Failure::AccessDenied)
 }
+
+#[cfg(test)]
+#[path = "coherence_test.rs"]
+mod tests;
