@@ -7,18 +7,20 @@ use super::share::Tree;
 
 use super::keys::{self, MappedKey};
 use super::path::SharePath;
+use super::share_ops::ShareOps;
 use super::{share, Root, StoreError, StoreResult};
 
-/// Creates `CaseProbe-*` in `dir` and opens it as lower case: true if the
-/// share matches names case-insensitively.
+/// Creates `CaseProbe-*` in `dir` on `s` and looks at it as lower case:
+/// true if the share matches names case-insensitively. The probe file is
+/// removed again (best effort; a leftover is a temp file the sweep takes).
 ///
 /// Errors: the probe file cannot be written.
-pub(crate) async fn probe_case_insensitive(tree: &Tree, dir: &SharePath) -> StoreResult<bool> {
+pub(crate) async fn probe_case_insensitive(s: &impl ShareOps, dir: &SharePath) -> StoreResult<bool> {
     let name = format!("CaseProbe-{:016x}", rand::random::<u64>());
     let path = dir.join(&name);
-    share::write_small(tree, &path, b"").await?;
-    let insensitive = share::stat(tree, &dir.join(&name.to_lowercase())).await.is_ok();
-    let _ = share::delete(tree, &path, false).await;
+    s.write_small(path.as_str(), b"").await?;
+    let insensitive = s.times(dir.join(&name.to_lowercase()).as_str()).await.is_ok();
+    let _ = s.delete_file(path.as_str()).await;
     Ok(insensitive)
 }
 
@@ -123,18 +125,5 @@ impl Root {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::keys::map_key;
-
-    #[test]
-    fn short_shaped_keys_are_checked_on_case_sensitive_shares_too() {
-        let checked = |key: &str| needs_exact_names(false, &map_key(key).unwrap());
-        assert!(checked("PROGRA~1/readme.txt"));
-        assert!(checked("docs/LONGFI~1.TXT"));
-        assert!(checked("SMBGAT~1/x"));
-        assert!(!checked("Program Files/readme.txt"));
-        assert!(!checked("a~b/c"), "lower case is no short name");
-        assert!(needs_exact_names(true, &map_key("Program Files/readme.txt").unwrap()));
-    }
-}
+#[path = "case_test.rs"]
+mod tests;

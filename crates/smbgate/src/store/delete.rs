@@ -40,7 +40,7 @@ impl Deletes {
         let exact = self.root.exact_names_for(mapped);
         let checked = !conditions.is_empty() || exact || self.root.records().kept_by_file_id();
         if !checked {
-            return share::delete(tree, path, false).await.map(|_| Ok(true));
+            return self.root.live(tree).delete_file(path.as_str()).await.map(|_| Ok(true));
         }
         // Open first to read the record: on a case-insensitive share
         // `mixed` would otherwise delete `Mixed` (and `PROGRA~1` the long
@@ -337,7 +337,7 @@ impl Deletes {
             // go under the key's creation lock, as they are written (see
             // `put`); then the directory goes if it is empty, as any prefix.
             let creating = self.root.create_lock(&tree, &path).await?;
-            let body = share::delete(&tree, &self.root.beside_path(bucket, &mapped), false).await;
+            let body = self.root.live(&tree).delete_file(self.root.beside_path(bucket, &mapped).as_str()).await;
             let record = match &body {
                 Err(e) if !nothing_beside(e) => None,
                 _ => Some(self.root.drop_marker_record(&tree, &path).await),

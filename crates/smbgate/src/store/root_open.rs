@@ -11,6 +11,7 @@ use super::path::SharePath;
 use super::reads::object_cache;
 use super::root::Inner;
 use super::share::{self, Failure, Pool};
+use super::share_ops::LiveShare;
 use super::uploads::sweep;
 use super::{case, records, Budget, Root, Store, StoreError, StoreOptions, StoreResult, INTERNAL};
 
@@ -71,14 +72,15 @@ impl Store {
                 None => e.into(),
             }
         })?;
-        let case_insensitive = case::probe_case_insensitive(&tree, &internal.join("tmp")).await?;
+        let key_locks = share::KeyLocks::new(internal.join("key-locks").as_str().to_string(), pool.clone());
+        let live = LiveShare { tree: &tree, records: &records, key_locks: &key_locks, pool: &pool };
+        let case_insensitive = case::probe_case_insensitive(&live, &internal.join("tmp")).await?;
         // Logged by the caller once all of startup has succeeded, so that
         // a failure stays one line.
         tracing::debug!(case_insensitive, records = records.describe(), "store opened");
         let (read_ahead, write_behind) = (Budget::new(opts.read_ahead_budget), Budget::new(opts.write_behind_budget));
         let dir_cache = listing_cache::DirCache::new(opts.listing_cache_ttl, opts.listing_cache.clone());
         let opts_cache = opts.cache.clone();
-        let key_lock_pool = pool.clone();
         let root = Root::from_inner(Arc::new(Inner {
             pool,
             root,
@@ -92,7 +94,7 @@ impl Store {
             versioning: Default::default(),
             version_folders: Default::default(),
             lock_acl: Default::default(),
-            key_locks: share::KeyLocks::new(internal.join("key-locks").as_str().to_string(), key_lock_pool),
+            key_locks,
         }));
         super::reads::cache_watches::probe(&root).await;
         let store = Store::assemble(root, read_ahead, write_behind, Default::default());

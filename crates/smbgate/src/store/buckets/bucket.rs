@@ -22,7 +22,10 @@ impl Buckets {
     ///
     /// Errors: the root cannot be listed.
     async fn root_folders(&self, tree: &share::Tree) -> StoreResult<Vec<(String, u64)>> {
-        Ok(share::list_dir(tree, self.root.root_dir())
+        Ok(self
+            .root
+            .live(tree)
+            .list_dir(self.root.root_dir().as_str())
             .await?
             .into_iter()
             .filter(|e| e.times.is_directory())
@@ -117,7 +120,7 @@ impl Buckets {
     pub async fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let tree = self.root.tree().await?;
         if let Some(name) = self.root.single_bucket() {
-            return match share::stat(&tree, self.root.root_dir()).await {
+            return match self.root.live(&tree).times(self.root.root_dir().as_str()).await {
                 Ok(t) if t.is_directory() => Ok(vec![BucketInfo { name: name.to_string(), created: t.creation }]),
                 Ok(_) => Err(StoreError::NoSuchBucket),
                 Err(e) if is_not_found(&e) => Err(StoreError::NoSuchBucket),
@@ -209,7 +212,7 @@ impl Buckets {
         // Stored versions and delete markers are the bucket's objects too,
         // as on AWS: a bucket with any is not empty. Their folders go as
         // the versions in them do, so an empty one is removed here.
-        match share::delete(&tree, &self.root.versions_root(bucket), true).await {
+        match self.root.live(&tree).delete_dir(self.root.versions_root(bucket).as_str()).await {
             Err(e) if e.failure() == Failure::NotEmpty => return Err(StoreError::BucketNotEmpty),
             _ => {}
         }

@@ -31,6 +31,7 @@ use crate::store::records::{FileKey, Records};
 use crate::store::share::is_not_found;
 use crate::store::share::Failure;
 use crate::store::share::{self, TempFile};
+use crate::store::share_ops::ShareOps;
 use crate::store::sse_c::{CustomerKey, SseCRecord};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::verified_meta;
@@ -472,7 +473,7 @@ impl Uploads {
         let tree = self.root.tree().await?;
         let dir = self.upload_dir(id);
         let mut parts = Vec::new();
-        for e in share::list_dir(&tree, &dir).await? {
+        for e in self.root.live(&tree).list_dir(dir.as_str()).await? {
             let Some(n) = e.name.strip_prefix("part-").and_then(|n| n.parse::<i32>().ok()) else { continue };
             let path = dir.join(&e.name);
             if (e.ea_size > 0 || !self.root.records().shown_in_listings()) && e.times.end_of_file == 0 {

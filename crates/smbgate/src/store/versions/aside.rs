@@ -7,6 +7,7 @@
 use crate::store::meta::ObjectMeta;
 use crate::store::reads::object_open::check_record_key;
 use crate::store::share::{self, Handle, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::{ObjectInfo, Target};
 use crate::store::writes::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::{conditions::Conditions, keys::MappedKey};
@@ -167,7 +168,7 @@ impl Root {
         let mut emptied = Vec::new();
         let Ok(stored) = self.stored_versions_noting_empty(tree, bucket, mapped, &mut emptied).await else { return };
         for (path, _) in stored.iter().filter(|(_, n)| which(n)) {
-            match share::delete(tree, path, false).await {
+            match self.live(tree).delete_file(path.as_str()).await {
                 Ok(()) => emptied.extend(path.split_leaf().map(|(folder, _)| folder)),
                 Err(err) => tracing::warn!(bucket, error = %err, "a stored version that should go stayed"),
             }

@@ -19,6 +19,7 @@ use crate::store::keys::{self, map_key, INTERNAL_DIR};
 use crate::store::listings::walk::{start_dir, ListRequest, Listed};
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::{Listings, StoreResult};
 
@@ -195,7 +196,7 @@ impl Listings {
         while !level.is_empty() {
             let read = stream::iter(level)
                 .map(|(dir, under)| async move {
-                    match share::list_dir(tree, &dir).await {
+                    match self.root.live(tree).list_dir(dir.as_str()).await {
                         Ok(entries) => Ok(Some((dir, under, entries))),
                         Err(e) if is_not_found(&e) => Ok(None),
                         Err(e) => Err(crate::store::StoreError::from(e)),

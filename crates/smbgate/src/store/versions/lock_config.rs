@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::meta::{LockMode, Retention};
-use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share::{is_not_found, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::{Buckets, Root, StoreError, StoreResult};
 
 use super::Versioning;
@@ -66,8 +67,8 @@ impl Root {
         if let Some(lock) = self.inner().versioning.locks.get(bucket) {
             return Ok(lock);
         }
-        let lock = match share::read_small(tree, &self.object_lock_path(bucket), 4096).await {
-            Ok((_, text)) => serde_json::from_slice(&text).unwrap_or_else(|e| {
+        let lock = match self.live(tree).read_small(self.object_lock_path(bucket).as_str(), 4096).await {
+            Ok(text) => serde_json::from_slice(&text).unwrap_or_else(|e| {
                 tracing::error!(bucket, error = %e, "the bucket's Object Lock configuration does not parse; taken as on");
                 BucketLock { enabled: true, default: None }
             }),

@@ -190,7 +190,7 @@ impl Deletes {
         let marker = StoredName { stored_at: filetime_now(), version_id: version_id.clone(), marker: true };
         let path = self.root.next_version_folder(tree, bucket, mapped).await.join(&marker.name());
         make_parents_of(&live, path.as_str()).await?;
-        share::write_small(tree, &path, &[]).await?;
+        live.write_small(path.as_str(), &[]).await?;
         Ok(Removed { version_id, delete_marker: true })
     }
 
@@ -275,7 +275,7 @@ impl Deletes {
                 if !name.marker {
                     self.unlock_stored(tree, bucket, &path, bypass).await?;
                 }
-                match share::delete(tree, &path, false).await {
+                match live.delete_file(path.as_str()).await {
                     Ok(()) => emptied.extend(path.split_leaf().map(|(folder, _)| folder)),
                     Err(e) if is_not_found(&e) => return Ok((removed, !had_current)),
                     Err(e) => return Err(e.into()),
@@ -361,8 +361,9 @@ impl Deletes {
         self.root.prune_shards(tree, bucket, mapped, emptied).await;
         let mut dirs: Vec<SharePath> = self.root.versions_root(bucket).ancestors_of(mapped);
         dirs.push(self.root.versions_dir(bucket, mapped));
+        let live = self.root.live(tree);
         for dir in dirs.iter().rev() {
-            if share::delete(tree, dir, true).await.is_err() {
+            if live.delete_dir(dir.as_str()).await.is_err() {
                 return;
             }
         }

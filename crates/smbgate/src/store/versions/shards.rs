@@ -33,6 +33,7 @@ use futures::stream::{self, StreamExt};
 use crate::store::keys::MappedKey;
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::{Root, StoreResult};
 
 use super::{filetime_now, StoredName};
@@ -217,7 +218,7 @@ impl Root {
         shards.dedup();
         for shard in shards {
             // Fails while the shard holds anything: nothing is lost.
-            let _ = share::delete(tree, shard, true).await;
+            let _ = self.live(tree).delete_dir(shard.as_str()).await;
         }
     }
 }

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share::{is_not_found, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::{Buckets, Root, StoreError, StoreResult};
 
 /// How long a bucket's versioning state is used before it is read again.
@@ -97,8 +98,8 @@ impl Root {
         if let Some(v) = self.inner().versioning.versioning.get(bucket) {
             return Ok(v);
         }
-        let v = match share::read_small(tree, &self.versioning_path(bucket), 64).await {
-            Ok((_, text)) => Versioning::parse(&text),
+        let v = match self.live(tree).read_small(self.versioning_path(bucket).as_str(), 64).await {
+            Ok(text) => Versioning::parse(&text),
             Err(e) if is_not_found(&e) => Versioning::Off,
             Err(e) => return Err(e.into()),
         };

@@ -24,6 +24,7 @@ use crate::store::share::is_busy;
 use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
 use crate::store::share::{Failure, ShareError};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::types::Target;
 use crate::store::{retry_busy, StoreError, StoreResult, Writes};
@@ -194,7 +195,8 @@ impl Writes {
             Target::Part(path) => {
                 // Not retried elsewhere: a part record is held open only by
                 // another upload of that part, which must win or lose whole.
-                return match retry_busy(|| share::rename(file, path, true)).await {
+                let live = self.root.live(tree);
+                return match retry_busy(|| live.rename(file, path, true)).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
                     Err(e) if e.failure() == Failure::AccessDenied => {
@@ -303,7 +305,7 @@ impl Writes {
     ) -> Result<(), ShareError> {
         let tree = &share::connection_of(file);
         retry_busy(|| async {
-            let refused = match share::rename(file, target, replace).await {
+            let refused = match self.root.live(tree).rename(file, target, replace).await {
                 Err(e) if e.failure() == Failure::AccessDenied => e,
                 r => return r,
             };
@@ -340,7 +342,7 @@ impl Writes {
             Err(e) => {
                 // A lost reply may hide a rename that happened: the temp
                 // name is ours alone, so if it is gone, it moved.
-                if matches!(share::stat(tree, source).await, Err(ref s) if is_not_found(s)) {
+                if matches!(self.root.live(tree).times(source).await, Err(ref s) if is_not_found(s)) {
                     return true;
                 }
                 tracing::debug!(error = %e, "rename through another connection failed");

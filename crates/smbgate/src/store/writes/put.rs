@@ -24,6 +24,7 @@ use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::share::is_not_found;
 use crate::store::share::{self, TempFile};
+use crate::store::share_ops::ShareOps;
 use crate::store::sse_c::{self, CustomerKey, Sealer};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
 use crate::store::verify::{hash_now, verified_meta, HashWorker};
@@ -348,7 +349,7 @@ impl Writes {
         let folders = key_folders(&self.root.bucket_path(bucket), mapped, true);
         let recorded = record_marker_on(&self.root.live(tree), &dir, &folders, &meta, |d| self.root.lock_name(d)).await;
         if recorded.is_ok() {
-            match share::delete(tree, &self.root.beside_path(bucket, mapped), false).await {
+            match self.root.live(tree).delete_file(self.root.beside_path(bucket, mapped).as_str()).await {
                 Err(e) if !nothing_beside(&e) => {
                     tracing::debug!(error = %e, "a marker's old body could not be removed")
                 }
