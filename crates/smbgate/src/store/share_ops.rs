@@ -272,14 +272,15 @@ pub(crate) trait ShareOps: Sync {
     /// an open refuses deleters.
     fn delete_file(&self, path: &str) -> impl Future<Output = Result<()>> + Send;
 
-    /// A writer's warning to the object cache's holders of `path`, from
-    /// another connection than this share's (`share::open_breaking_leases`):
-    /// an open for DELETE that breaks their leases and, kept, lets none
-    /// come back. `None` if there is no other connection.
+    /// A writer's warning to the object cache's holders of `path`
+    /// (`share::open_breaking_leases`): an open for DELETE that breaks
+    /// their leases and, kept, lets none come back. On another connection
+    /// than the one that renames over `path` (Samba refuses a rename over
+    /// a file its own connection holds open).
     ///
     /// Errors: not-found ones if nothing is at `path`; a sharing violation
     /// while another writer's warning or a DELETE open holds the file.
-    fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Option<Self::Handle>>> + Send;
+    fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Self::Handle>> + Send;
 
     /// Breaks the leases of the holders of `path` at once, on this share's
     /// connection (`share::break_leases_after_change`); best effort.
@@ -507,11 +508,8 @@ impl ShareOps for LiveShare<'_> {
         share::set_dir_ea(self.tree, self.records, path, meta.to_ea())
     }
 
-    async fn open_breaking_leases(&self, path: &str) -> Result<Option<Handle>> {
-        match share::other_connections(self.pool, usize::MAX, &[self.tree]).into_iter().next() {
-            Some(other) => share::open_breaking_leases(&other, path).await.map(Some),
-            None => Ok(None),
-        }
+    fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Handle>> + Send {
+        share::open_breaking_leases(self.tree, path)
     }
 
     fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send {

@@ -545,11 +545,10 @@ impl ShareOps for MemoryShare {
         Ok(())
     }
 
-    // Always from another connection: the in-memory share has no pool.
-    async fn open_breaking_leases(&self, path: &str) -> Result<Option<MemHandle>> {
+    async fn open_breaking_leases(&self, path: &str) -> Result<MemHandle> {
         self.gate.step("open_breaking_leases").await;
         let id = self.state.lock().unwrap().open(path, DELETE, READ | WRITE, false)?;
-        Ok(Some(self.handle(id)))
+        Ok(self.handle(id))
     }
 
     async fn break_leases(&self, path: &str) {

@@ -319,7 +319,10 @@ impl Root {
         if !self.forget_own(path) {
             return Warning::Unwarned;
         }
-        warn_holders_on(&self.live(renaming), path).await
+        // Chosen once: every try of the warning goes to this connection.
+        let other = share::other_connections(self.pool(), usize::MAX, &[renaming]).into_iter().next();
+        let other = other.as_ref().map(|t| self.live(t));
+        warn_holders_on(&self.live(renaming), other.as_ref(), path).await
     }
     /// The warning of a write to `path` where a lookup just found nothing:
     /// [`Warning::Absent`] (this instance's own entry dropped) with the
@@ -349,33 +352,33 @@ impl Root {
     /// off.
     pub(crate) async fn warn_holders_after(&self, tree: &Tree, path: &str) {
         if self.forget_own(path) {
-            share::break_leases_after_change(tree, path).await;
+            self.live(tree).break_leases(path).await;
         }
     }
 }
 
-/// Warns every holder of `path` before `s`'s connection renames over it:
-/// an open for DELETE from another connection that breaks their leases
-/// ([`ShareOps::open_breaking_leases`]), tried again while another
-/// writer's warning holds the file ([`backoff::WARNING`], 10 s). With no
-/// other connection the leases are broken at once and nothing is kept (a
-/// holder could come back before the rename, and then holds the old file
-/// until `--cache-max-age`).
+/// Warns every holder of `path` before `renaming`'s connection renames
+/// over it: an open for DELETE on `other`, another connection, that
+/// breaks their leases ([`ShareOps::open_breaking_leases`]), tried again
+/// while another writer's warning holds the file ([`backoff::WARNING`],
+/// 10 s). With no other connection the leases are broken at once on
+/// `renaming` and nothing is kept (a holder could come back before the
+/// rename, and then holds the old file until `--cache-max-age`).
 ///
 /// Returns `Held` (keep it until the rename is done), `Absent` (nothing
 /// at `path`: publish without replacing), or `Unwarned` when no warning
 /// could be had (a directory at `path`, the wait ran out, a lost
-/// connection).
-pub(crate) async fn warn_holders_on<S: ShareOps>(s: &S, path: &str) -> Warning<S::Handle> {
+/// connection, no other connection).
+pub(crate) async fn warn_holders_on<S: ShareOps>(renaming: &S, other: Option<&S>, path: &str) -> Warning<S::Handle> {
+    let Some(other) = other else {
+        renaming.break_leases(path).await;
+        return Warning::Unwarned;
+    };
     let sharing = |e: &ShareError| e.failure() == Failure::SharingViolation;
-    match backoff::retry(&backoff::WARNING, sharing, || s.open_breaking_leases(path)).await {
-        Ok(Some(h)) => {
+    match backoff::retry(&backoff::WARNING, sharing, || other.open_breaking_leases(path)).await {
+        Ok(h) => {
             tracing::debug!(path, "object cache: holders warned");
             Warning::Held(Box::new(h))
-        }
-        Ok(None) => {
-            s.break_leases(path).await;
-            Warning::Unwarned
         }
         Err(e) if is_not_found(&e) => Warning::Absent,
         Err(e) => {
