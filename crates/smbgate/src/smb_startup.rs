@@ -2,8 +2,9 @@
 //! command line, the pool connected (through the share layer's
 //! `connect.rs`) with a refusal explained in one line, and what the
 //! session negotiated, logged in words. With `identities.rs` (the pools of
-//! other SMB identities), the only code outside the store's share layer
-//! that names the SMB client, for its settings and errors.
+//! other SMB identities) and `kerberos.rs` (the logon), the only code
+//! outside the store's share layer that names the SMB client: its
+//! settings, errors and the DFS link the pools keep.
 
 use std::sync::Arc;
 

@@ -1,10 +1,11 @@
 //! The three things the gateway holds of the share, the pool, a
 //! connection and an open file, as types whose SMB calls only this layer
-//! can make: the store passes them back to the operations here and can do
-//! nothing else with them, so no request reaches the server past the layer
+//! can make, but for closing an open file (which dropping it does too):
+//! the store passes them back to the operations here and can do nothing
+//! else with them, so no request reaches the server past the layer
 //! (failure class 26). The compiler keeps that seal; what the types cannot
-//! say (nobody above connects a pool or a session of their own) is
-//! crates/smbgate/clippy.toml's.
+//! say (nobody above connects a pool, a session or a connection of their
+//! own) is crates/smbgate/clippy.toml's.
 
 use smb_proto::create::{CloseResponse, CreateResponse};
 
