@@ -282,6 +282,18 @@ pub(crate) trait ShareOps: Sync {
     /// while another writer's warning or a DELETE open holds the file.
     fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Self::Handle>> + Send;
 
+    /// Whether a record of `len` bytes may be written at all
+    /// (`Records::may_hold`); a larger one is not tried.
+    fn may_hold_record(&self, len: usize) -> bool;
+
+    /// Writes `meta` as the record of `file`, open at `path`
+    /// (`share::set_eas`, however the share keeps records).
+    ///
+    /// Errors: NoRoom ([`share::ShareError::is_record_too_large`]) when
+    /// the share has no room for it; the share's others.
+    fn set_record(&self, file: &Self::Handle, path: &str, meta: &ObjectMeta)
+        -> impl Future<Output = Result<()>> + Send;
+
     /// Breaks the leases of the holders of `path` at once, on this share's
     /// connection (`share::break_leases_after_change`); best effort.
     fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send;
@@ -510,6 +522,14 @@ impl ShareOps for LiveShare<'_> {
 
     fn open_breaking_leases(&self, path: &str) -> impl Future<Output = Result<Handle>> + Send {
         share::open_breaking_leases(self.tree, path)
+    }
+
+    fn may_hold_record(&self, len: usize) -> bool {
+        self.records.may_hold(len)
+    }
+
+    async fn set_record(&self, file: &Handle, path: &str, meta: &ObjectMeta) -> Result<()> {
+        share::set_eas(file, self.records, path, &[meta.to_ea()]).await
     }
 
     fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send {

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::memory_share::MemoryShare;
 use super::memory_state::Node;
+use super::meta::ObjectMeta;
 
 impl MemoryShare {
     /// Puts a file at `path` whose record holds `etag`.
@@ -61,6 +62,18 @@ impl MemoryShare {
         let s = self.state.lock().unwrap();
         let n = &s.nodes[s.names.get(path)?];
         (!n.dir).then(|| n.etag.clone())
+    }
+
+    /// The record of what is at `path` now, as an open reads it.
+    pub(crate) fn record_at(&self, path: &str) -> Option<ObjectMeta> {
+        let s = self.state.lock().unwrap();
+        s.nodes[s.names.get(path)?].record()
+    }
+
+    /// Lets each file keep at most `bytes` of record, as an EA on ext4
+    /// keeps about 4 KiB: a larger one is refused for no room.
+    pub(crate) fn limit_records(&self, bytes: usize) {
+        self.state.lock().unwrap().record_room = Some(bytes);
     }
 
     /// Every name bound now, sorted.

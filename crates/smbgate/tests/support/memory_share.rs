@@ -551,6 +551,21 @@ impl ShareOps for MemoryShare {
         Ok(self.handle(id))
     }
 
+    fn may_hold_record(&self, _len: usize) -> bool {
+        true
+    }
+
+    async fn set_record(&self, file: &MemHandle, _path: &str, meta: &ObjectMeta) -> Result<()> {
+        self.gate.step("set_record").await;
+        let mut s = self.state.lock().unwrap();
+        if s.record_room.is_some_and(|room| meta.to_ea().value.len() > room) {
+            return Err(failing_with(Failure::NoRoom));
+        }
+        let node = s.opens.get(&file.id).ok_or_else(|| failing_with(Failure::Other))?.node;
+        s.nodes.get_mut(&node).expect("an open's node").meta = Some(meta.clone());
+        Ok(())
+    }
+
     async fn break_leases(&self, path: &str) {
         self.gate.step("break_leases").await;
         let mut s = self.state.lock().unwrap();

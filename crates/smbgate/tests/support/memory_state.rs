@@ -41,6 +41,9 @@ pub(crate) struct Node {
     /// The name its delete-on-close was set under, by the open that set
     /// it (Samba keeps it by the hash of that name).
     pub(crate) delete_at: Option<String>,
+    /// A whole record written through an open (`set_record`), which then
+    /// stands for `etag`, `marker` and `parts`.
+    pub(crate) meta: Option<ObjectMeta>,
 }
 
 impl Node {
@@ -56,11 +59,15 @@ impl Node {
             change: 0,
             written: 0,
             delete_at: None,
+            meta: None,
         }
     }
 
     /// Its record, as an open reads it.
     pub(crate) fn record(&self) -> Option<ObjectMeta> {
+        if let Some(meta) = &self.meta {
+            return Some(meta.clone());
+        }
         let parts = self.parts.clone();
         (self.marker || !self.etag.is_empty()).then(|| ObjectMeta {
             etag: self.etag.clone(),
@@ -117,6 +124,8 @@ pub(crate) struct State {
     pub(crate) next: u64,
     /// The last ChangeTime given.
     pub(crate) clock: u64,
+    /// The most bytes of record a file can keep (`None`: no limit).
+    pub(crate) record_room: Option<usize>,
 }
 
 impl State {

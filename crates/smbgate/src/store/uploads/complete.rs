@@ -9,6 +9,7 @@ use md5::{Digest, Md5};
 
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
 use super::part_checksums::UploadChecksum;
+use super::record_fit::set_record_fitting;
 use crate::store::checksum::{Algorithm, ChecksumType};
 use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
@@ -63,55 +64,6 @@ pub struct RequestedPart {
 }
 
 impl Uploads {
-    /// Sets the completed object's record on `handle` (the file at `path`,
-    /// to be published as `key`). A record the share cannot hold (about
-    /// 4 KB on ext4 for an extended attribute; the parts' checksums of an
-    /// upload of hundreds of parts take more) is written again without the
-    /// parts' checksums, then also without the part sizes, with a warning:
-    /// the object keeps its ETag, metadata and whole-object checksum, and
-    /// loses only what GetObjectAttributes' part list and partNumber GETs
-    /// read. Never a cut record.
-    ///
-    /// Errors: the record's write, other than its size; the slimmest
-    /// record's too.
-    async fn set_object_record(
-        &self,
-        handle: &share::Handle,
-        path: &str,
-        mut meta: ObjectMeta,
-        key: &str,
-    ) -> StoreResult<()> {
-        loop {
-            let ea = meta.to_ea();
-            // Over what an EA can carry: too large without asking
-            // (`refused` is then None).
-            let refused = match !self.root.records().may_hold(ea.value.len()) {
-                true => None,
-                false => match share::set_eas(handle, self.root.records(), path, &[ea]).await {
-                    Err(e) if e.is_record_too_large() => Some(e),
-                    other => return Ok(other?),
-                },
-            };
-            let dropped = if !meta.part_checksums.is_empty() {
-                std::mem::take(&mut meta.part_checksums);
-                "the parts' checksums"
-            } else if !meta.parts.is_empty() {
-                std::mem::take(&mut meta.parts);
-                "the part sizes"
-            } else {
-                return Err(match refused {
-                    Some(e) => e.into(),
-                    None => StoreError::Smb(format!("the record of {key} is over what an EA can carry")),
-                });
-            };
-            tracing::warn!(
-                key,
-                dropped,
-                "the completed object's record is larger than the share keeps; written without {dropped}"
-            );
-        }
-    }
-
     /// Parts stored apart (e.g. a small last part that came first) are
     /// copied into the data file at their offset; then the data file is cut
     /// to size, gets the record and is renamed into place.
@@ -146,7 +98,7 @@ impl Uploads {
         share::set_end_of_file(&d, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
         let sealed = needs_seal(&meta);
-        self.set_object_record(&d, &data_path, meta, &plan.key.original()).await?;
+        set_record_fitting(&self.root.live(&tree), &d, data_path.as_str(), meta, &plan.key.original()).await?;
         self.writes.publish_sealed(&d, || {}, &data_path, target, &plan.conditions, sealed).await?;
         let _ = d.close().await;
         Ok(())
@@ -188,7 +140,8 @@ impl Uploads {
             }
             let record = meta(temp.handle().info().on_disk_id());
             let sealed = needs_seal(&record);
-            self.set_object_record(temp.handle(), temp.path(), record, &plan.key.original()).await?;
+            set_record_fitting(&self.root.live(&tree), temp.handle(), temp.path(), record, &plan.key.original())
+                .await?;
             self.writes
                 .publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions, sealed)
                 .await

@@ -493,7 +493,7 @@ impl Uploads {
                     continue;
                 }
             }
-            let (c, meta) = match share::stat_with_meta(&tree, self.root.records(), &path).await {
+            let (c, meta) = match self.root.live(&tree).stat_with_meta(path.as_str(), false).await {
                 Ok(r) => r,
                 Err(err) if is_not_found(&err) => continue,
                 Err(err) => return Err(err.into()),

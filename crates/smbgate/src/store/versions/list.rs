@@ -399,7 +399,7 @@ impl Listings {
                 })));
             }
             Picked::Stored { key, path, name, latest } => {
-                match share::stat_with_meta(&tree, self.root.records(), &path).await {
+                match self.root.live(&tree).stat_with_meta(path.as_str(), false).await {
                     Ok((c, meta)) => (key, latest, ObjectInfo::new(&c, meta, &path), Some(name)),
                     Err(e) if is_not_found(&e) => return Ok(None),
                     Err(e) => return Err(e.into()),

@@ -295,7 +295,7 @@ impl Deletes {
     ///
     /// Errors: AccessDenied under Object Lock; SMB failures.
     async fn unlock_stored(&self, tree: &Tree, bucket: &str, path: &SharePath, bypass: bool) -> StoreResult<()> {
-        let (created, meta) = match share::stat_with_meta(tree, self.root.records(), path).await {
+        let (created, meta) = match self.root.live(tree).stat_with_meta(path.as_str(), false).await {
             Ok(found) => found,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e.into()),

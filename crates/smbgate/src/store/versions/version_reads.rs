@@ -8,6 +8,7 @@ use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::reads::read_plan::{Read, ReadPlan, ReadRequest};
 use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{Reads, StoreError, StoreResult};
 
@@ -163,7 +164,7 @@ impl Reads {
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await.map_err(not_found_version)?;
         let (path, name) = self.stored_version(&tree, bucket, &mapped, version_id).await?;
-        let (created, meta) = share::stat_with_meta(&tree, self.root.records(), &path).await.map_err(|e| {
+        let (created, meta) = self.root.live(&tree).stat_with_meta(path.as_str(), false).await.map_err(|e| {
             if is_not_found(&e) {
                 StoreError::NoSuchVersion
             } else {
