@@ -32,7 +32,7 @@ use futures::stream::{self, StreamExt};
 
 use crate::store::keys::MappedKey;
 use crate::store::path::SharePath;
-use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share::{is_not_found, Tree};
 use crate::store::share_ops::ShareOps;
 use crate::store::{Root, StoreResult};
 
@@ -110,11 +110,13 @@ fn is_shard(name: &str) -> bool {
 /// (with their paths) and its shards (newest first).
 type Split = (Vec<(SharePath, StoredName)>, Vec<SharePath>);
 
-/// Reads the versions folder or shard `dir`; empty if there is none.
+/// Reads the versions folder or shard `dir` on `s`; empty if there is
+/// none. Names that are neither a stored version's nor a shard's (a file
+/// someone put there) are passed over.
 ///
 /// Errors: SMB failures other than not-found.
-async fn read_folder(tree: &Tree, dir: &SharePath) -> StoreResult<Split> {
-    let entries = match share::list_dir(tree, dir).await {
+async fn read_folder(s: &impl ShareOps, dir: &SharePath) -> StoreResult<Split> {
+    let entries = match s.list_dir(dir.as_str()).await {
         Ok(entries) => entries,
         Err(e) if is_not_found(&e) => return Ok(Default::default()),
         Err(e) => return Err(e.into()),
@@ -144,10 +146,10 @@ impl Root {
         if let Some(folder) = filling.take(top.as_str(), &top, per_folder) {
             return folder;
         }
-        let (folder, held) = match read_folder(tree, &top).await {
+        let (folder, held) = match read_folder(&self.live(tree), &top).await {
             Ok((stored, shards)) if shards.is_empty() && stored.len() < per_folder => (top.clone(), stored.len()),
             Ok((_, shards)) => match shards.first() {
-                Some(newest) => match read_folder(tree, newest).await {
+                Some(newest) => match read_folder(&self.live(tree), newest).await {
                     Ok((stored, _)) if stored.len() < per_folder => (newest.clone(), stored.len()),
                     _ => (new_shard(&top), 0),
                 },
@@ -188,10 +190,10 @@ impl Root {
         mapped: &MappedKey,
         empty: &mut Vec<SharePath>,
     ) -> StoreResult<Vec<(SharePath, StoredName)>> {
-        let (mut stored, shards) = read_folder(tree, &self.versions_dir(bucket, mapped)).await?;
+        let (mut stored, shards) = read_folder(&self.live(tree), &self.versions_dir(bucket, mapped)).await?;
         let read: Vec<(SharePath, StoreResult<Split>)> = stream::iter(shards)
             .map(|s| async move {
-                let read = read_folder(tree, &s).await;
+                let read = read_folder(&self.live(tree), &s).await;
                 (s, read)
             })
             .buffered(SHARDS_AT_ONCE)
@@ -256,6 +258,31 @@ mod tests {
         let keys = filling.keys.lock().unwrap();
         assert!(keys.len() <= REMEMBERED / 2 + 1, "{}", keys.len());
         assert!(keys.contains_key("newest") && !keys.contains_key("k0"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_folder_reads_as_its_versions_and_markers_and_its_shards_newest_first() {
+        use crate::store::memory_share::{alone, MemoryShare};
+        let s = MemoryShare::default();
+        let dir = SharePath::root("k");
+        let version = StoredName { stored_at: 200, version_id: "v2".into(), marker: false };
+        let marker = StoredName { stored_at: 300, version_id: "m3".into(), marker: true };
+        s.mkdir("k");
+        s.put(&format!("k\\{}", version.name()), "e2");
+        s.put(&format!("k\\{}", marker.name()), "");
+        let (older, newer) = ("FFFFFFFFFFFFFFF0", "ffffffffffffff00");
+        for d in [older, newer, "notes"] {
+            s.mkdir(&format!("k\\{d}"));
+        }
+        s.put("k\\junk.txt", "");
+        let (mut stored, shards) = alone(&s, read_folder(&s, &dir)).await.expect("read");
+        stored.sort_by_key(|(_, n)| n.stored_at);
+        let expected = vec![(dir.join(&version.name()), version), (dir.join(&marker.name()), marker)];
+        assert_eq!(stored, expected);
+        // Sorted without case, so newer (smaller) names first either way.
+        assert_eq!(shards, vec![dir.join(newer), dir.join(older)]);
+        let none = alone(&s, read_folder(&s, &SharePath::root("gone"))).await.expect("no folder");
+        assert_eq!(none, Default::default());
     }
 
     #[test]
