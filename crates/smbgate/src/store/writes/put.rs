@@ -235,12 +235,15 @@ impl Writes {
             sealed_meta(&mut meta, sealer, key, &md5, size);
         }
         meta.disk_id = temp.handle().info().on_disk_id();
-        let version_id = self.root.stamp_version(&share::connection_of(temp.handle()), target, &mut meta).await?;
-        share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
+        let tree = share::connection_of(temp.handle());
+        let version_id = self.root.stamp_version(&tree, target, &mut meta).await?;
+        self.root
+            .live(&tree)
+            .set_record(temp.handle(), temp.path(), &meta)
             .await
             .map_err(|e| record_write_error(e, meta.record_len()))?;
         if let Target::Object { bucket, key } = target {
-            self.check_write_conditions(&share::connection_of(temp.handle()), bucket, key, &req).await?;
+            self.check_write_conditions(&tree, bucket, key, &req).await?;
         }
         let sealed = needs_seal(&meta);
         self.publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &req.conditions, sealed).await?;
