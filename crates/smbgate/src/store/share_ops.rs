@@ -8,13 +8,17 @@
 //! files under `.smbgate/` (`buckets/state_files`, `buckets/delete_marks`)
 //! the locks of event queues and watchers (`buckets/event_queue`), the
 //! stride of a multipart upload (`uploads/stride`), the temp-file
-//! sweep (`uploads/sweep`) and a writer's warning to the object cache's
-//! holders (`reads/coherence`) run on the live share ([`LiveShare`]) in
-//! the gateway and, in their unit tests, on an in-memory share that
-//! interleaves racing writers step by step (`memory_share`). Each operation means what the share layer's function
-//! of the same name means; the in-memory share models what those rules
-//! rely on (sharing modes, rename without and with replace, delete on
-//! close), the live one is those functions.
+//! sweep (`uploads/sweep`), a writer's warning to the object cache's
+//! holders (`reads/coherence`), the case probe (`case`), a completed
+//! upload's record (`uploads/record_fit`) and a versions folder's read
+//! (`versions/shards`) run on the live share ([`LiveShare`]) in the
+//! gateway and, in their unit tests, on an in-memory share that
+//! interleaves racing writers step by step (`memory_share`). Other store
+//! code reaches the live share through the same methods. Each operation
+//! means what the share layer's function of the same name means; the
+//! in-memory share models what those rules rely on (sharing modes, rename
+//! without and with replace, delete on close), the live one is those
+//! functions.
 
 use std::collections::HashSet;
 use std::future::Future;
