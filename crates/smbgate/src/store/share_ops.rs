@@ -10,8 +10,9 @@
 //! stride of a multipart upload (`uploads/stride`), the temp-file
 //! sweep (`uploads/sweep`), a writer's warning to the object cache's
 //! holders (`reads/coherence`), the case probe (`case`), a completed
-//! upload's record (`uploads/record_fit`) and a versions folder's read
-//! (`versions/shards`) run on the live share ([`LiveShare`]) in the
+//! upload's record (`uploads/record_fit`), a versions folder's read
+//! (`versions/shards`) and a record rewritten under a read-only mark
+//! (`writes/object_tags`) run on the live share ([`LiveShare`]) in the
 //! gateway and, in their unit tests, on an in-memory share that
 //! interleaves racing writers step by step (`memory_share`). Other store
 //! code reaches the live share through the same methods. Each operation
@@ -298,6 +299,22 @@ pub(crate) trait ShareOps: Sync {
     fn set_record(&self, file: &Self::Handle, path: &str, meta: &ObjectMeta)
         -> impl Future<Output = Result<()>> + Send;
 
+    /// Writes `meta` again as the record of `file`, open at `path`, its
+    /// LastWriteTime kept (`share::rewrite_records`).
+    ///
+    /// Errors: as [`ShareOps::set_record`]; the times' SET_INFO.
+    fn rewrite_record(
+        &self,
+        file: &Self::Handle,
+        path: &str,
+        meta: &ObjectMeta,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Sets or clears the read-only mark of `file` (`share::set_read_only`).
+    ///
+    /// Errors: the share's.
+    fn set_read_only(&self, file: &Self::Handle, on: bool) -> impl Future<Output = Result<()>> + Send;
+
     /// Breaks the leases of the holders of `path` at once, on this share's
     /// connection (`share::break_leases_after_change`); best effort.
     fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send;
@@ -534,6 +551,14 @@ impl ShareOps for LiveShare<'_> {
 
     async fn set_record(&self, file: &Handle, path: &str, meta: &ObjectMeta) -> Result<()> {
         share::set_eas(file, self.records, path, &[meta.to_ea()]).await
+    }
+
+    async fn rewrite_record(&self, file: &Handle, path: &str, meta: &ObjectMeta) -> Result<()> {
+        share::rewrite_records(file, self.records, path, &[meta.to_ea()]).await
+    }
+
+    fn set_read_only(&self, file: &Handle, on: bool) -> impl Future<Output = Result<()>> + Send {
+        share::set_read_only(file, on)
     }
 
     fn break_leases(&self, path: &str) -> impl Future<Output = ()> + Send {

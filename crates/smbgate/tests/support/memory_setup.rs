@@ -70,6 +70,12 @@ impl MemoryShare {
         s.nodes[s.names.get(path)?].record()
     }
 
+    /// True if the file at `path` is marked read-only now.
+    pub(crate) fn read_only_at(&self, path: &str) -> bool {
+        let s = self.state.lock().unwrap();
+        s.names.get(path).is_some_and(|n| s.nodes[n].read_only)
+    }
+
     /// Lets each file keep at most `bytes` of record, as an EA on ext4
     /// keeps about 4 KiB: a larger one is refused for no room.
     pub(crate) fn limit_records(&self, bytes: usize) {

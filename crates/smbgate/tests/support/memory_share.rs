@@ -557,12 +557,18 @@ impl ShareOps for MemoryShare {
 
     async fn set_record(&self, file: &MemHandle, _path: &str, meta: &ObjectMeta) -> Result<()> {
         self.gate.step("set_record").await;
-        let mut s = self.state.lock().unwrap();
-        if s.record_room.is_some_and(|room| meta.to_ea().value.len() > room) {
-            return Err(failing_with(Failure::NoRoom));
-        }
-        let node = s.opens.get(&file.id).ok_or_else(|| failing_with(Failure::Other))?.node;
-        s.nodes.get_mut(&node).expect("an open's node").meta = Some(meta.clone());
+        self.state.lock().unwrap().write_record(file.id, meta)
+    }
+
+    // Its LastWriteTime is never moved here, so this is `set_record`.
+    async fn rewrite_record(&self, file: &MemHandle, _path: &str, meta: &ObjectMeta) -> Result<()> {
+        self.gate.step("rewrite_record").await;
+        self.state.lock().unwrap().write_record(file.id, meta)
+    }
+
+    async fn set_read_only(&self, file: &MemHandle, on: bool) -> Result<()> {
+        self.gate.step("set_read_only").await;
+        self.state.lock().unwrap().node_of(file.id)?.read_only = on;
         Ok(())
     }
 

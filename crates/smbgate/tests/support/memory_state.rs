@@ -44,6 +44,8 @@ pub(crate) struct Node {
     /// A whole record written through an open (`set_record`), which then
     /// stands for `etag`, `marker` and `parts`.
     pub(crate) meta: Option<ObjectMeta>,
+    /// FILE_ATTRIBUTE_READONLY (a locked version's mark).
+    pub(crate) read_only: bool,
 }
 
 impl Node {
@@ -60,6 +62,7 @@ impl Node {
             written: 0,
             delete_at: None,
             meta: None,
+            read_only: false,
         }
     }
 
@@ -90,7 +93,11 @@ impl Node {
 
     /// Its times, as an open reads them.
     pub(crate) fn times(&self) -> FileTimes {
-        let attributes = if self.dir { attributes::DIRECTORY } else { attributes::NORMAL };
+        let attributes = match (self.dir, self.read_only) {
+            (true, _) => attributes::DIRECTORY,
+            (false, true) => attributes::READONLY,
+            (false, false) => attributes::NORMAL,
+        };
         let creation = if self.own { OWN_DIR_MARK } else { 0 };
         let (change, last_write) = (self.change, self.written);
         FileTimes { creation, change, last_write, end_of_file: self.size, attributes, ..Default::default() }
@@ -175,6 +182,26 @@ impl State {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+
+    /// The file the open `open` holds.
+    ///
+    /// Errors: Other for an open that is closed.
+    pub(crate) fn node_of(&mut self, open: u64) -> Result<&mut Node> {
+        let node = self.opens.get(&open).ok_or_else(|| failing_with(Failure::Other))?.node;
+        Ok(self.nodes.get_mut(&node).expect("an open's node"))
+    }
+
+    /// Writes `meta` as the record of the file the open `open` holds.
+    ///
+    /// Errors: NoRoom over [`State::record_room`]; Other for an open that
+    /// is closed.
+    pub(crate) fn write_record(&mut self, open: u64, meta: &ObjectMeta) -> Result<()> {
+        if self.record_room.is_some_and(|room| meta.to_ea().value.len() > room) {
+            return Err(failing_with(Failure::NoRoom));
+        }
+        self.node_of(open)?.meta = Some(meta.clone());
+        Ok(())
     }
 
     /// An open of the file at `path` with `access`, sharing `sharing`.

@@ -8,7 +8,7 @@
 
 use crate::store::error::record_write_error;
 use crate::store::meta::ObjectMeta;
-use crate::store::share::Handle;
+use crate::store::share_ops::ShareOps;
 use crate::store::tags::TagSet;
 use crate::store::versions::lock::protected;
 use crate::store::versions::lock_config::now_ms;
@@ -100,8 +100,8 @@ impl Writes {
             true => protected(&record, now_ms()),
             false => sealed,
         };
-        let written = self.rewrite_record(&handle, path.as_str(), &record, sealed, seal).await;
         let tree = share::connection_of(&handle);
+        let written = rewrite_record_on(&self.root.live(&tree), &handle, path.as_str(), &record, sealed, seal).await;
         let _ = handle.close().await;
         if follow_lock && written.is_ok() {
             self.deny_changes(&tree, path.as_str(), seal).await;
@@ -109,31 +109,36 @@ impl Writes {
         self.root.warn_holders_after(&tree, path.as_str()).await;
         written.map(|()| version_id)
     }
-
-    /// Writes `record` through `handle`, whose file is read-only now if
-    /// `sealed` and is to be after if `seal`.
-    ///
-    /// Errors: the share's; MetadataTooLarge for a record the share has no
-    /// room for.
-    async fn rewrite_record(
-        &self,
-        handle: &Handle,
-        path: &str,
-        record: &ObjectMeta,
-        sealed: bool,
-        seal: bool,
-    ) -> StoreResult<()> {
-        if sealed {
-            share::set_read_only(handle, false).await?;
-        }
-        let written = share::rewrite_records(handle, self.root.records(), path, &[record.to_ea()]).await;
-        // A write that failed leaves the record, so the mark, as it was.
-        let mark = if written.is_ok() { seal } else { sealed };
-        if mark {
-            if let Err(e) = share::set_read_only(handle, true).await {
-                tracing::warn!(error = %e, "a version's read-only mark on the share could not be put back");
-            }
-        }
-        written.map_err(|e| record_write_error(e, record.record_len()))
-    }
 }
+
+/// Writes `record` through `file` (open at `path`) on `s`, the file
+/// read-only now if `sealed` and to be after if `seal`: the mark is taken
+/// off for the write, and put back as the record then says, or as it was
+/// if the write failed (the record, so the lock, is then as it was).
+///
+/// Errors: the share's; MetadataTooLarge for a record the share has no
+/// room for.
+pub(crate) async fn rewrite_record_on<S: ShareOps>(
+    s: &S,
+    file: &S::Handle,
+    path: &str,
+    record: &ObjectMeta,
+    sealed: bool,
+    seal: bool,
+) -> StoreResult<()> {
+    if sealed {
+        s.set_read_only(file, false).await?;
+    }
+    let written = s.rewrite_record(file, path, record).await;
+    let mark = if written.is_ok() { seal } else { sealed };
+    if mark {
+        if let Err(e) = s.set_read_only(file, true).await {
+            tracing::warn!(error = %e, "a version's read-only mark on the share could not be put back");
+        }
+    }
+    written.map_err(|e| record_write_error(e, record.record_len()))
+}
+
+#[cfg(test)]
+#[path = "object_tags_test.rs"]
+mod tests;
