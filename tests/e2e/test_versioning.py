@@ -13,6 +13,8 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from conftest import Gateway, open_handles
+
 
 def enable(s3, bucket, status="Enabled"):
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": status})
@@ -143,6 +145,40 @@ def test_deleting_a_version_by_id_removes_exactly_it(s3, vbucket, samba):
     assert s3.delete_object(Bucket=vbucket, Key="k", VersionId=ids[0])["VersionId"] == ids[0]
     # With nothing left, the bucket can go.
     s3.delete_bucket(Bucket=vbucket)
+
+
+def test_deleting_the_current_version_while_a_get_streams_it_brings_the_older_one_back(samba):
+    """A GET still reading the current file holds it open (here a gateway
+    that reads little ahead, so the GET's handle stays open while its client
+    waits), so deleting it in place would leave its name delete pending
+    until that GET ends. The older version must be current at once all the
+    same, and nothing of the deleted version may stay. (The GET itself is
+    cut once its next segment finds the file gone, as for any object
+    replaced or deleted under a large GET: reads/stream.rs.)"""
+    g = Gateway(samba, env={"SMBGATE_READ_AHEAD_BUDGET": "1MiB"})
+    try:
+        s3 = g.client()
+        bucket = f"v-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=bucket)
+        enable(s3, bucket)
+        old = s3.put_object(Bucket=bucket, Key="k", Body=b"old")["VersionId"]
+        body = bytes(range(256)) * (128 << 10)  # 32 MiB: more than sockets buffer
+        new = s3.put_object(Bucket=bucket, Key="k", Body=body)["VersionId"]
+        reading = s3.get_object(Bucket=bucket, Key="k", VersionId=new)["Body"]
+        first = reading.read(1 << 20)
+        assert open_handles(samba, f"{bucket}/k"), "the GET holds the file"
+        r = s3.delete_object(Bucket=bucket, Key="k", VersionId=new)
+        assert (r["ResponseMetadata"]["HTTPStatusCode"], r["VersionId"]) == (204, new)
+        got = s3.get_object(Bucket=bucket, Key="k")
+        assert (got["Body"].read(), got["VersionId"]) == (b"old", old)
+        _, listed = versions_of(s3, bucket)
+        assert [(k, v, latest, marker) for k, v, latest, marker, _ in listed] == [("k", old, True, False)]
+        assert first == body[: 1 << 20]
+        reading.close()
+        assert (samba.share_path / bucket / "k").read_bytes() == b"old"
+        assert stored_files(samba, bucket, "k") == []
+    finally:
+        g.stop()
 
 
 def test_a_bucket_with_stored_versions_is_not_empty(s3, vbucket):

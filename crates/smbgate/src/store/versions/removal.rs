@@ -15,7 +15,7 @@ use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::path::SharePath;
 use crate::store::reads::object_open::check_record_key;
-use crate::store::share::{self, is_not_found, Failure, Handle, Tree};
+use crate::store::share::{self, is_not_found, Failure, Handle, ShareError, Tree};
 use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::writes::swap::make_parents_of;
@@ -261,7 +261,7 @@ impl Deletes {
                     share::clear_read_only_at(tree, &info.path).await?;
                 }
                 let key = live.record_key(&handle);
-                live.close_and_delete(handle).await?;
+                delete_out_of_the_way(&live, handle, self.root.temp_path().as_str()).await?;
                 live.forget_record_of(key);
             }
             other => {
@@ -369,3 +369,23 @@ impl Deletes {
         }
     }
 }
+
+/// Deletes the current file `handle` (held for DELETE) so that its name is
+/// free at once: renamed to `aside` (a name in the gateway's temp folder)
+/// first, then deleted there. A GET still streaming the file keeps it open,
+/// and a delete in place would leave the key's name delete pending until
+/// that GET ends, and the next newest version could not be made current
+/// under it. A rename that fails leaves the delete in place; a file left
+/// aside by a gateway that dies is the sweep's.
+///
+/// Errors: the delete's.
+async fn delete_out_of_the_way<S: ShareOps>(s: &S, handle: S::Handle, aside: &str) -> Result<(), ShareError> {
+    if let Err(e) = s.rename(&handle, aside, false).await {
+        tracing::debug!(error = %e, "deleting a current version in place");
+    }
+    s.close_and_delete(handle).await
+}
+
+#[cfg(test)]
+#[path = "removal_test.rs"]
+mod tests;
