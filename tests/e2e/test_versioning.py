@@ -22,10 +22,7 @@ def enable(s3, bucket, status="Enabled"):
 
 @pytest.fixture
 def vbucket(s3):
-    name = f"v-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    enable(s3, name)
-    return name
+    return new_versioned_bucket(s3)
 
 
 def err(e):
@@ -34,6 +31,14 @@ def err(e):
 
 def headers(e):
     return e.value.response["ResponseMetadata"]["HTTPHeaders"]
+
+
+def new_versioned_bucket(s3):
+    """A bucket of a fresh name with versioning enabled, through `s3`."""
+    name = f"v-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    enable(s3, name)
+    return name
 
 
 def versions_of(s3, bucket, **kw):
@@ -158,9 +163,7 @@ def test_deleting_the_current_version_while_a_get_streams_it_brings_the_older_on
     g = Gateway(samba, env={"SMBGATE_READ_AHEAD_BUDGET": "1MiB"})
     try:
         s3 = g.client()
-        bucket = f"v-{uuid.uuid4().hex[:12]}"
-        s3.create_bucket(Bucket=bucket)
-        enable(s3, bucket)
+        bucket = new_versioned_bucket(s3)
         old = s3.put_object(Bucket=bucket, Key="k", Body=b"old")["VersionId"]
         body = bytes(range(256)) * (128 << 10)  # 32 MiB: more than sockets buffer
         new = s3.put_object(Bucket=bucket, Key="k", Body=body)["VersionId"]
@@ -399,9 +402,7 @@ def test_versions_keep_their_order_when_the_gateways_clock_is_behind_the_shares(
     g = Gateway(samba, env={"LD_PRELOAD": str(lib), "FAKETIME": "-5m", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
     try:
         s3 = g.client()
-        b = f"v-{uuid.uuid4().hex[:12]}"
-        s3.create_bucket(Bucket=b)
-        enable(s3, b)
+        b = new_versioned_bucket(s3)
         v1 = s3.put_object(Bucket=b, Key="k", Body=b"one")["VersionId"]
         v2 = s3.put_object(Bucket=b, Key="k", Body=b"two")["VersionId"]
         marker = s3.delete_object(Bucket=b, Key="k")["VersionId"]

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::store::memory_share::{alone, MemoryShare, DELETE, READ, WRITE};
+use crate::store::memory_share::{alone, MemHeld, MemoryShare, DELETE, READ, WRITE};
 use crate::store::reads::object_cache::{CacheOptions, Holder, ObjectCache};
 use crate::store::types::ObjectInfo;
 
@@ -22,12 +22,18 @@ fn share() -> MemoryShare {
     s
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_warning_ends_the_holders_lease_and_keeps_holders_away_while_it_is_kept() {
-    let s = share();
+/// A cache whose entry of `KEY` a HEAD's holder on `s` keeps.
+fn held_in_cache(s: &MemoryShare) -> ObjectCache<MemHeld> {
     let c = ObjectCache::new(CacheOptions { entries: 4, max_age: Duration::from_secs(3600), ..Default::default() });
     let held = s.hold(KEY).expect("a HEAD holds it");
     c.insert(KEY, Cached { info: ObjectInfo::new(held.created(), None, KEY), body: None }, held, false);
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_warning_ends_the_holders_lease_and_keeps_holders_away_while_it_is_kept() {
+    let s = share();
+    let c = held_in_cache(&s);
     assert!(c.get(KEY).is_some());
     let warning = alone(&s, warn_holders_on(&s, Some(&s), KEY)).await;
     let Warning::Held(open) = warning else { panic!("not held: the holder should have closed first") };
@@ -59,9 +65,7 @@ async fn nothing_at_the_path_is_absent_and_then_a_publish_may_not_replace() {
 #[tokio::test(start_paused = true)]
 async fn with_no_other_connection_the_holders_leases_are_broken_and_nothing_is_kept() {
     let s = share();
-    let c = ObjectCache::new(CacheOptions { entries: 4, max_age: Duration::from_secs(3600), ..Default::default() });
-    let held = s.hold(KEY).expect("a HEAD holds it");
-    c.insert(KEY, Cached { info: ObjectInfo::new(held.created(), None, KEY), body: None }, held, false);
+    let c = held_in_cache(&s);
     let warning = alone(&s, warn_holders_on(&s, None, KEY)).await;
     assert!(matches!(warning, Warning::Unwarned));
     assert!(warning.may_replace(true));
