@@ -197,7 +197,7 @@ impl State {
     /// Errors: NoRoom over [`State::record_room`]; Other for an open that
     /// is closed.
     pub(crate) fn write_record(&mut self, open: u64, meta: &ObjectMeta) -> Result<()> {
-        if self.record_room.is_some_and(|room| meta.to_ea().value.len() > room) {
+        if self.record_room.is_some_and(|room| meta.record_len() > room) {
             return Err(failing_with(Failure::NoRoom));
         }
         self.node_of(open)?.meta = Some(meta.clone());

@@ -25,7 +25,7 @@ pub(crate) async fn set_record_fitting<S: ShareOps>(
     loop {
         // Over what a record can carry: too large without asking
         // (`refused` is then None).
-        let refused = match !s.may_hold_record(meta.to_ea().value.len()) {
+        let refused = match !s.may_hold_record(meta.record_len()) {
             true => None,
             false => match s.set_record(file, path, &meta).await {
                 Err(e) if e.is_record_too_large() => Some(e),

@@ -24,10 +24,6 @@ fn record(n: usize) -> ObjectMeta {
     }
 }
 
-fn len(meta: &ObjectMeta) -> usize {
-    meta.to_ea().value.len()
-}
-
 /// Writes `meta` to a file opened on a share that keeps `room` bytes of
 /// record; returns what it answered and what the file holds after.
 async fn written(room: usize, meta: &ObjectMeta) -> (StoreResult<()>, Option<ObjectMeta>) {
@@ -43,7 +39,7 @@ async fn written(room: usize, meta: &ObjectMeta) -> (StoreResult<()>, Option<Obj
 #[tokio::test(start_paused = true)]
 async fn a_record_that_fits_is_written_whole() {
     let meta = record(300);
-    let (answer, kept) = written(len(&meta), &meta).await;
+    let (answer, kept) = written(meta.record_len(), &meta).await;
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(kept, Some(meta));
 }
@@ -53,11 +49,11 @@ async fn the_parts_checksums_go_first_then_the_part_sizes_and_nothing_else() {
     let meta = record(300);
     let slim = ObjectMeta { part_checksums: Vec::new(), ..meta.clone() };
     let slimmest = ObjectMeta { parts: Vec::new(), ..slim.clone() };
-    assert!(len(&slimmest) < len(&slim) && len(&slim) < len(&meta));
-    let (answer, kept) = written(len(&slim), &meta).await;
+    assert!(slimmest.record_len() < slim.record_len() && slim.record_len() < meta.record_len());
+    let (answer, kept) = written(slim.record_len(), &meta).await;
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(kept, Some(slim.clone()));
-    let (answer, kept) = written(len(&slim) - 1, &meta).await;
+    let (answer, kept) = written(slim.record_len() - 1, &meta).await;
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(kept, Some(slimmest.clone()));
     // The ETag, size and whole-object checksum stay in every one.
@@ -69,7 +65,7 @@ async fn the_parts_checksums_go_first_then_the_part_sizes_and_nothing_else() {
 async fn a_record_with_no_room_even_slimmest_is_refused_and_nothing_is_written() {
     let meta = record(300);
     let slimmest = ObjectMeta { parts: Vec::new(), part_checksums: Vec::new(), ..meta.clone() };
-    let (answer, kept) = written(len(&slimmest) - 1, &meta).await;
+    let (answer, kept) = written(slimmest.record_len() - 1, &meta).await;
     assert!(matches!(answer, Err(StoreError::Smb(_))), "{answer:?}");
     assert_eq!(kept, None);
 }
