@@ -7,8 +7,9 @@ use super::share::Tree;
 
 use super::keys::{self, MappedKey};
 use super::path::SharePath;
+use super::share_lookups::ShareLookups;
 use super::share_ops::ShareOps;
-use super::{share, Root, StoreError, StoreResult};
+use super::{Root, StoreError, StoreResult};
 
 /// Creates `CaseProbe-*` in `dir` on `s` and looks at it as lower case:
 /// true if the share matches names case-insensitively. The probe file is
@@ -35,7 +36,7 @@ pub fn needs_exact_names(case_insensitive: bool, key: &MappedKey) -> bool {
 }
 
 /// Ours and theirs of the first component that differs, if any.
-type Mismatch = Option<(String, String)>;
+pub(in crate::store) type Mismatch = Option<(String, String)>;
 
 /// What [`Root::check_case_seen`] found at the key's own path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,30 +99,43 @@ impl Root {
         Ok(self.case_lookup(tree, bucket, key).await?.0)
     }
 
-    /// [`Root::case_mismatch`] of a key with components, and whether its
-    /// own path opened (under any spelling).
+    /// [`mismatch_on`] of `key` in `bucket` on the live share.
     ///
     /// Errors: SMB failures.
     async fn case_lookup(&self, tree: &Tree, bucket: &str, key: &MappedKey) -> StoreResult<(Mismatch, bool)> {
-        let paths: Vec<String> =
-            self.bucket_path(bucket).ancestors_of(key).into_iter().map(|p| p.to_string()).collect();
-        let names = share::normalized_names(tree, &paths).await?;
-        let own = names.last().is_some_and(Option::is_some);
-        // The deepest prefix that exists tells everything above it too.
-        for (on_disk, path) in names.iter().zip(&paths).rev() {
-            let Some(on_disk) = on_disk else { continue };
-            if on_disk == path {
-                return Ok((None, own));
-            }
-            for (a, b) in path.split('\\').zip(on_disk.split('\\')) {
-                if a != b {
-                    return Ok((Some((a.to_string(), b.to_string())), own));
-                }
-            }
+        mismatch_on(&self.live(tree), &self.bucket_path(bucket), key).await
+    }
+}
+
+/// The first of the (encoded) path components of `key` (which has
+/// components) under the directory `bucket` that exists on `s` with a
+/// different case or as an alias, as `(ours, theirs)`, and whether its own
+/// path opened (under any spelling). One batch of lookups, one per
+/// component.
+///
+/// Errors: SMB failures.
+pub(in crate::store) async fn mismatch_on(
+    s: &impl ShareLookups,
+    bucket: &SharePath,
+    key: &MappedKey,
+) -> StoreResult<(Mismatch, bool)> {
+    let paths: Vec<String> = bucket.ancestors_of(key).into_iter().map(|p| p.to_string()).collect();
+    let names = s.normalized_names(&paths).await?;
+    let own = names.last().is_some_and(Option::is_some);
+    // The deepest prefix that exists tells everything above it too.
+    for (on_disk, path) in names.iter().zip(&paths).rev() {
+        let Some(on_disk) = on_disk else { continue };
+        if on_disk == path {
             return Ok((None, own));
         }
-        Ok((None, own))
+        for (a, b) in path.split('\\').zip(on_disk.split('\\')) {
+            if a != b {
+                return Ok((Some((a.to_string(), b.to_string())), own));
+            }
+        }
+        return Ok((None, own));
     }
+    Ok((None, own))
 }
 
 #[cfg(test)]

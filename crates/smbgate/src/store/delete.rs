@@ -13,7 +13,7 @@ use super::create_lock::take_lock_within;
 use super::keys::{map_key, MappedKey};
 use super::meta::{ObjectMeta, META_EA};
 use super::path::SharePath;
-use super::reads::object_open::{check_record_key, keyed};
+use super::reads::open_checked::{check_record_key, keyed};
 use super::share::is_not_found;
 use super::share::{Failure, ShareError};
 use super::types::ObjectInfo;

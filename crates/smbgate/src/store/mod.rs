@@ -33,6 +33,10 @@ pub mod fan_out;
 mod folders;
 pub mod keys;
 pub mod listings;
+/// The in-memory share's lookups (test support).
+#[cfg(test)]
+#[path = "../../tests/support/memory_lookups.rs"]
+mod memory_lookups;
 /// What tests put on the in-memory share and read of it (test support).
 #[cfg(test)]
 #[path = "../../tests/support/memory_setup.rs"]
@@ -60,6 +64,7 @@ pub mod uploads;
 pub mod writes;
 pub use share::records;
 pub mod share;
+mod share_lookups;
 mod share_ops;
 pub mod sse_c;
 pub mod tags;

@@ -214,10 +214,6 @@ pub(crate) trait ShareOps: Sync {
     /// (`entry_lookups::marker_dirs`).
     fn marker_dirs(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<u64>>> + Send;
 
-    /// The names among `entries` of `dir` that are only 8.3 aliases of
-    /// other names (`entry_lookups::short_aliases`).
-    fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send;
-
     /// Up to `max` bytes of the small file at `path`, read in one compound
     /// (`share::read_small`).
     ///
@@ -492,10 +488,6 @@ impl ShareOps for LiveShare<'_> {
 
     fn marker_dirs(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<u64>>> + Send {
         entry_lookups::marker_dirs(self.tree, self.records, dir, entries)
-    }
-
-    fn short_aliases(&self, dir: &str, entries: &[DirEntry]) -> impl Future<Output = Result<HashSet<String>>> + Send {
-        entry_lookups::short_aliases(self.tree, dir, entries)
     }
 
     async fn read_small(&self, path: &str, max: u32) -> Result<Bytes> {

@@ -39,6 +39,18 @@ impl MemoryShare {
         self.insert(path, Node { marker: true, ..Node::new(true, etag) });
     }
 
+    /// Puts a file at `path` of `size` bytes whose record is `meta`.
+    pub(crate) fn put_record(&self, path: &str, size: u64, meta: ObjectMeta) {
+        self.insert(path, Node { size, meta: Some(meta), ..Node::new(false, "") });
+    }
+
+    /// Makes `alias` another spelling of the name `kept` (another case on
+    /// a case-insensitive share, or an 8.3 alias): a lookup of `alias`
+    /// finds the file at `kept` and names it so.
+    pub(crate) fn alias(&self, alias: &str, kept: &str) {
+        self.state.lock().unwrap().aliases.insert(alias.to_string(), kept.to_string());
+    }
+
     fn add(&self, path: &str, dir: bool, etag: &str) {
         self.insert(path, Node::new(dir, etag));
     }

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use super::steps::{alone, interleave, race};
 use super::steps::{Gate, Gated};
 
-use super::memory_state::{Node, State};
+use super::memory_state::{created_of, Node, State};
 pub(crate) use super::memory_state::{ALL, DELETE, READ, WRITE};
 use super::meta::ObjectMeta;
 use super::reads::object_cache::Holder;
@@ -46,7 +46,6 @@ use super::records::FileKey;
 use super::share::{failing_with, not_a_file, CreateResponse, DirEntry, Failure, FileTimes, Result};
 use super::share_ops::ShareOps;
 use super::types::ObjectInfo;
-use smb_proto::create::{CreateResponseContext, FileId};
 
 /// The in-memory share.
 #[derive(Default, Clone)]
@@ -71,8 +70,10 @@ pub(crate) struct MemDir {
 
 /// An open file of a [`MemoryShare`]; closed when dropped.
 pub(crate) struct MemHandle {
-    id: u64,
+    pub(super) id: u64,
     state: Arc<Mutex<State>>,
+    /// What its CREATE answered.
+    pub(super) created: CreateResponse,
 }
 
 impl Drop for MemHandle {
@@ -83,9 +84,9 @@ impl Drop for MemHandle {
 
 /// A cache holder of a [`MemoryShare`] ([`MemoryShare::hold`]).
 pub(crate) struct MemHeld {
-    _handle: MemHandle,
-    lease: Arc<AtomicBool>,
-    created: CreateResponse,
+    pub(super) _handle: MemHandle,
+    pub(super) lease: Arc<AtomicBool>,
+    pub(super) created: CreateResponse,
 }
 
 impl Holder for MemHeld {
@@ -110,26 +111,6 @@ impl Drop for MemLock {
 }
 
 impl MemoryShare {
-    /// A GET's open of `path` (`share::open_with_meta`): reading, sharing
-    /// READ, WRITE and DELETE as the live one does; a directory opens too
-    /// unless `file_only`. Returns the handle, its times and its record.
-    ///
-    /// Errors: as an open on the share (not found, a directory where only a
-    /// file may open, delete pending, sharing violation).
-    pub(crate) async fn open_to_read(
-        &self,
-        path: &str,
-        file_only: bool,
-    ) -> Result<(MemHandle, FileTimes, Option<ObjectMeta>)> {
-        self.gate.step("open_to_read").await;
-        let mut s = self.state.lock().unwrap();
-        let id = s.open(path, READ, ALL, !file_only)?;
-        let node = &s.nodes[&s.opens[&id].node];
-        let (times, record) = (node.times(), node.record());
-        drop(s);
-        Ok((self.handle(id), times, record))
-    }
-
     /// A new file at `path` (a writer's verified temp file), open for
     /// writing and delete, sharing everything; not gated.
     pub(crate) fn create_temp(&self, path: &str, etag: &str) -> MemHandle {
@@ -148,26 +129,6 @@ impl MemoryShare {
         Ok(self.handle(id))
     }
 
-    /// A cache holder's open of `path` (`share::hold_with_meta`): reading,
-    /// sharing only READ, under a Read+Handle lease that an open to write
-    /// or delete the file breaks; not gated.
-    ///
-    /// Errors: as an open on the share.
-    pub(crate) fn hold(&self, path: &str) -> Result<MemHeld> {
-        let mut s = self.state.lock().unwrap();
-        let id = s.open(path, READ, READ, false)?;
-        let lease = Arc::new(AtomicBool::new(true));
-        let open = s.opens.get_mut(&id).expect("just opened");
-        open.lease = Some(lease.clone());
-        let node = open.node;
-        let file_id = FileId { persistent: node, volatile: 0 };
-        let contexts = vec![CreateResponseContext::OnDiskId { disk_file_id: node, volume_id: 0 }];
-        let times = s.nodes[&node].times();
-        let created = CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts };
-        drop(s);
-        Ok(MemHeld { _handle: self.handle(id), lease, created })
-    }
-
     /// A look at `path` (`op`, a step): an open of attributes only, which
     /// no sharing mode refuses, made and closed by one compound, so that
     /// others' steps can come between its open and its CLOSE, and a rename
@@ -175,7 +136,12 @@ impl MemoryShare {
     /// `dir_ok`. Returns the times, the file's id and its record. A
     /// directory removed while others hold it answers with no attributes,
     /// without an open.
-    async fn look(&self, op: &'static str, path: &str, dir_ok: bool) -> Result<(FileTimes, u64, Option<ObjectMeta>)> {
+    pub(super) async fn look(
+        &self,
+        op: &'static str,
+        path: &str,
+        dir_ok: bool,
+    ) -> Result<(FileTimes, u64, Option<ObjectMeta>)> {
         self.gate.step(op).await;
         let (id, looked) = {
             let mut s = self.state.lock().unwrap();
@@ -192,8 +158,15 @@ impl MemoryShare {
         Ok(looked)
     }
 
-    fn handle(&self, id: u64) -> MemHandle {
-        MemHandle { id, state: self.state.clone() }
+    /// The handle of the open `id`; the state must not be locked. (A
+    /// creation lock's open may have lost its file already.)
+    pub(super) fn handle(&self, id: u64) -> MemHandle {
+        let created = {
+            let s = self.state.lock().unwrap();
+            let node = s.opens.get(&id).map_or(0, |o| o.node);
+            created_of(node, s.nodes.get(&node).map(Node::times).unwrap_or_default())
+        };
+        MemHandle { id, state: self.state.clone(), created }
     }
 }
 
@@ -424,8 +397,7 @@ impl ShareOps for MemoryShare {
 
     async fn stat_with_meta(&self, path: &str, file_only: bool) -> Result<(CreateResponse, Option<ObjectMeta>)> {
         let (times, node, record) = self.look("stat_with_meta", path, !file_only).await?;
-        let file_id = FileId { persistent: node, volatile: 0 };
-        Ok((CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts: Vec::new() }, record))
+        Ok((created_of(node, times), record))
     }
 
     async fn open_dir(&self, path: &str) -> Result<MemDir> {
@@ -460,10 +432,6 @@ impl ShareOps for MemoryShare {
 
     async fn marker_dirs(&self, _dir: &str, _entries: &[DirEntry]) -> Result<HashSet<u64>> {
         Ok(HashSet::new())
-    }
-
-    async fn short_aliases(&self, _dir: &str, _entries: &[DirEntry]) -> Result<HashSet<String>> {
-        Ok(HashSet::new()) // it makes no 8.3 names
     }
 
     async fn read_small(&self, path: &str, max: u32) -> Result<bytes::Bytes> {

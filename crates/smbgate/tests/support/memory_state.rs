@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::meta::ObjectMeta;
-use super::share::{failing_with, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
+use super::share::{failing_with, CreateResponse, DirEntry, Failure, FileTimes, Result, OWN_DIR_MARK};
+use smb_proto::create::{CreateResponseContext, FileId};
 use smb_proto::create_flags::attributes;
 
 /// Access and sharing bits (one layout for both, as in a CREATE).
@@ -133,9 +134,25 @@ pub(crate) struct State {
     pub(crate) clock: u64,
     /// The most bytes of record a file can keep (`None`: no limit).
     pub(crate) record_room: Option<usize>,
+    /// Other spellings the server resolves to a name: another case, an
+    /// 8.3 alias (path asked → path kept).
+    pub(crate) aliases: HashMap<String, String>,
+}
+
+/// What a CREATE of `node` answers: `times`, and its on-disk id.
+pub(crate) fn created_of(node: u64, times: FileTimes) -> CreateResponse {
+    let file_id = FileId { persistent: node, volatile: 0 };
+    let contexts = vec![CreateResponseContext::OnDiskId { disk_file_id: node, volume_id: 0 }];
+    CreateResponse { oplock_level: 0, create_action: 0, times, file_id, contexts }
 }
 
 impl State {
+    /// The name the server resolves `path` to: the path kept for an alias,
+    /// else `path` itself.
+    pub(crate) fn kept_name(&self, path: &str) -> String {
+        self.aliases.get(path).cloned().unwrap_or_else(|| path.to_string())
+    }
+
     pub(crate) fn id(&mut self) -> u64 {
         self.next += 1;
         self.next

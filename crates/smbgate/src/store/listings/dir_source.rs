@@ -7,7 +7,7 @@ use crate::store::Listings;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
-use super::entry_lookups::LOOKUPS_IN_FLIGHT;
+use super::entry_lookups::{self, LOOKUPS_IN_FLIGHT};
 use std::sync::Arc;
 
 use super::listing_cache::{stamp, DirCache, DirRead, DirStamp, MAX_AGE};
@@ -19,11 +19,11 @@ use crate::store::keys::map_key;
 use crate::store::keys::{self, decode_component, encode_component};
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found};
-use crate::store::share_ops::ShareOps;
+use crate::store::share_lookups::ShareLookups;
 use crate::store::types::ObjectInfo;
 use crate::store::{StoreError, StoreResult};
 
-/// The walk's directories, read from a share ([`ShareOps`]: the live one
+/// The walk's directories, read from a share ([`ShareLookups`]: the live one
 /// in the gateway, the in-memory one in `share_source_test.rs`).
 struct ShareSource<'a, S> {
     share: S,
@@ -43,7 +43,7 @@ impl<S> ShareSource<'_, S> {
     }
 }
 
-impl<S: ShareOps + Send> DirSource for ShareSource<'_, S> {
+impl<S: ShareLookups + Send> DirSource for ShareSource<'_, S> {
     type Error = StoreError;
 
     async fn list(&self, path: &[String], needed: &Needed) -> Result<Option<Window>, StoreError> {
@@ -98,7 +98,7 @@ impl<S: ShareOps + Send> DirSource for ShareSource<'_, S> {
     }
 }
 
-impl<S: ShareOps> ShareSource<'_, S> {
+impl<S: ShareLookups> ShareSource<'_, S> {
     /// Whether `dir`'s stamp is still `cached`; `None` if it is gone.
     ///
     /// Errors: the share's, other than not-found.
@@ -209,7 +209,7 @@ impl<S: ShareOps> ShareSource<'_, S> {
         beside: &mut Vec<DirItem>,
     ) -> StoreResult<()> {
         let markers = self.share.marker_dirs(dir, &entries).await?;
-        let aliases = self.share.short_aliases(dir, &entries).await?;
+        let aliases = entry_lookups::short_aliases(&self.share, dir, &entries).await?;
         for e in entries {
             // A symbolic link or junction may lead out of the bucket (into
             // another, or anywhere the server reaches): it is no object.
@@ -272,7 +272,11 @@ impl<S: ShareOps> ShareSource<'_, S> {
 /// gateway made).
 ///
 /// Errors: the share's, other than not-found.
-async fn listed_object<S: ShareOps>(s: &S, bucket: &SharePath, key: &str) -> StoreResult<Option<(String, u64, u64)>> {
+async fn listed_object<S: ShareLookups>(
+    s: &S,
+    bucket: &SharePath,
+    key: &str,
+) -> StoreResult<Option<(String, u64, u64)>> {
     let Ok(mapped) = map_key(key) else { return Ok(None) };
     match stat_stored(s, bucket.join_key(&mapped), &mapped, true).await? {
         Some((c, meta, path)) => {

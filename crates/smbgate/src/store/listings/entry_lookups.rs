@@ -1,8 +1,9 @@
 //! What a directory read asks the live share about its entries, beyond
 //! the entries themselves: which directories are marker objects where
 //! records are not EAs, and which names are only 8.3 aliases. The listing
-//! reaches them through `ShareOps` (`LiveShare`), so that its rules run on
-//! the in-memory share too.
+//! reaches them through `ShareOps` (`LiveShare`) and, for the aliases,
+//! over any `ShareLookups`, so that its rules run on the in-memory share
+//! too.
 
 use std::collections::HashSet;
 
@@ -11,7 +12,8 @@ use futures::stream::{self, StreamExt};
 use crate::store::keys;
 use crate::store::path::SharePath;
 use crate::store::records::{FileKey, Records};
-use crate::store::share::{self, DirEntry, Result, ShareError, Tree};
+use crate::store::share::{DirEntry, Result, ShareError, Tree};
+use crate::store::share_lookups::ShareLookups;
 
 /// Record reads and ETag lookups in flight at once per listing page.
 pub(crate) const LOOKUPS_IN_FLIGHT: usize = 64;
@@ -62,7 +64,7 @@ pub(crate) async fn marker_dirs(
 /// compared with the listed one.
 ///
 /// Errors: the batch failed (a transport error).
-pub(crate) async fn short_aliases(tree: &Tree, dir: &str, entries: &[DirEntry]) -> Result<HashSet<String>> {
+pub(crate) async fn short_aliases(s: &impl ShareLookups, dir: &str, entries: &[DirEntry]) -> Result<HashSet<String>> {
     let shaped: Vec<&str> =
         entries.iter().map(|e| e.name.as_str()).filter(|n| keys::looks_like_short_name(n)).collect();
     if shaped.is_empty() {
@@ -70,7 +72,7 @@ pub(crate) async fn short_aliases(tree: &Tree, dir: &str, entries: &[DirEntry]) 
     }
     let parent = SharePath::root(dir);
     let paths: Vec<String> = shaped.iter().map(|n| parent.join(n).as_str().to_string()).collect();
-    let real = share::normalized_names(tree, &paths).await?;
+    let real = s.normalized_names(&paths).await?;
     let aliases = shaped
         .into_iter()
         .zip(real)

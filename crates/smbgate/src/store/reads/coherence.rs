@@ -14,6 +14,7 @@ use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found, CreateResponse, Failure, Handle, HeldLook, ShareError, Tree};
+use crate::store::share_lookups::ShareLookups;
 use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::{Reads, Root, StoreResult};
@@ -138,7 +139,7 @@ impl Reads {
     /// otherwise); a look that fails drops it too. True if renewed.
     async fn renew(&self, tree: &Tree, path: &SharePath, generation: u64) -> bool {
         let asked = std::time::Instant::now();
-        match share::stat_created(tree, path.as_str()).await {
+        match self.root.live(tree).stat_created(path.as_str()).await {
             Ok(now) => {
                 let renewed = self.root.objects().renew(path.as_str(), &now, asked, generation);
                 if renewed {
@@ -194,7 +195,6 @@ impl Reads {
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await?;
         let exact = self.root.exact_names_for(&mapped);
-        let records = self.root.records();
         let read = HEAD_READ.min(self.root.objects().options().object_max);
         let (mut look, at, found) = self
             .open_stored(
@@ -212,7 +212,9 @@ impl Reads {
                                 Err(e) => return Err(e),
                             }
                         }
-                        share::stat_with_meta_and_name(tree, records, &p, exact, file_only)
+                        self.root
+                            .live(tree)
+                            .stat_with_meta_and_name(&p, exact, file_only)
                             .await
                             .map(|p| Look::Plain(Box::new(p)))
                     }

@@ -18,6 +18,7 @@ pub(super) mod find_stored;
 mod find_stored_test;
 pub mod object_cache;
 pub(super) mod object_open;
+pub(super) mod open_checked;
 pub mod prefetch_depth;
 pub mod read_plan;
 pub(crate) mod sealed;

@@ -4,155 +4,16 @@
 use bytes::Bytes;
 
 use super::find_stored::{find_stored, KeyPlaces};
-use crate::store::beside::kept_as;
+use super::open_checked::{check_exact_name, check_found, open_checked, Asked, OpenFor};
+pub(in crate::store) use super::open_checked::{ForRead, ForRecordChange, ForStat};
 use crate::store::folders::Found;
 use crate::store::keys::{map_key, KeyError, MappedKey};
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
-use crate::store::share::records::Records;
 use crate::store::share::ShareError;
+use crate::store::share_ops::LiveShare;
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{share, Reads, StoreError, StoreResult};
-
-/// Checks the record's key against the requested one: `Err(NoSuchKey)` if
-/// the open landed on a case-variant of the key (case-insensitive share),
-/// and drops a record written for another key (file renamed by someone
-/// else: treat it as foreign).
-pub(crate) fn check_record_key(meta: Option<ObjectMeta>, key: &str) -> StoreResult<Option<ObjectMeta>> {
-    match meta {
-        Some(m) => match m.key.as_deref() {
-            None => Ok(Some(m)),
-            Some(k) if k == key => Ok(Some(m)),
-            Some(k) if k.to_lowercase() == key.to_lowercase() => Err(StoreError::NoSuchKey),
-            Some(_) => Ok(None),
-        },
-        None => Ok(None),
-    }
-}
-
-/// True if `meta` is a record that names its key (written through S3),
-/// which [`check_record_key`] has compared: no name lookup is then needed.
-pub(crate) fn keyed(meta: &Option<ObjectMeta>) -> bool {
-    meta.as_ref().is_some_and(|m| m.key.is_some())
-}
-
-/// NoSuchKey unless what opened is what the key names: a file for a plain
-/// key, a directory carrying a marker record (or an empty folder, as
-/// `found` says) for a key ending in `/`.
-fn check_kind(is_dir: bool, dir_marker: bool, found: Found, info: &ObjectInfo) -> StoreResult<()> {
-    if is_dir != dir_marker || (is_dir && !info.meta.marker && found != Found::Folder) {
-        return Err(StoreError::NoSuchKey);
-    }
-    Ok(())
-}
-
-/// What an open of a key is for ([`Reads::open_key`]): the share
-/// operation it runs where the key is kept (one round trip: the CREATE,
-/// the record, and what else it needs), and how the checks read its answer.
-pub(in crate::store) trait OpenFor: Copy {
-    /// What the share operation answers.
-    type Answer;
-    /// Runs it on `path`; `exact`: also asks for the on-disk name;
-    /// `file_only`: refuses a directory.
-    fn run<'a>(
-        self,
-        tree: &'a share::Tree,
-        records: &'a Records,
-        path: SharePath,
-        exact: bool,
-        file_only: bool,
-    ) -> impl std::future::Future<Output = Result<Self::Answer, ShareError>> + Send + 'a;
-    /// The CREATE's answer in `a`.
-    fn create(a: &Self::Answer) -> &share::CreateResponse;
-    /// The record in `a`.
-    fn meta(a: &Self::Answer) -> Option<&ObjectMeta>;
-    /// Takes the record and the on-disk name out of `a`, for the checks.
-    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>);
-}
-
-/// GET ([`share::open_with_meta`]): the handle kept, and `(offset,
-/// length)` read with the open.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::store) struct ForRead(pub Option<(u64, u32)>);
-
-impl OpenFor for ForRead {
-    type Answer = (share::Handle, Option<ObjectMeta>, Option<Bytes>, Option<String>);
-    async fn run(
-        self,
-        tree: &share::Tree,
-        records: &Records,
-        path: SharePath,
-        exact: bool,
-        file_only: bool,
-    ) -> Result<Self::Answer, ShareError> {
-        share::open_with_meta(tree, records, &path, self.0, exact, file_only).await
-    }
-    fn create(a: &Self::Answer) -> &share::CreateResponse {
-        a.0.info()
-    }
-    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
-        a.1.as_ref()
-    }
-    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
-        (a.1.take(), a.3.take())
-    }
-}
-
-/// HEAD ([`share::stat_with_meta_and_name`]): the object's info; the
-/// handle closes in the same round trip.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::store) struct ForStat;
-
-impl OpenFor for ForStat {
-    type Answer = (share::CreateResponse, Option<ObjectMeta>, Option<String>);
-    async fn run(
-        self,
-        tree: &share::Tree,
-        records: &Records,
-        path: SharePath,
-        exact: bool,
-        file_only: bool,
-    ) -> Result<Self::Answer, ShareError> {
-        share::stat_with_meta_and_name(tree, records, &path, exact, file_only).await
-    }
-    fn create(a: &Self::Answer) -> &share::CreateResponse {
-        &a.0
-    }
-    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
-        a.1.as_ref()
-    }
-    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
-        (a.1.take(), a.2.take())
-    }
-}
-
-/// A record change ([`share::open_to_update_record`]): the handle kept,
-/// held so that no other file can take the name until it closes.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::store) struct ForRecordChange;
-
-impl OpenFor for ForRecordChange {
-    type Answer = (share::Handle, Option<ObjectMeta>, Option<String>);
-    async fn run(
-        self,
-        tree: &share::Tree,
-        records: &Records,
-        path: SharePath,
-        exact: bool,
-        file_only: bool,
-    ) -> Result<Self::Answer, ShareError> {
-        share::open_to_update_record(tree, records, &path, exact, file_only).await
-    }
-    fn create(a: &Self::Answer) -> &share::CreateResponse {
-        a.0.info()
-    }
-    fn meta(a: &Self::Answer) -> Option<&ObjectMeta> {
-        a.1.as_ref()
-    }
-    fn take(a: &mut Self::Answer) -> (Option<ObjectMeta>, Option<String>) {
-        (a.1.take(), a.2.take())
-    }
-}
 
 impl Reads {
     /// Opens `key` to change its record ([`share::open_to_update_record`]):
@@ -167,48 +28,38 @@ impl Reads {
         bucket: &str,
         key: &str,
     ) -> StoreResult<(share::Handle, Option<ObjectMeta>, ObjectInfo, SharePath)> {
-        let ((handle, ..), meta, info, path) = self.open_key(bucket, key, ForRecordChange).await?;
+        let ((handle, ..), meta, info, path) =
+            self.open_key(&self.root.tree().await?, bucket, key, ForRecordChange).await?;
         Ok((handle, meta, info, path))
     }
 
     /// The one open of a key, for what `how` says ([`OpenFor`]): the key
-    /// mapped for a read, `how`'s share operation run where the key is
-    /// kept ([`Reads::open_stored`]), and what it found checked
-    /// ([`Reads::checked`]). Returns the operation's answer (its record
-    /// taken out), the checked record, the object's info and its path.
+    /// mapped for a read, then [`open_checked`] on the live share `tree`.
+    /// Returns the operation's answer (its record taken out), the checked
+    /// record, the object's info and its path.
     ///
     /// Errors: as [`Reads::open_object`].
-    pub(in crate::store) async fn open_key<K: OpenFor>(
-        &self,
+    pub(in crate::store) async fn open_key<'t, K: OpenFor<LiveShare<'t>>>(
+        &'t self,
+        tree: &'t share::Tree,
         bucket: &str,
         key: &str,
         how: K,
     ) -> StoreResult<(K::Answer, Option<ObjectMeta>, ObjectInfo, SharePath)> {
-        let tree = self.root.tree().await?;
-        let mapped = self.map_key_to_read(&tree, bucket, key).await?;
-        let exact = self.root.exact_names_for(&mapped);
-        let records = self.root.records();
-        let (mut answer, path, found) = self
-            .open_stored(
-                &tree,
-                bucket,
-                &mapped,
-                |p, file_only| how.run(&tree, records, p, exact, file_only),
-                |a| (K::create(a).times, K::meta(a).is_some_and(|m| m.marker)),
-            )
-            .await?;
-        let (meta, on_disk) = K::take(&mut answer);
-        let (meta, info) = self
-            .checked(&tree, bucket, (&mapped, key), K::create(&answer), meta, on_disk.as_deref(), (&path, found))
-            .await?;
-        Ok((answer, meta, info, path))
+        let mapped = self.map_key_to_read(tree, bucket, key).await?;
+        let bucket_path = || self.root.bucket_path(bucket);
+        let lock = |path: &SharePath| self.root.lock_name(path);
+        let places = KeyPlaces { own: self.root.object_path(bucket, &mapped), bucket: &bucket_path, lock: &lock };
+        open_checked(&self.root.live(tree), &places, &self.asked(key, &mapped, &bucket_path), how).await
     }
 
-    /// What an open of `key` (`mapped`) found at `at` = (path, beside),
-    /// checked: the record names this key ([`check_record_key`]), the
-    /// on-disk name matches where the server may match another spelling
-    /// ([`Reads::check_exact_name`]), and it is the kind of thing the key
-    /// names ([`check_kind`]). Returns the record and the object's info.
+    /// What an open of `key` (`mapped`) in the bucket at `bucket` asks for.
+    fn asked<'k>(&self, key: &'k str, mapped: &'k MappedKey, bucket: &'k (dyn Fn() -> SharePath + Sync)) -> Asked<'k> {
+        Asked { key, mapped, bucket, case_insensitive: self.root.case_insensitive() }
+    }
+
+    /// [`check_found`] on the live share `tree`, of `key` (`mapped`) in
+    /// `bucket`: what an open found at `at` = (path, where).
     ///
     /// Errors: NoSuchKey; SMB failures of the name lookup.
     #[allow(clippy::too_many_arguments)]
@@ -220,13 +71,10 @@ impl Reads {
         create: &share::CreateResponse,
         meta: Option<ObjectMeta>,
         on_disk: Option<&str>,
-        (path, found): (&SharePath, Found),
+        at: (&SharePath, Found),
     ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
-        let meta = check_record_key(meta, key)?;
-        self.check_exact_name(tree, bucket, &kept_as(mapped, found == Found::Beside), keyed(&meta), on_disk).await?;
-        let info = ObjectInfo::new(create, meta.clone(), path);
-        check_kind(create.times.is_directory(), mapped.dir_marker && found != Found::Beside, found, &info)?;
-        Ok((meta, info))
+        let bucket_path = || self.root.bucket_path(bucket);
+        check_found(&self.root.live(tree), &self.asked(key, mapped, &bucket_path), create, meta, on_disk, at).await
     }
 
     /// Runs `open` (a GET's or HEAD's) where `mapped` is kept
@@ -257,36 +105,20 @@ impl Reads {
         find_stored(&self.root.live(tree), &places, mapped, open, kind).await
     }
 
-    /// NoSuchKey if the file that opened is named otherwise than `mapped`:
-    /// in another case on a case-insensitive share (S3 keys are
-    /// case-sensitive), or a long name `mapped` is an 8.3 alias of
-    /// ([`crate::store::Root::exact_names_for`]).
-    /// A record naming its key (`keyed`) has already been compared
-    /// ([`check_record_key`]); a file without one (put there by someone
-    /// else) is judged by `on_disk`, its path as the open's compound read
-    /// it, or, if the server gave none, by one more batch of name lookups.
+    /// [`check_exact_name`] on the live share `tree`, of the key whose
+    /// object is kept as `kept` in `bucket`.
     ///
     /// Errors: NoSuchKey; SMB failures of the lookup.
     pub(crate) async fn check_exact_name(
         &self,
         tree: &share::Tree,
         bucket: &str,
-        mapped: &MappedKey,
+        kept: &MappedKey,
         keyed: bool,
         on_disk: Option<&str>,
     ) -> StoreResult<()> {
-        if !self.root.exact_names_for(mapped) || keyed {
-            return Ok(());
-        }
-        let differs = match on_disk {
-            // The key's components are the last ones of the on-disk path.
-            Some(name) => !name.rsplit('\\').take(mapped.components.len()).eq(mapped.components.iter().rev()),
-            None => self.root.case_mismatch(tree, bucket, mapped).await?.is_some(),
-        };
-        if differs {
-            return Err(StoreError::NoSuchKey);
-        }
-        Ok(())
+        let bucket_path = || self.root.bucket_path(bucket);
+        check_exact_name(&self.root.live(tree), &self.asked("", kept, &bucket_path), kept, keyed, on_disk).await
     }
 
     /// Maps `key` for a GET or HEAD. A key that no object on the share can
@@ -325,7 +157,8 @@ impl Reads {
         key: &str,
         read: Option<(u64, u32)>,
     ) -> StoreResult<(Opened, ObjectInfo, Option<Bytes>)> {
-        let ((handle, _, data, _), meta, info, _) = self.open_key(bucket, key, ForRead(read)).await?;
+        let ((handle, _, data, _), meta, info, _) =
+            self.open_key(&self.root.tree().await?, bucket, key, ForRead(read)).await?;
         Ok((Opened { handle, meta }, info, data))
     }
 
@@ -351,7 +184,7 @@ impl Reads {
     ///
     /// Errors: as [`Reads::open_object`].
     pub(crate) async fn head_uncached(&self, bucket: &str, key: &str) -> StoreResult<ObjectInfo> {
-        let (_, _, info, _) = self.open_key(bucket, key, ForStat).await?;
+        let (_, _, info, _) = self.open_key(&self.root.tree().await?, bucket, key, ForStat).await?;
         Ok(info)
     }
 }

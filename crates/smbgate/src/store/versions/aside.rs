@@ -5,7 +5,7 @@
 //! so readers see the old version or the new one, never neither.
 
 use crate::store::meta::ObjectMeta;
-use crate::store::reads::object_open::check_record_key;
+use crate::store::reads::open_checked::check_record_key;
 use crate::store::share::{self, Handle, Tree};
 use crate::store::share_ops::ShareOps;
 use crate::store::types::{ObjectInfo, Target};

@@ -14,7 +14,7 @@
 use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::path::SharePath;
-use crate::store::reads::object_open::check_record_key;
+use crate::store::reads::open_checked::check_record_key;
 use crate::store::share::{self, is_not_found, Failure, Handle, ShareError, Tree};
 use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;

@@ -8,6 +8,7 @@ use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
 use crate::store::reads::read_plan::{Read, ReadPlan, ReadRequest};
 use crate::store::share::{self, is_not_found, Tree};
+use crate::store::share_lookups::ShareLookups;
 use crate::store::share_ops::ShareOps;
 use crate::store::types::{ObjectInfo, Opened};
 use crate::store::{Reads, StoreError, StoreResult};
@@ -85,7 +86,10 @@ impl Reads {
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await.map_err(not_found_version)?;
         let (path, name) = self.stored_version(&tree, bucket, &mapped, version_id).await?;
-        let (handle, meta, data, _) = share::open_with_meta(&tree, self.root.records(), &path, read, false, true)
+        let (handle, meta, data, _) = self
+            .root
+            .live(&tree)
+            .open_with_meta(&path, read, false, true)
             .await
             .map_err(|e| if is_not_found(&e) { StoreError::NoSuchVersion } else { e.into() })?;
         let info = as_stored(ObjectInfo::new(handle.info(), meta.clone(), &path), &name);
@@ -127,9 +131,13 @@ impl Reads {
         let tree = self.root.tree().await?;
         let mapped = self.map_key_to_read(&tree, bucket, key).await.map_err(not_found_version)?;
         let (path, name) = self.stored_version(&tree, bucket, &mapped, version_id).await?;
-        let (handle, meta, _) = share::open_to_update_record(&tree, self.root.records(), &path, false, true)
-            .await
-            .map_err(|e| if is_not_found(&e) { StoreError::NoSuchVersion } else { e.into() })?;
+        let (handle, meta, _) = self.root.live(&tree).open_to_update_record(&path, false, true).await.map_err(|e| {
+            if is_not_found(&e) {
+                StoreError::NoSuchVersion
+            } else {
+                e.into()
+            }
+        })?;
         let info = as_stored(ObjectInfo::new(handle.info(), meta.clone(), &path), &name);
         Ok((handle, meta, info, path))
     }

@@ -11,6 +11,7 @@
 //! class 13).
 
 use crate::store::share::{Handle, Tree};
+use crate::store::share_lookups::ShareLookups;
 
 use super::parents::{key_folders, make_parents_on};
 use super::place::{place_on, Place, RenameStep};
@@ -18,7 +19,7 @@ use super::swap::{swap_if_match, Aside, SwapPaths, Swapped};
 use crate::store::conditions::{Conditions, EtagCondition};
 use crate::store::keys::MappedKey;
 use crate::store::path::SharePath;
-use crate::store::reads::object_open::check_record_key;
+use crate::store::reads::open_checked::check_record_key;
 use crate::store::records::FileKey;
 use crate::store::share::is_busy;
 use crate::store::share::is_not_found;
@@ -233,7 +234,7 @@ impl Writes {
         if !self.root.records().kept_by_file_id() {
             return None;
         }
-        share::stat_key(tree, path).await.ok().flatten()
+        self.root.live(tree).stat_created(path).await.ok().and_then(|c| FileKey::of(&c))
     }
 
     /// After a replacing publish of the file with on-disk id `new_id`: the
