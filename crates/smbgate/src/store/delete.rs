@@ -4,6 +4,7 @@
 //! between.
 
 use super::share::{CreateResponse, Tree};
+use super::share_data::ShareData;
 use super::share_ops::ShareOps;
 use futures::future::BoxFuture;
 
@@ -11,7 +12,7 @@ use super::beside::{kept_as, nothing_beside, restore_beside, OnRemoved};
 use super::conditions::Conditions;
 use super::create_lock::take_lock_within;
 use super::keys::{map_key, MappedKey};
-use super::meta::{ObjectMeta, META_EA};
+use super::meta::ObjectMeta;
 use super::path::SharePath;
 use super::reads::open_checked::{check_record_key, keyed};
 use super::share::is_not_found;
@@ -276,8 +277,7 @@ impl Root {
     /// Errors: SMB failures; not-found ones (STATUS_NOT_A_DIRECTORY among
     /// them) if there is no directory at `dir`.
     pub(crate) async fn drop_marker_record(&self, tree: &Tree, dir: &SharePath) -> Result<(), ShareError> {
-        let drop_record = share::FullEa { name: META_EA.into(), value: vec![] };
-        share::set_dir_ea(tree, self.records(), dir, drop_record).await
+        self.live(tree).drop_dir_record(dir).await
     }
     /// After a marker's body was published: the directory `dir` is no
     /// empty marker any more (its record would still answer first). No

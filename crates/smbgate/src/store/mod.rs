@@ -33,6 +33,10 @@ pub mod fan_out;
 mod folders;
 pub mod keys;
 pub mod listings;
+/// The in-memory share's data path (test support).
+#[cfg(test)]
+#[path = "../../tests/support/memory_data.rs"]
+mod memory_data;
 /// The in-memory share's lookups (test support).
 #[cfg(test)]
 #[path = "../../tests/support/memory_lookups.rs"]
@@ -64,6 +68,7 @@ pub mod uploads;
 pub mod writes;
 pub use share::records;
 pub mod share;
+mod share_data;
 mod share_lookups;
 mod share_ops;
 pub mod sse_c;

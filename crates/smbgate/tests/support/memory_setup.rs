@@ -39,6 +39,11 @@ impl MemoryShare {
         self.insert(path, Node { marker: true, ..Node::new(true, etag) });
     }
 
+    /// Puts a file at `path` holding `data`, without a record.
+    pub(crate) fn put_bytes(&self, path: &str, data: &[u8]) {
+        self.insert(path, Node { data: data.to_vec(), size: data.len() as u64, ..Node::new(false, "") });
+    }
+
     /// Puts a file at `path` of `size` bytes whose record is `meta`.
     pub(crate) fn put_record(&self, path: &str, size: u64, meta: ObjectMeta) {
         self.insert(path, Node { size, meta: Some(meta), ..Node::new(false, "") });

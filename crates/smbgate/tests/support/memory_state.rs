@@ -47,6 +47,8 @@ pub(crate) struct Node {
     pub(crate) meta: Option<ObjectMeta>,
     /// FILE_ATTRIBUTE_READONLY (a locked version's mark).
     pub(crate) read_only: bool,
+    /// Records other than the object's, by name (a part's, an upload's).
+    pub(crate) named: HashMap<String, Vec<u8>>,
 }
 
 impl Node {
@@ -64,6 +66,7 @@ impl Node {
             delete_at: None,
             meta: None,
             read_only: false,
+            named: HashMap::new(),
         }
     }
 

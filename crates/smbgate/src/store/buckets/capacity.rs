@@ -2,7 +2,8 @@
 //! its directory is on, what the gateway's account may still write there,
 //! and the difference as used.
 
-use crate::store::{share, Buckets, StoreResult};
+use crate::store::share_data::ShareData;
+use crate::store::{Buckets, StoreResult};
 
 /// Bytes of a bucket's volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ impl Buckets {
     pub async fn capacity(&self, bucket: &str) -> StoreResult<Capacity> {
         let tree = self.root.tree().await?;
         self.root.check_bucket(&tree, bucket).await?;
-        let (total, available) = share::space(&tree, &self.root.bucket_path(bucket)).await?;
+        let (total, available) = self.root.live(&tree).space(&self.root.bucket_path(bucket)).await?;
         Ok(Capacity { total, available, used: total.saturating_sub(available) })
     }
 }

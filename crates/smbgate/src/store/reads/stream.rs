@@ -9,6 +9,7 @@
 //! from its first unsent byte, on another connection; a file that changed
 //! between segments aborts the response instead of splicing two versions.
 
+use crate::store::share_data::ShareData;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::pin::Pin;
@@ -229,7 +230,11 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let r = share::read_range_whole(&o.handle, s.clone(), in_flight)
+                            let tree = share::connection_of(&o.handle);
+                            let r = reads
+                                .root
+                                .live(&tree)
+                                .read_range_whole(&o.handle, s.clone(), in_flight)
                                 .instrument(segment_span(&s))
                                 .await;
                             drop(o); // closed by its connection, without delaying the body
@@ -427,7 +432,7 @@ impl FetchError {
 /// file id (when the server reports one).
 async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<Handle, FetchError> {
     let tree = reads.root.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
-    let f = share::open_read(&tree, &info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
+    let f = reads.root.live(&tree).open_read(&info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
     let c = f.info();
     let other_file = matches!((info.disk_id, c.on_disk_id()), (Some(a), Some(b)) if a != b);
     if c.times.end_of_file != info.size || c.times.last_write != info.last_modified || other_file {
@@ -438,7 +443,8 @@ async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<Handle, FetchErro
 
 async fn fetch_once(reads: &Reads, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
     let handle = open_same(reads, info).await?;
-    let r = share::read_range_whole(&handle, seg.clone(), reads.root.in_flight()).await;
+    let tree = share::connection_of(&handle);
+    let r = reads.root.live(&tree).read_range_whole(&handle, seg.clone(), reads.root.in_flight()).await;
     drop(handle);
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {

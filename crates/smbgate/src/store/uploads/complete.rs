@@ -3,10 +3,12 @@
 //! are 1..N of one size (a truncate and a rename of the upload's data
 //! file), else by server-side copies (COPYCHUNK) into a temp file.
 
+use crate::store::share_data::ShareData;
 use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
 
+use super::join::{join_by_copy, join_in_place};
 use super::multipart::{PartInfo, UploadRecord, MIN_PART_SIZE};
 use super::part_checksums::UploadChecksum;
 use super::record_fit::set_record_fitting;
@@ -14,7 +16,7 @@ use crate::store::checksum::{Algorithm, ChecksumType};
 use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::meta::ObjectMeta;
-use crate::store::share::{self, is_not_found};
+use crate::store::share::is_not_found;
 use crate::store::sse_c::{SealedPart, SseCRecord};
 use crate::store::types::{PutRequest, PutResult, Target};
 use crate::store::versions::lock::needs_seal;
@@ -76,29 +78,20 @@ impl Uploads {
     ) -> StoreResult<()> {
         let id = &plan.upload_id;
         let tree = self.root.tree().await?;
+        let live = self.root.live(&tree);
         let data_path = self.data_path(id);
         // A data file that holds parts is opened, never made again: one
         // made anew would publish zeros where they were.
         let create = plan.parts.iter().all(|p| p.data_offset.is_none());
-        let d = match share::open_data_file(&tree, &data_path, create).await {
+        let d = match live.open_data_file(&data_path, create).await {
             Ok(d) => d,
             Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
             Err(e) => return Err(e.into()),
         };
-        for (i, p) in plan.parts.iter().enumerate() {
-            if p.data_offset.is_none() && p.size > 0 {
-                let f = share::open_read(&tree, &self.part_path(id, p.number)).await?;
-                is_planned(&f, p)?;
-                let n = share::copy_chunks(&tree, &f, 0, &d, i as u64 * stride, p.size).await?;
-                if n != p.size {
-                    return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
-                }
-            }
-        }
-        share::set_end_of_file(&d, meta.size).await?;
+        join_in_place(&live, &d, &plan.parts, |n| self.part_path(id, n), stride, meta.size).await?;
         meta.disk_id = d.info().on_disk_id();
         let sealed = needs_seal(&meta);
-        set_record_fitting(&self.root.live(&tree), &d, data_path.as_str(), meta, &plan.key.original()).await?;
+        set_record_fitting(&live, &d, data_path.as_str(), meta, &plan.key.original()).await?;
         self.writes.publish_sealed(&d, || {}, &data_path, target, &plan.conditions, sealed).await?;
         let _ = d.close().await;
         Ok(())
@@ -114,34 +107,13 @@ impl Uploads {
     ) -> StoreResult<()> {
         let id = &plan.upload_id;
         let tree = self.root.tree().await?;
-        let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
+        let live = self.root.live(&tree);
+        let temp = live.create_temp(&self.root.temp_path()).await?;
         let result = async {
-            let mut off = 0u64;
-            for p in &plan.parts {
-                if p.stored > 0 {
-                    let (src, src_off) = match p.data_offset {
-                        Some(o) => (self.data_path(id), o),
-                        None => (self.part_path(id, p.number), 0),
-                    };
-                    let f = share::open_read(&tree, &src).await?;
-                    if p.data_offset.is_none() {
-                        is_planned(&f, p)?;
-                    }
-                    let n = share::copy_chunks(&tree, &f, src_off, temp.handle(), off, p.stored).await?;
-                    if n != p.stored {
-                        return Err(StoreError::Busy(format!("part {} copy was short", p.number)));
-                    }
-                }
-                off += p.stored;
-            }
-            let t = share::query_times(temp.handle()).await?;
-            if t.end_of_file != off {
-                return Err(StoreError::Busy("assembled object has the wrong size".into()));
-            }
+            join_by_copy(&live, temp.handle(), &plan.parts, &self.data_path(id), |n| self.part_path(id, n)).await?;
             let record = meta(temp.handle().info().on_disk_id());
             let sealed = needs_seal(&record);
-            set_record_fitting(&self.root.live(&tree), temp.handle(), temp.path(), record, &plan.key.original())
-                .await?;
+            set_record_fitting(&live, temp.handle(), temp.path(), record, &plan.key.original()).await?;
             self.writes
                 .publish_sealed(temp.handle(), || temp.publishing(), temp.path(), target, &plan.conditions, sealed)
                 .await
@@ -369,18 +341,5 @@ impl Uploads {
                 "upload completed, but its files stay until the sweep removes them");
         }
         Ok(PutResult { etag: plan.etag, checksums, size: plain, last_modified: None, version_id: plan.version_id })
-    }
-}
-
-/// Ok if `f`, the opened file of part `p` (stored apart), is the file the
-/// plan checked: an UploadPart of that number since replaced it with
-/// another (other bytes under the ETag the request lists).
-///
-/// Errors: InvalidPart.
-fn is_planned(f: &share::Handle, p: &PartInfo) -> StoreResult<()> {
-    let now = f.info();
-    match (now.on_disk_id(), now.times.last_write, now.times.end_of_file) == (p.disk_id, p.last_modified, p.stored) {
-        true => Ok(()),
-        false => Err(StoreError::InvalidPart(format!("part {} was uploaded again while completing", p.number))),
     }
 }

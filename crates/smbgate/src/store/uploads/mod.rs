@@ -8,6 +8,7 @@
 //! `sweep` (what dead clients and expired uploads left behind).
 
 pub mod complete;
+mod join;
 pub mod multipart;
 pub mod part_checksums;
 mod record_fit;

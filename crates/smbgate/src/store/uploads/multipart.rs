@@ -27,10 +27,10 @@ use crate::store::checksum::Algorithm;
 use crate::store::keys::map_key;
 use crate::store::meta::ObjectMeta;
 use crate::store::path::SharePath;
-use crate::store::records::{FileKey, Records};
 use crate::store::share::is_not_found;
 use crate::store::share::Failure;
-use crate::store::share::{self, TempFile};
+use crate::store::share::TempFile;
+use crate::store::share_data::ShareData;
 use crate::store::share_ops::ShareOps;
 use crate::store::sse_c::{CustomerKey, SseCRecord};
 use crate::store::types::{ObjectInfo, PutRequest, PutResult, Target};
@@ -69,7 +69,7 @@ pub struct UploadRecord {
 }
 
 /// A stored part.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PartInfo {
     /// Where the part's bytes are in the upload's `data` file, if there.
     pub data_offset: Option<u64>,
@@ -175,7 +175,7 @@ impl Uploads {
     /// Errors: NoSuchUpload.
     async fn claim_part(&self, tree: &Tree, id: &str, n: i32) -> StoreResult<Option<TempFile>> {
         let record = self.part_path(id, n);
-        match share::create_claim(tree, &record).await {
+        match self.root.live(tree).create_claim(&record).await {
             Ok(c) => Ok(Some(TempFile::with_shared_name(self.root.pool(), c, &record))),
             Err(e) if e.failure() == Failure::Collision => Ok(None),
             Err(e) if is_not_found(&e) => Err(StoreError::NoSuchUpload),
@@ -204,7 +204,7 @@ impl Uploads {
         E: std::fmt::Display,
     {
         let data_path = self.data_path(id);
-        let f = match share::open_upload_file(tree, &data_path).await {
+        let f = match self.root.live(tree).open_upload_file(&data_path).await {
             Ok(f) => f,
             Err(e) => {
                 claim.discard().await;
@@ -236,7 +236,7 @@ impl Uploads {
                 // The claim shares the data file's connection: after a loss
                 // the part's bytes are in, so reopen the claim to record them.
                 let revived = claim.revive(None).await;
-                match revived.and(share::set_eas(claim.handle(), self.root.records(), claim.path(), &ea).await) {
+                match revived.and(self.root.live(tree).set_records(claim.handle(), claim.path(), &ea).await) {
                     Ok(()) => Ok(put),
                     // A concurrent upload of this part published its own file
                     // over the claim (Samba allows that while the claim is
@@ -290,24 +290,32 @@ impl Uploads {
         let dir = self.upload_dir(id);
         // Sidecars are found by id, which only an open or a listing tells:
         // the directory's own record may have spilled to one on any share.
-        let dir_key = share::open_read(&tree, &dir).await.ok().and_then(|h| FileKey::of(h.info()));
-        remove_upload_on(&self.root.live(&tree), &dir).await?;
+        let live = self.root.live(&tree);
+        let dir_key = live.open_read(&dir).await.ok().and_then(|h| live.record_key(&h));
+        remove_upload_on(&live, &dir).await?;
         self.root.records().forget_any(&tree, dir_key);
         Ok(())
     }
 }
 
-/// Reads the `smbgate.part` record of a part in the data file, if the file
-/// carries one.
-async fn read_part_record(tree: &Tree, records: &Records, path: &str) -> StoreResult<Option<PartRecord>> {
-    let f = match share::open_read(tree, path).await {
+/// The record named `name` of the file or directory at `path` on `s`,
+/// decoded; `None` if nothing is there or it carries no such record (or
+/// one that does not decode).
+///
+/// Errors: SMB failures other than a missing name.
+pub(in crate::store) async fn read_named_record<T: serde::de::DeserializeOwned>(
+    s: &impl ShareData,
+    path: &str,
+    name: &str,
+) -> StoreResult<Option<T>> {
+    let f = match s.open_read(path).await {
         Ok(f) => f,
         Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let eas = share::query_records(&f, records, path, &[PART_EA]).await;
+    let records = s.query_records(&f, path, &[name]).await;
     drop(f);
-    Ok(eas?.iter().find(|e| e.name.eq_ignore_ascii_case(PART_EA)).and_then(|e| serde_json::from_slice(&e.value).ok()))
+    Ok(records?.iter().find(|e| e.name.eq_ignore_ascii_case(name)).and_then(|e| serde_json::from_slice(&e.value).ok()))
 }
 
 impl Uploads {
@@ -341,7 +349,7 @@ impl Uploads {
                 .unwrap_or(0),
         };
         let ea = [FullEa { name: UPLOAD_EA.into(), value: serde_json::to_vec(&rec).expect("serialisable") }];
-        share::create_dir_with_eas(&tree, self.root.records(), &self.upload_dir(&id), &ea).await?;
+        self.root.live(&tree).create_dir_with_records(&self.upload_dir(&id), &ea).await?;
         Ok(id)
     }
 
@@ -353,17 +361,8 @@ impl Uploads {
             return Err(StoreError::NoSuchUpload);
         }
         let tree = self.root.tree().await?;
-        let f = match share::open_read(&tree, &self.upload_dir(id)).await {
-            Ok(f) => f,
-            Err(e) if is_not_found(&e) => return Err(StoreError::NoSuchUpload),
-            Err(e) => return Err(e.into()),
-        };
-        let eas = share::query_records(&f, self.root.records(), &self.upload_dir(id), &[UPLOAD_EA]).await;
-        drop(f);
-        eas?.iter()
-            .find(|e| e.name.eq_ignore_ascii_case(UPLOAD_EA))
-            .and_then(|e| serde_json::from_slice(&e.value).ok())
-            .ok_or(StoreError::NoSuchUpload)
+        let dir = self.upload_dir(id);
+        read_named_record(&self.root.live(&tree), &dir, UPLOAD_EA).await?.ok_or(StoreError::NoSuchUpload)
     }
 
     /// Fails with NoSuchUpload (or NoSuchBucket) unless upload `id` of
@@ -478,7 +477,7 @@ impl Uploads {
             let path = dir.join(&e.name);
             if (e.ea_size > 0 || !self.root.records().shown_in_listings()) && e.times.end_of_file == 0 {
                 // Possibly a record of a part in the data file.
-                if let Some(rec) = read_part_record(&tree, self.root.records(), &path).await? {
+                if let Some(rec) = read_named_record::<PartRecord>(&self.root.live(&tree), &path, PART_EA).await? {
                     parts.push(PartInfo {
                         number: n,
                         size: rec.size,

@@ -10,6 +10,7 @@
 use crate::store::conditions::Conditions;
 use crate::store::meta::{LockMode, ObjectMeta, Retention};
 use crate::store::share::{self, Handle};
+use crate::store::share_ops::ShareOps;
 use crate::store::types::Target;
 use crate::store::{Root, StoreError, StoreResult, Writes};
 
@@ -161,7 +162,7 @@ impl Writes {
         let published = self.publish_with(file, publishing, source, target, conditions).await;
         match &published {
             Ok(()) => {
-                if let Err(e) = share::set_read_only(file, true).await {
+                if let Err(e) = self.root.live(&tree).set_read_only(file, true).await {
                     tracing::warn!(error = %e, "a locked version could not be marked read-only on the share");
                 }
             }

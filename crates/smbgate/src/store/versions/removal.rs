@@ -15,7 +15,8 @@ use crate::store::conditions::Conditions;
 use crate::store::keys::{map_key, MappedKey};
 use crate::store::path::SharePath;
 use crate::store::reads::open_checked::check_record_key;
-use crate::store::share::{self, is_not_found, Failure, Handle, ShareError, Tree};
+use crate::store::share::{is_not_found, Failure, Handle, ShareError, Tree};
+use crate::store::share_data::ShareData;
 use crate::store::share_ops::ShareOps;
 use crate::store::types::ObjectInfo;
 use crate::store::writes::swap::make_parents_of;
@@ -258,7 +259,7 @@ impl Deletes {
                 let recorded = info.meta != crate::store::meta::ObjectMeta::default();
                 self.unknown_lock(tree, bucket, !recorded && read_only).await?;
                 if read_only {
-                    share::clear_read_only_at(tree, &info.path).await?;
+                    live.clear_read_only_at(&info.path).await?;
                 }
                 let key = live.record_key(&handle);
                 delete_out_of_the_way(&live, handle, self.root.temp_path().as_str()).await?;
@@ -305,7 +306,7 @@ impl Deletes {
             None => self.unknown_lock(tree, bucket, created.times.is_read_only()).await?,
         }
         if created.times.is_read_only() {
-            share::clear_read_only_at(tree, path).await?;
+            self.root.live(tree).clear_read_only_at(path).await?;
         }
         Ok(())
     }

@@ -4,6 +4,8 @@
 //! object sealed with an SSE-C key goes through the gateway instead
 //! (`sealed_copy`).
 
+use crate::store::share_data::ShareData;
+use crate::store::share_ops::ShareOps;
 use crate::store::Writes;
 use std::ops::Range;
 
@@ -113,16 +115,17 @@ impl Writes {
             return Ok((info, r));
         }
         let tree = share::connection_of(&src.handle).clone();
-        let temp = share::create_temp(self.root.pool(), &tree, &self.root.temp_path(), &[]).await?;
+        let live = self.root.live(&tree);
+        let temp = live.create_temp(&self.root.temp_path()).await?;
         let result: StoreResult<(PutResult, bool)> = async {
             let len = range.end - range.start;
             if len > 0 {
-                let n = share::copy_chunks(&tree, &src.handle, range.start, temp.handle(), 0, len).await?;
+                let n = live.copy_chunks(&src.handle, range.start, temp.handle(), 0, len).await?;
                 if n != len {
                     return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
                 }
             }
-            let now = share::query_times(&src.handle).await?;
+            let now = live.query_times(&src.handle).await?;
             if now.end_of_file != info.size || now.last_write != info.last_modified {
                 return Err(StoreError::Busy("the source changed during the copy; retry".into()));
             }
@@ -148,7 +151,7 @@ impl Writes {
                 // Range copies, foreign and multipart sources, and checksums
                 // the source lacks: hash the copy.
                 let (mut md5, mut sums) = (Md5::new(), Checksums::new(&want));
-                share::read_all(temp.handle(), len, self.root.in_flight(), |b| {
+                live.read_all(temp.handle(), len, self.root.in_flight(), |b| {
                     md5.update(&b);
                     sums.update(&b);
                 })
@@ -156,7 +159,7 @@ impl Writes {
                 meta.etag = hex::encode(md5.finalize());
                 meta.checksums = sums.finish();
             }
-            share::set_eas(temp.handle(), self.root.records(), temp.path(), &[meta.to_ea()])
+            live.set_record(temp.handle(), temp.path(), &meta)
                 .await
                 .map_err(|e| record_write_error(e, meta.record_len()))?;
             let sealed = needs_seal(&meta);

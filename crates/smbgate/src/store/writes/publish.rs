@@ -337,7 +337,7 @@ impl Writes {
     /// refused too (busy, or failed another way that left the temp file at
     /// `source`, which is looked at through `tree`).
     async fn rename_through(&self, other: &Tree, tree: &Tree, source: &str, target: &str, replace: bool) -> bool {
-        match share::rename_through_new_handle(other, source, target, replace).await {
+        match self.root.live(other).rename_path(source, target, replace).await {
             Ok(()) => true,
             Err(e) if is_busy(&e) => false,
             Err(e) => {

@@ -4,6 +4,7 @@
 //! directory markers are directories with a record, markers with a body
 //! files beside their directory (see `beside`).
 
+use crate::store::share_data::ShareData;
 use std::collections::BTreeMap;
 
 use crate::store::share::{Handle, Tree};
@@ -151,16 +152,12 @@ impl Writes {
             Target::Part(p) => (p.clone(), Seen::Unchecked),
         };
         let temp_path = self.root.temp_path();
-        let (temp, written) = share::create_temp_and_write(
-            self.root.pool(),
-            tree,
-            self.root.records(),
-            &temp_path,
-            &[meta.to_ea()],
-            &data,
-        )
-        .await
-        .map_err(|e| record_write_error(e, meta.record_len()))?;
+        let (temp, written) = self
+            .root
+            .live(tree)
+            .write_temp_with_records(&temp_path, &[meta.to_ea()], &data)
+            .await
+            .map_err(|e| record_write_error(e, meta.record_len()))?;
         if written as usize != data.len() {
             temp.discard().await;
             return Err(StoreError::Busy(format!("short write: {written} of {} bytes; retry", data.len())));
@@ -191,7 +188,10 @@ impl Writes {
         };
         // A failed compound (a file came where none was warned about, a
         // missing parent) publishes the slow way, which warns again.
-        let published = share::publish_and_close(temp, &target_path, warning.may_replace(replace))
+        let published = self
+            .root
+            .live(tree)
+            .publish_or_keep(temp, &target_path, warning.may_replace(replace))
             .instrument(tracing::debug_span!("store.publish"))
             .await;
         self.root.warned(warning).await;
@@ -452,7 +452,7 @@ impl Writes {
             self.root.check_bucket(tree, bucket).await?;
         }
         let body = futures::stream::iter(prefix.into_iter().map(Ok::<Bytes, E>)).chain(body);
-        let mut temp = share::create_temp(self.root.pool(), tree, &self.root.temp_path(), &[]).await?;
+        let mut temp = self.root.live(tree).create_temp(&self.root.temp_path()).await?;
         let result = self.fill_and_publish(&target, &mut temp, body, req, trailer).await;
         temp.settle(result).await
     }
