@@ -382,7 +382,7 @@ pub fn split_beside(name: &str) -> Option<(&str, bool)> {
 /// extension of at most 3, and no lower case. Samba lists a file whose
 /// real name SMB cannot carry (a `:` in it, without `catia`) under such a
 /// name only. A real name can have this shape too, so the shape only says
-/// which names to check (see `DirSource::short_aliases`).
+/// which names to check (see `listings/short_aliases.rs`).
 pub fn looks_like_short_name(name: &str) -> bool {
     let (base, ext) = name.split_once('.').unwrap_or((name, ""));
     let Some((head, tail)) = base.rsplit_once('~') else { return false };

@@ -3,8 +3,8 @@
 //! whole or copied by the server, temp files, a multipart upload's files
 //! (its data file, the claims of its parts) and the named records they
 //! carry (a part's, an upload's), and what an object's lock or a bucket's
-//! volume needs. Multipart uploads, server-side copies and the lock of a
-//! version reach the share through it; the in-memory share implements it
+//! volume needs. Multipart uploads, server-side copies, a GET's body and the
+//! lock of a version reach the share through it; the in-memory share implements it
 //! with the bytes of its files (`memory_data.rs`). Each operation means
 //! what the share layer's function of the same name means.
 
@@ -19,6 +19,22 @@ use bytes::Bytes;
 /// The data path of the share (see the module notes). Paths are
 /// share-relative, `\`-separated; offsets and lengths are in bytes.
 pub(crate) trait ShareData: ShareLookups {
+    /// A range of a file being read, piece by piece, in order.
+    type RangeReader: Send;
+
+    /// Starts reading `range` of `file`, keeping up to `in_flight` bytes
+    /// of READs outstanding (`share::read_range`); the pieces come from
+    /// [`ShareData::next_piece`].
+    ///
+    /// Errors: the range overflows.
+    fn read_range(&self, file: &Self::Handle, range: Range<u64>, in_flight: usize) -> Result<Self::RangeReader>;
+
+    /// The next piece of `reader`, or `None` once its range (or the file)
+    /// has ended.
+    ///
+    /// Errors: a READ's NTSTATUS; the reader is then finished.
+    fn next_piece(&self, reader: &mut Self::RangeReader) -> impl Future<Output = Result<Option<Bytes>>> + Send;
+
     /// Opens `path` to read it, sharing everything (`share::open_read`).
     ///
     /// Errors: the CREATE's NTSTATUS.
@@ -171,6 +187,16 @@ pub(crate) trait ShareData: ShareLookups {
 }
 
 impl ShareData for LiveShare<'_> {
+    type RangeReader = share::RangeReader;
+
+    fn read_range(&self, file: &Handle, range: Range<u64>, in_flight: usize) -> Result<share::RangeReader> {
+        share::read_range(file, range, in_flight)
+    }
+
+    fn next_piece(&self, reader: &mut share::RangeReader) -> impl Future<Output = Result<Option<Bytes>>> + Send {
+        reader.next()
+    }
+
     fn open_read(&self, path: &str) -> impl Future<Output = Result<Handle>> + Send {
         share::open_read(self.tree, path)
     }

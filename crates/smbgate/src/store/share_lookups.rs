@@ -1,7 +1,8 @@
 //! The share operations of a GET's, HEAD's or record change's open of a
 //! key, as a trait beside [`ShareOps`]: an open with the record (and a
 //! first READ), a look that closes in the same round trip, an open held to
-//! change the record, and the names the server keeps for paths. The open's
+//! change the record, a cache holder's open under a lease, and the names
+//! the server keeps for paths. The open's
 //! rule (`reads/open_checked`: where the key is kept, whether what opened
 //! is the key's) runs on the live share ([`LiveShare`]) in the gateway and
 //! on the in-memory share in its unit tests (`memory_lookups.rs`). Each
@@ -11,7 +12,8 @@
 use std::future::Future;
 
 use super::meta::ObjectMeta;
-use super::share::{self, CreateResponse, Handle, Result};
+use super::reads::object_cache::Holder;
+use super::share::{self, CreateResponse, Handle, Held, HeldLook, Result};
 use super::share_ops::{LiveShare, ShareOps};
 use bytes::Bytes;
 
@@ -26,6 +28,23 @@ pub(crate) type ReadOpen<H> = (H, Option<ObjectMeta>, Option<Bytes>, Option<Stri
 /// share-relative, `\`-separated; `name` asks for the on-disk path too
 /// (`None` where the server gives none); `file_only` refuses a directory.
 pub(crate) trait ShareLookups: ShareOps {
+    /// A cache holder: an open of a file under a Read+Handle lease.
+    type Held: Holder;
+
+    /// Holds the file at `path` under a Read+Handle lease, reading in the
+    /// same round trip its record, its first `read` bytes and with `name`
+    /// its on-disk path (`share::hold_with_meta`). Returns `None` if the
+    /// server granted less than Read+Handle.
+    ///
+    /// Errors: the CREATE's NTSTATUS (a sharing violation while a writer
+    /// holds the file, a directory where a file was asked for).
+    fn hold_with_meta(
+        &self,
+        path: &str,
+        read: u32,
+        name: bool,
+    ) -> impl Future<Output = Result<Option<HeldLook<Self::Held>>>> + Send;
+
     /// The server's answer to the CREATE that opened `file`.
     fn created<'h>(&self, file: &'h Self::Handle) -> &'h CreateResponse;
 
@@ -83,6 +102,17 @@ pub(crate) trait ShareLookups: ShareOps {
 }
 
 impl ShareLookups for LiveShare<'_> {
+    type Held = Held;
+
+    fn hold_with_meta(
+        &self,
+        path: &str,
+        read: u32,
+        name: bool,
+    ) -> impl Future<Output = Result<Option<HeldLook>>> + Send {
+        share::hold_with_meta(self.tree, self.records, path, read, name)
+    }
+
     fn created<'h>(&self, file: &'h Handle) -> &'h CreateResponse {
         file.info()
     }

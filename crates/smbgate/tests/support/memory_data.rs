@@ -59,6 +59,18 @@ impl MemoryShare {
 }
 
 impl ShareData for MemoryShare {
+    type RangeReader = std::collections::VecDeque<Bytes>;
+
+    fn read_range(&self, file: &MemHandle, range: Range<u64>, in_flight: usize) -> Result<Self::RangeReader> {
+        let data = self.bytes_of(file, range)?;
+        Ok(data.chunks(in_flight.max(1)).map(Bytes::copy_from_slice).collect())
+    }
+
+    async fn next_piece(&self, reader: &mut Self::RangeReader) -> Result<Option<Bytes>> {
+        self.gate.step("next_piece").await;
+        Ok(reader.pop_front())
+    }
+
     async fn open_read(&self, path: &str) -> Result<MemHandle> {
         self.gate.step("open_read").await;
         let id = self.state.lock().unwrap().open(path, READ, ALL, true)?;

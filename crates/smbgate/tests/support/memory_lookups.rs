@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::memory_share::{MemHandle, MemHeld, MemoryShare};
 use super::memory_state::{created_of, ALL, READ, WRITE};
 use super::meta::ObjectMeta;
-use super::share::{CreateResponse, Result};
+use super::share::{CreateResponse, HeldLook, Result};
 use super::share_lookups::{ReadOpen, ShareLookups, WithRecord};
 
 impl MemoryShare {
@@ -68,6 +68,20 @@ impl MemoryShare {
 }
 
 impl ShareLookups for MemoryShare {
+    type Held = MemHeld;
+
+    async fn hold_with_meta(&self, path: &str, read: u32, name: bool) -> Result<Option<HeldLook<MemHeld>>> {
+        self.gate.step("hold_with_meta").await;
+        let kept = self.state.lock().unwrap().kept_name(path);
+        let held = self.hold(&kept)?;
+        let s = self.state.lock().unwrap();
+        let node = &s.nodes[&held.created.file_id.persistent];
+        let meta = node.record();
+        let data = (read > 0).then(|| Bytes::copy_from_slice(&node.data[..node.data.len().min(read as usize)]));
+        drop(s);
+        Ok(Some(HeldLook { held, meta, data, on_disk: name.then_some(kept) }))
+    }
+
     fn created<'h>(&self, file: &'h MemHandle) -> &'h CreateResponse {
         &file.created
     }

@@ -7,7 +7,8 @@ use crate::store::Listings;
 use futures::stream::{self, StreamExt};
 
 use super::dir_window::WindowBuilder;
-use super::entry_lookups::{self, LOOKUPS_IN_FLIGHT};
+use super::entry_lookups::LOOKUPS_IN_FLIGHT;
+use super::short_aliases::short_aliases;
 use std::sync::Arc;
 
 use super::listing_cache::{stamp, DirCache, DirRead, DirStamp, MAX_AGE};
@@ -209,7 +210,7 @@ impl<S: ShareLookups> ShareSource<'_, S> {
         beside: &mut Vec<DirItem>,
     ) -> StoreResult<()> {
         let markers = self.share.marker_dirs(dir, &entries).await?;
-        let aliases = entry_lookups::short_aliases(&self.share, dir, &entries).await?;
+        let aliases = short_aliases(&self.share, dir, &entries).await?;
         for e in entries {
             // A symbolic link or junction may lead out of the bucket (into
             // another, or anywhere the server reaches): it is no object.

@@ -1,19 +1,16 @@
 //! What a directory read asks the live share about its entries, beyond
 //! the entries themselves: which directories are marker objects where
-//! records are not EAs, and which names are only 8.3 aliases. The listing
-//! reaches them through `ShareOps` (`LiveShare`) and, for the aliases,
-//! over any `ShareLookups`, so that its rules run on the in-memory share
-//! too.
+//! records are not EAs. The listing reaches it through `ShareOps`
+//! (`LiveShare`), so that its rules run on the in-memory share too; which
+//! names are only 8.3 aliases is `short_aliases.rs`.
 
 use std::collections::HashSet;
 
 use futures::stream::{self, StreamExt};
 
-use crate::store::keys;
 use crate::store::path::SharePath;
 use crate::store::records::{FileKey, Records};
 use crate::store::share::{DirEntry, Result, ShareError, Tree};
-use crate::store::share_lookups::ShareLookups;
 
 /// Record reads and ETag lookups in flight at once per listing page.
 pub(crate) const LOOKUPS_IN_FLIGHT: usize = 64;
@@ -53,29 +50,4 @@ pub(crate) async fn marker_dirs(
         out.extend(f?);
     }
     Ok(out)
-}
-
-/// The names among `entries` (in `dir`) that are only the server's 8.3
-/// aliases of files whose real names SMB cannot carry (Samba without
-/// `catia` lists `de:tail.txt` as `DN129I~K.TXT`): such a name opens the
-/// file, but the exact-name check of every read refuses it, so listing it
-/// would show a key that answers 404. Only names shaped like short names
-/// are asked, all in one batch: each is opened and its on-disk name
-/// compared with the listed one.
-///
-/// Errors: the batch failed (a transport error).
-pub(crate) async fn short_aliases(s: &impl ShareLookups, dir: &str, entries: &[DirEntry]) -> Result<HashSet<String>> {
-    let shaped: Vec<&str> =
-        entries.iter().map(|e| e.name.as_str()).filter(|n| keys::looks_like_short_name(n)).collect();
-    if shaped.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let parent = SharePath::root(dir);
-    let paths: Vec<String> = shaped.iter().map(|n| parent.join(n).as_str().to_string()).collect();
-    let real = s.normalized_names(&paths).await?;
-    let aliases = shaped
-        .into_iter()
-        .zip(real)
-        .filter(|(listed, real)| real.as_deref().and_then(|r| r.rsplit('\\').next()) != Some(*listed));
-    Ok(aliases.map(|(listed, _)| listed.to_string()).collect())
 }

@@ -12,5 +12,6 @@ pub mod dir_window;
 pub(crate) mod entry_lookups;
 pub mod listing_cache;
 pub mod names;
+mod short_aliases;
 pub mod spill_runs;
 pub mod walk;

@@ -205,7 +205,7 @@ impl Reads {
                     let (tree, own) = (&tree, &path);
                     async move {
                         if file_only && p == *own {
-                            match share::hold_with_meta(tree, self.root.records(), p.as_str(), read, exact).await {
+                            match self.root.live(tree).hold_with_meta(p.as_str(), read, exact).await {
                                 Ok(Some(l)) => return Ok(Look::Held(Box::new(l))),
                                 Ok(None) => {}
                                 Err(e) if not_holdable(&e) => {}
@@ -287,22 +287,15 @@ impl Reads {
         let Ok(mapped) = map_key(key) else { return };
         let read = self.root.objects().options().object_max;
         let seen = cache_watches::mark(&self.root, path.as_str());
-        let mut look = match share::hold_with_meta(
-            &tree,
-            self.root.records(),
-            path.as_str(),
-            read,
-            self.root.exact_names_for(&mapped),
-        )
-        .await
-        {
-            Ok(Some(look)) => look,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::debug!(error = %e, path = path.as_str(), "object cache: not held");
-                return;
-            }
-        };
+        let mut look =
+            match self.root.live(&tree).hold_with_meta(path.as_str(), read, self.root.exact_names_for(&mapped)).await {
+                Ok(Some(look)) => look,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, path = path.as_str(), "object cache: not held");
+                    return;
+                }
+            };
         let meta = look.meta.take();
         let (created, on_disk) = (look.held.created(), look.on_disk.as_deref());
         let checked = self.checked(&tree, bucket, (&mapped, key), created, meta, on_disk, (path, Found::Own)).await;

@@ -340,7 +340,8 @@ async fn stream_resuming(
                 Err(e) => return Err(e.into_io()),
             },
         };
-        let r = stream_from(&handle, pos..range.end, in_flight, tx, &mut pos).await;
+        let tree = share::connection_of(&handle);
+        let r = stream_from(&reads.root.live(&tree), &handle, pos..range.end, in_flight, tx, &mut pos).await;
         // Closed by its connection: the end of the body does not wait for it.
         drop(handle);
         match r {
@@ -365,18 +366,19 @@ async fn stream_resuming(
     }
 }
 
-/// Streams `range` of the open `file_id` into the body, in order, moving
-/// `pos` past each chunk handed to the body. Returns early (Ok) if the
-/// client went away or the file ended.
-async fn stream_from(
-    handle: &Handle,
+/// Streams `range` of the open `handle` on `s` into the body, in order,
+/// moving `pos` past each chunk handed to the body. Returns early (Ok) if
+/// the client went away or the file ended.
+async fn stream_from<S: ShareData>(
+    s: &S,
+    handle: &S::Handle,
     range: Range<u64>,
     in_flight: usize,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     pos: &mut u64,
 ) -> Result<(), ShareError> {
-    let mut r = share::read_range(handle, range, in_flight)?;
-    while let Some(b) = r.next().await? {
+    let mut r = s.read_range(handle, range, in_flight)?;
+    while let Some(b) = s.next_piece(&mut r).await? {
         let n = b.len() as u64;
         if tx.send(Ok(b)).await.is_err() {
             return Ok(());

@@ -74,10 +74,11 @@ async fn held(handle: Handle, lease: Lease) -> Option<Held> {
     Some(Held { handle, lease })
 }
 
-/// What [`hold_with_meta`] found of the file it holds.
-pub struct HeldLook {
+/// What [`hold_with_meta`] found of the file it holds (`H`: the holder,
+/// [`Held`] on the live share).
+pub struct HeldLook<H = Held> {
     /// The holder (its CREATE answer is what the file was when held).
-    pub held: Held,
+    pub held: H,
     /// Our record (EA), if it is there and written for this file.
     pub meta: Option<ObjectMeta>,
     /// The file's first bytes, up to the length asked (fewer if it is
