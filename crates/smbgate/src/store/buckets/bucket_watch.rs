@@ -49,7 +49,7 @@ impl Buckets {
         self.make_dirs(&tree, std::slice::from_ref(&watchers)).await?;
         let path = watchers.join(&format!("{bucket}.lock"));
         let lock = super::event_queue::take_unheld_lock(&self.root.live(&tree), &path).await?;
-        Ok(lock.map(|lock| WatcherLock { lock }))
+        Ok(lock.map(|lock| WatcherLock { lock, root: self.root.clone() }))
     }
 
     /// Watches the whole tree of `bucket`'s directory.

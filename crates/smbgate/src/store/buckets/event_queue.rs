@@ -12,6 +12,7 @@
 
 use crate::store::path::SharePath;
 use crate::store::share::{self, is_not_found, Failure, Handle};
+use crate::store::share_data::ShareData;
 use crate::store::share_ops::ShareOps;
 use crate::store::{Buckets, StoreError, StoreResult};
 
@@ -23,6 +24,8 @@ const MAX_ENTRY: u32 = 1 << 20;
 /// server deletes it).
 pub struct QueueLock {
     pub(super) lock: Handle,
+    /// The store it is of, to ask after the lock.
+    pub(super) root: crate::store::Root,
 }
 
 impl QueueLock {
@@ -30,7 +33,8 @@ impl QueueLock {
     /// lock whose connection was lost is gone from the server (another
     /// instance may hold it by now).
     pub async fn held(&self) -> bool {
-        share::query_times(&self.lock).await.is_ok()
+        let tree = share::connection_of(&self.lock);
+        self.root.live(&tree).query_times(&self.lock).await.is_ok()
     }
 }
 
@@ -78,7 +82,7 @@ impl Buckets {
         let path = target_dir.join(&format!("{queue}.lock"));
         let Some(lock) = take_unheld_lock(&self.root.live(&tree), &path).await? else { return Ok(None) };
         self.make_dirs(&tree, &[target_dir.join(queue)]).await?;
-        Ok(Some(QueueLock { lock }))
+        Ok(Some(QueueLock { lock, root: self.root.clone() }))
     }
 
     /// The queues of `target` (their folder names), in no order; none if
