@@ -4,6 +4,7 @@
 //! object sealed with an SSE-C key goes through the gateway instead
 //! (`sealed_copy`).
 
+use super::server_copy::copy_range;
 use crate::store::share_data::ShareData;
 use crate::store::share_ops::ShareOps;
 use crate::store::Writes;
@@ -118,17 +119,7 @@ impl Writes {
         let live = self.root.live(&tree);
         let temp = live.create_temp(&self.root.temp_path()).await?;
         let result: StoreResult<(PutResult, bool)> = async {
-            let len = range.end - range.start;
-            if len > 0 {
-                let n = live.copy_chunks(&src.handle, range.start, temp.handle(), 0, len).await?;
-                if n != len {
-                    return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
-                }
-            }
-            let now = live.query_times(&src.handle).await?;
-            if now.end_of_file != info.size || now.last_write != info.last_modified {
-                return Err(StoreError::Busy("the source changed during the copy; retry".into()));
-            }
+            let len = copy_range(&live, &src.handle, &info, range.clone(), temp.handle()).await?;
             let whole = range.start == 0 && range.end == info.size;
             let mut meta = replace.unwrap_or_else(|| info.meta.clone());
             meta.tags = tags.unwrap_or_else(|| info.meta.tags.clone());

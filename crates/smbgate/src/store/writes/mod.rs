@@ -15,5 +15,6 @@ pub(super) mod publish;
 pub(super) mod put;
 pub mod put_lanes;
 pub(super) mod sealed_copy;
+mod server_copy;
 pub(super) mod spread;
 pub(super) mod swap;
