@@ -3,7 +3,9 @@
 //! its target with zeros up to the offset, as a sparse write does), temp
 //! files, an upload's folder, data file and part claims, the named
 //! records files carry (the object's own record among them) and
-//! read-only marks. Its volume is 1 TiB with half of it free.
+//! read-only marks. Its volume is 1 TiB with half of it free. Not
+//! modelled: the access rights of the handles a copy uses, and a copy's
+//! change of LastWriteTime.
 
 use std::ops::Range;
 
@@ -12,9 +14,10 @@ use bytes::Bytes;
 use super::memory_share::{MemHandle, MemoryShare};
 use super::memory_state::{Node, ALL, DELETE, READ, WRITE};
 use super::meta::{ObjectMeta, META_EA};
-use super::share::{failing_with, Failure, FileTimes, FullEa, Result, ShareError};
+use super::share::{failing_status, failing_with, Failure, FileTimes, FullEa, Result, ShareError};
 use super::share_data::ShareData;
 use super::share_ops::ShareOps;
+use smb_proto::{Command, NtStatus};
 
 /// The volume's size and what is free of it, in bytes.
 const VOLUME: (u64, u64) = (1 << 40, 1 << 39);
@@ -92,6 +95,11 @@ impl ShareData for MemoryShare {
     ) -> Result<u64> {
         self.gate.step("copy_chunks").await;
         let data = self.bytes_of(src, src_offset..src_offset + len)?;
+        if (data.len() as u64) < len {
+            // The client copies chunk by chunk until all is copied; a
+            // source range past the end of the file fails the IOCTL.
+            return Err(failing_status(Command::Ioctl, NtStatus::STATUS_INVALID_VIEW_SIZE));
+        }
         self.with_node(dst, |n| {
             let end = dst_offset as usize + data.len();
             if n.data.len() < end {
@@ -226,8 +234,15 @@ impl ShareData for MemoryShare {
 }
 
 /// Sets `records` on the file `file` holds: the object's record (an empty
-/// value removes it) or another named one.
+/// value removes it; one larger than the share's room for records is
+/// refused, nothing set) or another named one.
+///
+/// Errors: NoRoom; Other if the open is gone.
 fn set_named(share: &MemoryShare, file: &MemHandle, records: &[FullEa]) -> Result<()> {
+    let room = share.state.lock().unwrap().record_room;
+    if records.iter().any(|r| r.name == META_EA && room.is_some_and(|room| r.value.len() > room)) {
+        return Err(failing_with(Failure::NoRoom));
+    }
     share.with_node(file, |n| {
         for r in records {
             match (r.name.as_str(), r.value.is_empty()) {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::memory_share::{MemHandle, MemHeld, MemoryShare};
 use super::memory_state::{created_of, ALL, READ, WRITE};
 use super::meta::ObjectMeta;
-use super::share::{CreateResponse, HeldLook, Result};
+use super::share::{failing_with, CreateResponse, Failure, HeldLook, Result};
 use super::share_lookups::{ReadOpen, ShareLookups, WithRecord};
 
 impl MemoryShare {
@@ -48,22 +48,29 @@ impl MemoryShare {
     }
 
     /// Opens the name `path` resolves to with `access`, sharing
-    /// `sharing` (`op`, a step). Returns the open, its record and the
-    /// name it opened.
+    /// `sharing` (`op`, a step), reading `read = (offset, length)` of it
+    /// in the same step. Returns the open, its record, the bytes read
+    /// (none of a directory: its READ fails) and the name it opened.
     async fn open_kept(
         &self,
         op: &'static str,
         path: &str,
         (access, sharing): (u8, u8),
         file_only: bool,
-    ) -> Result<(MemHandle, Option<ObjectMeta>, String)> {
+        read: Option<(u64, u32)>,
+    ) -> Result<(MemHandle, Option<ObjectMeta>, Option<Bytes>, String)> {
         self.gate.step(op).await;
         let mut s = self.state.lock().unwrap();
         let kept = s.kept_name(path);
         let id = s.open(&kept, access, sharing, !file_only)?;
-        let record = s.nodes[&s.opens[&id].node].record();
+        let node = &s.nodes[&s.opens[&id].node];
+        let data = read.filter(|_| !node.dir).map(|(offset, len)| {
+            let start = (offset as usize).min(node.data.len());
+            Bytes::copy_from_slice(&node.data[start..(start + len as usize).min(node.data.len())])
+        });
+        let record = node.record();
         drop(s);
-        Ok((self.handle(id), record, kept))
+        Ok((self.handle(id), record, data, kept))
     }
 }
 
@@ -75,7 +82,7 @@ impl ShareLookups for MemoryShare {
         let kept = self.state.lock().unwrap().kept_name(path);
         let held = self.hold(&kept)?;
         let s = self.state.lock().unwrap();
-        let node = &s.nodes[&held.created.file_id.persistent];
+        let node = s.nodes.get(&held.created.file_id.persistent).ok_or_else(|| failing_with(Failure::NameNotFound))?;
         let meta = node.record();
         let data = (read > 0).then(|| Bytes::copy_from_slice(&node.data[..node.data.len().min(read as usize)]));
         drop(s);
@@ -93,13 +100,7 @@ impl ShareLookups for MemoryShare {
         name: bool,
         file_only: bool,
     ) -> Result<ReadOpen<MemHandle>> {
-        let (file, record, kept) = self.open_kept("open_with_meta", path, (READ, ALL), file_only).await?;
-        let data = read.map(|(offset, len)| {
-            let s = self.state.lock().unwrap();
-            let data = &s.nodes[&s.opens[&file.id].node].data;
-            let start = (offset as usize).min(data.len());
-            Bytes::copy_from_slice(&data[start..(start + len as usize).min(data.len())])
-        });
+        let (file, record, data, kept) = self.open_kept("open_with_meta", path, (READ, ALL), file_only, read).await?;
         Ok((file, record, data, name.then_some(kept)))
     }
 
@@ -117,8 +118,8 @@ impl ShareLookups for MemoryShare {
     async fn open_to_update_record(&self, path: &str, name: bool, file_only: bool) -> Result<WithRecord<MemHandle>> {
         // Writing a record or attributes is no data access: only the
         // sharing (no delete) matters to others.
-        let (file, record, kept) =
-            self.open_kept("open_to_update_record", path, (READ, READ | WRITE), file_only).await?;
+        let (file, record, _, kept) =
+            self.open_kept("open_to_update_record", path, (READ, READ | WRITE), file_only, None).await?;
         Ok((file, record, name.then_some(kept)))
     }
 

@@ -150,10 +150,18 @@ pub(crate) fn created_of(node: u64, times: FileTimes) -> CreateResponse {
 }
 
 impl State {
-    /// The name the server resolves `path` to: the path kept for an alias,
-    /// else `path` itself.
+    /// The name the server resolves `path` to: an alias of it or of one of
+    /// its folders replaced by the path kept, else `path` itself.
     pub(crate) fn kept_name(&self, path: &str) -> String {
-        self.aliases.get(path).cloned().unwrap_or_else(|| path.to_string())
+        for (alias, kept) in &self.aliases {
+            if path == alias {
+                return kept.clone();
+            }
+            if let Some(rest) = path.strip_prefix(alias.as_str()).and_then(|r| r.strip_prefix('\\')) {
+                return format!("{kept}\\{rest}");
+            }
+        }
+        path.to_string()
     }
 
     pub(crate) fn id(&mut self) -> u64 {

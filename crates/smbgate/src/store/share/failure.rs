@@ -261,6 +261,14 @@ pub fn failing_with(failure: Failure) -> ShareError {
     ShareError(SmbError::Status { command: smb_proto::Command::Create, status })
 }
 
+/// The error a server answers with `status` to `command`: what the
+/// in-memory share of the rule tests answers where no [`Failure`] names
+/// the status.
+#[cfg(test)]
+pub fn failing_status(command: smb_proto::Command, status: NtStatus) -> ShareError {
+    ShareError(SmbError::Status { command, status })
+}
+
 /// SMB errors that reached the store's error mapping, by status name
 /// (process-wide; read by the metrics at each scrape).
 static SMB_ERRORS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =

@@ -51,7 +51,7 @@ use failure::SmbFailure;
 // module can make.
 pub(crate) use failure::count_smb_error;
 #[cfg(test)]
-pub use failure::failing_with;
+pub use failure::{failing_status, failing_with};
 pub use failure::{
     is_bad_path, is_busy, is_not_found, is_unholdable_name, not_found, sharing_violation, smb_error_counts, Failure,
     Result, ShareError,

@@ -17,7 +17,7 @@ use crate::store::{StoreError, StoreResult};
 /// LastWriteTime). Returns the bytes copied.
 ///
 /// Errors: Busy (503, to retry) if the copy stopped short or the source
-/// changed during it; SMB failures.
+/// changed during it (also when that failed the copy); SMB failures.
 pub(in crate::store) async fn copy_range<S: ShareData>(
     s: &S,
     src: &S::Handle,
@@ -26,15 +26,20 @@ pub(in crate::store) async fn copy_range<S: ShareData>(
     temp: &S::Handle,
 ) -> StoreResult<u64> {
     let len = range.end - range.start;
-    if len > 0 {
-        let n = s.copy_chunks(src, range.start, temp, 0, len).await?;
-        if n != len {
-            return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
-        }
-    }
+    let copied = match len {
+        0 => Ok(0),
+        _ => s.copy_chunks(src, range.start, temp, 0, len).await,
+    };
+    // Asked even after a failed copy: a source cut short meanwhile fails
+    // the copy (its range is past the end), which is a change to retry,
+    // not the server's error.
     let now = s.query_times(src).await?;
     if now.end_of_file != info.size || now.last_write != info.last_modified {
         return Err(StoreError::Busy("the source changed during the copy; retry".into()));
+    }
+    let n = copied?;
+    if n != len {
+        return Err(StoreError::Busy(format!("copy stopped after {n} of {len} bytes")));
     }
     Ok(len)
 }
