@@ -1,6 +1,7 @@
 //! ListObjects and ListObjectsV2 ([`Listings`](super::Listings)): `walk`
 //! emits keys in S3 order over a tree of directories that `dir_source`
-//! reads from the share (asking `entry_lookups` about some entries), a
+//! reads from the share (asking `entry_lookups` which directories are
+//! markers, and `short_aliases` which names are only 8.3 aliases), a
 //! large one in `dir_window`s, each held compactly as `names`, whose later
 //! windows come from `spill_runs` on local disk;
 //! `dir_reads` lets concurrent listings of one directory share a read, and

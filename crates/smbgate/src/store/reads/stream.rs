@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::store::share::Handle;
+use crate::store::share::{Handle, Tree};
 
 use super::prefetch_depth::PrefetchDepth;
 use crate::store::share::{self, ShareError};
@@ -230,13 +230,12 @@ async fn run(
                     match own.take() {
                         Some(o) if whole => {
                             let want = s.end - s.start;
-                            let tree = share::connection_of(&o.handle);
-                            let r = reads
-                                .root
-                                .live(&tree)
-                                .read_range_whole(&o.handle, s.clone(), in_flight)
-                                .instrument(segment_span(&s))
-                                .await;
+                            let r = {
+                                let tree = share::connection_of(&o.handle);
+                                let live = reads.root.live(&tree);
+                                let read = live.read_range_whole(&o.handle, s.clone(), in_flight);
+                                read.instrument(segment_span(&s)).await
+                            };
                             drop(o); // closed by its connection, without delaying the body
                             let data = match r {
                                 Ok((data, got)) if got == want => data,
@@ -329,7 +328,7 @@ async fn stream_resuming(
         let handle = match first.take() {
             Some(h) => h,
             None => match open_same(reads, info).await {
-                Ok(h) => h,
+                Ok((h, _)) => h,
                 Err(FetchError::Other(e)) => {
                     if !before_retry(reads, &mut backoff).await {
                         return Err(e);
@@ -340,8 +339,10 @@ async fn stream_resuming(
                 Err(e) => return Err(e.into_io()),
             },
         };
-        let tree = share::connection_of(&handle);
-        let r = stream_from(&reads.root.live(&tree), &handle, pos..range.end, in_flight, tx, &mut pos).await;
+        let r = {
+            let tree = share::connection_of(&handle);
+            stream_from(&reads.root.live(&tree), &handle, pos..range.end, in_flight, tx, &mut pos).await
+        };
         // Closed by its connection: the end of the body does not wait for it.
         drop(handle);
         match r {
@@ -431,8 +432,9 @@ impl FetchError {
 
 /// Opens the object again on a pooled connection and checks it is the
 /// generation the GET started with: same size, LastWriteTime and on-disk
-/// file id (when the server reports one).
-async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<Handle, FetchError> {
+/// file id (when the server reports one). Returns the open and the
+/// connection it is on.
+async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<(Handle, Tree), FetchError> {
     let tree = reads.root.tree().await.map_err(|e| FetchError::Other(io_err(e)))?;
     let f = reads.root.live(&tree).open_read(&info.path).await.map_err(|e| FetchError::Other(io_err(e)))?;
     let c = f.info();
@@ -440,14 +442,13 @@ async fn open_same(reads: &Reads, info: &ObjectInfo) -> Result<Handle, FetchErro
     if c.times.end_of_file != info.size || c.times.last_write != info.last_modified || other_file {
         return Err(FetchError::Changed);
     }
-    Ok(f)
+    Ok((f, tree))
 }
 
 async fn fetch_once(reads: &Reads, info: &ObjectInfo, seg: Range<u64>) -> Result<Vec<Bytes>, FetchError> {
-    let handle = open_same(reads, info).await?;
-    let tree = share::connection_of(&handle);
+    let (handle, tree) = open_same(reads, info).await?;
     let r = reads.root.live(&tree).read_range_whole(&handle, seg.clone(), reads.root.in_flight()).await;
-    drop(handle);
+    drop((handle, tree));
     let (data, got) = r.map_err(|e| FetchError::Other(io_err(e)))?;
     if got != seg.end - seg.start {
         return Err(FetchError::Changed);

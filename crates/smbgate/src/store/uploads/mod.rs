@@ -1,8 +1,8 @@
 //! Multipart uploads ([`Uploads`](super::Uploads)), with all state on the
 //! share: `multipart` (create, parts, abort), `stride` (the size of its
 //! parts, fixed by the first), `part_checksums` (the
-//! upload's checksum rules), `complete` (the parts joined and published
-//! as a PUT is), `record_fit` (the completed object's record, slimmed
+//! upload's checksum rules), `complete` (the parts joined, by `join`, and
+//! published as a PUT is), `record_fit` (the completed object's record, slimmed
 //! until the share keeps it), `upload_listing` (ListMultipartUploads), `removal` (an
 //! upload's folder removed, also while a part still streams into it), and
 //! `sweep` (what dead clients and expired uploads left behind).

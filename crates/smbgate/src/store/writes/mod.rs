@@ -3,7 +3,7 @@
 //! `spread` over several in lanes that `put_lanes` sizes, then verified),
 //! then `publish` (the rename into place under the write's conditions:
 //! `swap` for If-Match; `place` renames into the key's path, beside a
-//! directory of its name, and `parents` makes the folders it needs). `copy` copies on the server, `sealed_copy`
+//! directory of its name, and `parents` makes the folders it needs). `copy` copies on the server (the bytes: `server_copy`), `sealed_copy`
 //! through the gateway where SSE-C seals either side; `object_tags`
 //! rewrites an object's record.
 
