@@ -2,8 +2,8 @@
 //! [`ShareLookups`]: files opened to read, write or copy, their bytes read
 //! whole or copied by the server, temp files, a multipart upload's files
 //! (its data file, the claims of its parts) and the named records they
-//! carry (a part's, an upload's), and what an object's lock or a bucket's
-//! volume needs. Multipart uploads, server-side copies, a GET's body and the
+//! carry (a part's, an upload's), what an object's lock or a bucket's
+//! volume needs, and watches of directories' changes. Multipart uploads, server-side copies, a GET's body and the
 //! lock of a version reach the share through it; the in-memory share implements it
 //! with the bytes of its files (`memory_data.rs`). Each operation means
 //! what the share layer's function of the same name means.
@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::ops::Range;
 
-use super::share::{self, FileTimes, FullEa, Handle, Result, ShareError, TempFile};
+use super::share::{self, DirWatch, FileTimes, FullEa, Handle, Result, ShareError, TempFile, WatchError};
 use super::share_lookups::ShareLookups;
 use super::share_ops::LiveShare;
 use bytes::Bytes;
@@ -21,6 +21,9 @@ use bytes::Bytes;
 pub(crate) trait ShareData: ShareLookups {
     /// A range of a file being read, piece by piece, in order.
     type RangeReader: Send;
+
+    /// A directory being watched for changes.
+    type Watch: Send;
 
     /// Starts reading `range` of `file`, keeping up to `in_flight` bytes
     /// of READs outstanding (`share::read_range`); the pieces come from
@@ -184,10 +187,24 @@ pub(crate) trait ShareData: ShareLookups {
     ///
     /// Errors: the CREATE's or QUERY_INFO's NTSTATUS.
     fn space(&self, path: &str) -> impl Future<Output = Result<(u64, u64)>> + Send;
+
+    /// Watches the directory at `path` for names coming and going and
+    /// files changing in it (`share::watch_dir`, CHANGE_NOTIFY).
+    ///
+    /// Errors: [`WatchError::Unsupported`] where the server keeps no
+    /// watches; [`WatchError::Failed`] for the rest.
+    fn watch_dir(&self, path: &str) -> impl Future<Output = std::result::Result<Self::Watch, WatchError>> + Send;
+
+    /// As [`ShareData::watch_dir`], for the whole tree under `path`
+    /// (`share::watch_tree`).
+    ///
+    /// Errors: as [`ShareData::watch_dir`].
+    fn watch_tree(&self, path: &str) -> impl Future<Output = std::result::Result<Self::Watch, WatchError>> + Send;
 }
 
 impl ShareData for LiveShare<'_> {
     type RangeReader = share::RangeReader;
+    type Watch = DirWatch;
 
     fn read_range(&self, file: &Handle, range: Range<u64>, in_flight: usize) -> Result<share::RangeReader> {
         share::read_range(file, range, in_flight)
@@ -301,5 +318,13 @@ impl ShareData for LiveShare<'_> {
 
     fn space(&self, path: &str) -> impl Future<Output = Result<(u64, u64)>> + Send {
         share::space(self.tree, path)
+    }
+
+    fn watch_dir(&self, path: &str) -> impl Future<Output = std::result::Result<DirWatch, WatchError>> + Send {
+        share::watch_dir(self.tree, path)
+    }
+
+    fn watch_tree(&self, path: &str) -> impl Future<Output = std::result::Result<DirWatch, WatchError>> + Send {
+        share::watch_tree(self.tree, path)
     }
 }

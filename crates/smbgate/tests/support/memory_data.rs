@@ -5,7 +5,8 @@
 //! records files carry (the object's own record among them) and
 //! read-only marks. Its volume is 1 TiB with half of it free. Not
 //! modelled: the access rights of the handles a copy uses, and a copy's
-//! change of LastWriteTime.
+//! change of LastWriteTime. It keeps no change notifications: a watch is
+//! refused as by a server without them.
 
 use std::ops::Range;
 
@@ -14,7 +15,7 @@ use bytes::Bytes;
 use super::memory_share::{MemHandle, MemoryShare};
 use super::memory_state::{Node, ALL, DELETE, READ, WRITE};
 use super::meta::{ObjectMeta, META_EA};
-use super::share::{failing_status, failing_with, Failure, FileTimes, FullEa, Result, ShareError};
+use super::share::{failing_status, failing_with, Failure, FileTimes, FullEa, Result, ShareError, WatchError};
 use super::share_data::ShareData;
 use super::share_ops::ShareOps;
 use smb_proto::{Command, NtStatus};
@@ -63,6 +64,7 @@ impl MemoryShare {
 
 impl ShareData for MemoryShare {
     type RangeReader = std::collections::VecDeque<Bytes>;
+    type Watch = ();
 
     fn read_range(&self, file: &MemHandle, range: Range<u64>, in_flight: usize) -> Result<Self::RangeReader> {
         let data = self.bytes_of(file, range)?;
@@ -231,6 +233,19 @@ impl ShareData for MemoryShare {
     async fn space(&self, path: &str) -> Result<(u64, u64)> {
         self.times(path).await.map(|_| VOLUME)
     }
+
+    async fn watch_dir(&self, _path: &str) -> std::result::Result<(), WatchError> {
+        Err(no_watches())
+    }
+
+    async fn watch_tree(&self, _path: &str) -> std::result::Result<(), WatchError> {
+        Err(no_watches())
+    }
+}
+
+/// What a server that keeps no change notifications answers a watch.
+fn no_watches() -> WatchError {
+    WatchError::Unsupported(failing_status(Command::ChangeNotify, NtStatus::STATUS_NOT_SUPPORTED))
 }
 
 /// Sets `records` on the file `file` holds: the object's record (an empty

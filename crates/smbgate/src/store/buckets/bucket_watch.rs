@@ -9,8 +9,9 @@
 //! (`.smbgate/events/` holds only the queues, one folder per target.)
 
 pub use super::event_queue::QueueLock as WatcherLock;
-use crate::store::share::{self, DirWatch, WatchError};
+use crate::store::share::{DirWatch, WatchError};
 pub use crate::store::share::{Action, Change, Notified};
+use crate::store::share_data::ShareData;
 use crate::store::{Buckets, StoreError, StoreResult};
 
 /// A bucket's tree, watched.
@@ -57,7 +58,7 @@ impl Buckets {
     /// Errors: Refused where the server keeps no watches; SMB failures.
     pub async fn watch_bucket(&self, bucket: &str) -> StoreResult<BucketWatch> {
         let tree = self.root.tree().await?;
-        match share::watch_tree(&tree, &self.root.bucket_path(bucket)).await {
+        match self.root.live(&tree).watch_tree(&self.root.bucket_path(bucket)).await {
             Ok(watch) => Ok(BucketWatch { watch }),
             Err(WatchError::Unsupported(_)) => Err(StoreError::Refused("the server keeps no change notifications")),
             Err(WatchError::Failed(e)) => Err(e.into()),

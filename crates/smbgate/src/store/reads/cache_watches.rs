@@ -38,6 +38,7 @@ use tokio::sync::Notify;
 pub use super::watch_table::{DirWatches, Mark, MAX_WATCHES, RETRY_AFTER};
 use crate::store::root::{Inner, Root};
 use crate::store::share::{self, Action, DirWatch, Notified, WatchError};
+use crate::store::share_data::ShareData;
 
 /// How long a watch lives before it is started again on a connection the
 /// pool has now.
@@ -151,7 +152,7 @@ pub(crate) async fn probe(root: &Root) {
 /// A watch of `dir`, armed, on a pooled connection.
 async fn arm(root: &Root, dir: &str) -> Result<DirWatch, WatchError> {
     let tree = share::connection(root.pool()).await.map_err(WatchError::Failed)?;
-    share::watch_dir(&tree, dir).await
+    root.live(&tree).watch_dir(dir).await
 }
 
 /// How a watch ended.
