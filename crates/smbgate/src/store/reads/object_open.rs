@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::find_stored::{find_stored, KeyPlaces};
 use super::open_checked::{check_exact_name, check_found, open_checked, Asked, OpenFor};
-pub(in crate::store) use super::open_checked::{ForRead, ForRecordChange, ForStat};
+use super::open_checked::{ForRead, ForRecordChange, ForStat};
 use crate::store::folders::Found;
 use crate::store::keys::{map_key, KeyError, MappedKey};
 use crate::store::meta::ObjectMeta;
