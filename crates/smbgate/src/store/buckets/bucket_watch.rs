@@ -9,8 +9,8 @@
 //! (`.smbgate/events/` holds only the queues, one folder per target.)
 
 pub use super::event_queue::QueueLock as WatcherLock;
-use crate::store::share::{DirWatch, WatchError};
 pub use crate::store::share::{Action, Change, Notified};
+use crate::store::share::{DirWatch, WatchError};
 use crate::store::share_data::ShareData;
 use crate::store::{Buckets, StoreError, StoreResult};
 
