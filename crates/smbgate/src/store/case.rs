@@ -93,9 +93,6 @@ impl Root {
         bucket: &str,
         key: &MappedKey,
     ) -> StoreResult<Option<(String, String)>> {
-        if key.components.is_empty() {
-            return Ok(None);
-        }
         Ok(self.case_lookup(tree, bucket, key).await?.0)
     }
 
@@ -107,11 +104,11 @@ impl Root {
     }
 }
 
-/// The first of the (encoded) path components of `key` (which has
-/// components) under the directory `bucket` that exists on `s` with a
-/// different case or as an alias, as `(ours, theirs)`, and whether its own
-/// path opened (under any spelling). One batch of lookups, one per
-/// component.
+/// The first of the (encoded) path components of `key` under the
+/// directory `bucket` that exists on `s` with a different case or as an
+/// alias, as `(ours, theirs)`, and whether its own path opened (under any
+/// spelling). One batch of lookups, one per component; none, and nothing
+/// found, for a key without components.
 ///
 /// Errors: SMB failures.
 pub(in crate::store) async fn mismatch_on(
@@ -119,6 +116,9 @@ pub(in crate::store) async fn mismatch_on(
     bucket: &SharePath,
     key: &MappedKey,
 ) -> StoreResult<(Mismatch, bool)> {
+    if key.components.is_empty() {
+        return Ok((None, false));
+    }
     let paths: Vec<String> = bucket.ancestors_of(key).into_iter().map(|p| p.to_string()).collect();
     let names = s.normalized_names(&paths).await?;
     let own = names.last().is_some_and(Option::is_some);

@@ -118,7 +118,8 @@ impl Reads {
         on_disk: Option<&str>,
     ) -> StoreResult<()> {
         let bucket_path = || self.root.bucket_path(bucket);
-        check_exact_name(&self.root.live(tree), &self.asked("", kept, &bucket_path), kept, keyed, on_disk).await
+        let names = (&bucket_path as &(dyn Fn() -> SharePath + Sync), self.root.case_insensitive());
+        check_exact_name(&self.root.live(tree), names, kept, keyed, on_disk).await
     }
 
     /// Maps `key` for a GET or HEAD. A key that no object on the share can

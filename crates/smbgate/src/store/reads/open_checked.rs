@@ -198,14 +198,15 @@ pub(in crate::store) async fn check_found(
 ) -> StoreResult<(Option<ObjectMeta>, ObjectInfo)> {
     let meta = check_record_key(meta, asked.key)?;
     let kept = kept_as(asked.mapped, found == Found::Beside);
-    check_exact_name(s, asked, &kept, keyed(&meta), on_disk).await?;
+    check_exact_name(s, (asked.bucket, asked.case_insensitive), &kept, keyed(&meta), on_disk).await?;
     let info = ObjectInfo::new(create, meta.clone(), path);
     check_kind(create.times.is_directory(), asked.mapped.dir_marker && found != Found::Beside, found, &info)?;
     Ok((meta, info))
 }
 
 /// NoSuchKey if the file that opened is named otherwise than `kept` (the
-/// names the key's object is kept under, in the bucket of `asked`): in
+/// names the key's object is kept under, in the directory `bucket` of a
+/// share that matches names without case if `case_insensitive`): in
 /// another case on a case-insensitive share (S3 keys are case-sensitive),
 /// or a long name `kept` is an 8.3 alias of ([`needs_exact_names`]).
 /// A record naming its key (`keyed`) has already been compared
@@ -217,18 +218,18 @@ pub(in crate::store) async fn check_found(
 /// Errors: NoSuchKey; SMB failures of the lookup.
 pub(in crate::store) async fn check_exact_name(
     s: &impl ShareLookups,
-    asked: &Asked<'_>,
+    (bucket, case_insensitive): (&(dyn Fn() -> SharePath + Sync), bool),
     kept: &MappedKey,
     keyed: bool,
     on_disk: Option<&str>,
 ) -> StoreResult<()> {
-    if !needs_exact_names(asked.case_insensitive, kept) || keyed {
+    if !needs_exact_names(case_insensitive, kept) || keyed {
         return Ok(());
     }
     let differs = match on_disk {
         // The key's components are the last ones of the on-disk path.
         Some(name) => !name.rsplit('\\').take(kept.components.len()).eq(kept.components.iter().rev()),
-        None => !kept.components.is_empty() && mismatch_on(s, &(asked.bucket)(), kept).await?.0.is_some(),
+        None => mismatch_on(s, &bucket(), kept).await?.0.is_some(),
     };
     if differs {
         return Err(StoreError::NoSuchKey);

@@ -130,8 +130,7 @@ async fn without_a_name_from_the_open_the_names_are_looked_up() {
         let s = &s;
         async move {
             let mapped = map_key(key).unwrap();
-            let asked = Asked { key, mapped: &mapped, bucket: &bucket, case_insensitive: true };
-            alone(s, check_exact_name(s, &asked, &mapped, false, None)).await.map_err(|e| format!("{e:?}"))
+            alone(s, check_exact_name(s, (&bucket, true), &mapped, false, None)).await.map_err(|e| format!("{e:?}"))
         }
     };
     assert_eq!(check("dir/x").await, Err("NoSuchKey".into()), "a folder of the path in another case");

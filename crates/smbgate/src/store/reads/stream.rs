@@ -325,10 +325,13 @@ async fn stream_resuming(
     let mut backoff = backoff::SEGMENT.start();
     loop {
         let from = pos;
-        let handle = match first.take() {
-            Some(h) => h,
+        let (handle, tree) = match first.take() {
+            Some(h) => {
+                let tree = share::connection_of(&h);
+                (h, tree)
+            }
             None => match open_same(reads, info).await {
-                Ok((h, _)) => h,
+                Ok(opened) => opened,
                 Err(FetchError::Other(e)) => {
                     if !before_retry(reads, &mut backoff).await {
                         return Err(e);
@@ -339,12 +342,9 @@ async fn stream_resuming(
                 Err(e) => return Err(e.into_io()),
             },
         };
-        let r = {
-            let tree = share::connection_of(&handle);
-            stream_from(&reads.root.live(&tree), &handle, pos..range.end, in_flight, tx, &mut pos).await
-        };
+        let r = stream_from(&reads.root.live(&tree), &handle, pos..range.end, in_flight, tx, &mut pos).await;
         // Closed by its connection: the end of the body does not wait for it.
-        drop(handle);
+        drop((handle, tree));
         match r {
             Ok(()) if pos < range.end && !tx.is_closed() => {
                 let (got, want) = (pos - range.start, range.end - range.start);

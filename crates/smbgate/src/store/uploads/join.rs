@@ -56,14 +56,14 @@ pub(in crate::store) async fn join_by_copy<S: ShareData>(
     let mut off = 0u64;
     for p in parts {
         if p.stored > 0 {
-            let (src, src_off) = match p.data_offset {
-                Some(o) => (SharePath::root(data_path), o),
-                None => (part_path(p.number), 0),
+            let (f, src_off) = match p.data_offset {
+                Some(o) => (s.open_read(data_path).await?, o),
+                None => {
+                    let f = s.open_read(&part_path(p.number)).await?;
+                    is_planned(s, &f, p)?;
+                    (f, 0)
+                }
             };
-            let f = s.open_read(&src).await?;
-            if p.data_offset.is_none() {
-                is_planned(s, &f, p)?;
-            }
             copy_whole(s, &f, src_off, temp, off, p.stored, p.number).await?;
         }
         off += p.stored;

@@ -7,7 +7,7 @@
 //! test_complete_conditions.py.
 
 use super::*;
-use crate::store::memory_share::{alone, race, MemoryShare, ALL, WRITE};
+use crate::store::memory_share::{alone, race, MemHandle, MemoryShare, ALL, WRITE};
 use crate::store::path::SharePath;
 use crate::store::share_ops::ShareOps;
 
@@ -31,6 +31,13 @@ async fn part(s: &MemoryShare, number: i32, size: u64, data_offset: Option<u64>)
         }
     };
     PartInfo { data_offset, number, size, stored: size, last_modified, disk_id, ..Default::default() }
+}
+
+/// A new file at `path` holding `data`, open to be written as a join's
+/// target is.
+fn written(s: &MemoryShare, path: &str, data: &[u8]) -> MemHandle {
+    s.put_bytes(path, data);
+    s.open_as(path, WRITE, ALL).expect("a file just made opens")
 }
 
 fn upload() -> MemoryShare {
@@ -57,8 +64,7 @@ async fn by_copy_every_part_is_copied_in_order() {
     s.put_bytes(DATA, b"abc\0\0\0\0\0hi");
     s.put_bytes(&part_path(2), b"defg");
     let parts = vec![part(&s, 1, 3, Some(0)).await, part(&s, 2, 4, None).await, part(&s, 3, 2, Some(8)).await];
-    s.put_bytes("u\\temp", b"");
-    let temp = s.open_as("u\\temp", WRITE, ALL).unwrap();
+    let temp = written(&s, "u\\temp", b"");
     alone(&s, join_by_copy(&s, &temp, &parts, DATA, part_path)).await.expect("joined");
     assert_eq!(s.data_at("u\\temp").as_deref(), Some(&b"abcdefghi"[..]));
 }
@@ -67,14 +73,12 @@ async fn by_copy_every_part_is_copied_in_order() {
 async fn a_part_cut_short_in_the_data_file_fails_the_copy_and_a_temp_of_another_size_is_busy() {
     let s = upload();
     s.put_bytes(DATA, b"abc");
-    s.put_bytes("u\\temp", b"");
-    let temp = s.open_as("u\\temp", WRITE, ALL).unwrap();
+    let temp = written(&s, "u\\temp", b"");
     let parts = vec![PartInfo { data_offset: Some(0), number: 1, size: 5, stored: 5, ..Default::default() }];
     let got = alone(&s, join_by_copy(&s, &temp, &parts, DATA, part_path)).await;
     assert!(matches!(got, Err(StoreError::Smb(_))), "the copy's failure: {got:?}");
     // A temp file that already held bytes ends longer than its parts.
-    s.put_bytes("u\\temp2", b"0123456789");
-    let temp = s.open_as("u\\temp2", WRITE, ALL).unwrap();
+    let temp = written(&s, "u\\temp2", b"0123456789");
     let parts = vec![PartInfo { data_offset: Some(0), number: 1, size: 3, stored: 3, ..Default::default() }];
     let got = alone(&s, join_by_copy(&s, &temp, &parts, DATA, part_path)).await;
     assert_eq!(format!("{:?}", got.unwrap_err()), "Busy(\"assembled object has the wrong size\")");
@@ -100,8 +104,7 @@ async fn a_part_uploaded_again_during_the_join_is_refused_or_its_old_bytes_joine
         let s = upload();
         s.put_bytes(&part_path(1), b"BBBB");
         let parts = vec![part(&s, 1, 4, None).await];
-        s.put_bytes("u\\temp", b"");
-        let temp = s.open_as("u\\temp", WRITE, ALL).unwrap();
+        let temp = written(&s, "u\\temp", b"");
         let upload_again = async {
             let (t, _) = s.write_temp("u\\again", b"ZZZZ").await?;
             s.publish_temp(t, &part_path(1), true).await
